@@ -1,0 +1,1 @@
+"""memsvc: conversation memory for LLM gateways and companion apps."""

@@ -1,0 +1,169 @@
+"""Envoy configuration for the REST gateway, built as data and dumped with PyYAML.
+
+The transcoder serves the documented REST paths from the same descriptor set the gRPC
+server was generated from, so there is one contract and no hand-written HTTP handler.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+SERVICES = ("memsvc.v1.MemoryService", "memsvc.v1.EngineService", "memsvc.v1.SettingsService")
+CLUSTER = "memsvc_grpc"
+# Large enough for a full recent-history save (2,097,152 characters of chat, up to 4 bytes
+# each in UTF-8, plus JSON framing); the gRPC server's message limit matches it.
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class EnvoySettings:
+    """Where Envoy listens and where it finds the gRPC server and the descriptor set."""
+
+    descriptor_path: str
+    listen_host: str = "127.0.0.1"
+    listen_port: int = 8080
+    upstream_host: str = "127.0.0.1"
+    upstream_port: int = 50051
+    admin_host: str = "127.0.0.1"
+    admin_port: int = 9901
+    max_request_bytes: int = MAX_REQUEST_BYTES
+    max_connections: int = 10_000
+
+    @classmethod
+    def committed(cls, descriptor_path: str) -> "EnvoySettings":
+        """The defaults that deploy/envoy.yaml is generated with (run from the repo root)."""
+        return cls(descriptor_path=descriptor_path)
+
+
+def _typed(type_name: str, **fields: Any) -> dict[str, Any]:
+    return {"@type": f"type.googleapis.com/{type_name}", **fields}
+
+
+def _address(host: str, port: int) -> dict[str, Any]:
+    return {"socket_address": {"address": host, "port_value": port}}
+
+
+def _transcoder(s: EnvoySettings) -> dict[str, Any]:
+    return {
+        "name": "envoy.filters.http.grpc_json_transcoder",
+        "typed_config": _typed(
+            "envoy.extensions.filters.http.grpc_json_transcoder.v3.GrpcJsonTranscoder",
+            proto_descriptor=s.descriptor_path,
+            services=list(SERVICES),
+            print_options={
+                "add_whitespace": False,
+                "always_print_primitive_fields": True,
+                "always_print_enums_as_ints": False,
+                "preserve_proto_field_names": False,
+            },
+            convert_grpc_status=True,
+            request_validation_options={
+                "reject_unknown_method": True,
+                "reject_unknown_query_parameters": True,
+            },
+            max_request_body_size=s.max_request_bytes,
+        ),
+    }
+
+
+def _access_log() -> list[dict[str, Any]]:
+    """One JSON object per request on stdout, like the server's own logs."""
+    fields = {
+        "ts": "%START_TIME%",
+        "request_id": "%REQ(X-REQUEST-ID)%",
+        # The transcoder rewrites :method and :path to the gRPC call; these are what the
+        # client sent.
+        "path": "%REQ(X-ENVOY-ORIGINAL-PATH?:PATH)%",
+        "status": "%RESPONSE_CODE%",
+        "duration_ms": "%DURATION%",
+    }
+    return [
+        {
+            "name": "envoy.access_loggers.stdout",
+            "typed_config": _typed(
+                "envoy.extensions.access_loggers.stream.v3.StdoutAccessLog",
+                log_format={"json_format": fields},
+            ),
+        }
+    ]
+
+
+def _listener(s: EnvoySettings) -> dict[str, Any]:
+    manager = _typed(
+        "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
+        stat_prefix="rest",
+        codec_type="AUTO",
+        generate_request_id=True,
+        access_log=_access_log(),
+        route_config={
+            "name": "memsvc",
+            "virtual_hosts": [
+                {
+                    "name": "memsvc",
+                    "domains": ["*"],
+                    # timeout 0s: the Reindex stream may run for minutes; idle streams are
+                    # still cut by stream_idle_timeout.
+                    "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "0s"}}],
+                }
+            ],
+        },
+        stream_idle_timeout="300s",
+        http_filters=[
+            _transcoder(s),
+            {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},
+        ],
+    )
+    return {
+        "name": "rest",
+        "address": _address(s.listen_host, s.listen_port),
+        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": manager}]}],
+    }
+
+
+def _cluster(s: EnvoySettings) -> dict[str, Any]:
+    return {
+        "name": CLUSTER,
+        "type": "STRICT_DNS",
+        "connect_timeout": "1s",
+        "lb_policy": "ROUND_ROBIN",
+        "typed_extension_protocol_options": {
+            "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": _typed(
+                "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
+                explicit_http_config={"http2_protocol_options": {}},
+            )
+        },
+        "load_assignment": {
+            "cluster_name": CLUSTER,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address(s.upstream_host, s.upstream_port)}}]}],
+        },
+    }
+
+
+def _overload_manager(s: EnvoySettings) -> dict[str, Any]:
+    """Caps open client connections so a flood cannot exhaust file descriptors."""
+    return {
+        "resource_monitors": [{
+            "name": "envoy.resource_monitors.global_downstream_max_connections",
+            "typed_config": _typed(
+                "envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                max_active_downstream_connections=s.max_connections,
+            ),
+        }]
+    }
+
+
+def build(s: EnvoySettings) -> dict[str, Any]:
+    """The whole bootstrap config as plain data."""
+    return {
+        "admin": {"address": _address(s.admin_host, s.admin_port)},
+        "overload_manager": _overload_manager(s),
+        "static_resources": {"listeners": [_listener(s)], "clusters": [_cluster(s)]},
+    }
+
+
+def render_yaml(s: EnvoySettings) -> str:
+    header = "# Generated by `python scripts/generate.py` (memsvc.gateway.envoy_config); do not edit.\n"
+    return header + yaml.safe_dump(build(s), sort_keys=False, default_flow_style=False)
