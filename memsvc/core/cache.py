@@ -1,0 +1,72 @@
+"""A small TTL cache with the eviction rule of ENGINE.md §14: when full, drop the oldest
+20 % at once (cheaper than one eviction per insert under a write burst)."""
+
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass
+from typing import Callable, Generic, Hashable, TypeVar
+
+V = TypeVar("V")
+
+
+@dataclass(frozen=True)
+class CacheStats:
+    hits: int
+    misses: int
+    size: int
+
+    @property
+    def hit_rate(self) -> float:
+        total = self.hits + self.misses
+        return self.hits / total if total else 0.0
+
+
+class TtlCache(Generic[V]):
+    """Thread-safe; entries expire `ttl_s` after they were stored."""
+
+    def __init__(self, max_entries: int, ttl_s: float, evict_fraction: float = 0.2,
+                 clock: Callable[[], float] = time.monotonic):
+        if max_entries < 1:
+            raise ValueError("max_entries must be at least 1")
+        self._max = max_entries
+        self._ttl = ttl_s
+        self._evict = max(1, int(max_entries * evict_fraction))
+        self._clock = clock
+        self._items: dict[Hashable, tuple[float, V]] = {}
+        self._lock = threading.Lock()
+        self._hits = 0
+        self._misses = 0
+
+    def get(self, key: Hashable) -> V | None:
+        with self._lock:
+            item = self._items.get(key)
+            if item is not None and item[0] > self._clock():
+                self._hits += 1
+                return item[1]
+            if item is not None:
+                del self._items[key]
+            self._misses += 1
+            return None
+
+    def put(self, key: Hashable, value: V) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+            if len(self._items) >= self._max:
+                # dicts keep insertion order, so the first keys are the oldest stored.
+                for old in list(self._items)[: self._evict]:
+                    del self._items[old]
+            self._items[key] = (self._clock() + self._ttl, value)
+
+    def invalidate(self, key: Hashable) -> None:
+        with self._lock:
+            self._items.pop(key, None)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+
+    def stats(self) -> CacheStats:
+        with self._lock:
+            return CacheStats(self._hits, self._misses, len(self._items))

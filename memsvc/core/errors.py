@@ -1,0 +1,87 @@
+"""The core's exceptions. They know nothing of gRPC: `memsvc.api.errors` maps each class to
+a status code and rich details in one place."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class FieldViolation:
+    field: str
+    description: str
+
+
+class MemsvcError(Exception):
+    """Base class; `reason` is the stable machine-readable code clients may switch on."""
+
+    reason: str = "ERROR"
+
+    def __init__(self, message: str, *, reason: str | None = None, metadata: dict[str, str] | None = None):
+        super().__init__(message)
+        self.message = message
+        if reason is not None:
+            self.reason = reason
+        self.metadata: dict[str, str] = dict(metadata or {})
+
+
+class ValidationError(MemsvcError):
+    """Bad input. Carries every violation found, not just the first."""
+
+    reason = "INVALID_ARGUMENT"
+
+    def __init__(self, violations: list[FieldViolation] | FieldViolation, message: str | None = None):
+        items = [violations] if isinstance(violations, FieldViolation) else list(violations)
+        text = message or "; ".join(f"{v.field}: {v.description}" for v in items)
+        super().__init__(text)
+        self.violations = items
+
+    @classmethod
+    def single(cls, field_name: str, description: str) -> "ValidationError":
+        return cls(FieldViolation(field_name, description))
+
+
+class NotFoundError(MemsvcError):
+    reason = "NOT_FOUND"
+
+
+class ConflictError(MemsvcError):
+    """The request cannot apply to the current state (snapshot conflict, partial rename...)."""
+
+    reason = "CONFLICT"
+
+
+class PreconditionError(MemsvcError):
+    """The system is not in a state where this can run (no embedding source, ...)."""
+
+    reason = "FAILED_PRECONDITION"
+
+
+class PermissionDeniedError(MemsvcError):
+    reason = "PERMISSION_DENIED"
+
+
+class UnavailableError(MemsvcError):
+    """A dependency is down and no fallback exists."""
+
+    reason = "UNAVAILABLE"
+
+
+class StorageVersionError(MemsvcError):
+    """The database was written by a newer memsvc; refusing to touch it."""
+
+    reason = "SCHEMA_TOO_NEW"
+
+
+@dataclass
+class Violations:
+    """Collects violations so a validator can report all of them at once."""
+
+    items: list[FieldViolation] = field(default_factory=list)
+
+    def add(self, field_name: str, description: str) -> None:
+        self.items.append(FieldViolation(field_name, description))
+
+    def raise_if_any(self) -> None:
+        if self.items:
+            raise ValidationError(self.items)

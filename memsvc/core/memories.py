@@ -1,0 +1,250 @@
+"""Memory CRUD: validation, the read cache, pagination and the health round trip, over any
+`MemoryBackend`. This is what MemoryService's CRUD RPCs call; it never sees protobuf."""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Mapping
+
+from memsvc.core.backend import MemoryBackend
+from memsvc.core.cache import CacheStats, TtlCache
+from memsvc.core.errors import NotFoundError, Violations
+from memsvc.core.models import (
+    DEFAULT_MEMORY_TYPE,
+    MEMORY_TYPES,
+    Memory,
+    MemoryFilter,
+    MemoryPage,
+    MemoryPatch,
+    NewMemory,
+    UpsertResult,
+    utcnow,
+)
+
+MAX_CONTENT_BYTES = 32 * 1024
+MAX_KEY_CHARS = 512
+MAX_METADATA_BYTES = 16 * 1024
+MAX_ID_CHARS = 256
+MAX_QUERY_CHARS = 1024
+DEFAULT_LIMIT = 50
+MAX_LIMIT = 200
+# Owners starting with this prefix belong to memsvc itself (the health round trip).
+RESERVED_OWNER_PREFIX = "__memsvc"
+HEALTH_OWNER = "__memsvc_health__"
+HEALTH_KEY = "__extraction_test__"
+HEALTH_CONTENT = "pipeline verification test"
+UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
+
+
+@dataclass(frozen=True)
+class ListQuery:
+    filter: MemoryFilter
+    limit: int | None = None
+    page: int | None = None
+    offset: int | None = None
+
+
+@dataclass(frozen=True)
+class MemoryListing:
+    page: MemoryPage
+    page_number: int
+    limit: int
+    total_pages: int
+    cache: CacheStats
+
+
+@dataclass(frozen=True)
+class HealthReport:
+    working: bool
+    latency_ms: int
+    error: str | None = None
+
+
+def _check_owner(v: Violations, field_name: str, value: str | None, *, required: bool) -> None:
+    if not value:
+        if required:
+            v.add(field_name, "is required")
+        return
+    if len(value) > MAX_ID_CHARS:
+        v.add(field_name, f"must be at most {MAX_ID_CHARS} characters")
+    if field_name == "apiKeyId" and value.startswith(RESERVED_OWNER_PREFIX):
+        v.add(field_name, f"owners starting with {RESERVED_OWNER_PREFIX!r} are reserved")
+
+
+def _check_type(v: Violations, value: str | None) -> None:
+    if value is not None and value not in MEMORY_TYPES:
+        v.add("type", f"must be one of {', '.join(MEMORY_TYPES)}")
+
+
+def _check_content(v: Violations, value: str | None) -> None:
+    if value is None or not value.strip():
+        v.add("content", "must not be empty")
+    elif len(value.encode("utf-8")) > MAX_CONTENT_BYTES:
+        v.add("content", f"must be at most {MAX_CONTENT_BYTES} bytes (UTF-8)")
+
+
+def _check_key(v: Violations, value: str | None) -> None:
+    if value is not None and len(value) > MAX_KEY_CHARS:
+        v.add("key", f"must be at most {MAX_KEY_CHARS} characters")
+
+
+def _check_metadata(v: Violations, value: Mapping[str, Any] | None) -> None:
+    if value is None:
+        return
+    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    if size > MAX_METADATA_BYTES:
+        v.add("metadata", f"must serialize to at most {MAX_METADATA_BYTES} bytes, got {size}")
+
+
+def validate_new(draft: NewMemory, now: datetime | None = None) -> NewMemory:
+    """Check every limit at once and normalize ("" → None, default type)."""
+    v = Violations()
+    memory = replace(
+        draft,
+        type=draft.type or DEFAULT_MEMORY_TYPE,
+        key=draft.key or None,
+        session_id=draft.session_id or None,
+        metadata=dict(draft.metadata or {}),
+    )
+    _check_owner(v, "apiKeyId", memory.api_key_id, required=True)
+    _check_owner(v, "sessionId", memory.session_id, required=False)
+    _check_type(v, memory.type)
+    _check_key(v, memory.key)
+    _check_content(v, memory.content)
+    _check_metadata(v, memory.metadata)
+    if memory.expires_at is not None and memory.expires_at <= (now or utcnow()):
+        v.add("expiresAt", "must be in the future")
+    v.raise_if_any()
+    return memory
+
+
+def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
+    """Only type, key, content and metadata may change; naming any other field is refused
+    (rather than silently ignored) so a client learns its expiry edit did not happen."""
+    v = Violations()
+    for name in changes:
+        if name not in UPDATABLE_FIELDS:
+            v.add(name, f"cannot be updated; only {', '.join(UPDATABLE_FIELDS)} can")
+    if not changes:
+        v.add("body", f"nothing to update; set one of {', '.join(UPDATABLE_FIELDS)}")
+    if "type" in changes:
+        _check_type(v, changes["type"])
+    if "content" in changes:
+        _check_content(v, changes["content"])
+    if "key" in changes:
+        _check_key(v, changes["key"])
+    if "metadata" in changes:
+        _check_metadata(v, changes["metadata"])
+    v.raise_if_any()
+    return MemoryPatch(
+        type=changes.get("type"),
+        key=changes.get("key"),
+        content=changes.get("content"),
+        metadata=dict(changes["metadata"]) if "metadata" in changes else None,
+    )
+
+
+def validate_filter(flt: MemoryFilter, *, owner_required: bool) -> MemoryFilter:
+    v = Violations()
+    _check_owner(v, "apiKeyId", flt.api_key_id, required=owner_required)
+    _check_owner(v, "sessionId", flt.session_id, required=False)
+    _check_type(v, flt.type or None)
+    if flt.q and len(flt.q) > MAX_QUERY_CHARS:
+        v.add("q", f"must be at most {MAX_QUERY_CHARS} characters")
+    v.raise_if_any()
+    return replace(flt, api_key_id=flt.api_key_id or None, session_id=flt.session_id or None,
+                   type=flt.type or None, q=flt.q or None)
+
+
+def resolve_paging(limit: int | None, page: int | None, offset: int | None) -> tuple[int, int, int]:
+    """(limit, offset, page number); an explicit offset wins over page."""
+    v = Violations()
+    if limit is not None and not 1 <= limit <= MAX_LIMIT:
+        v.add("limit", f"must be between 1 and {MAX_LIMIT}")
+    if page is not None and page < 1:
+        v.add("page", "must be at least 1")
+    if offset is not None and offset < 0:
+        v.add("offset", "must be at least 0")
+    v.raise_if_any()
+    size = limit or DEFAULT_LIMIT
+    if offset is not None:
+        return size, offset, offset // size + 1
+    number = page or 1
+    return size, (number - 1) * size, number
+
+
+class Memories:
+    """The CRUD façade. The read cache sits in front of `get` and is invalidated on every
+    write that can change a cached row."""
+
+    def __init__(self, backend: MemoryBackend, read_cache: TtlCache[Memory] | None = None):
+        self.backend = backend
+        self.read_cache: TtlCache[Memory] = read_cache or TtlCache(max_entries=500, ttl_s=60.0)
+
+    def create(self, draft: NewMemory) -> UpsertResult:
+        result = self.backend.create(validate_new(draft))
+        self.read_cache.invalidate(result.id)
+        return result
+
+    def get(self, memory_id: str) -> Memory:
+        cached = self.read_cache.get(memory_id)
+        if cached is not None:
+            return cached
+        memory = self.backend.get(memory_id) if memory_id else None
+        if memory is None:
+            raise NotFoundError(f"memory {memory_id!r} not found")
+        self.read_cache.put(memory_id, memory)
+        return memory
+
+    def update(self, memory_id: str, changes: Mapping[str, Any]) -> Memory:
+        patch = validate_patch(changes)
+        self.read_cache.invalidate(memory_id)
+        memory = self.backend.update(memory_id, patch) if memory_id else None
+        if memory is None:
+            raise NotFoundError(f"memory {memory_id!r} not found")
+        return memory
+
+    def delete(self, memory_id: str) -> None:
+        self.read_cache.invalidate(memory_id)
+        if not memory_id or not self.backend.delete(memory_id):
+            raise NotFoundError(f"memory {memory_id!r} not found")
+
+    def clear(self, flt: MemoryFilter) -> int:
+        count = self.backend.clear(validate_filter(flt, owner_required=True))
+        self.read_cache.clear()
+        return count
+
+    def list(self, query: ListQuery) -> MemoryListing:
+        limit, offset, number = resolve_paging(query.limit, query.page, query.offset)
+        page = self.backend.list(validate_filter(query.filter, owner_required=False), limit, offset)
+        return MemoryListing(page, number, limit, math.ceil(page.total / limit), self.read_cache.stats())
+
+    def check_health(self) -> HealthReport:
+        """Create → list → delete under the reserved owner; the row is removed whatever
+        happens, so a failed probe leaves nothing behind."""
+        started = time.perf_counter()
+        created: UpsertResult | None = None
+        try:
+            created = self.backend.create(
+                NewMemory(api_key_id=HEALTH_OWNER, key=HEALTH_KEY, content=HEALTH_CONTENT, metadata={"probe": True})
+            )
+            found = self.backend.list(MemoryFilter(api_key_id=HEALTH_OWNER), limit=10, offset=0)
+            if not any(m.id == created.id for m in found.data):
+                return HealthReport(False, _elapsed_ms(started), "created memory was not listed")
+            return HealthReport(True, _elapsed_ms(started))
+        except Exception as exc:  # the probe reports failures; it must not raise them
+            return HealthReport(False, _elapsed_ms(started), f"{type(exc).__name__}: {exc}")
+        finally:
+            if created is not None:
+                try:
+                    self.backend.delete(created.id)
+                except Exception:  # a failed clean-up must not mask the probe's own result
+                    pass
+
+
+def _elapsed_ms(started: float) -> int:
+    return int(round((time.perf_counter() - started) * 1000))

@@ -1,0 +1,90 @@
+"""Plain domain objects shared by the core, the storage backends and the API conversion."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+MEMORY_TYPES = ("factual", "episodic", "procedural", "semantic")
+DEFAULT_MEMORY_TYPE = "factual"
+
+
+def utcnow() -> datetime:
+    return datetime.now(timezone.utc)
+
+
+def estimate_tokens(text: str) -> int:
+    """ceil(chars / 4): the budget unit of the spec ("abcd" → 1, "abcde" → 2)."""
+    return -(-len(text) // 4)
+
+
+@dataclass(frozen=True)
+class Memory:
+    id: str
+    memory_id: int
+    api_key_id: str
+    session_id: str | None
+    type: str
+    key: str | None
+    content: str
+    metadata: dict[str, Any]
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime | None = None
+    access_count: int = 0
+    last_accessed_at: datetime | None = None
+    needs_reindex: bool = False
+
+
+@dataclass(frozen=True)
+class NewMemory:
+    """A validated create request. With a key, it upserts on (api_key_id, key)."""
+
+    api_key_id: str
+    content: str
+    type: str = DEFAULT_MEMORY_TYPE
+    session_id: str | None = None
+    key: str | None = None
+    metadata: dict[str, Any] = field(default_factory=dict)
+    expires_at: datetime | None = None
+
+
+@dataclass(frozen=True)
+class MemoryPatch:
+    """A validated update: only these four fields may change; None leaves a field alone."""
+
+    type: str | None = None
+    key: str | None = None
+    content: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    def is_empty(self) -> bool:
+        return self.type is None and self.key is None and self.content is None and self.metadata is None
+
+
+@dataclass(frozen=True)
+class MemoryFilter:
+    """Which memories a list or clear applies to. `q` matches content or key, any case."""
+
+    api_key_id: str | None = None
+    session_id: str | None = None
+    type: str | None = None
+    q: str | None = None
+    created_before: datetime | None = None
+
+
+@dataclass(frozen=True)
+class UpsertResult:
+    id: str
+    created: bool
+
+
+@dataclass(frozen=True)
+class MemoryPage:
+    """One page of a filtered listing plus aggregates over the whole filtered set."""
+
+    data: list[Memory]
+    total: int
+    by_type: dict[str, int]
+    tokens_used: int

@@ -1,0 +1,248 @@
+"""SQLite connections for memsvc over apsw: one writer, parallel per-thread readers.
+
+Why apsw: the stock `sqlite3` module on these machines cannot load extensions, and we need
+sqlite-vec as well as FTS5 (which apsw's bundled SQLite has). This module and the rest of
+`memsvc.storage` are the only places that import apsw.
+
+Why this shape: SQLite allows one writer at a time per database file. Funnelling every write
+through a single connection behind a lock turns contention inside the process into an orderly
+queue instead of SQLITE_BUSY retries, and `BEGIN IMMEDIATE` takes the file's write lock up
+front, so another process holding it makes us wait (busy timeout) at the start rather than
+fail at COMMIT. In WAL mode readers never block the writer nor each other, so each thread
+gets its own reader connection and reads run in parallel.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import datetime, timezone
+from pathlib import Path
+
+import apsw
+import sqlite_vec
+
+# PRAGMA values cannot be bound as parameters, so the accepted ones are whitelisted.
+_SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
+
+#: SQL name of the Unicode case-folding function registered on every connection. SQLite's
+#: own lower() and LIKE only fold ASCII, so "ÄPFEL" would not find "äpfel" without it.
+CASEFOLD_FUNCTION = "memsvc_casefold"
+
+
+def _casefold(value: object) -> object:
+    return value.casefold() if isinstance(value, str) else value
+
+
+def iso(dt: datetime | None) -> str | None:
+    """Format as fixed-width `YYYY-MM-DDTHH:MM:SS.ffffffZ` in UTC.
+
+    Fixed width and one time zone make text comparison equal instant comparison, so SQL can
+    compare, sort and index the stored text directly (created_at < ?, ORDER BY created_at).
+    A naive datetime is taken to be UTC already.
+    """
+    if dt is None:
+        return None
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    u = dt.astimezone(timezone.utc)
+    # Formatted by hand: strftime("%Y") does not zero-pad years below 1000 on glibc.
+    return (
+        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
+        f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
+    )
+
+
+def parse_iso(s: str | None) -> datetime | None:
+    """Inverse of `iso`: an aware UTC datetime. Strict, so a malformed stored value is
+    noticed instead of silently mis-sorting."""
+    if s is None:
+        return None
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+
+
+class Database:
+    """One SQLite file: a locked writer connection and lazily created per-thread readers.
+
+    `synchronous`: in WAL mode "NORMAL" is safe against the process being killed at any
+    instant: COMMIT returns only after the transaction is written to the WAL file, which then
+    lives in the OS page cache and is replayed by the next opener, so no acknowledged write
+    is lost and the file stays consistent (WAL frames are checksummed; a torn tail is
+    ignored). NORMAL skips the fsync per commit, so an OS crash or power loss may lose the
+    last few commits (never corrupting the file). "FULL" fsyncs the WAL on every commit and is
+    what survives power loss, at the cost of one fsync per write.
+
+    `vec_extension_path`: the sqlite-vec library to load (default: the installed wheel's).
+    Failing to load it is recorded in `vec_error`, not raised: keyword search still works
+    without vectors, and the engine status reports why vectors are unavailable.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout_ms: int = 5000,
+        vec_extension_path: str | None = None,
+    ) -> None:
+        level = synchronous.upper()
+        if level not in _SYNCHRONOUS_LEVELS:
+            raise ValueError(f"synchronous must be one of {sorted(_SYNCHRONOUS_LEVELS)}, not {synchronous!r}")
+        if busy_timeout_ms < 0:
+            raise ValueError("busy_timeout_ms must be >= 0")
+        self.path = Path(path)
+        self.synchronous = level
+        self.busy_timeout_ms = int(busy_timeout_ms)
+        self.vec_version: str | None = None
+        self.vec_error: str | None = None
+        #: Result of the last `integrity_check()` run in this process, None if never run.
+        self.last_integrity_check: str | None = None
+        self._vec_path = vec_extension_path or sqlite_vec.loadable_path()
+        self._closed = False
+        self._write_lock = threading.Lock()
+        self._writer_thread: int | None = None
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        # The writer opens first: it switches the file to WAL before any reader exists.
+        self._writer = self._open(reader=False)
+
+    # -- connections ---------------------------------------------------------------------
+
+    def _open(self, *, reader: bool) -> apsw.Connection:
+        conn = apsw.Connection(str(self.path))
+        try:
+            self._configure(conn, reader=reader)
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _configure(self, conn: apsw.Connection, *, reader: bool) -> None:
+        # Busy timeout first: switching to WAL briefly needs a lock another process may hold.
+        conn.set_busy_timeout(self.busy_timeout_ms)
+        mode = conn.execute("PRAGMA journal_mode=WAL").fetchall()[0][0]
+        if str(mode).lower() != "wal":
+            # Without WAL readers would block the writer; refuse rather than degrade silently
+            # (e.g. ":memory:" or a file system without shared memory support).
+            raise RuntimeError(f"could not enable WAL journal mode on {self.path} (got {mode!r})")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")  # whitelisted in __init__
+        conn.create_scalar_function(CASEFOLD_FUNCTION, _casefold, 1, deterministic=True)
+        self._load_vec(conn)
+        if reader:
+            # Readers never write: enforcing it keeps every write on the locked writer.
+            conn.execute("PRAGMA query_only=ON")
+
+    def _load_vec(self, conn: apsw.Connection) -> None:
+        try:
+            conn.enable_load_extension(True)
+            try:
+                conn.load_extension(self._vec_path)
+            finally:
+                # Keep the SQL-level load_extension() closed: only we load code.
+                conn.enable_load_extension(False)
+            version = conn.execute("SELECT vec_version()").fetchall()[0][0]
+        except Exception as exc:  # noqa: BLE001 - any failure means "no vectors", not a crash
+            self.vec_error = f"{type(exc).__name__}: {exc}"
+            return
+        self.vec_version = version
+
+    def _reader(self) -> apsw.Connection:
+        self._check_open()
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._open(reader=True)
+            with self._readers_lock:
+                if self._closed:
+                    conn.close()
+                    raise RuntimeError(f"database {self.path} is closed")
+                self._readers.append(conn)
+            self._local.conn = conn
+        return conn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise RuntimeError(f"database {self.path} is closed")
+
+    # -- public API ----------------------------------------------------------------------
+
+    @contextmanager
+    def read(self) -> Iterator[apsw.Connection]:
+        """Yield this thread's reader connection inside a read transaction.
+
+        The transaction gives every statement in the block the same snapshot (a page and
+        the counts over the same rows); in WAL mode it never blocks the writer. Nested
+        read() blocks on one thread share the outer transaction.
+        """
+        conn = self._reader()
+        if conn.in_transaction:
+            yield conn
+            return
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("COMMIT")
+
+    @contextmanager
+    def write(self) -> Iterator[apsw.Connection]:
+        """Yield the writer connection inside `BEGIN IMMEDIATE`; COMMIT on success, ROLLBACK
+        on any exception, so a block is applied entirely or not at all.
+
+        Not re-entrant: a nested write() on the same thread raises instead of deadlocking.
+        """
+        if self._writer_thread == threading.get_ident():
+            raise RuntimeError("Database.write() is not re-entrant")
+        with self._write_lock:
+            self._check_open()
+            conn = self._writer
+            self._writer_thread = threading.get_ident()
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    yield conn
+                except BaseException:
+                    self._rollback(conn)
+                    raise
+                try:
+                    conn.execute("COMMIT")
+                except BaseException:
+                    self._rollback(conn)
+                    raise
+            finally:
+                self._writer_thread = None
+
+    @staticmethod
+    def _rollback(conn: apsw.Connection) -> None:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+
+    def integrity_check(self) -> str:
+        """Run `PRAGMA integrity_check` ("ok" when fine, else the problems, one a line).
+
+        It reads the whole file, so it is for startup checks, tests and the CLI, not for
+        health probes; the result is remembered in `last_integrity_check`.
+        """
+        with self.read() as conn:
+            rows = conn.execute("PRAGMA integrity_check").fetchall()
+        result = "\n".join(str(r[0]) for r in rows)
+        self.last_integrity_check = result
+        return result
+
+    def close(self) -> None:
+        """Close the writer and every reader. Idempotent. Waits for a running write; call it
+        once traffic has stopped (readers of other threads are closed under them)."""
+        with self._write_lock:
+            if self._closed:
+                return
+            self._closed = True
+            with self._readers_lock:
+                readers, self._readers = self._readers, []
+            for conn in [*readers, self._writer]:
+                conn.close()

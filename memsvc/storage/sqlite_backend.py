@@ -1,0 +1,275 @@
+"""The SQLite MemoryBackend (ENGINE.md §2, §15): the embedded default primary store.
+
+Every statement binds user values through placeholders; the only text ever joined into SQL
+is the fixed fragments of `_where`. The FTS5 index follows the rows through the triggers of
+migration 0001, so this module never writes to memory_fts itself.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Sequence
+from typing import Any
+
+import apsw
+
+from memsvc.core.errors import ConflictError
+from memsvc.core.models import (
+    MEMORY_TYPES,
+    Memory,
+    MemoryFilter,
+    MemoryPage,
+    MemoryPatch,
+    NewMemory,
+    UpsertResult,
+    utcnow,
+)
+from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso, parse_iso
+from memsvc.storage.migrations import apply_migrations
+
+_COLUMNS = (
+    "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
+    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex"
+)
+_SELECT = f"SELECT {_COLUMNS} FROM memories"
+_NEWEST_FIRST = " ORDER BY created_at DESC, memory_id DESC"
+
+# memory_id is computed in the INSERT itself, inside the write transaction that holds the
+# database's write lock, so two inserts can never pick the same value.
+_INSERT = (
+    "INSERT INTO memories (id, memory_id, api_key_id, session_id, type, key, content, "
+    "metadata, created_at, updated_at, expires_at) "
+    "VALUES (?, (SELECT value + 1 FROM sequences WHERE name = 'memory_id'), ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+
+# Case-insensitive substring on content or key. instr() has no wildcards, so "%" and "_" in
+# q are literal without any escaping; the registered casefold function folds all of
+# Unicode (SQLite's lower()/LIKE fold only ASCII).
+_Q_CLAUSE = (
+    f"(instr({CASEFOLD_FUNCTION}(content), ?) > 0 "
+    f"OR instr({CASEFOLD_FUNCTION}(COALESCE(key, '')), ?) > 0)"
+)
+
+
+def _row_to_memory(row: Sequence[Any]) -> Memory:
+    """The single place a `_COLUMNS` row becomes a Memory."""
+    (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at,
+     updated_at, expires_at, access_count, last_accessed_at, needs_reindex) = row
+    return Memory(
+        id=id_,
+        memory_id=int(memory_id),
+        api_key_id=api_key_id,
+        session_id=session_id,
+        type=type_,
+        key=key,
+        content=content,
+        metadata=json.loads(metadata) if metadata else {},
+        created_at=parse_iso(created_at),
+        updated_at=parse_iso(updated_at),
+        expires_at=parse_iso(expires_at),
+        access_count=int(access_count),
+        last_accessed_at=parse_iso(last_accessed_at),
+        needs_reindex=bool(needs_reindex),
+    )
+
+
+def _dump_metadata(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
+
+
+def _where(flt: MemoryFilter) -> tuple[str, list[Any]]:
+    """WHERE clause for a filter: fixed fragments joined, every value a bound parameter."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if flt.api_key_id is not None:
+        clauses.append("api_key_id = ?")
+        params.append(flt.api_key_id)
+    if flt.session_id is not None:
+        clauses.append("session_id = ?")
+        params.append(flt.session_id)
+    if flt.type is not None:
+        clauses.append("type = ?")
+        params.append(flt.type)
+    if flt.q:
+        folded = flt.q.casefold()
+        clauses.append(_Q_CLAUSE)
+        params.extend([folded, folded])
+    if flt.created_before is not None:
+        clauses.append("created_at < ?")
+        params.append(iso(flt.created_before))
+    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
+
+
+def _fetch(conn: apsw.Connection, memory_id: str) -> Memory | None:
+    rows = conn.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchall()
+    return _row_to_memory(rows[0]) if rows else None
+
+
+class SqliteMemoryBackend:
+    """MemoryBackend over one SQLite file (see `memsvc.storage.database.Database`)."""
+
+    name = "sqlite"
+
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def initialize(self) -> None:
+        """Bring the schema up to date (idempotent); refuses a newer database."""
+        apply_migrations(self.db)
+
+    def shutdown(self) -> None:
+        """Close every connection; the backend is unusable afterwards."""
+        self.db.close()
+
+    def health(self) -> dict[str, object]:
+        """A cheap probe (`SELECT 1` on a reader). `integrity` is the last full check run in
+        this process, or "unchecked": the full check reads the whole file and is too slow
+        for a probe."""
+        result: dict[str, object] = {
+            "ok": True,
+            "backend": self.name,
+            "vec_version": self.db.vec_version,
+            "vec_error": self.db.vec_error,
+            "integrity": self.db.last_integrity_check or "unchecked",
+        }
+        try:
+            with self.db.read() as conn:
+                conn.execute("SELECT 1").fetchall()
+        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
+            result["ok"] = False
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        return result
+
+    # -- writes --------------------------------------------------------------------------
+
+    def create(self, memory: NewMemory) -> UpsertResult:
+        """Insert, or with a key update the owner's row with that key in place (content,
+        session, type, expiry replaced; metadata merged shallowly, new keys winning), so
+        repeating the same fact never grows the table."""
+        now = iso(utcnow())
+        with self.db.write() as conn:
+            if memory.key is not None:
+                rows = conn.execute(
+                    "SELECT id, metadata FROM memories WHERE api_key_id = ? AND key = ?",
+                    (memory.api_key_id, memory.key),
+                ).fetchall()
+                if rows:
+                    self._upsert_in_place(conn, rows[0][0], rows[0][1], memory, now)
+                    return UpsertResult(id=rows[0][0], created=False)
+            new_id = str(uuid.uuid4())
+            conn.execute(
+                _INSERT,
+                (new_id, memory.api_key_id, memory.session_id, memory.type, memory.key,
+                 memory.content, _dump_metadata(memory.metadata), now, now, iso(memory.expires_at)),
+            )
+        return UpsertResult(id=new_id, created=True)
+
+    @staticmethod
+    def _upsert_in_place(conn: apsw.Connection, row_id: str, stored: str | None,
+                         memory: NewMemory, now: str | None) -> None:
+        merged = {**(json.loads(stored) if stored else {}), **memory.metadata}
+        conn.execute(
+            "UPDATE memories SET content = ?, session_id = ?, type = ?, expires_at = ?, "
+            "metadata = ?, updated_at = ? WHERE id = ?",
+            (memory.content, memory.session_id, memory.type, iso(memory.expires_at),
+             _dump_metadata(merged), now, row_id),
+        )
+
+    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        """Apply the patch (None fields untouched; metadata replaces the whole object).
+        None when the id does not exist; ConflictError(DUPLICATE_KEY) when the new key is
+        already used by another memory of the same owner."""
+        with self.db.write() as conn:
+            current = _fetch(conn, memory_id)
+            if current is None:
+                return None
+            if patch.key is not None and patch.key != current.key:
+                self._ensure_key_free(conn, current.api_key_id, patch.key, memory_id)
+            conn.execute(
+                "UPDATE memories SET type = ?, key = ?, content = ?, metadata = ?, updated_at = ? "
+                "WHERE id = ?",
+                (
+                    patch.type if patch.type is not None else current.type,
+                    patch.key if patch.key is not None else current.key,
+                    patch.content if patch.content is not None else current.content,
+                    _dump_metadata(patch.metadata if patch.metadata is not None else current.metadata),
+                    iso(utcnow()),
+                    memory_id,
+                ),
+            )
+            return _fetch(conn, memory_id)
+
+    @staticmethod
+    def _ensure_key_free(conn: apsw.Connection, api_key_id: str, key: str, memory_id: str) -> None:
+        # Checked inside the write transaction, so no other writer can take the key between
+        # this check and the UPDATE; the unique index stays the last line of defence.
+        taken = conn.execute(
+            "SELECT 1 FROM memories WHERE api_key_id = ? AND key = ? AND id <> ?",
+            (api_key_id, key, memory_id),
+        ).fetchall()
+        if taken:
+            raise ConflictError(
+                f"another memory of this owner already has the key {key!r}",
+                reason="DUPLICATE_KEY",
+                metadata={"key": key},
+            )
+
+    def delete(self, memory_id: str) -> bool:
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
+            return conn.changes() > 0
+
+    def clear(self, flt: MemoryFilter) -> int:
+        """Delete every memory matching the filter (an empty filter matches all); the
+        delete trigger removes their FTS rows."""
+        where, params = _where(flt)
+        with self.db.write() as conn:
+            conn.execute("DELETE FROM memories" + where, params)
+            return conn.changes()
+
+    def touch(self, ids: Sequence[str]) -> None:
+        """Record that these memories were returned: access_count + 1, last_accessed_at =
+        now, in one transaction. Leaves the FTS index alone (its update trigger only fires
+        on content/key changes). Unknown ids are ignored."""
+        if not ids:
+            return
+        with self.db.write() as conn:
+            conn.execute(
+                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
+                "WHERE id IN (SELECT value FROM json_each(?))",
+                (iso(utcnow()), json.dumps(list(ids))),
+            )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def get(self, memory_id: str) -> Memory | None:
+        with self.db.read() as conn:
+            return _fetch(conn, memory_id)
+
+    def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
+        """One page, newest first (created_at, then memory_id, descending), plus total,
+        per-type counts and Σ ceil(len/4) over the whole filtered set, all read from the
+        same snapshot. `by_type` always has the four types (0 when absent)."""
+        if limit < 0 or offset < 0:
+            raise ValueError("limit and offset must be >= 0")
+        where, params = _where(flt)
+        with self.db.read() as conn:
+            rows = conn.execute(
+                _SELECT + where + _NEWEST_FIRST + " LIMIT ? OFFSET ?", [*params, limit, offset]
+            ).fetchall()
+            groups = conn.execute(
+                "SELECT type, count(*), sum((length(content) + 3) / 4) FROM memories"
+                + where + " GROUP BY type",
+                params,
+            ).fetchall()
+        by_type = {t: 0 for t in MEMORY_TYPES}
+        by_type.update({t: int(n) for t, n, _ in groups})
+        return MemoryPage(
+            data=[_row_to_memory(r) for r in rows],
+            total=sum(int(n) for _, n, _ in groups),
+            by_type=by_type,
+            tokens_used=sum(int(tokens or 0) for _, _, tokens in groups),
+        )
