@@ -1,0 +1,5 @@
+import sys
+
+from memsvc.cli import main
+
+sys.exit(main())

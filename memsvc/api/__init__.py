@@ -1,0 +1,2 @@
+"""The gRPC surface: servicers, wire ⇄ domain conversion, interceptors and the one error
+mapping. Nothing here opens the database."""

@@ -1,0 +1,89 @@
+"""The single place where exceptions become gRPC statuses.
+
+Every domain exception maps to a status code and `google.rpc.Status` details (ErrorInfo with
+a stable reason, BadRequest with field violations); Envoy turns those into the HTTP status
+and `{"code", "message", "details"}` body of spec/CONTRACT.md. Anything unexpected is INTERNAL
+with a sanitized message: the stack goes to the log, never to the client.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import grpc
+from google.protobuf import any_pb2
+from google.rpc import code_pb2, error_details_pb2, status_pb2
+from grpc_status import rpc_status
+
+from memsvc.core import errors as core
+from memsvc.logs import request_id_var
+
+log = logging.getLogger("memsvc.api")
+DOMAIN = "memsvc"
+
+
+class UnimplementedError(core.MemsvcError):
+    """An RPC of the contract whose capability is not built yet."""
+
+    reason = "UNIMPLEMENTED"
+
+
+class UnauthenticatedError(core.MemsvcError):
+    reason = "UNAUTHENTICATED"
+
+
+_CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
+    (core.ValidationError, grpc.StatusCode.INVALID_ARGUMENT),
+    (core.NotFoundError, grpc.StatusCode.NOT_FOUND),
+    (core.ConflictError, grpc.StatusCode.ABORTED),
+    (core.PreconditionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (core.StorageVersionError, grpc.StatusCode.FAILED_PRECONDITION),
+    (core.PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
+    (core.UnavailableError, grpc.StatusCode.UNAVAILABLE),
+    (UnimplementedError, grpc.StatusCode.UNIMPLEMENTED),
+    (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
+]
+
+
+def _pack(message) -> any_pb2.Any:
+    packed = any_pb2.Any()
+    packed.Pack(message)
+    return packed
+
+
+def status_for(exc: BaseException) -> grpc.Status:
+    """The status (code, message, details trailer) a client receives for `exc`."""
+    for cls, code in _CODES:
+        if isinstance(exc, cls):
+            return _domain_status(exc, code)  # type: ignore[arg-type]
+    rid = request_id_var.get() or "-"
+    message = f"internal error (request id {rid})"
+    proto = status_pb2.Status(code=code_pb2.INTERNAL, message=message,
+                              details=[_pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN))])
+    return rpc_status.to_status(proto)
+
+
+def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> grpc.Status:
+    details = []
+    if exc.reason:
+        details.append(_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata)))
+    if isinstance(exc, core.ValidationError):
+        violations = [error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
+                      for v in exc.violations]
+        details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
+    proto = status_pb2.Status(code=code.value[0], message=exc.message, details=details)
+    return rpc_status.to_status(proto)
+
+
+async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+    """Log as the failure deserves, then end the RPC with the mapped status (raises)."""
+    status = status_for(exc)
+    if status.code is grpc.StatusCode.INTERNAL:
+        log.error("rpc.internal_error", exc_info=exc, extra={"method": method})
+    trailing = tuple(status.trailing_metadata) + _request_id_metadata()
+    await context.abort(status.code, status.details, trailing_metadata=trailing)
+
+
+def _request_id_metadata() -> tuple[tuple[str, str], ...]:
+    rid = request_id_var.get()
+    return (("x-request-id", rid),) if rid else ()

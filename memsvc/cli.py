@@ -1,0 +1,88 @@
+"""`memsvc serve | migrate | gateway`: the operator's entry points."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import signal
+import sys
+from pathlib import Path
+
+from memsvc import config as cfg
+from memsvc.core.errors import StorageVersionError
+from memsvc.logs import configure
+
+log = logging.getLogger("memsvc.cli")
+
+
+def _serve(conf: cfg.Config, args: argparse.Namespace) -> int:
+    from memsvc.server import serve
+
+    conf.validate()
+    asyncio.run(serve(conf))
+    return 0
+
+
+def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
+    from memsvc.storage.database import Database
+    from memsvc.storage.migrations import apply_migrations, current_version
+
+    database = Database(conf.db_path, synchronous=conf.sqlite_synchronous.upper())
+    try:
+        applied = apply_migrations(database)
+        print(f"{conf.db_path}: schema version {current_version(database)}"
+              + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)"))
+    finally:
+        database.close()
+    return 0
+
+
+def _gateway(conf: cfg.Config, args: argparse.Namespace) -> int:
+    from memsvc.gateway.launcher import Gateway
+
+    gateway = Gateway.for_config(conf, grpc_port=conf.grpc_port)
+    if args.write_only:
+        print(gateway.write_config())
+        return 0
+    gateway.start()
+    log.info("gateway.started", extra={"rest_port": conf.rest_port, "grpc_port": conf.grpc_port})
+    signal.signal(signal.SIGTERM, lambda *_: gateway.stop())
+    try:
+        return gateway.process.wait() if gateway.process else 1
+    except KeyboardInterrupt:
+        gateway.stop()
+        return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="memsvc", description="Conversation memory service (gRPC + REST via Envoy).")
+    commands = parser.add_subparsers(dest="command", required=True)
+    for name, handler, text in (
+        ("serve", _serve, "run the gRPC server (and the Envoy REST gateway unless --no-gateway)"),
+        ("migrate", _migrate, "apply database migrations and exit"),
+        ("gateway", _gateway, "write the Envoy config for a running server and run Envoy"),
+    ):
+        sub = commands.add_parser(name, help=text, description=text)
+        cfg.add_arguments(sub)
+        sub.set_defaults(handler=handler)
+        if name == "gateway":
+            sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        conf = cfg.load(args)
+        configure(conf.log_level)
+        return args.handler(conf, args)
+    except (cfg.ConfigError, StorageVersionError) as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,46 @@
+"""Structured logging: one JSON object per line, carrying the current request id.
+
+The request id lives in a contextvar set by the API's request interceptor, so anything
+logged while serving a request (core included) is correlated without passing it around.
+Memory contents and secrets are never logged at INFO: callers log ids and counts.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import json
+import logging
+import sys
+from datetime import datetime, timezone
+
+request_id_var: contextvars.ContextVar[str | None] = contextvars.ContextVar("memsvc_request_id", default=None)
+
+_RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+
+
+class JsonFormatter(logging.Formatter):
+    def format(self, record: logging.LogRecord) -> str:
+        entry: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
+            "level": record.levelname.lower(),
+            "logger": record.name,
+            "event": record.getMessage(),
+        }
+        rid = request_id_var.get()
+        if rid:
+            entry["request_id"] = rid
+        for key, value in vars(record).items():
+            if key not in _RESERVED and not key.startswith("_"):
+                entry[key] = value
+        if record.exc_info:
+            entry["exc"] = self.formatException(record.exc_info)
+        return json.dumps(entry, default=str, ensure_ascii=False)
+
+
+def configure(level: str = "INFO") -> None:
+    """Route the root logger to stderr as JSON lines. Safe to call more than once."""
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(JsonFormatter())
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(level.upper())

@@ -1,0 +1,121 @@
+"""The gRPC server: servicers, interceptors, reflection, health, graceful shutdown.
+
+`start` is what tests use (port 0, in-process); `serve` is `memsvc serve`: it also starts the
+Envoy gateway and waits for SIGTERM/SIGINT, then drains: health NOT_SERVING first so load
+balancers stop sending, in-flight RPCs get the grace period, the database closes last.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import grpc
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+
+from memsvc.api.engine_servicer import EngineServicer
+from memsvc.api.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
+from memsvc.api.memory_servicer import MemoryServicer
+from memsvc.api.settings_servicer import SettingsServicer
+from memsvc.app import App
+from memsvc.config import Config, ConfigError
+from memsvc.v1 import engine_pb2, engine_pb2_grpc, memory_pb2, memory_pb2_grpc, settings_pb2, settings_pb2_grpc
+
+log = logging.getLogger("memsvc.server")
+
+SERVICE_NAMES = tuple(
+    module.DESCRIPTOR.services_by_name[name].full_name
+    for module, name in ((memory_pb2, "MemoryService"), (engine_pb2, "EngineService"), (settings_pb2, "SettingsService"))
+)
+
+
+@dataclass
+class RunningServer:
+    server: grpc.aio.Server
+    port: int
+    health: health.aio.HealthServicer
+    app: App
+
+    async def stop(self, grace_s: float) -> None:
+        """Stop taking work, let in-flight RPCs finish within the grace period, close the DB."""
+        await self.health.enter_graceful_shutdown()
+        await self.server.stop(grace_s)
+        await asyncio.get_running_loop().run_in_executor(None, self.app.close)
+
+
+def _interceptors(config: Config) -> list[grpc.aio.ServerInterceptor]:
+    chain: list[grpc.aio.ServerInterceptor] = [RequestContextInterceptor()]
+    if config.auth_enabled:
+        chain.append(AuthInterceptor(config.api_tokens))
+    chain.append(ErrorInterceptor())
+    return chain
+
+
+def _bind(server: grpc.aio.Server, host: str, port: int) -> int:
+    address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
+    try:
+        bound = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise ConfigError(f"cannot bind gRPC to {address}: {exc}") from None
+    if not bound:
+        raise ConfigError(f"cannot bind gRPC to {address}")
+    return bound
+
+
+async def start(config: Config, app: App) -> RunningServer:
+    """Start serving `app` on config.grpc_host:grpc_port (0 = any free port)."""
+    config.validate()
+    loop = asyncio.get_running_loop()
+    loop.set_default_executor(ThreadPoolExecutor(config.workers, thread_name_prefix="memsvc-worker"))
+    server = grpc.aio.server(
+        interceptors=_interceptors(config),
+        options=[
+            ("grpc.max_receive_message_length", config.max_message_bytes),
+            ("grpc.max_send_message_length", config.max_message_bytes),
+            # Without this a second server could silently share the port.
+            ("grpc.so_reuseport", 0),
+        ],
+    )
+    memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories), server)
+    engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(), server)
+    settings_pb2_grpc.add_SettingsServiceServicer_to_server(SettingsServicer(), server)
+    health_servicer = health.aio.HealthServicer()
+    health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
+    reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    port = _bind(server, config.grpc_host, config.grpc_port)
+    await server.start()
+    for name in ("", *SERVICE_NAMES):
+        await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    return RunningServer(server, port, health_servicer, app)
+
+
+async def serve(config: Config) -> None:
+    """Run until SIGTERM or SIGINT, with the gateway unless disabled."""
+    from memsvc.gateway.launcher import Gateway  # the gateway is optional at run time
+
+    loop = asyncio.get_running_loop()
+    app = await loop.run_in_executor(None, App.open, config)
+    running = await start(config, app)
+    log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,
+                                      "auth": "bearer" if config.auth_enabled else "none (loopback only)",
+                                      "sqlite_vec": app.database.vec_version or f"unavailable: {app.database.vec_error}"})
+    gateway = None
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        if config.gateway:
+            gateway = Gateway.for_config(config, grpc_port=running.port)
+            await loop.run_in_executor(None, gateway.start)
+            log.info("gateway.started", extra={"rest_host": config.rest_host, "rest_port": config.rest_port})
+        await stop.wait()
+        log.info("server.stopping", extra={"grace_s": config.shutdown_grace_s})
+    finally:
+        if gateway is not None:
+            await loop.run_in_executor(None, gateway.stop)
+        await running.stop(config.shutdown_grace_s)
+        log.info("server.stopped")

@@ -1,0 +1,170 @@
+"""Shared fixtures: a real memsvc gRPC server in-process (port 0, its own event loop on a
+thread, so tests call it through the generated synchronous stubs) and, for e2e tests, the
+real Envoy binary in front of it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import urllib.error
+import urllib.request
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Iterator
+
+import grpc
+import pytest
+
+from memsvc.app import App
+from memsvc.config import Config
+from memsvc.gateway.launcher import Gateway
+from memsvc.server import RunningServer, start
+from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
+
+
+@dataclass
+class ServerHandle:
+    config: Config
+    port: int
+    loop: asyncio.AbstractEventLoop
+    thread: threading.Thread
+    running: RunningServer
+    channels: list[grpc.Channel] = field(default_factory=list)
+
+    def channel(self, token: str | None = None) -> grpc.Channel:
+        """A channel that sends `token` as a bearer token on every call (if given)."""
+        ch = grpc.insecure_channel(f"127.0.0.1:{self.port}")
+        if token is not None:
+            ch = grpc.intercept_channel(ch, _BearerInterceptor(token))
+        self.channels.append(ch)
+        return ch
+
+    def stubs(self, token: str | None = None) -> "Stubs":
+        ch = self.channel(token)
+        return Stubs(memory_pb2_grpc.MemoryServiceStub(ch), engine_pb2_grpc.EngineServiceStub(ch),
+                     settings_pb2_grpc.SettingsServiceStub(ch))
+
+    @property
+    def app(self) -> App:
+        return self.running.app
+
+    def stop(self) -> None:
+        for ch in self.channels:
+            ch.close()
+        asyncio.run_coroutine_threadsafe(self.running.stop(1.0), self.loop).result(30)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+
+
+@dataclass
+class Stubs:
+    memory: memory_pb2_grpc.MemoryServiceStub
+    engine: engine_pb2_grpc.EngineServiceStub
+    settings: settings_pb2_grpc.SettingsServiceStub
+
+
+class _BearerInterceptor(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    def __init__(self, token: str):
+        self._token = token
+
+    def _with_token(self, details):
+        metadata = list(details.metadata or []) + [("authorization", f"Bearer {self._token}")]
+        return _Details(details, metadata)
+
+    def intercept_unary_unary(self, continuation, details, request):
+        return continuation(self._with_token(details), request)
+
+    def intercept_unary_stream(self, continuation, details, request):
+        return continuation(self._with_token(details), request)
+
+
+class _Details(grpc.ClientCallDetails):
+    def __init__(self, base, metadata):
+        self.method = base.method
+        self.timeout = base.timeout
+        self.metadata = metadata
+        self.credentials = base.credentials
+        self.wait_for_ready = getattr(base, "wait_for_ready", None)
+        self.compression = getattr(base, "compression", None)
+
+
+def start_server(config: Config) -> ServerHandle:
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="memsvc-test-server", daemon=True)
+    thread.start()
+
+    async def boot() -> RunningServer:
+        app = await asyncio.get_running_loop().run_in_executor(None, App.open, config)
+        return await start(config, app)
+
+    running = asyncio.run_coroutine_threadsafe(boot(), loop).result(60)
+    return ServerHandle(config, running.port, loop, thread, running)
+
+
+def make_config(tmp_path: Path, **overrides: Any) -> Config:
+    base = Config(data_dir=tmp_path / "data", grpc_port=0, gateway=False, workers=4, log_level="WARNING")
+    return replace(base, **overrides)
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[ServerHandle]:
+    handle = start_server(make_config(tmp_path))
+    yield handle
+    handle.stop()
+
+
+@pytest.fixture
+def stubs(server: ServerHandle) -> Stubs:
+    return server.stubs()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Rest:
+    """Minimal JSON-over-HTTP client for the Envoy gateway (stdlib only)."""
+
+    base: str
+    token: str | None = None
+
+    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
+             raw: bytes | None = None) -> tuple[int, Any]:
+        data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
+        req = urllib.request.Request(self.base + path, data=data, method=method)
+        req.add_header("content-type", "application/json")
+        if self.token:
+            req.add_header("authorization", f"Bearer {self.token}")
+        for k, v in (headers or {}).items():
+            req.add_header(k, v)
+        try:
+            with urllib.request.urlopen(req, timeout=30) as resp:
+                return resp.status, _json_or_text(resp.read())
+        except urllib.error.HTTPError as err:
+            return err.code, _json_or_text(err.read())
+
+
+def _json_or_text(payload: bytes) -> Any:
+    try:
+        return json.loads(payload) if payload else None
+    except ValueError:
+        return payload.decode("utf-8", "replace")
+
+
+def start_gateway(handle: ServerHandle) -> Gateway:
+    conf = replace(handle.config, rest_port=free_port(), envoy_admin_port=free_port())
+    gateway = Gateway.for_config(conf, grpc_port=handle.port)
+    gateway.start()
+    return gateway
+
+
+@pytest.fixture
+def rest(server: ServerHandle) -> Iterator[Rest]:
+    gateway = start_gateway(server)
+    yield Rest(f"http://127.0.0.1:{gateway.settings.listen_port}")
+    gateway.stop()
