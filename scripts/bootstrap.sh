@@ -1,0 +1,24 @@
+# Sourced by run.sh and test.sh: make ./.venv exist and hold memsvc with the given extras.
+# Reinstalls only when pyproject.toml (or the extras asked for) changed, so both commands
+# stay fast and idempotent.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+VENV="$ROOT/.venv"
+EXTRAS="${1:-}"
+PYTHON="${PYTHON:-python3}"
+
+"$PYTHON" - <<'PY' || { echo "memsvc needs Python >= 3.11 (set PYTHON=...)" >&2; exit 1; }
+import sys
+sys.exit(0 if sys.version_info >= (3, 11) else 1)
+PY
+
+if [ ! -x "$VENV/bin/python" ]; then
+  "$PYTHON" -m venv "$VENV"
+fi
+STAMP="$VENV/.memsvc-install-$(echo "$EXTRAS" | tr -c 'a-z0-9' '_')"
+WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  "$VENV/bin/python" -m pip install --quiet --upgrade pip
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
+  echo "$WANT" > "$STAMP"
+fi

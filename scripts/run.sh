@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# Set up (first time) and start memsvc: gRPC on 127.0.0.1:50051, REST via Envoy on
+# 127.0.0.1:8080, SQLite under ./data. Extra arguments go to `memsvc serve`.
+set -euo pipefail
+source "$(dirname "${BASH_SOURCE[0]}")/bootstrap.sh" ""
+cd "$ROOT"
+exec "$VENV/bin/memsvc" serve "$@"
