@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
 from dataclasses import dataclass, replace
@@ -38,6 +39,8 @@ HEALTH_OWNER = "__memsvc_health__"
 HEALTH_KEY = "__extraction_test__"
 HEALTH_CONTENT = "pipeline verification test"
 UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
+
+log = logging.getLogger("memsvc.core.memories")
 
 
 @dataclass(frozen=True)
@@ -243,7 +246,7 @@ class Memories:
                 try:
                     self.backend.delete(created.id)
                 except Exception:  # a failed clean-up must not mask the probe's own result
-                    pass
+                    log.warning("health.cleanup_failed", exc_info=True, extra={"memory_id": created.id})
 
 
 def _elapsed_ms(started: float) -> int:

@@ -91,6 +91,25 @@ def _access_log() -> list[dict[str, Any]]:
     ]
 
 
+# Replies Envoy makes itself (unknown path or query parameter, unparsable JSON, upstream
+# down) get the same {"code", "message"} body as errors from memsvc; code is the gRPC code
+# that the HTTP status corresponds to.
+_LOCAL_REPLY_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 429: 8, 503: 14, 504: 4}
+
+
+def _local_replies() -> dict[str, Any]:
+    return {
+        "mappers": [
+            {
+                "filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": {
+                    "default_value": status, "runtime_key": f"memsvc.local_reply.{status}"}}}},
+                "body_format_override": {"json_format": {"code": code, "message": "%LOCAL_REPLY_BODY%"}},
+            }
+            for status, code in _LOCAL_REPLY_CODES.items()
+        ],
+    }
+
+
 def _listener(s: EnvoySettings) -> dict[str, Any]:
     manager = _typed(
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
@@ -111,6 +130,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
             ],
         },
         stream_idle_timeout="300s",
+        local_reply_config=_local_replies(),
         http_filters=[
             _transcoder(s),
             {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},

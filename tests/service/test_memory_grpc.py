@@ -251,3 +251,15 @@ def test_request_id_is_returned_in_trailers_of_errors(server):
     with pytest.raises(grpc.RpcError) as info:
         call(pb.GetMemoryRequest(id="missing"), metadata=(("x-request-id", "req-123"),))
     assert ("x-request-id", "req-123") in tuple(info.value.trailing_metadata())
+
+
+def test_messages_over_the_configured_size_are_refused(tmp_path):
+    from conftest import make_config, start_server
+
+    handle = start_server(make_config(tmp_path, max_message_bytes=64 * 1024))
+    try:
+        err = _error(handle.stubs().memory.CreateMemory, pb.CreateMemoryRequest(api_key_id="k", content="x" * 70_000))
+        assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED
+        assert handle.stubs().memory.CheckHealth(pb.CheckHealthRequest()).working
+    finally:
+        handle.stop()

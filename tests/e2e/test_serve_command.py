@@ -1,0 +1,149 @@
+"""`memsvc serve` as an operator runs it: a subprocess with the gateway, JSON logs, and a
+clean stop on SIGTERM. Also checks that the README's examples really work."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import Rest, free_port
+
+pytestmark = pytest.mark.e2e
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.executable).parent
+
+
+class ServeProcess:
+    """`memsvc serve` with its stderr collected line by line."""
+
+    def __init__(self, data_dir: Path, grpc_port: int, rest_port: int, env_extra: dict[str, str] | None = None):
+        env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data_dir), **(env_extra or {})}
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
+             "--rest-port", str(rest_port), "--envoy-admin-port", str(free_port())],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self._read, daemon=True)
+        self._reader.start()
+
+    def _read(self) -> None:
+        for line in self.proc.stderr:
+            self.lines.append(line.rstrip("\n"))
+
+    def events(self) -> list[dict]:
+        out = []
+        for line in list(self.lines):
+            if line.startswith("{"):
+                out.append(json.loads(line))
+        return out
+
+    def wait_for(self, event: str, timeout_s: float = 60) -> dict:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            for entry in self.events():
+                if entry.get("event") == event:
+                    return entry
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.05)
+        raise AssertionError(f"no {event!r} in server output: {self.lines[-20:]}")
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(10)
+
+
+@pytest.fixture
+def serve(tmp_path):
+    started: list[ServeProcess] = []
+
+    def run(**kwargs) -> ServeProcess:
+        process = ServeProcess(tmp_path / "data", free_port(), free_port(), **kwargs)
+        started.append(process)
+        return process
+
+    yield run
+    for process in started:
+        process.kill()
+
+
+def _ports(process: ServeProcess) -> tuple[int, int]:
+    args = process.proc.args
+    return int(args[args.index("--grpc-port") + 1]), int(args[args.index("--rest-port") + 1])
+
+
+def test_serve_starts_grpc_and_the_gateway_logs_json_and_stops_on_sigterm(serve):
+    process = serve()
+    process.wait_for("gateway.started")
+    _, rest_port = _ports(process)
+    rest = Rest(f"http://127.0.0.1:{rest_port}")
+    status, body = rest.call("POST", "/api/memory", {"apiKeyId": "ops", "content": "secret plans for friday"})
+    assert status == 200 and body["success"]
+    assert rest.call("GET", "/api/memory/health")[1]["working"] is True
+
+    rpc_lines = [e for e in process.events() if e.get("event") == "rpc"]
+    create = next(e for e in rpc_lines if e["method"] == "/memsvc.v1.MemoryService/CreateMemory")
+    assert create["code"] == "OK" and create["request_id"] and create["duration_ms"] >= 0
+    assert not any("secret plans" in line for line in process.lines), "memory contents must not be logged"
+
+    process.proc.send_signal(signal.SIGTERM)
+    assert process.proc.wait(30) == 0
+    assert any(e.get("event") == "server.stopped" for e in process.events())
+    with pytest.raises(OSError):  # Envoy stopped with the server
+        socket.create_connection(("127.0.0.1", rest_port), timeout=1).close()
+
+
+def test_serve_with_tokens_requires_them_over_rest(serve):
+    process = serve(env_extra={"MEMSVC_API_TOKENS": "tok-1,tok-2"})
+    process.wait_for("gateway.started")
+    _, rest_port = _ports(process)
+    assert Rest(f"http://127.0.0.1:{rest_port}").call("GET", "/api/memory")[0] == 401
+    assert Rest(f"http://127.0.0.1:{rest_port}", token="tok-2").call("GET", "/api/memory")[0] == 200
+    assert not any("tok-1" in line for line in process.lines), "tokens must not be logged"
+
+
+def _readme_examples() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## Examples", 1)[1].split("\n## ", 1)[0]
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", section, flags=re.S):
+        commands += [line for line in block.splitlines() if line.strip()]
+    return commands
+
+
+def test_readme_examples_really_work(serve):
+    commands = _readme_examples()
+    assert sum(c.startswith("grpcurl") for c in commands) >= 3 and sum(c.startswith("curl") for c in commands) >= 3
+    process = serve()
+    process.wait_for("gateway.started")
+    grpc_port, rest_port = _ports(process)
+    env = {**os.environ, "PATH": f"{BIN}:{os.environ.get('PATH', '/usr/bin:/bin')}"}
+    for command in commands:
+        command = command.replace("localhost:50051", f"127.0.0.1:{grpc_port}").replace(
+            "localhost:8080", f"127.0.0.1:{rest_port}")
+        result = subprocess.run(["bash", "-c", command], capture_output=True, text=True, timeout=60, env=env)
+        assert result.returncode == 0, (command, result.stderr)
+        if command.startswith("curl"):
+            body = json.loads(result.stdout)
+            assert "code" not in body or body["code"] == 12, (command, body)  # only "not built yet" errors
+        if "ListMemories" in command:
+            assert "dark mode" in result.stdout
+
+
+def test_readme_configuration_table_matches_the_config():
+    from memsvc.config import options
+
+    table = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `(MEMSVC_[A-Z_]+)` \|", table, flags=re.M))
+    assert documented == {env for _, env, _, _, _ in options()}
