@@ -9,8 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsvc.config import Config
+from memsvc.core.background import BackgroundWriter
+from memsvc.core.engine import Engine
 from memsvc.core.memories import Memories
+from memsvc.core.settings import Settings
 from memsvc.storage.database import Database
+from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 
 
@@ -20,6 +24,9 @@ class App:
     database: Database
     backend: SqliteMemoryBackend
     memories: Memories
+    settings: Settings
+    engine: Engine
+    background: BackgroundWriter
 
     @classmethod
     def open(cls, config: Config) -> "App":
@@ -31,7 +38,12 @@ class App:
         except BaseException:
             database.close()
             raise
-        return cls(config=config, database=database, backend=backend, memories=Memories(backend))
+        settings = Settings(SqliteSettingsStore(database))
+        background = BackgroundWriter()
+        return cls(config=config, database=database, backend=backend, memories=Memories(backend),
+                   settings=settings, engine=Engine(backend, settings, background), background=background)
 
     def close(self) -> None:
+        """Finish acknowledged background writes, then close the database."""
+        self.background.drain()
         self.backend.shutdown()

@@ -81,8 +81,8 @@ async def start(config: Config, app: App) -> RunningServer:
         ],
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories), server)
-    engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(), server)
-    settings_pb2_grpc.add_SettingsServiceServicer_to_server(SettingsServicer(), server)
+    engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(app.engine), server)
+    settings_pb2_grpc.add_SettingsServiceServicer_to_server(SettingsServicer(app.settings), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

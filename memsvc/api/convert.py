@@ -7,14 +7,19 @@ Presence matters on the way in: an unset optional field is None, not "" or 0.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any
+from typing import Any, Sequence
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
+from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
+from memsvc.core.injection import InjectOptions
 from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
-from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult
-from memsvc.v1 import memory_pb2
+from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
+from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
+from memsvc.core.settings import MemorySettings
+from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
+from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
 
 # UpdateMemoryRequest fields a client may name, by their JSON names (what REST users see in
 # error messages); the core decides which of them may actually change.
@@ -64,7 +69,8 @@ def _optional_time(message: Message, name: str) -> datetime | None:
     return to_datetime(getattr(message, name)) if message.HasField(name) else None
 
 
-def _optional(message: Message, name: str) -> Any:
+def optional(message: Message, name: str) -> Any:
+    """The field's value when set, None when unset (presence-tracked fields only)."""
     return getattr(message, name) if message.HasField(name) else None
 
 
@@ -94,7 +100,7 @@ def memory_to_pb(m: Memory) -> memory_pb2.Memory:
 def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
     return NewMemory(
         api_key_id=req.api_key_id, content=req.content, type=req.type,
-        session_id=_optional(req, "session_id"), key=_optional(req, "key"),
+        session_id=optional(req, "session_id"), key=optional(req, "key"),
         metadata=struct_to_dict(req.metadata), expires_at=_optional_time(req, "expires_at"),
     )
 
@@ -125,7 +131,7 @@ def updated_to_pb(m: Memory) -> memory_pb2.UpdateMemoryResponse:
 def list_query_from_pb(req: memory_pb2.ListMemoriesRequest) -> ListQuery:
     flt = MemoryFilter(api_key_id=req.api_key_id or None, session_id=req.session_id or None,
                        type=req.type or None, q=req.q or None)
-    return ListQuery(flt, limit=_optional(req, "limit"), page=_optional(req, "page"), offset=_optional(req, "offset"))
+    return ListQuery(flt, limit=optional(req, "limit"), page=optional(req, "page"), offset=optional(req, "offset"))
 
 
 def listing_to_pb(listing: MemoryListing) -> memory_pb2.ListMemoriesResponse:
@@ -160,3 +166,120 @@ def health_to_pb(report: HealthReport) -> memory_pb2.CheckHealthResponse:
     if report.error is not None:
         pb.error = report.error
     return pb
+
+
+# ---- settings ----
+
+def settings_to_pb(s: MemorySettings) -> settings_pb2.MemorySettings:
+    pb = settings_pb2.MemorySettings(
+        enabled=s.enabled, max_tokens=s.max_tokens, retention_days=s.retention_days, strategy=s.strategy,
+        scope=s.scope, skills_enabled=s.skills_enabled, embedding_source=s.embedding_source,
+        transformers_enabled=s.transformers_enabled, static_enabled=s.static_enabled,
+        rerank_enabled=s.rerank_enabled, vector_store=s.vector_store, primary_backend=s.primary_backend,
+        fallback_backends=list(s.fallback_backends), backend_configs=dict_to_struct(s.backend_configs),
+    )
+    for name in ("embedding_provider_model", "custom_base_url", "custom_model_id", "rerank_provider_model"):
+        value = getattr(s, name)
+        if value is not None:
+            setattr(pb, name, value)
+    return pb
+
+
+def settings_patch_from_pb(req: settings_pb2.UpdateMemorySettingsRequest) -> dict[str, Any]:
+    return struct_to_dict(req.settings)
+
+
+# ---- engine ----
+
+def retrieved_to_pb(item: RetrievedItem) -> engine_pb2.RetrievedMemory:
+    m = item.memory
+    pb = engine_pb2.RetrievedMemory(id=m.id, type=m.type, key=m.key or "", content=m.content, score=item.score,
+                                    tokens=item.tokens, tier=item.tier, session_id=m.session_id or "")
+    if item.vec_score is not None:
+        pb.vec_score = item.vec_score
+    if item.fts_score is not None:
+        pb.fts_score = item.fts_score
+    return pb
+
+
+def resolution_to_pb(r: Resolution) -> engine_pb2.Resolution:
+    return engine_pb2.Resolution(embedding_source=r.embedding_source, embedding_model=r.embedding_model,
+                                 vector_store=r.vector_store, strategy_used=r.strategy_used,
+                                 rerank_applied=r.rerank_applied, fallback_reason=r.fallback_reason)
+
+
+def retrieve_args_from_pb(req: engine_pb2.RetrieveRequest) -> dict[str, Any]:
+    return dict(api_key_id=req.api_key_id, query=req.query, session_id=req.session_id, strategy=req.strategy,
+                max_tokens=optional(req, "max_tokens"), scope=req.scope)
+
+
+def retrieval_to_pb(result: RetrievalResult) -> engine_pb2.RetrieveResponse:
+    return engine_pb2.RetrieveResponse(memories=[retrieved_to_pb(i) for i in result.items],
+                                       total_tokens=result.total_tokens, resolution=resolution_to_pb(result.resolution))
+
+
+def preview_args_from_pb(req: engine_pb2.RetrievePreviewRequest) -> dict[str, Any]:
+    return dict(query=req.query, api_key_id=req.api_key_id, session_id=req.session_id, strategy=req.strategy,
+                max_tokens=optional(req, "max_tokens"), limit=optional(req, "limit"))
+
+
+def preview_to_pb(result: RetrievalResult) -> engine_pb2.RetrievePreviewResponse:
+    return engine_pb2.RetrievePreviewResponse(
+        memories=[retrieved_to_pb(i) for i in result.items], resolution=resolution_to_pb(result.resolution),
+        total_tokens_used=result.total_tokens, budget_max_tokens=result.budget)
+
+
+def inject_call_from_pb(req: engine_pb2.InjectRequest, metadata: Sequence[tuple[str, str]]) -> InjectCall:
+    return InjectCall(
+        body=struct_to_dict(req.request), provider=req.provider, model=req.model, api_key_id=req.api_key_id,
+        session_id=req.session_id, no_memory=req.no_memory,
+        options=InjectOptions(cache_safe=req.options.cache_safe,
+                              system_message_must_be_first=req.options.system_message_must_be_first),
+        headers=tuple(metadata),
+    )
+
+
+def injected_to_pb(outcome: InjectOutcome) -> engine_pb2.InjectResponse:
+    return engine_pb2.InjectResponse(
+        request=dict_to_struct(outcome.injection.body), injected=outcome.injection.injected,
+        memory_ids=outcome.memory_ids, tokens=outcome.tokens, role=outcome.injection.role or "",
+        skipped_reason=outcome.skipped_reason)
+
+
+def extract_call_from_pb(req: engine_pb2.ExtractRequest, metadata: Sequence[tuple[str, str]]) -> ExtractCall:
+    return ExtractCall(text=req.text, user_message=req.user_message, assistant_message=req.assistant_message,
+                       api_key_id=req.api_key_id, session_id=req.session_id, dry_run=req.dry_run, wait=req.wait,
+                       no_memory=req.no_memory, headers=tuple(metadata))
+
+
+def extracted_to_pb(outcome: ExtractOutcome) -> engine_pb2.ExtractResponse:
+    facts = [engine_pb2.ExtractedFact(category=f.category, type=f.type, key=f.key, content=f.content)
+             for f in outcome.facts]
+    return engine_pb2.ExtractResponse(facts=facts, stored=outcome.stored, accepted=outcome.accepted,
+                                      skipped_reason=outcome.skipped_reason)
+
+
+def summary_to_pb(outcome: SummaryOutcome) -> engine_pb2.SummarizeResponse:
+    pb = engine_pb2.SummarizeResponse(
+        candidates=[engine_pb2.SummaryCandidate(id=m.id, type=m.type, key=m.key or "", api_key_id=m.api_key_id,
+                                                tokens=estimate_tokens(m.content)) for m in outcome.candidates],
+        total_tokens=outcome.total_tokens, tokens_saved=outcome.tokens_saved, deleted_count=outcome.deleted_count,
+        dry_run=outcome.dry_run, summary_ids=outcome.summary_ids)
+    if outcome.summary_ids:
+        pb.summary_id = outcome.summary_ids[0]
+    return pb
+
+
+def budget_summary_to_pb(outcome: BudgetOutcome) -> engine_pb2.SummarizeResponse:
+    return engine_pb2.SummarizeResponse(original_count=outcome.original_count,
+                                        summarized_count=outcome.summarized_count, tokens_saved=outcome.tokens_saved)
+
+
+def metadata_pairs(metadata: Sequence[Any] | None) -> tuple[tuple[str, str], ...]:
+    """Invocation metadata as (key, text) pairs; binary (-bin) values are skipped."""
+    pairs = []
+    for item in metadata or ():
+        key, value = (item.key, item.value) if hasattr(item, "key") else item
+        if isinstance(value, str):
+            pairs.append((key, value))
+    return tuple(pairs)

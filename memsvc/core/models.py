@@ -88,3 +88,23 @@ class MemoryPage:
     total: int
     by_type: dict[str, int]
     tokens_used: int
+
+
+@dataclass(frozen=True)
+class SearchScope:
+    """Which memories retrieval may return (ENGINE.md §5 step 2): one owner (None = every
+    owner, scope global), optionally one session, never expired, never older than the
+    retention window."""
+
+    api_key_id: str | None
+    now: datetime
+    created_after: datetime | None = None
+    session_only: bool = False
+    session_id: str | None = None
+
+
+@dataclass(frozen=True)
+class KeywordHit:
+    memory: Memory
+    # Higher is better (the negated FTS5 bm25).
+    score: float

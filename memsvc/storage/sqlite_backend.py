@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import Sequence
+from datetime import datetime
 from typing import Any
 
 import apsw
@@ -17,14 +18,17 @@ import apsw
 from memsvc.core.errors import ConflictError
 from memsvc.core.models import (
     MEMORY_TYPES,
+    KeywordHit,
     Memory,
     MemoryFilter,
     MemoryPage,
     MemoryPatch,
     NewMemory,
+    SearchScope,
     UpsertResult,
     utcnow,
 )
+from memsvc.storage import keyword
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso, parse_iso
 from memsvc.storage.migrations import apply_migrations
 
@@ -33,6 +37,7 @@ _COLUMNS = (
     "updated_at, expires_at, access_count, last_accessed_at, needs_reindex"
 )
 _SELECT = f"SELECT {_COLUMNS} FROM memories"
+_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
 _NEWEST_FIRST = " ORDER BY created_at DESC, memory_id DESC"
 
 # memory_id is computed in the INSERT itself, inside the write transaction that holds the
@@ -149,23 +154,50 @@ class SqliteMemoryBackend:
         """Insert, or with a key update the owner's row with that key in place (content,
         session, type, expiry replaced; metadata merged shallowly, new keys winning), so
         repeating the same fact never grows the table."""
+        return self.create_many([memory])[0]
+
+    def create_many(self, memories: Sequence[NewMemory]) -> list[UpsertResult]:
+        """`create` for several memories in one transaction: all are stored or none."""
         now = iso(utcnow())
         with self.db.write() as conn:
-            if memory.key is not None:
-                rows = conn.execute(
-                    "SELECT id, metadata FROM memories WHERE api_key_id = ? AND key = ?",
-                    (memory.api_key_id, memory.key),
-                ).fetchall()
-                if rows:
-                    self._upsert_in_place(conn, rows[0][0], rows[0][1], memory, now)
-                    return UpsertResult(id=rows[0][0], created=False)
-            new_id = str(uuid.uuid4())
-            conn.execute(
-                _INSERT,
-                (new_id, memory.api_key_id, memory.session_id, memory.type, memory.key,
-                 memory.content, _dump_metadata(memory.metadata), now, now, iso(memory.expires_at)),
-            )
+            return [self._create_in(conn, memory, now) for memory in memories]
+
+    def _create_in(self, conn: apsw.Connection, memory: NewMemory, now: str | None) -> UpsertResult:
+        if memory.key is not None:
+            rows = conn.execute(
+                "SELECT id, metadata FROM memories WHERE api_key_id = ? AND key = ?",
+                (memory.api_key_id, memory.key),
+            ).fetchall()
+            if rows:
+                self._upsert_in_place(conn, rows[0][0], rows[0][1], memory, now)
+                return UpsertResult(id=rows[0][0], created=False)
+        new_id = str(uuid.uuid4())
+        conn.execute(
+            _INSERT,
+            (new_id, memory.api_key_id, memory.session_id, memory.type, memory.key,
+             memory.content, _dump_metadata(memory.metadata), now, now, iso(memory.expires_at)),
+        )
         return UpsertResult(id=new_id, created=True)
+
+    def replace_with_summary(self, ids: Sequence[str], summary: NewMemory) -> tuple[UpsertResult, int]:
+        """Create `summary` and delete `ids` in one transaction, so a crash leaves either
+        the originals or the summary, never neither. Returns the summary and how many of
+        the ids were deleted."""
+        now = iso(utcnow())
+        with self.db.write() as conn:
+            created = self._create_in(conn, summary, now)
+            conn.execute("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
+            return created, conn.changes()
+
+    def rewrite_contents(self, contents: dict[str, str]) -> int:
+        """Replace the content of several memories in one transaction; returns rows changed."""
+        changed = 0
+        now = iso(utcnow())
+        with self.db.write() as conn:
+            for memory_id, content in contents.items():
+                conn.execute("UPDATE memories SET content = ?, updated_at = ? WHERE id = ?", (content, now, memory_id))
+                changed += conn.changes()
+        return changed
 
     @staticmethod
     def _upsert_in_place(conn: apsw.Connection, row_id: str, stored: str | None,
@@ -248,6 +280,33 @@ class SqliteMemoryBackend:
     def get(self, memory_id: str) -> Memory | None:
         with self.db.read() as conn:
             return _fetch(conn, memory_id)
+
+    def recent(self, scope: SearchScope, limit: int) -> list[Memory]:
+        """Newest first within the retrieval scope."""
+        where, params = keyword.scope_clause(scope)
+        with self.db.read() as conn:
+            rows = conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE {where}"
+                                " ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
+        """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""
+        with self.db.read() as conn:
+            return keyword.search(conn, _M_COLUMNS, scope, text, limit, _row_to_memory)
+
+    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None) -> list[Memory]:
+        """Memories created before `cutoff`, oldest first (summarization candidates)."""
+        clauses, params = ["created_at < ?"], [iso(cutoff)]
+        if api_key_id is not None:
+            clauses.append("api_key_id = ?")
+            params.append(api_key_id)
+        if session_id is not None:
+            clauses.append("session_id = ?")
+            params.append(session_id)
+        with self.db.read() as conn:
+            rows = conn.execute(_SELECT + " WHERE " + " AND ".join(clauses) + " ORDER BY created_at, memory_id",
+                                params).fetchall()
+        return [_row_to_memory(r) for r in rows]
 
     def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
         """One page, newest first (created_at, then memory_id, descending), plus total,

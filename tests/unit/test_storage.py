@@ -72,8 +72,10 @@ def _table_names(db: Database) -> set[str]:
 def test_fresh_database_migrates_and_loads_sqlite_vec(db: Database):
     assert db.path.parent.is_dir()  # the parent folder was created
     assert current_version(db) == 0
-    assert apply_migrations(db) == [1]
-    assert current_version(db) == latest_version() == 1
+    every = [version for version, _, _ in available_migrations()]
+    assert every == list(range(1, len(every) + 1))
+    assert apply_migrations(db) == every
+    assert current_version(db) == latest_version() == every[-1]
     assert db.vec_version == "v0.1.9" and db.vec_error is None
     with db.read() as conn:
         assert conn.execute("SELECT vec_version()").fetchall() == [("v0.1.9",)]
@@ -107,7 +109,7 @@ def test_vec_load_failure_is_recorded_not_fatal(tmp_path: Path):
 def test_migrating_twice_applies_nothing_and_keeps_data(tmp_path: Path):
     path = tmp_path / "m.db"
     first = Database(path)
-    assert apply_migrations(first) == [1]
+    assert apply_migrations(first) == [v for v, _, _ in available_migrations()]
     created = SqliteMemoryBackend(first).create(_new("kept across restarts"))
     first.close()
 
@@ -117,7 +119,8 @@ def test_migrating_twice_applies_nothing_and_keeps_data(tmp_path: Path):
         assert apply_migrations(second) == []
         assert SqliteMemoryBackend(second).get(created.id).content == "kept across restarts"
         with second.read() as conn:
-            assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [(1, "initial")]
+            assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [
+                (v, name) for v, name, _ in available_migrations()]
     finally:
         second.close()
 
@@ -133,7 +136,7 @@ def test_database_from_a_newer_memsvc_is_refused_unchanged(backend: SqliteMemory
     with pytest.raises(StorageVersionError) as err:
         apply_migrations(db)
     message = str(err.value)
-    assert "999" in message and "knows up to 1" in message and "--data-dir" in message
+    assert "999" in message and f"knows up to {latest_version()}" in message and "--data-dir" in message
     assert err.value.reason == "SCHEMA_TOO_NEW"
     assert _schema(db) == schema_before
     with db.read() as conn:
@@ -562,3 +565,24 @@ _aware = st.datetimes(
 def test_iso_round_trips_and_text_order_is_time_order(a: datetime, b: datetime):
     assert parse_iso(iso(a)) == a
     assert (iso(a) < iso(b)) == (a < b)
+
+
+def test_cjk_index_migration_backfills_rows_written_before_it(tmp_path: Path):
+    """A database at version 1 with Chinese rows gains a trigram index that finds them."""
+    version, name, sql = available_migrations()[0]
+    database = Database(tmp_path / "v1.db")
+    try:
+        with database.write() as conn:
+            conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+            conn.execute(sql)
+            conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (version, name))
+        backend = SqliteMemoryBackend(database)
+        kept = backend.create(_new("我喜欢深色模式"))
+        backend.create(_new("plain english only"))
+        assert apply_migrations(database) == [v for v, _, _ in available_migrations()][1:]
+        with database.read() as conn:
+            rows = conn.execute("SELECT rowid FROM memory_fts_cjk WHERE memory_fts_cjk MATCH '\"深色模\"'").fetchall()
+            indexed = conn.execute("SELECT count(*) FROM memory_fts_cjk_docsize").fetchone()[0]
+        assert rows == [(backend.get(kept.id).memory_id,)] and indexed == 1
+    finally:
+        database.close()

@@ -313,42 +313,56 @@ class EngineStatus(_message.Message):
     def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ...) -> None: ...
 
 class SummarizeRequest(_message.Message):
-    __slots__ = ("older_than_days", "api_key_id", "dry_run")
+    __slots__ = ("older_than_days", "api_key_id", "dry_run", "all_tenants", "budget_tokens", "session_id")
     OLDER_THAN_DAYS_FIELD_NUMBER: _ClassVar[int]
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    ALL_TENANTS_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_TOKENS_FIELD_NUMBER: _ClassVar[int]
+    SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     older_than_days: int
     api_key_id: str
     dry_run: bool
-    def __init__(self, older_than_days: _Optional[int] = ..., api_key_id: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    all_tenants: bool
+    budget_tokens: int
+    session_id: str
+    def __init__(self, older_than_days: _Optional[int] = ..., api_key_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., all_tenants: _Optional[bool] = ..., budget_tokens: _Optional[int] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class SummaryCandidate(_message.Message):
-    __slots__ = ("id", "type", "key", "tokens")
+    __slots__ = ("id", "type", "key", "tokens", "api_key_id")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     key: str
     tokens: int
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., tokens: _Optional[int] = ...) -> None: ...
+    api_key_id: str
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., tokens: _Optional[int] = ..., api_key_id: _Optional[str] = ...) -> None: ...
 
 class SummarizeResponse(_message.Message):
-    __slots__ = ("candidates", "total_tokens", "tokens_saved", "deleted_count", "summary_id", "dry_run")
+    __slots__ = ("candidates", "total_tokens", "tokens_saved", "deleted_count", "summary_id", "dry_run", "summary_ids", "original_count", "summarized_count")
     CANDIDATES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_TOKENS_FIELD_NUMBER: _ClassVar[int]
     TOKENS_SAVED_FIELD_NUMBER: _ClassVar[int]
     DELETED_COUNT_FIELD_NUMBER: _ClassVar[int]
     SUMMARY_ID_FIELD_NUMBER: _ClassVar[int]
     DRY_RUN_FIELD_NUMBER: _ClassVar[int]
+    SUMMARY_IDS_FIELD_NUMBER: _ClassVar[int]
+    ORIGINAL_COUNT_FIELD_NUMBER: _ClassVar[int]
+    SUMMARIZED_COUNT_FIELD_NUMBER: _ClassVar[int]
     candidates: _containers.RepeatedCompositeFieldContainer[SummaryCandidate]
     total_tokens: int
     tokens_saved: int
     deleted_count: int
     summary_id: str
     dry_run: bool
-    def __init__(self, candidates: _Optional[_Iterable[_Union[SummaryCandidate, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., deleted_count: _Optional[int] = ..., summary_id: _Optional[str] = ..., dry_run: _Optional[bool] = ...) -> None: ...
+    summary_ids: _containers.RepeatedScalarFieldContainer[str]
+    original_count: int
+    summarized_count: int
+    def __init__(self, candidates: _Optional[_Iterable[_Union[SummaryCandidate, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., deleted_count: _Optional[int] = ..., summary_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., summary_ids: _Optional[_Iterable[str]] = ..., original_count: _Optional[int] = ..., summarized_count: _Optional[int] = ...) -> None: ...
 
 class ReindexRequest(_message.Message):
     __slots__ = ("force", "limit", "target")

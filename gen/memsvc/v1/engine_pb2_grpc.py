@@ -126,8 +126,12 @@ class EngineServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Summarize(self, request, context):
-        """Folds memories older than a cut-off into one semantic summary, in one transaction.
-        Errors: INVALID_ARGUMENT (olderThanDays outside 1..365, apiKeyId missing).
+        """Folds memories older than a cut-off into one semantic summary per owner, in one
+        transaction (a crash leaves the originals or the summary, never neither). With
+        `budgetTokens`, instead keeps the owner's newest memories that fit the budget and rewrites
+        older ones in place to their first three sentences.
+        Errors: INVALID_ARGUMENT (olderThanDays outside 1..365, apiKeyId missing without
+        allTenants, budgetTokens outside 1..16000).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -1,0 +1,221 @@
+"""The engine's use cases, as the EngineService RPCs need them: retrieve (hot path),
+preview, inject, extract, summarize. Settings decide what runs; this module never sees
+protobuf and never opens the database itself."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Protocol, Sequence
+
+from memsvc.core.background import BackgroundWriter
+from memsvc.core.errors import Violations
+from memsvc.core.extraction import Fact, extract_facts, fact_metadata
+from memsvc.core.injection import InjectOptions, Injection, inject, last_user_text, no_memory_requested
+from memsvc.core.memories import MAX_ID_CHARS, validate_new
+from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
+from memsvc.core.retrieval import (
+    BUDGET_RANGE,
+    STRATEGY_ALIASES,
+    Resolution,
+    RetrievalRequest,
+    RetrievalResult,
+    Retriever,
+    SearchBackend,
+)
+from memsvc.core.settings import SCOPES, Settings
+from memsvc.core.summarization import BudgetOutcome, SummaryBackend, SummaryOutcome, summarize, summarize_to_budget
+
+MAX_QUERY_CHARS = 8192
+PREVIEW_LIMIT_RANGE = (1, 100)
+PREVIEW_DEFAULT_LIMIT = 20
+EXTRACTION_FAILED = "memory.extraction.background.failed"
+
+
+class EngineBackend(SearchBackend, SummaryBackend, Protocol):
+    def create_many(self, memories: Sequence[NewMemory]) -> list[UpsertResult]: ...
+
+    def touch(self, ids: Sequence[str]) -> None: ...
+
+
+@dataclass(frozen=True)
+class InjectCall:
+    body: dict[str, Any]
+    provider: str = ""
+    model: str = ""
+    api_key_id: str = ""
+    session_id: str = ""
+    no_memory: bool = False
+    options: InjectOptions = InjectOptions()
+    headers: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True)
+class InjectOutcome:
+    injection: Injection
+    memory_ids: list[str] = field(default_factory=list)
+    tokens: int = 0
+    skipped_reason: str = ""
+
+
+@dataclass(frozen=True)
+class ExtractCall:
+    text: str = ""
+    user_message: str = ""
+    assistant_message: str = ""
+    api_key_id: str = ""
+    session_id: str = ""
+    dry_run: bool = False
+    wait: bool = False
+    no_memory: bool = False
+    headers: Sequence[tuple[str, str]] = ()
+
+
+@dataclass(frozen=True)
+class ExtractOutcome:
+    facts: list[Fact]
+    stored: int = 0
+    accepted: bool = False
+    skipped_reason: str = ""
+
+
+def _check_strategy(v: Violations, strategy: str) -> None:
+    if strategy and strategy not in STRATEGY_ALIASES:
+        v.add("strategy", f"must be one of {', '.join(STRATEGY_ALIASES)}")
+
+
+def _check_budget(v: Violations, max_tokens: int | None) -> None:
+    if max_tokens is not None and not BUDGET_RANGE[0] <= max_tokens <= BUDGET_RANGE[1]:
+        v.add("maxTokens", f"must be between {BUDGET_RANGE[0]} and {BUDGET_RANGE[1]}")
+
+
+def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
+    if len(value) > limit:
+        v.add(name, f"must be at most {limit} characters")
+
+
+class Engine:
+    def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter):
+        self._backend = backend
+        self._settings = settings
+        self._retriever = Retriever(backend)
+        self._background = background
+
+    # ---- retrieval ----
+
+    def retrieve(self, api_key_id: str, query: str = "", session_id: str = "", strategy: str = "",
+                 max_tokens: int | None = None, scope: str = "") -> RetrievalResult:
+        """The hot path. Records access on what it returns."""
+        v = Violations()
+        _check_strategy(v, strategy)
+        _check_budget(v, max_tokens)
+        _check_text(v, "query", query, MAX_QUERY_CHARS)
+        if scope and scope not in SCOPES:
+            v.add("scope", f"must be one of {', '.join(SCOPES)}")
+        if not api_key_id and (scope or self._settings.get().scope) != "global":
+            v.add("apiKeyId", "is required")
+        _check_text(v, "apiKeyId", api_key_id, MAX_ID_CHARS)
+        v.raise_if_any()
+        settings = self._settings.get()
+        if not settings.enabled:
+            return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="memory is disabled"))
+        result = self._retriever.retrieve(RetrievalRequest(
+            api_key_id=api_key_id, query=query, strategy=strategy or settings.strategy,
+            max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
+            scope=scope or settings.scope, session_id=session_id or None, retention_days=settings.retention_days,
+        ))
+        self._backend.touch([item.memory.id for item in result.items])
+        return result
+
+    def preview(self, query: str, api_key_id: str = "", session_id: str = "", strategy: str = "",
+                max_tokens: int | None = None, limit: int | None = None) -> RetrievalResult:
+        """A dry run of retrieval: the same filters, nothing touched, memory on or off."""
+        v = Violations()
+        if not query.strip():
+            v.add("query", "is required")
+        _check_text(v, "query", query, MAX_QUERY_CHARS)
+        _check_strategy(v, strategy)
+        _check_budget(v, max_tokens)
+        if limit is not None and not PREVIEW_LIMIT_RANGE[0] <= limit <= PREVIEW_LIMIT_RANGE[1]:
+            v.add("limit", f"must be between {PREVIEW_LIMIT_RANGE[0]} and {PREVIEW_LIMIT_RANGE[1]}")
+        v.raise_if_any()
+        settings = self._settings.get()
+        scope = settings.scope if api_key_id else "global"
+        return self._retriever.retrieve(RetrievalRequest(
+            api_key_id=api_key_id or None, query=query, strategy=strategy or "hybrid",
+            max_tokens=2000 if max_tokens is None else max_tokens, scope=scope, session_id=session_id or None,
+            retention_days=settings.retention_days, limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
+        ))
+
+    # ---- injection ----
+
+    def inject(self, call: InjectCall) -> InjectOutcome:
+        """Never fails the chat request over memory: every reason not to inject returns the
+        body unchanged with the reason."""
+        unchanged = Injection(call.body, False, None, None)
+        reason = self._skip_reason(call.api_key_id, call.no_memory, call.headers)
+        settings = self._settings.get()
+        if not reason and settings.max_tokens <= 0:
+            reason = "maxTokens is 0"
+        if reason:
+            return InjectOutcome(unchanged, skipped_reason=reason)
+        result = self.retrieve(call.api_key_id[:MAX_ID_CHARS], last_user_text(call.body)[:MAX_QUERY_CHARS],
+                               call.session_id[:MAX_ID_CHARS])
+        if not result.items:
+            return InjectOutcome(unchanged, skipped_reason="no relevant memories")
+        injection = inject(call.body, [i.memory.content for i in result.items], call.provider, call.model, call.options)
+        return InjectOutcome(injection, [i.memory.id for i in result.items], result.total_tokens)
+
+    def _skip_reason(self, api_key_id: str, no_memory: bool, headers: Sequence[tuple[str, str]]) -> str:
+        if no_memory or no_memory_requested(headers):
+            return "no-memory requested"
+        if not api_key_id:
+            return "no apiKeyId"
+        if not self._settings.get().enabled:
+            return "memory is disabled"
+        return ""
+
+    # ---- extraction ----
+
+    def extract(self, call: ExtractCall) -> ExtractOutcome:
+        """Facts from the texts; stored now (wait), in the background, or not at all (dry
+        run, disabled, no owner, opt-out)."""
+        facts = self._facts(call.text, call.user_message, call.assistant_message)
+        if call.dry_run:
+            return ExtractOutcome(facts, skipped_reason="dry run")
+        reason = self._skip_reason(call.api_key_id, call.no_memory, call.headers)
+        if reason or not facts:
+            return ExtractOutcome(facts, skipped_reason=reason or "no facts found")
+        drafts = [self._draft(fact, call.api_key_id, call.session_id) for fact in facts]
+        if call.wait:
+            return ExtractOutcome(facts, stored=len(self._backend.create_many(drafts)))
+        self._background.submit(EXTRACTION_FAILED, self._backend.create_many, drafts)
+        return ExtractOutcome(facts, accepted=True)
+
+    @staticmethod
+    def _facts(*texts: str) -> list[Fact]:
+        seen: dict[str, Fact] = {}
+        for text in texts:
+            for fact in extract_facts(text) if text else []:
+                seen.setdefault(fact.key, fact)
+        return list(seen.values())
+
+    @staticmethod
+    def _draft(fact: Fact, api_key_id: str, session_id: str) -> NewMemory:
+        """Validated like any CreateMemory, so a bad owner is refused before acknowledging."""
+        return validate_new(NewMemory(api_key_id=api_key_id, session_id=session_id or None, type=fact.type,
+                                      key=fact.key, content=fact.content, metadata=fact_metadata(fact, utcnow())))
+
+    # ---- summarization ----
+
+    def summarize(self, older_than_days: int | None, api_key_id: str, dry_run: bool,
+                  all_tenants: bool = False) -> SummaryOutcome:
+        return summarize(self._backend, older_than_days, api_key_id or None, dry_run, all_tenants)
+
+    def summarize_to_budget(self, api_key_id: str, session_id: str = "", max_tokens: int = 4000) -> BudgetOutcome:
+        v = Violations()
+        if not api_key_id:
+            v.add("apiKeyId", "is required")
+        _check_budget(v, max_tokens)
+        v.raise_if_any()
+        memories: list[Memory] = self._backend.older_than(api_key_id, utcnow(), session_id or None)
+        return summarize_to_budget(self._backend, memories, max_tokens)

@@ -1,0 +1,213 @@
+"""Memory injection: turning retrieved memories into one extra chat message (ENGINE.md §1, §10).
+
+Pure functions over OpenAI-style request bodies (`{"messages": [...], ...}`); no grpc, no SQL,
+no I/O, so the RPC layer, the MCP tools and tests can all share them.
+
+Invariants, because callers forward the result straight to an LLM provider:
+
+* No usable memories -> the caller's body object itself comes back (`is`), nothing added, so a
+  no-op costs nothing and cannot change what the provider sees.
+* The input body is never mutated, at any depth: only the `messages` list and the one message
+  that is merged into are copied; everything else is shared read-only with the input.
+* Malformed bodies never raise: a gateway must not fail a chat request over memory.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Iterable, Mapping, Sequence
+
+NO_MEMORY_HEADERS = ("x-omniroute-no-memory", "x-memsvc-no-memory")
+"""Per-request opt-out headers (§1): the reference's name and our own alias."""
+
+NO_MEMORY_TRUE_VALUES = frozenset({"true", "1", "yes"})
+
+MEMORY_TEXT_PREFIX = "Memory context: "
+
+PROVIDERS_WITHOUT_SYSTEM_MESSAGE = frozenset(
+    {"o1", "o1-mini", "o1-preview", "glm", "glmt", "glm-cn", "zai", "qianfan"}
+)
+"""Providers (or exact model ids) that answer 400 to a `system` role (reference issue #1701)."""
+
+MODEL_PREFIXES_WITHOUT_SYSTEM_MESSAGE = ("glm-", "ernie-")
+"""GLM/Zhipu and Baidu ERNIE model families reject `system` whatever provider routes them."""
+
+ROLE_SYSTEM = "system"
+ROLE_USER = "user"
+
+
+@dataclass(frozen=True)
+class InjectOptions:
+    """Placement options (ours, §10). `cache_safe` keeps the provider's prompt-cache prefix
+    stable; `system_message_must_be_first` serves providers that want a single leading system
+    message. When both apply to a system-role injection, `system_message_must_be_first` wins:
+    it is a hard provider constraint, cache friendliness is only an optimisation."""
+
+    cache_safe: bool = False
+    system_message_must_be_first: bool = False
+
+
+@dataclass(frozen=True)
+class Injection:
+    """Outcome of `inject`. `body` is the input object itself when `injected` is False."""
+
+    body: dict  # the (new) request body
+    injected: bool
+    role: str | None  # "system" | "user" | None
+    text: str | None  # the memory message text
+
+
+# -- opt-out -----------------------------------------------------------------------------------
+
+
+def no_memory_requested(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> bool:
+    """True when any opt-out header (§1) says true/1/yes. Names and values are compared
+    case-insensitively and values are trimmed, because HTTP/gRPC metadata normalisation varies
+    by hop. Also accepts gRPC-style sequences of (key, value) pairs; anything else is False."""
+    for name, value in _header_pairs(headers):
+        if not isinstance(name, str) or not isinstance(value, str):
+            continue
+        if name.strip().lower() in NO_MEMORY_HEADERS and _is_truthy(value):
+            return True
+    return False
+
+
+def _header_pairs(headers: Any) -> list[tuple[Any, Any]]:
+    """Normalise a mapping or an iterable of pairs to pairs; garbage yields nothing."""
+    if headers is None:
+        return []
+    if isinstance(headers, Mapping):
+        return list(headers.items())
+    try:
+        return [tuple(p) for p in headers if isinstance(p, (tuple, list)) and len(p) == 2]
+    except TypeError:
+        return []
+
+
+def _is_truthy(value: str) -> bool:
+    """The reference accepts exactly true|1|yes; anything else (false, 0, "") keeps memory on."""
+    return value.strip().lower() in NO_MEMORY_TRUE_VALUES
+
+
+# -- text and role -----------------------------------------------------------------------------
+
+
+def memory_text(contents: Sequence[str]) -> str | None:
+    """`"Memory context: " + "\\n".join(trimmed non-empty contents)`, or None when nothing is
+    left after trimming, so that blank memories never cost a message. Non-strings are skipped
+    rather than raised on: injection must not break a chat request."""
+    lines = [c.strip() for c in contents if isinstance(c, str) and c.strip()]
+    if not lines:
+        return None
+    return MEMORY_TEXT_PREFIX + "\n".join(lines)
+
+
+def role_for(provider: str, model: str = "") -> str:
+    """"user" for providers/models that reject the system role, else "system" (unknown
+    providers included: the system role is the reference's safe default)."""
+    return ROLE_SYSTEM if _supports_system_role(provider, model) else ROLE_USER
+
+
+def _supports_system_role(provider: str, model: str) -> bool:
+    """Checks the provider name, then the bare model id (after the last "/", so routed ids
+    like "openai/o1-mini" or "z-ai/glm-4.7" are recognised)."""
+    if _norm(provider) in PROVIDERS_WITHOUT_SYSTEM_MESSAGE:
+        return False
+    bare_model = _norm(model).rsplit("/", 1)[-1]
+    if bare_model in PROVIDERS_WITHOUT_SYSTEM_MESSAGE:
+        return False
+    return not bare_model.startswith(MODEL_PREFIXES_WITHOUT_SYSTEM_MESSAGE)
+
+
+def _norm(name: Any) -> str:
+    """Lower-cased, trimmed name; non-strings count as empty (never raise)."""
+    return name.strip().lower() if isinstance(name, str) else ""
+
+
+# -- injection ---------------------------------------------------------------------------------
+
+
+def inject(
+    body: Mapping[str, Any],
+    contents: Sequence[str],
+    provider: str,
+    model: str = "",
+    options: InjectOptions = InjectOptions(),
+) -> Injection:
+    """Add one memory message to an OpenAI-style body (§10) without mutating it.
+
+    When `model` is empty the body's own string `model` field is used for the role decision,
+    so callers that only know the provider still route GLM/ERNIE models correctly."""
+    text = memory_text(contents)
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    if text is None or not isinstance(messages, list):
+        return Injection(body=body, injected=False, role=None, text=None)  # type: ignore[arg-type]
+    role = role_for(provider, model or _body_model(body))
+    new_body = dict(body)
+    new_body["messages"] = _place(messages, text, role, options)
+    return Injection(body=new_body, injected=True, role=role, text=text)
+
+
+def _body_model(body: Mapping[str, Any]) -> str:
+    """The body's model id if it is a string, else ""."""
+    model = body.get("model")
+    return model if isinstance(model, str) else ""
+
+
+def _place(messages: list[Any], text: str, role: str, options: InjectOptions) -> list[Any]:
+    """A new message list with the memory placed per the options; `messages` is untouched."""
+    if role == ROLE_SYSTEM and options.system_message_must_be_first:
+        merged = _merge_into_first_system(messages, text)
+        if merged is not None:
+            return merged
+        return [{"role": role, "content": text}, *messages]
+    index = _last_user_index(messages) if options.cache_safe else None
+    result = list(messages)
+    result.insert(0 if index is None else index, {"role": role, "content": text})
+    return result
+
+
+def _merge_into_first_system(messages: list[Any], text: str) -> list[Any] | None:
+    """Merge into messages[0] when it is a system message with string or content-part-list
+    content (copying that one message); None when there is nothing to merge into."""
+    if not messages or not isinstance(messages[0], dict):
+        return None
+    first = messages[0]
+    if first.get("role") != ROLE_SYSTEM:
+        return None
+    content = first.get("content")
+    if isinstance(content, str):
+        new_content: Any = text + "\n\n" + content
+    elif isinstance(content, list):
+        new_content = [{"type": "text", "text": text}, *content]
+    else:
+        return None
+    return [{**first, "content": new_content}, *messages[1:]]
+
+
+def _last_user_index(messages: list[Any]) -> int | None:
+    """Index of the last user message, or None (then cache_safe falls back to prepending)."""
+    for i in range(len(messages) - 1, -1, -1):
+        msg = messages[i]
+        if isinstance(msg, dict) and msg.get("role") == ROLE_USER:
+            return i
+    return None
+
+
+def last_user_text(body: Mapping[str, Any]) -> str:
+    """The text of the last user message: the retrieval query for this request. Content
+    may be a string or a list of parts ({"type": "text", "text": ...}); other parts (images)
+    are ignored. Anything malformed gives ""."""
+    messages = body.get("messages") if isinstance(body, Mapping) else None
+    if not isinstance(messages, list):
+        return ""
+    index = _last_user_index(messages)
+    if index is None:
+        return ""
+    content = messages[index].get("content")
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(part["text"] for part in content
+                         if isinstance(part, dict) and isinstance(part.get("text"), str))
+    return ""

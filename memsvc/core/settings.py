@@ -1,0 +1,273 @@
+"""Memory settings (ENGINE.md §3): lenient on read, strict on write, cached.
+
+Reads normalize whatever is stored (clamp, round, invalid enum → default, "" → null), so a
+hand-edited or older row never breaks retrieval. Writes are all-or-nothing: every violation
+is reported and nothing is saved when there is one. The cache is keyed by a version the
+store bumps on every write, so another process's write is seen on the next read.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from dataclasses import dataclass, field, fields, replace
+from typing import Any, Callable, Mapping, Protocol
+
+from memsvc.core.errors import Violations
+from memsvc.core.url_policy import check_url
+
+STRATEGIES = ("recent", "semantic", "hybrid")
+SCOPES = ("apiKey", "session", "global")
+EMBEDDING_SOURCES = ("remote", "static", "transformers", "auto")
+VECTOR_STORES = ("sqlite-vec", "qdrant", "auto")
+BACKENDS = ("sqlite",)
+MAX_TOKENS_RANGE = (0, 16000)
+RETENTION_RANGE = (1, 365)
+MAX_STRING = 2048
+MAX_CONFIG_BYTES = 16 * 1024
+NAMESPACE = "memory"
+
+
+class SettingsStore(Protocol):
+    def read_settings(self, namespace: str) -> dict[str, Any]: ...
+
+    def write_settings(self, namespace: str, values: Mapping[str, Any]) -> None: ...
+
+    def settings_version(self) -> int: ...
+
+
+@dataclass(frozen=True)
+class MemorySettings:
+    enabled: bool = False
+    max_tokens: int = 2000
+    retention_days: int = 30
+    strategy: str = "hybrid"
+    scope: str = "apiKey"
+    skills_enabled: bool = False
+    embedding_source: str = "auto"
+    embedding_provider_model: str | None = None
+    custom_base_url: str | None = None
+    custom_model_id: str | None = None
+    transformers_enabled: bool = False
+    static_enabled: bool = False
+    rerank_enabled: bool = False
+    rerank_provider_model: str | None = None
+    vector_store: str = "auto"
+    primary_backend: str = "sqlite"
+    fallback_backends: tuple[str, ...] = ()
+    backend_configs: dict[str, Any] = field(default_factory=dict)
+
+    def to_api(self) -> dict[str, Any]:
+        """Every field under its API (camelCase) name."""
+        return {spec.api: getattr(self, spec.attr) for spec in SPECS}
+
+
+# ---- field kinds: (lenient read, strict write) pairs ----
+
+_TRUE = {"true", "yes", "1", "on"}
+_FALSE = {"false", "no", "0", "off", ""}
+
+
+def _read_bool(value: Any, default: bool) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (int, float)):
+        return value != 0
+    if isinstance(value, str) and value.strip().lower() in _TRUE | _FALSE:
+        return value.strip().lower() in _TRUE
+    return default
+
+
+def _write_bool(value: Any) -> str | None:
+    return None if isinstance(value, bool) else "must be a boolean (true or false)"
+
+
+def _number(value: Any) -> float | None:
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, (int, float)) and math.isfinite(value):
+        return float(value)
+    if isinstance(value, str):
+        try:
+            parsed = float(value.strip())
+        except ValueError:
+            return None
+        return parsed if math.isfinite(parsed) else None
+    return None
+
+
+def _int_kind(lo: int, hi: int):
+    def read(value: Any, default: int) -> int:
+        number = _number(value)
+        return default if number is None else int(min(hi, max(lo, round(number))))
+
+    def write(value: Any) -> str | None:
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not float(value).is_integer():
+            return "must be an integer"
+        return None if lo <= value <= hi else f"must be between {lo} and {hi}"
+
+    return read, write
+
+
+def _enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None):
+    aliases = aliases or {}
+
+    def read(value: Any, default: str) -> str:
+        value = aliases.get(value, value) if isinstance(value, str) else value
+        return value if value in values else default
+
+    def write(value: Any) -> str | None:
+        return None if isinstance(value, str) and value in values else f"must be one of {', '.join(values)}"
+
+    return read, write
+
+
+def _nullable_str_kind(check: Callable[[str], str | None] | None = None):
+    def read(value: Any, default: str | None) -> str | None:
+        if isinstance(value, str):
+            return value.strip() or None
+        return default
+
+    def write(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            return "must be a string or null"
+        if len(value) > MAX_STRING:
+            return f"must be at most {MAX_STRING} characters"
+        return check(value.strip()) if check else None
+
+    return read, write
+
+
+def _provider_model(value: str) -> str | None:
+    provider, _, model = value.partition("/")
+    return None if provider and model else 'must look like "provider/model"'
+
+
+def _list_kind(allowed: tuple[str, ...]):
+    def read(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
+        if not isinstance(value, list):
+            return default
+        return tuple(v for v in value if isinstance(v, str) and v in allowed)
+
+    def write(value: Any) -> str | None:
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+            return "must be a list of strings"
+        unknown = [v for v in value if v not in allowed]
+        return f"unknown backends {unknown}; available: {', '.join(allowed)}" if unknown else None
+
+    return read, write
+
+
+def _object_kind():
+    def read(value: Any, default: dict[str, Any]) -> dict[str, Any]:
+        return dict(value) if isinstance(value, dict) else dict(default)
+
+    def write(value: Any) -> str | None:
+        if not isinstance(value, dict):
+            return "must be an object"
+        if len(json.dumps(value, separators=(",", ":"))) > MAX_CONFIG_BYTES:
+            return f"must serialize to at most {MAX_CONFIG_BYTES} bytes"
+        return None
+
+    return read, write
+
+
+@dataclass(frozen=True)
+class Spec:
+    api: str
+    attr: str
+    read: Callable[[Any, Any], Any]
+    write: Callable[[Any], str | None]
+
+
+def _spec(api: str, attr: str, kind) -> Spec:
+    read, write = kind
+    return Spec(api, attr, read, write)
+
+
+_BOOL = (_read_bool, _write_bool)
+SPECS: tuple[Spec, ...] = (
+    _spec("enabled", "enabled", _BOOL),
+    _spec("maxTokens", "max_tokens", _int_kind(*MAX_TOKENS_RANGE)),
+    _spec("retentionDays", "retention_days", _int_kind(*RETENTION_RANGE)),
+    _spec("strategy", "strategy", _enum_kind(STRATEGIES, {"exact": "recent"})),
+    _spec("scope", "scope", _enum_kind(SCOPES)),
+    _spec("skillsEnabled", "skills_enabled", _BOOL),
+    _spec("embeddingSource", "embedding_source", _enum_kind(EMBEDDING_SOURCES)),
+    _spec("embeddingProviderModel", "embedding_provider_model", _nullable_str_kind(_provider_model)),
+    _spec("customBaseUrl", "custom_base_url", _nullable_str_kind(check_url)),
+    _spec("customModelId", "custom_model_id", _nullable_str_kind()),
+    _spec("transformersEnabled", "transformers_enabled", _BOOL),
+    _spec("staticEnabled", "static_enabled", _BOOL),
+    _spec("rerankEnabled", "rerank_enabled", _BOOL),
+    _spec("rerankProviderModel", "rerank_provider_model", _nullable_str_kind(_provider_model)),
+    _spec("vectorStore", "vector_store", _enum_kind(VECTOR_STORES)),
+    _spec("primaryBackend", "primary_backend", _enum_kind(BACKENDS)),
+    _spec("fallbackBackends", "fallback_backends", _list_kind(BACKENDS)),
+    _spec("backendConfigs", "backend_configs", _object_kind()),
+)
+_BY_API = {spec.api: spec for spec in SPECS}
+_DEFAULTS = MemorySettings()
+
+
+def normalize(stored: Mapping[str, Any]) -> MemorySettings:
+    """Lenient: whatever is stored becomes a valid MemorySettings."""
+    values = {}
+    for spec in SPECS:
+        default = getattr(_DEFAULTS, spec.attr)
+        values[spec.attr] = spec.read(stored[spec.api], default) if spec.api in stored else default
+    return MemorySettings(**values)
+
+
+def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Strict: every violation at once; returns the values to store ("" → None)."""
+    v = Violations()
+    if not patch:
+        v.add("settings", "nothing to update")
+    for name, value in patch.items():
+        spec = _BY_API.get(name)
+        if spec is None:
+            v.add(name, "unknown setting")
+            continue
+        problem = spec.write(value)
+        if problem:
+            v.add(name, problem)
+    v.raise_if_any()
+    return {name: (None if value == "" else value) for name, value in patch.items()}
+
+
+class Settings:
+    """Cached access to the memory settings of one store."""
+
+    def __init__(self, store: SettingsStore):
+        self._store = store
+        self._lock = threading.Lock()
+        self._cached: tuple[int, MemorySettings] | None = None
+
+    def get(self) -> MemorySettings:
+        version = self._store.settings_version()
+        cached = self._cached
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        with self._lock:
+            current = normalize(self._store.read_settings(NAMESPACE))
+            self._cached = (version, current)
+            return current
+
+    def update(self, patch: Mapping[str, Any]) -> MemorySettings:
+        values = validate_update(patch)
+        with self._lock:
+            self._store.write_settings(NAMESPACE, values)
+            self._cached = None
+        return self.get()
+
+    def override(self, **changes: Any) -> MemorySettings:
+        """The current settings with some fields replaced (per-request options)."""
+        return replace(self.get(), **changes)
+
+
+def field_names() -> list[str]:
+    return [f.name for f in fields(MemorySettings)]

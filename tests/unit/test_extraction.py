@@ -1,0 +1,391 @@
+"""Rule-based fact extraction (ENGINE.md §4): the reference's English examples exactly, our
+Japanese, Chinese and Russian rules, the 64 KiB window, keys and metadata."""
+
+from __future__ import annotations
+
+from datetime import datetime, timedelta, timezone
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsvc.core.extraction import (
+    CATEGORY_TYPES,
+    MAX_SCAN_BYTES,
+    Fact,
+    detect_languages,
+    extract_facts,
+    fact_metadata,
+    scan_window,
+    slugify,
+)
+
+
+def summary(text: str) -> list[tuple[str, str, str, str]]:
+    return [(f.key, f.content, f.type, f.category) for f in extract_facts(text)]
+
+
+# -- the examples of §4, exactly ---------------------------------------------------------------
+
+SPEC_EXAMPLES = [
+    (
+        "I prefer dark mode in my editor.",
+        [("preference:dark_mode_in_my_editor", "dark mode in my editor", "factual", "preference")],
+    ),
+    (
+        "I'll use PostgreSQL for this project.",
+        [("decision:postgresql_for_this_project", "PostgreSQL for this project", "episodic", "decision")],
+    ),
+    (
+        "I decided to migrate to Docker.",
+        [("decision:migrate_to_docker", "migrate to Docker", "episodic", "decision")],
+    ),
+    ("I really prefer tabs, not spaces", [("preference:tabs", "tabs", "factual", "preference")]),
+    ("I'm going to use Bun", [("decision:bun", "Bun", "episodic", "decision")]),
+    ("I prefer vim. I prefer vim.", [("preference:vim", "vim", "factual", "preference")]),
+    ("I do not like it", []),
+    ("The sky is blue. Water is wet.", []),
+]
+
+
+@pytest.mark.parametrize(("text", "expected"), SPEC_EXAMPLES, ids=[t for t, _ in SPEC_EXAMPLES])
+def test_spec_examples(text: str, expected: list[tuple[str, str, str, str]]) -> None:
+    assert summary(text) == expected
+
+
+def test_only_the_newest_64_kib_is_scanned() -> None:
+    filler = "lorem ipsum dolor sit amet " * (70 * 1024 // 27 + 1)
+    text = "I prefer prefix-only-editor. " + filler + " I prefer tail-only-editor."
+    assert len(text.encode()) > 70 * 1024
+    assert summary(text) == [
+        ("preference:tail_only_editor", "tail-only-editor", "factual", "preference")
+    ]
+
+
+def test_the_window_cuts_at_a_character_boundary() -> None:
+    # 3-byte characters, offset by one ASCII byte, so the byte cut lands inside a character.
+    text = "x" + "語" * (MAX_SCAN_BYTES // 3 + 10)
+    window = scan_window(text)
+    assert len(window.encode()) <= MAX_SCAN_BYTES
+    assert text.endswith(window) and set(window) == {"語"}
+
+
+def test_short_text_is_scanned_whole() -> None:
+    text = "I prefer vim. " * 100
+    assert scan_window(text) is text
+
+
+# -- each English rule -------------------------------------------------------------------------
+
+ENGLISH = [
+    ("I like Rust", "preference", "Rust"),
+    ("I really like Rust", "preference", "Rust"),
+    ("My favorite is green tea", "preference", "green tea"),
+    ("my favourite are cats", "preference", "cats"),
+    ("I don't like Java", "preference", "Java"),
+    ("I don’t like Java", "preference", "Java"),
+    ("I do not like Java", "preference", "Java"),
+    ("I hate meetings", "preference", "meetings"),
+    ("I dislike meetings", "preference", "meetings"),
+    ("I avoid meetings", "preference", "meetings"),
+    ("I enjoy hiking", "preference", "hiking"),
+    ("I love hiking", "preference", "hiking"),
+    ("I will use Redis", "decision", "Redis"),
+    ("I’ll use Redis", "decision", "Redis"),
+    ("I chose Redis", "decision", "Redis"),
+    ("I decided Redis", "decision", "Redis"),
+    ("I have decided to use Redis", "decision", "use Redis"),
+    ("I'm going with Redis", "decision", "Redis"),
+    ("I’m going to adopt Redis", "decision", "Redis"),
+    ("I selected Redis", "decision", "Redis"),
+    ("I picked Redis", "decision", "Redis"),
+    ("I went with Redis", "decision", "Redis"),
+    ("I usually run tests first", "pattern", "run tests first"),
+    ("I always run tests first", "pattern", "run tests first"),
+    ("I never run tests first", "pattern", "run tests first"),
+    ("I typically run tests first", "pattern", "run tests first"),
+    ("I tend to run tests first", "pattern", "run tests first"),
+    ("I often run tests first", "pattern", "run tests first"),
+    ("I frequently run tests first", "pattern", "run tests first"),
+    ("I regularly run tests first", "pattern", "run tests first"),
+    ("i PREFER Vim", "preference", "Vim"),
+]
+
+
+@pytest.mark.parametrize(("text", "category", "content"), ENGLISH, ids=[t for t, _, _ in ENGLISH])
+def test_english_rules(text: str, category: str, content: str) -> None:
+    [fact] = extract_facts(text)
+    assert (fact.category, fact.content, fact.type, fact.language) == (
+        category,
+        content,
+        CATEGORY_TYPES[category],
+        "en",
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Hi prefer cats", "the ill use of power", "I preferred vim", "I\nprefer vim", "I prefer\nvim"],
+)
+def test_cues_only_at_word_boundaries_and_within_a_line(text: str) -> None:
+    assert extract_facts(text) == []
+
+
+def test_a_capture_stops_at_a_clause_end() -> None:
+    for end in ".,;!?\n。，":
+        assert [f.content for f in extract_facts(f"I prefer vim{end}and more")] == ["vim"]
+
+
+def test_cues_do_not_swallow_each_other() -> None:
+    assert summary("I really prefer tabs") == [("preference:tabs", "tabs", "factual", "preference")]
+    assert summary("I don't like cilantro") == [
+        ("preference:cilantro", "cilantro", "factual", "preference")
+    ]
+    assert [f.content for f in extract_facts("I'm going to use Bun")] == ["Bun"]
+
+
+def test_a_cue_inside_another_facts_content_still_counts() -> None:
+    assert [(f.category, f.content) for f in extract_facts("I always say I prefer tabs")] == [
+        ("pattern", "say I prefer tabs"),
+        ("preference", "tabs"),
+    ]
+
+
+def test_dedup_keeps_the_first_occurrence_in_text_order() -> None:
+    facts = extract_facts("I prefer Vim. I always test. I prefer vim! I chose Rust. I prefer VIM")
+    assert [(f.key, f.content) for f in facts] == [
+        ("preference:vim", "Vim"),
+        ("pattern:test", "test"),
+        ("decision:rust", "Rust"),
+    ]
+
+
+def test_same_content_in_two_categories_gives_two_facts() -> None:
+    keys = [f.key for f in extract_facts("I prefer Rust. I chose Rust.")]
+    assert keys == ["preference:rust", "decision:rust"]
+
+
+def test_content_is_cut_at_500_characters() -> None:
+    [fact] = extract_facts("I prefer " + "a" * 600 + ". done")
+    assert fact.content == "a" * 500
+    assert fact.key == "preference:" + "a" * 40
+
+
+def test_a_cut_never_leaves_trailing_space() -> None:
+    [fact] = extract_facts("I prefer " + "word " * 200)
+    assert len(fact.content) == 499 and fact.content == fact.content.strip()
+
+
+def test_whitespace_is_collapsed() -> None:
+    [fact] = extract_facts("I prefer   dark \t mode   ")
+    assert fact.content == "dark mode"
+
+
+def test_minimum_length_is_3_for_alphabetic_and_2_for_cjk() -> None:
+    assert extract_facts("I like Go") == []
+    assert [f.content for f in extract_facts("I like Vue")] == ["Vue"]
+    assert [f.content for f in extract_facts("I like 香菜")] == ["香菜"]
+    assert extract_facts("I like 猫") == []
+
+
+def test_content_without_letters_or_digits_is_dropped() -> None:
+    assert extract_facts("I prefer ---") == []
+
+
+# -- Japanese, Chinese, Russian ----------------------------------------------------------------
+
+OTHER_LANGUAGES = [
+    ("ja", "私はダークモードが好きです。", "preference", "ダークモード"),
+    ("ja", "辛い食べ物が嫌いです", "preference", "辛い食べ物"),
+    ("ja", "TypeScript が好みです。", "preference", "TypeScript"),
+    ("ja", "Python は好きではありません。", "preference", "Python"),
+    ("ja", "ダークモードが好きなんです", "preference", "ダークモード"),
+    ("ja", "家ではコーヒーが好きです", "preference", "コーヒー"),
+    ("ja", "エディタはVimを使うことにしました。", "decision", "Vim"),
+    ("ja", "Vimを使うことに決めました", "decision", "Vim"),
+    ("ja", "私はVimを選びました", "decision", "Vim"),
+    ("ja", "このプロジェクトでは Postgres を使います。", "decision", "Postgres"),
+    ("ja", "毎朝走ることに決めました", "decision", "毎朝走る"),
+    ("ja", "私はいつもコーヒーを飲みます。", "pattern", "コーヒーを飲みます"),
+    ("ja", "私は常にプッシュ前にコミットします。", "pattern", "プッシュ前にコミットします"),
+    ("zh", "我喜欢深色模式。", "preference", "深色模式"),
+    ("zh", "我不喜欢香菜", "preference", "香菜"),
+    ("zh", "我最喜欢的编辑器是Vim", "preference", "Vim"),
+    ("zh", "我决定使用PostgreSQL。", "decision", "PostgreSQL"),
+    ("zh", "我选择了Rust了", "decision", "Rust"),
+    ("zh", "我通常早上喝咖啡。", "pattern", "早上喝咖啡"),
+    ("zh", "我很少喝酒", "pattern", "喝酒"),
+    ("ru", "Я предпочитаю тёмную тему.", "preference", "тёмную тему"),
+    ("ru", "Я не люблю кинзу", "preference", "кинзу"),
+    ("ru", "Мне нравится Python", "preference", "Python"),
+    ("ru", "Мне не нравится Python.", "preference", "Python"),
+    ("ru", "Мой любимый редактор — Vim", "preference", "Vim"),
+    ("ru", "Я решил использовать PostgreSQL.", "decision", "PostgreSQL"),
+    ("ru", "Я решила использовать PostgreSQL.", "decision", "PostgreSQL"),
+    ("ru", "Я буду использовать Postgres для этого проекта.", "decision", "Postgres для этого проекта"),
+    ("ru", "Я обычно пью кофе по утрам.", "pattern", "пью кофе по утрам"),
+    ("ru", "Обычно я пью чай", "pattern", "пью чай"),
+    ("ru", "Я никогда не ем мясо", "pattern", "ем мясо"),
+]
+
+
+@pytest.mark.parametrize(
+    ("language", "text", "category", "content"), OTHER_LANGUAGES, ids=[t for _, t, _, _ in OTHER_LANGUAGES]
+)
+def test_other_language_rules(language: str, text: str, category: str, content: str) -> None:
+    [fact] = extract_facts(text)
+    assert fact == Fact(
+        category=category,
+        type=CATEGORY_TYPES[category],
+        key=f"{category}:{slugify(content)}",
+        content=content,
+        language=language,
+    )
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "空は青い。",
+        "彼はダークモードが好きです。",  # someone else's preference
+        "父はいつも早起きします。",
+        "Vimが好きな人は多い。",  # attributive: people who like Vim
+        "天空是蓝色的。",
+        "我们喜欢猫咪。",  # "we", not "I"
+        "Небо голубое.",
+        "Вода мокрая, а трава зелёная.",
+    ],
+)
+def test_plain_statements_give_no_facts(text: str) -> None:
+    assert extract_facts(text) == []
+
+
+def test_the_seed_paragraph_in_japanese() -> None:
+    text = (
+        "TypeScript が好みです。このプロジェクトでは Postgres を使います。"
+        "私は常にプッシュ前にコミットします。Python は好きではありません。"
+    )
+    assert [(f.category, f.content) for f in extract_facts(text)] == [
+        ("preference", "TypeScript"),
+        ("decision", "Postgres"),
+        ("pattern", "プッシュ前にコミットします"),
+        ("preference", "Python"),
+    ]
+
+
+def test_the_seed_paragraph_in_russian() -> None:
+    text = (
+        "Я предпочитаю TypeScript. Я буду использовать Postgres для этого проекта. "
+        "Я всегда делаю коммит перед отправкой изменений. Мне не нравится Python."
+    )
+    assert [f.key for f in extract_facts(text)] == [
+        "preference:typescript",
+        "decision:postgres_для_этого_проекта",
+        "pattern:делаю_коммит_перед_отправкой_изменений",
+        "preference:python",
+    ]
+
+
+def test_mixed_text_runs_english_and_the_detected_language() -> None:
+    facts = extract_facts("I prefer dark mode. 私はコーヒーが好きです。")
+    assert [(f.language, f.content) for f in facts] == [("en", "dark mode"), ("ja", "コーヒー")]
+
+
+@pytest.mark.parametrize(
+    ("text", "languages"),
+    [
+        ("plain English", ("en",)),
+        ("私はダークモードが好き", ("en", "ja")),
+        ("漢字だけ", ("en", "ja")),
+        ("我喜欢深色模式", ("en", "zh")),
+        ("Мне нравится Python", ("en", "ru")),
+        ("Мне нравится ダークモード", ("en", "ja", "ru")),
+        ("迈克尔・乔丹", ("en", "zh")),  # the middle dot is not kana
+    ],
+)
+def test_detect_languages(text: str, languages: tuple[str, ...]) -> None:
+    assert detect_languages(text) == languages
+
+
+# -- slugs and metadata ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("text", "slug"),
+    [
+        ("dark mode in my editor", "dark_mode_in_my_editor"),
+        ("ダークモード", "ダークモード"),
+        ("тёмная тема", "тёмная_тема"),
+        ("те\u0308мная", "тёмная"),  # decomposed ё: same key as the precomposed one
+        ("  --Hello, World!!  ", "hello_world"),
+        ("PostgreSQL 16", "postgresql_16"),
+        ("a" * 39 + " b", "a" * 39),  # cut at 40, then the trailing "_" goes
+        ("Vimを使う", "vimを使う"),
+        ("!!!", ""),
+    ],
+)
+def test_slugify(text: str, slug: str) -> None:
+    assert slugify(text) == slug
+
+
+def test_fact_metadata_shape() -> None:
+    [fact] = extract_facts("I prefer dark mode.")
+    when = datetime(2024, 5, 1, 14, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
+    meta = fact_metadata(fact, when)
+    assert meta == {
+        "category": "preference",
+        "extractedAt": "2024-05-01T12:30:15.123Z",
+        "source": "llm_response",
+        "language": "en",
+    }
+    assert datetime.fromisoformat(meta["extractedAt"].replace("Z", "+00:00")) == when.replace(
+        microsecond=123000
+    )
+
+
+def test_fact_metadata_takes_a_naive_time_as_utc() -> None:
+    [fact] = extract_facts("Я предпочитаю тёмную тему.")
+    meta = fact_metadata(fact, datetime(2024, 1, 2, 3, 4, 5))
+    assert meta["extractedAt"] == "2024-01-02T03:04:05.000Z"
+    assert meta["language"] == "ru"
+
+
+# -- properties --------------------------------------------------------------------------------
+
+FRAGMENTS = [
+    "I prefer ", "I really like ", "I don't like ", "my favorite is ", "I'll use ", "I’m going to use ",
+    "I decided to ", "I usually ", "I always ", "vim", "dark mode", "Go", "it", " ", ".", ",", "!", "\n",
+    "私は", "が好きです", "を使うことにしました", "いつも", "コーヒー", "は", "。", "、",
+    "我", "喜欢", "不喜欢", "决定使用", "通常", "香菜", "，",
+    "Я ", "предпочитаю ", "не люблю ", "Мне нравится ", "решил использовать ", "обычно ", "кофе",
+]
+texts = st.one_of(
+    st.text(),
+    st.lists(st.one_of(st.sampled_from(FRAGMENTS), st.text(max_size=5)), max_size=30).map("".join),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(texts)
+def test_extraction_invariants(text: str) -> None:
+    facts = extract_facts(text)
+    keys = [f.key for f in facts]
+    assert len(keys) == len(set(keys))
+    for fact in facts:
+        assert fact.category in CATEGORY_TYPES
+        assert fact.type == CATEGORY_TYPES[fact.category]
+        assert fact.key.startswith(fact.category + ":")
+        assert fact.key == f"{fact.category}:{slugify(fact.content)}"
+        assert 2 <= len(fact.content) <= 500
+        assert fact.content == fact.content.strip()
+        assert fact.language in ("en", "ja", "zh", "ru")
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.text(min_size=1, max_size=200))
+def test_slug_invariants(text: str) -> None:
+    slug = slugify(text)
+    assert len(slug) <= 40
+    assert not slug.startswith("_") and not slug.endswith("_")
+    assert "__" not in slug
+    assert slugify(slug) == slug  # a key's slug is stable when recomputed

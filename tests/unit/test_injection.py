@@ -1,0 +1,370 @@
+"""Memory injection (ENGINE.md §1 opt-out header, §10 placement). Pure functions, no server."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memsvc.core.injection import (
+    NO_MEMORY_HEADERS,
+    InjectOptions,
+    Injection,
+    inject,
+    memory_text,
+    no_memory_requested,
+    role_for,
+)
+
+MEMS = ["likes tea", "lives in Oslo"]
+TEXT = "Memory context: likes tea\nlives in Oslo"
+CACHE_SAFE = InjectOptions(cache_safe=True)
+MUST_BE_FIRST = InjectOptions(system_message_must_be_first=True)
+BOTH = InjectOptions(cache_safe=True, system_message_must_be_first=True)
+
+
+def body_with(*messages: Any, **extra: Any) -> dict[str, Any]:
+    return {"model": "gpt-4o", "messages": list(messages), **extra}
+
+
+def sys(content: Any = "You are terse.") -> dict[str, Any]:
+    return {"role": "system", "content": content}
+
+
+def user(content: str = "hi") -> dict[str, Any]:
+    return {"role": "user", "content": content}
+
+
+def assistant(content: str = "hello") -> dict[str, Any]:
+    return {"role": "assistant", "content": content}
+
+
+def run_unmutated(body: Any, *args: Any, **kwargs: Any) -> Injection:
+    """inject(), asserting that the input body is deep-equal to a deepcopy taken before."""
+    before = copy.deepcopy(body)
+    result = inject(body, *args, **kwargs)
+    assert body == before
+    return result
+
+
+# -- memory text -------------------------------------------------------------------------------
+
+
+def test_memory_text_trims_and_drops_blanks() -> None:
+    assert memory_text(["  a ", "", "b"]) == "Memory context: a\nb"
+
+
+@pytest.mark.parametrize("contents", [[], [""], ["   ", "\n\t"]])
+def test_memory_text_none_when_nothing_usable(contents: list[str]) -> None:
+    assert memory_text(contents) is None
+
+
+def test_memory_text_skips_non_strings() -> None:
+    assert memory_text(["a", None, 3, "b"]) == "Memory context: a\nb"  # type: ignore[list-item]
+
+
+# -- role matrix -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        ("o1", ""),
+        ("O1-MINI", ""),
+        ("o1-preview", ""),
+        ("glm", ""),
+        ("glmt", ""),
+        ("glm-cn", ""),
+        ("zai", ""),
+        ("qianfan", ""),
+        ("QianFan", "whatever"),
+        ("openrouter", "glm-4.7"),
+        ("baidu", "ernie-4"),
+        ("openrouter", "GLM-4.5-Air"),
+        ("openai", "O1-MINI"),
+        ("openrouter", "openai/o1-mini"),
+        ("openrouter", "z-ai/glm-4.6"),
+        (" zai ", ""),
+    ],
+)
+def test_role_user_for_providers_rejecting_system(provider: str, model: str) -> None:
+    assert role_for(provider, model) == "user"
+    result = run_unmutated(body_with(sys(), user()), MEMS, provider, model)
+    assert result.injected and result.role == "user"
+    assert result.body["messages"][0] == {"role": "user", "content": TEXT}
+    assert result.body["messages"][1:] == [sys(), user()]
+
+
+@pytest.mark.parametrize(
+    ("provider", "model"),
+    [
+        ("openai", ""),
+        ("anthropic", "claude-sonnet-4"),
+        ("deepseek", "deepseek-chat"),
+        ("some-unknown", ""),
+        ("", ""),
+        ("openai", "gpt-4o"),
+        ("openai", "o1-2024-12-17"),  # not listed: only the exact names and prefixes count
+        ("openrouter", "zhipu/chatglm-6b"),  # "glm" inside, not a "glm-" prefix
+    ],
+)
+def test_role_system_for_everyone_else(provider: str, model: str) -> None:
+    assert role_for(provider, model) == "system"
+    result = run_unmutated(body_with(user()), MEMS, provider, model)
+    assert result.role == "system"
+    assert result.body["messages"] == [{"role": "system", "content": TEXT}, user()]
+
+
+def test_role_for_never_raises_on_non_strings() -> None:
+    assert role_for(None, None) == "system"  # type: ignore[arg-type]
+
+
+def test_body_model_used_when_model_argument_empty() -> None:
+    body = {"model": "glm-4.7", "messages": [user()]}
+    assert run_unmutated(body, MEMS, "openrouter").role == "user"
+    # an explicit model argument wins over the body's
+    assert run_unmutated(body, MEMS, "openrouter", "gpt-4o").role == "system"
+
+
+# -- default placement -------------------------------------------------------------------------
+
+
+def test_memory_goes_before_the_users_own_system_prompt() -> None:
+    result = run_unmutated(body_with(sys(), user()), MEMS, "openai")
+    msgs = result.body["messages"]
+    assert len(msgs) == 3
+    assert msgs[0] == {"role": "system", "content": TEXT}
+    assert msgs[1:] == [sys(), user()]
+    assert result.text == TEXT
+
+
+def test_empty_messages_list_gets_the_memory() -> None:
+    result = run_unmutated(body_with(), MEMS, "openai")
+    assert result.body["messages"] == [{"role": "system", "content": TEXT}]
+
+
+# -- no-op paths return the same object ---------------------------------------------------------
+
+
+@pytest.mark.parametrize("contents", [[], ["", "   ", "\n"]])
+@pytest.mark.parametrize("options", [InjectOptions(), CACHE_SAFE, MUST_BE_FIRST, BOTH])
+def test_no_memories_returns_identical_body(contents: list[str], options: InjectOptions) -> None:
+    body = body_with(sys(), user())
+    result = run_unmutated(body, contents, "openai", options=options)
+    assert result.body is body
+    assert result == Injection(body=body, injected=False, role=None, text=None)
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {},
+        {"model": "gpt-4o"},
+        {"messages": None},
+        {"messages": "hi"},
+        {"messages": {"role": "user"}},
+        {"messages": ("a", "b")},
+    ],
+)
+def test_body_without_message_list_is_returned_unchanged(body: dict[str, Any]) -> None:
+    result = run_unmutated(body, MEMS, "openai")
+    assert result.body is body
+    assert not result.injected and result.role is None and result.text is None
+
+
+@pytest.mark.parametrize("body", [None, "text", 42, ["messages"]])
+def test_non_mapping_body_never_raises(body: Any) -> None:
+    result = inject(body, MEMS, "openai")
+    assert result.body is body and not result.injected
+
+
+def test_non_dict_messages_are_kept_as_they_are() -> None:
+    odd = ["raw string", 7, None, ["nested"], user()]
+    result = run_unmutated(body_with(*odd), MEMS, "openai", options=CACHE_SAFE)
+    assert result.body["messages"] == ["raw string", 7, None, ["nested"],
+                                       {"role": "system", "content": TEXT}, user()]
+
+
+# -- other fields survive ---------------------------------------------------------------------
+
+
+def test_every_other_field_survives() -> None:
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = body_with(sys(), user(), temperature=0.2, tools=tools, stream=True,
+                     x_unknown={"deep": [1, 2]})
+    result = run_unmutated(body, MEMS, "openai")
+    assert result.body is not body
+    assert {k: v for k, v in result.body.items() if k != "messages"} == {
+        "model": "gpt-4o", "temperature": 0.2, "tools": tools, "stream": True,
+        "x_unknown": {"deep": [1, 2]},
+    }
+    assert result.body["messages"] is not body["messages"]
+
+
+# -- cache_safe --------------------------------------------------------------------------------
+
+
+def test_cache_safe_inserts_before_last_user_message() -> None:
+    history = [sys(), user("q1"), assistant("a1"), user("q2"), assistant("a2"), user("q3")]
+    result = run_unmutated(body_with(*history), MEMS, "openai", options=CACHE_SAFE)
+    msgs = result.body["messages"]
+    assert msgs[:5] == history[:5]  # the cached prefix is untouched
+    assert msgs[5] == {"role": "system", "content": TEXT}
+    assert msgs[6] == user("q3")
+    assert len(msgs) == 7
+
+
+def test_cache_safe_last_user_not_last_message() -> None:
+    history = [user("q1"), assistant("a1"), user("q2"), assistant("partial")]
+    result = run_unmutated(body_with(*history), MEMS, "o1", options=CACHE_SAFE)
+    assert result.body["messages"] == [user("q1"), assistant("a1"),
+                                       {"role": "user", "content": TEXT},
+                                       user("q2"), assistant("partial")]
+
+
+def test_cache_safe_without_user_message_prepends() -> None:
+    result = run_unmutated(body_with(sys(), assistant()), MEMS, "openai", options=CACHE_SAFE)
+    assert result.body["messages"] == [{"role": "system", "content": TEXT}, sys(), assistant()]
+
+
+# -- system_message_must_be_first --------------------------------------------------------------
+
+
+def test_must_be_first_merges_string_system_prompt() -> None:
+    body = body_with(sys("You are terse."), user())
+    result = run_unmutated(body, MEMS, "openai", options=MUST_BE_FIRST)
+    msgs = result.body["messages"]
+    assert len(msgs) == 2
+    assert msgs[0] == {"role": "system", "content": TEXT + "\n\n" + "You are terse."}
+    assert msgs[1] == user()
+    assert result.role == "system" and result.text == TEXT
+
+
+def test_must_be_first_keeps_other_keys_of_the_merged_message() -> None:
+    first = {"role": "system", "content": "S", "name": "policy", "cache_control": {"t": 1}}
+    result = run_unmutated(body_with(first, user()), MEMS, "openai", options=MUST_BE_FIRST)
+    assert result.body["messages"][0] == {**first, "content": TEXT + "\n\nS"}
+
+
+def test_must_be_first_prepends_text_part_to_content_list() -> None:
+    parts = [{"type": "text", "text": "You are terse."}]
+    body = body_with(sys(parts), user())
+    result = run_unmutated(body, MEMS, "openai", options=MUST_BE_FIRST)
+    assert result.body["messages"][0] == {
+        "role": "system",
+        "content": [{"type": "text", "text": TEXT}, {"type": "text", "text": "You are terse."}],
+    }
+
+
+def test_must_be_first_without_leading_system_prepends() -> None:
+    body = body_with(user(), sys())  # a system message, but not at position 0
+    result = run_unmutated(body, MEMS, "openai", options=MUST_BE_FIRST)
+    assert result.body["messages"] == [{"role": "system", "content": TEXT}, user(), sys()]
+
+
+def test_must_be_first_with_non_text_system_content_prepends() -> None:
+    body = body_with(sys(None), user())
+    result = run_unmutated(body, MEMS, "openai", options=MUST_BE_FIRST)
+    assert result.body["messages"] == [{"role": "system", "content": TEXT}, sys(None), user()]
+
+
+def test_must_be_first_ignored_for_user_role() -> None:
+    result = run_unmutated(body_with(sys(), user()), MEMS, "glm", options=MUST_BE_FIRST)
+    assert result.body["messages"] == [{"role": "user", "content": TEXT}, sys(), user()]
+
+
+def test_must_be_first_wins_over_cache_safe_for_system_role() -> None:
+    history = [sys("S"), user("q1"), assistant("a1"), user("q2")]
+    result = run_unmutated(body_with(*history), MEMS, "openai", options=BOTH)
+    assert result.body["messages"] == [sys(TEXT + "\n\nS"), *history[1:]]
+
+
+def test_cache_safe_still_applies_for_user_role_with_both_options() -> None:
+    history = [user("q1"), assistant("a1"), user("q2")]
+    result = run_unmutated(body_with(*history), MEMS, "qianfan", options=BOTH)
+    assert result.body["messages"] == [user("q1"), assistant("a1"),
+                                       {"role": "user", "content": TEXT}, user("q2")]
+
+
+# -- no-memory header --------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("headers", "expected"),
+    [
+        ({"X-OmniRoute-No-Memory": "TRUE"}, True),
+        ({"x-omniroute-no-memory": "1"}, True),
+        ({"x-omniroute-no-memory": " yes "}, True),
+        ({"X-OMNIROUTE-NO-MEMORY": "Yes"}, True),
+        ({"x-omniroute-no-memory": "false"}, False),
+        ({"x-omniroute-no-memory": "0"}, False),
+        ({"x-omniroute-no-memory": ""}, False),
+        ({"x-omniroute-no-memory": "on"}, False),
+        ({}, False),
+        ({"authorization": "Bearer x"}, False),
+        ({"x-memsvc-no-memory": "true"}, True),
+        ({"X-Memsvc-No-Memory": " 1"}, True),
+        ({"x-memsvc-no-memory": "no", "x-omniroute-no-memory": "yes"}, True),
+        ({"x-omniroute-no-memory": b"true"}, False),  # -bin style bytes are not a flag
+    ],
+)
+def test_no_memory_requested(headers: dict[str, Any], expected: bool) -> None:
+    assert no_memory_requested(headers) is expected
+
+
+def test_no_memory_requested_accepts_grpc_metadata_pairs() -> None:
+    assert no_memory_requested((("x-omniroute-no-memory", "true"), ("other", "x"))) is True
+    assert no_memory_requested([("x-memsvc-no-memory", "0")]) is False
+    assert no_memory_requested(None) is False
+
+
+def test_header_names_are_lowercase() -> None:
+    assert NO_MEMORY_HEADERS == ("x-omniroute-no-memory", "x-memsvc-no-memory")
+
+
+# -- properties --------------------------------------------------------------------------------
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
+json_values = st.recursive(
+    json_scalars,
+    lambda children: st.lists(children, max_size=5)
+    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    max_leaves=20,
+)
+message_like = st.fixed_dictionaries(
+    {"role": st.sampled_from(["system", "user", "assistant", "tool", "x"]) | json_values},
+    optional={"content": st.text() | st.lists(json_values, max_size=3) | json_values},
+) | json_values
+bodies = st.dictionaries(st.text(max_size=10), json_values, max_size=6) | st.fixed_dictionaries(
+    {"messages": st.lists(message_like, max_size=6) | json_values},
+    optional={"model": json_values, "stream": st.booleans(), "extra": json_values},
+)
+providers = st.sampled_from(["openai", "o1", "GLM", "qianfan", "unknown", ""]) | st.text(max_size=10)
+models = st.sampled_from(["", "glm-4.7", "ernie-4", "openai/o1-mini", "gpt-4o"]) | st.text(max_size=10)
+option_sets = st.builds(InjectOptions, st.booleans(), st.booleans())
+
+
+@settings(max_examples=300)
+@given(bodies, st.lists(st.text(max_size=20), max_size=4), providers, models, option_sets)
+def test_inject_never_raises_and_never_mutates(
+    body: dict[str, Any], contents: list[str], provider: str, model: str, options: InjectOptions
+) -> None:
+    result = run_unmutated(body, contents, provider, model, options)
+    text = memory_text(contents)
+    if not result.injected:
+        assert result.body is body
+        assert text is None or not isinstance(body.get("messages"), list)
+        return
+    assert result.text == text and result.role in ("system", "user")
+    assert {k: v for k, v in result.body.items() if k != "messages"} == {
+        k: v for k, v in body.items() if k != "messages"
+    }
+    new, old = result.body["messages"], body["messages"]
+    assert len(new) in (len(old), len(old) + 1)  # merged, or exactly one message added
+    memory_msg = {"role": result.role, "content": text}
+    if len(new) == len(old) + 1:
+        index = new.index(memory_msg)
+        assert new[:index] + new[index + 1:] == old
