@@ -182,7 +182,32 @@ def _expect_health(status: int, body: Any) -> None:
     assert isinstance(body.get("latencyMs"), int), body
 
 
+def _expect_bad_request_naming(*fields: str) -> Callable[[int, Any], None]:
+    def expect(status: int, body: Any) -> None:
+        assert status == 400, body
+        assert set(fields) <= _bad_request_fields(body), body
+    return expect
+
+
+def _expect_skipped_without_owner(status: int, body: Any) -> None:
+    """Inject/Extract never fail a chat request: an empty one is answered, doing nothing."""
+    assert status == 200, body
+    assert body.get("skippedReason") == "no apiKeyId", body
+
+
+def _expect_default_settings(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert body.get("enabled") is False and body.get("maxTokens") == 2000, body
+
+
 IMPLEMENTED: dict[str, Callable[[int, Any], None]] = {
+    "memsvc.v1.EngineService.Retrieve": _expect_bad_request_naming("apiKeyId"),
+    "memsvc.v1.EngineService.RetrievePreview": _expect_bad_request_naming("query"),
+    "memsvc.v1.EngineService.Summarize": _expect_bad_request_naming("apiKeyId"),
+    "memsvc.v1.EngineService.Inject": _expect_skipped_without_owner,
+    "memsvc.v1.EngineService.Extract": _expect_skipped_without_owner,
+    "memsvc.v1.SettingsService.GetMemorySettings": _expect_default_settings,
+    "memsvc.v1.SettingsService.UpdateMemorySettings": _expect_bad_request_naming("settings"),
     "memsvc.v1.MemoryService.ListMemories": _expect_list,
     "memsvc.v1.MemoryService.CreateMemory": _expect_create_empty,
     "memsvc.v1.MemoryService.ClearMemories": _expect_clear_without_owner,
