@@ -9,9 +9,10 @@ from __future__ import annotations
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
+from memsvc.core.errors import ValidationError
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection import InjectOptions
 from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
@@ -40,8 +41,23 @@ def _number(value: Any) -> Any:
     return value
 
 
+def value_to_python(value: struct_pb2.Value) -> Any:
+    """Walked by hand rather than json_format.MessageToDict, which raises on NaN and
+    Infinity: those must reach validation and become a 400, not crash the call."""
+    kind = value.WhichOneof("kind")
+    if kind == "struct_value":
+        return struct_to_dict(value.struct_value)
+    if kind == "list_value":
+        return [value_to_python(v) for v in value.list_value.values]
+    if kind == "number_value":
+        return _number(value.number_value)
+    if kind in ("string_value", "bool_value"):
+        return getattr(value, kind)
+    return None
+
+
 def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    return _number(json_format.MessageToDict(struct))
+    return {key: value_to_python(v) for key, v in struct.fields.items()}
 
 
 def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
@@ -51,12 +67,16 @@ def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
     return struct
 
 
-def value_to_python(value: struct_pb2.Value) -> Any:
-    return _number(json_format.MessageToDict(value))
-
-
 def to_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
     return ts.ToDatetime(tzinfo=timezone.utc)
+
+
+def _valid_time(ts: timestamp_pb2.Timestamp, field_name: str) -> datetime:
+    """A Timestamp outside 0001..9999 or with bad nanos is bad input, not a crash."""
+    try:
+        return to_datetime(ts)
+    except (ValueError, OverflowError):
+        raise ValidationError.single(field_name, "is not a valid timestamp (years 0001-9999)") from None
 
 
 def to_timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
@@ -66,7 +86,7 @@ def to_timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
 
 
 def _optional_time(message: Message, name: str) -> datetime | None:
-    return to_datetime(getattr(message, name)) if message.HasField(name) else None
+    return _valid_time(getattr(message, name), _json_name(message, name)) if message.HasField(name) else None
 
 
 def optional(message: Message, name: str) -> Any:
@@ -119,7 +139,7 @@ def update_changes_from_pb(req: memory_pb2.UpdateMemoryRequest) -> dict[str, Any
         if isinstance(value, struct_pb2.Struct):
             value = struct_to_dict(value)
         elif isinstance(value, timestamp_pb2.Timestamp):
-            value = to_datetime(value)
+            value = _valid_time(value, _json_name(req, name))
         changes[_json_name(req, name)] = value
     return changes
 

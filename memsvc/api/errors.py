@@ -20,6 +20,19 @@ from memsvc.logs import request_id_var
 
 log = logging.getLogger("memsvc.api")
 DOMAIN = "memsvc"
+# Status messages and details travel in HTTP/2 trailers (about 8 KiB in all by default; the
+# message is percent-encoded, so a non-ASCII byte costs three): anything that echoes user
+# input is cut, in UTF-8 bytes, so the real status always reaches the client.
+MAX_MESSAGE = 768
+MAX_DETAIL = 256
+MAX_DETAILS_BYTES = 3072
+
+
+def _cut(text: str, limit: int) -> str:
+    encoded = text.encode("utf-8")
+    if len(encoded) <= limit:
+        return text
+    return encoded[: limit - 3].decode("utf-8", "ignore") + "…"
 
 
 class UnimplementedError(core.MemsvcError):
@@ -66,13 +79,17 @@ def status_for(exc: BaseException) -> grpc.Status:
 def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> grpc.Status:
     details = []
     if exc.reason:
-        details.append(_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=exc.metadata)))
-    if isinstance(exc, core.ValidationError):
-        violations = [error_details_pb2.BadRequest.FieldViolation(field=v.field, description=v.description)
-                      for v in exc.violations]
-        details.append(_pack(error_details_pb2.BadRequest(field_violations=violations)))
-    proto = status_pb2.Status(code=code.value[0], message=exc.message, details=details)
-    return rpc_status.to_status(proto)
+        metadata = {_cut(k, 64): _cut(v, MAX_DETAIL) for k, v in exc.metadata.items()}
+        details.append(_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=metadata)))
+    violations = [error_details_pb2.BadRequest.FieldViolation(field=_cut(v.field, 128),
+                                                              description=_cut(v.description, MAX_DETAIL))
+                  for v in getattr(exc, "violations", [])]
+    while True:
+        bad = [_pack(error_details_pb2.BadRequest(field_violations=violations))] if violations else []
+        proto = status_pb2.Status(code=code.value[0], message=_cut(exc.message, MAX_MESSAGE), details=details + bad)
+        if proto.ByteSize() <= MAX_DETAILS_BYTES or not violations:
+            return rpc_status.to_status(proto)
+        violations.pop()  # keep the first violations; the message still names them all
 
 
 async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:

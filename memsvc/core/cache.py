@@ -38,6 +38,8 @@ class TtlCache(Generic[V]):
         self._lock = threading.Lock()
         self._hits = 0
         self._misses = 0
+        # Bumped by every invalidation; see get_or_load.
+        self._epoch = 0
 
     def get(self, key: Hashable) -> V | None:
         with self._lock:
@@ -50,8 +52,25 @@ class TtlCache(Generic[V]):
             self._misses += 1
             return None
 
-    def put(self, key: Hashable, value: V) -> None:
+    def get_or_load(self, key: Hashable, load: Callable[[], V | None]) -> V | None:
+        """The cached value, or load() stored for next time. A value loaded while an
+        invalidation happened is returned but not stored: it may predate the write that
+        invalidated, and caching it would serve the old row after the write returned."""
+        cached = self.get(key)
+        if cached is not None:
+            return cached
         with self._lock:
+            epoch = self._epoch
+        value = load()
+        if value is not None:
+            self.put(key, value, epoch)
+        return value
+
+    def put(self, key: Hashable, value: V, epoch: int | None = None) -> None:
+        """Store; with `epoch` (from before loading), only if nothing was invalidated since."""
+        with self._lock:
+            if epoch is not None and epoch != self._epoch:
+                return
             self._items.pop(key, None)
             if len(self._items) >= self._max:
                 # dicts keep insertion order, so the first keys are the oldest stored.
@@ -61,10 +80,12 @@ class TtlCache(Generic[V]):
 
     def invalidate(self, key: Hashable) -> None:
         with self._lock:
+            self._epoch += 1
             self._items.pop(key, None)
 
     def clear(self) -> None:
         with self._lock:
+            self._epoch += 1
             self._items.clear()
 
     def stats(self) -> CacheStats:

@@ -12,6 +12,12 @@ class FieldViolation:
     description: str
 
 
+def shorten(value: str, limit: int = 80) -> str:
+    """User input quoted in a message is cut: error text travels in gRPC trailers, and an
+    echoed 20 KB id would turn NOT_FOUND into a header-size failure."""
+    return value if len(value) <= limit else value[:limit] + "…"
+
+
 class MemsvcError(Exception):
     """Base class; `reason` is the stable machine-readable code clients may switch on."""
 

@@ -7,13 +7,14 @@ import json
 import logging
 import math
 import time
+import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Mapping
 
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
-from memsvc.core.errors import NotFoundError, Violations
+from memsvc.core.errors import NotFoundError, Violations, shorten
 from memsvc.core.models import (
     DEFAULT_MEMORY_TYPE,
     MEMORY_TYPES,
@@ -33,9 +34,12 @@ MAX_ID_CHARS = 256
 MAX_QUERY_CHARS = 1024
 DEFAULT_LIMIT = 50
 MAX_LIMIT = 200
+# Far beyond any real listing, and small enough that page numbers stay int32 on the wire.
+MAX_OFFSET = 1_000_000_000
+MAX_PAGE = 10_000_000
 # Owners starting with this prefix belong to memsvc itself (the health round trip).
 RESERVED_OWNER_PREFIX = "__memsvc"
-HEALTH_OWNER = "__memsvc_health__"
+HEALTH_OWNER = "__memsvc_health__"  # each probe adds ":<uuid>", so probes never collide
 HEALTH_KEY = "__extraction_test__"
 HEALTH_CONTENT = "pipeline verification test"
 UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
@@ -98,7 +102,12 @@ def _check_key(v: Violations, value: str | None) -> None:
 def _check_metadata(v: Violations, value: Mapping[str, Any] | None) -> None:
     if value is None:
         return
-    size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
+    try:
+        serialized = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
+    except ValueError:
+        v.add("metadata", "numbers must be finite (no NaN or Infinity)")
+        return
+    size = len(serialized.encode("utf-8"))
     if size > MAX_METADATA_BYTES:
         v.add("metadata", f"must serialize to at most {MAX_METADATA_BYTES} bytes, got {size}")
 
@@ -168,10 +177,10 @@ def resolve_paging(limit: int | None, page: int | None, offset: int | None) -> t
     v = Violations()
     if limit is not None and not 1 <= limit <= MAX_LIMIT:
         v.add("limit", f"must be between 1 and {MAX_LIMIT}")
-    if page is not None and page < 1:
-        v.add("page", "must be at least 1")
-    if offset is not None and offset < 0:
-        v.add("offset", "must be at least 0")
+    if page is not None and not 1 <= page <= MAX_PAGE:
+        v.add("page", f"must be between 1 and {MAX_PAGE}")
+    if offset is not None and not 0 <= offset <= MAX_OFFSET:
+        v.add("offset", f"must be between 0 and {MAX_OFFSET}")
     v.raise_if_any()
     size = limit or DEFAULT_LIMIT
     if offset is not None:
@@ -190,31 +199,35 @@ class Memories:
 
     def create(self, draft: NewMemory) -> UpsertResult:
         result = self.backend.create(validate_new(draft))
-        self.read_cache.invalidate(result.id)
+        self.read_cache.invalidate(result.id)  # an upsert changed an existing row
         return result
 
     def get(self, memory_id: str) -> Memory:
-        cached = self.read_cache.get(memory_id)
-        if cached is not None:
-            return cached
-        memory = self.backend.get(memory_id) if memory_id else None
+        memory = self.read_cache.get_or_load(memory_id, lambda: self.backend.get(memory_id)) if memory_id else None
         if memory is None:
-            raise NotFoundError(f"memory {memory_id!r} not found")
-        self.read_cache.put(memory_id, memory)
+            raise _not_found(memory_id)
         return memory
+
+    # Writes invalidate after they commit (a read racing the write cannot re-cache the old
+    # row: see TtlCache.get_or_load), so once a write returns every read sees it.
 
     def update(self, memory_id: str, changes: Mapping[str, Any]) -> Memory:
         patch = validate_patch(changes)
-        self.read_cache.invalidate(memory_id)
-        memory = self.backend.update(memory_id, patch) if memory_id else None
+        try:
+            memory = self.backend.update(memory_id, patch) if memory_id else None
+        finally:
+            self.read_cache.invalidate(memory_id)
         if memory is None:
-            raise NotFoundError(f"memory {memory_id!r} not found")
+            raise _not_found(memory_id)
         return memory
 
     def delete(self, memory_id: str) -> None:
-        self.read_cache.invalidate(memory_id)
-        if not memory_id or not self.backend.delete(memory_id):
-            raise NotFoundError(f"memory {memory_id!r} not found")
+        try:
+            deleted = bool(memory_id) and self.backend.delete(memory_id)
+        finally:
+            self.read_cache.invalidate(memory_id)
+        if not deleted:
+            raise _not_found(memory_id)
 
     def clear(self, flt: MemoryFilter) -> int:
         count = self.backend.clear(validate_filter(flt, owner_required=True))
@@ -231,11 +244,12 @@ class Memories:
         happens, so a failed probe leaves nothing behind."""
         started = time.perf_counter()
         created: UpsertResult | None = None
+        owner = f"{HEALTH_OWNER}:{uuid.uuid4().hex}"
         try:
             created = self.backend.create(
-                NewMemory(api_key_id=HEALTH_OWNER, key=HEALTH_KEY, content=HEALTH_CONTENT, metadata={"probe": True})
+                NewMemory(api_key_id=owner, key=HEALTH_KEY, content=HEALTH_CONTENT, metadata={"probe": True})
             )
-            found = self.backend.list(MemoryFilter(api_key_id=HEALTH_OWNER), limit=10, offset=0)
+            found = self.backend.list(MemoryFilter(api_key_id=owner), limit=10, offset=0)
             if not any(m.id == created.id for m in found.data):
                 return HealthReport(False, _elapsed_ms(started), "created memory was not listed")
             return HealthReport(True, _elapsed_ms(started))
@@ -247,6 +261,10 @@ class Memories:
                     self.backend.delete(created.id)
                 except Exception:  # a failed clean-up must not mask the probe's own result
                     log.warning("health.cleanup_failed", exc_info=True, extra={"memory_id": created.id})
+
+
+def _not_found(memory_id: str) -> NotFoundError:
+    return NotFoundError(f"memory {shorten(memory_id)!r} not found")
 
 
 def _elapsed_ms(started: float) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import apsw
 
-from memsvc.core.errors import ConflictError
+from memsvc.core.errors import ConflictError, shorten
 from memsvc.core.models import (
     MEMORY_TYPES,
     KeywordHit,
@@ -244,7 +244,7 @@ class SqliteMemoryBackend:
         ).fetchall()
         if taken:
             raise ConflictError(
-                f"another memory of this owner already has the key {key!r}",
+                f"another memory of this owner already has the key {shorten(key)!r}",
                 reason="DUPLICATE_KEY",
                 metadata={"key": key},
             )
