@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Protocol, Sequence
 
 from memsvc.core.background import BackgroundWriter
-from memsvc.core.errors import Violations
+from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
 from memsvc.core.injection import InjectOptions, Injection, inject, last_user_text, no_memory_requested
 from memsvc.core.memories import MAX_ID_CHARS, validate_new
@@ -83,9 +83,9 @@ def _check_strategy(v: Violations, strategy: str) -> None:
         v.add("strategy", f"must be one of {', '.join(STRATEGY_ALIASES)}")
 
 
-def _check_budget(v: Violations, max_tokens: int | None) -> None:
+def _check_budget(v: Violations, max_tokens: int | None, field_name: str = "maxTokens") -> None:
     if max_tokens is not None and not BUDGET_RANGE[0] <= max_tokens <= BUDGET_RANGE[1]:
-        v.add("maxTokens", f"must be between {BUDGET_RANGE[0]} and {BUDGET_RANGE[1]}")
+        v.add(field_name, f"must be between {BUDGET_RANGE[0]} and {BUDGET_RANGE[1]}")
 
 
 def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
@@ -111,11 +111,15 @@ class Engine:
         _check_text(v, "query", query, MAX_QUERY_CHARS)
         if scope and scope not in SCOPES:
             v.add("scope", f"must be one of {', '.join(SCOPES)}")
-        if not api_key_id and (scope or self._settings.get().scope) != "global":
+        settings = self._settings.get()
+        if not api_key_id and (scope or settings.scope) != "global":
             v.add("apiKeyId", "is required")
         _check_text(v, "apiKeyId", api_key_id, MAX_ID_CHARS)
         v.raise_if_any()
-        settings = self._settings.get()
+        if scope == "global" and settings.scope != "global":
+            # Reading every tenant's memories is an operator's decision (the scope setting),
+            # never a caller's.
+            raise PermissionDeniedError("scope global is not enabled in the memory settings")
         if not settings.enabled:
             return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="memory is disabled"))
         result = self._retriever.retrieve(RetrievalRequest(
@@ -156,6 +160,8 @@ class Engine:
         settings = self._settings.get()
         if not reason and settings.max_tokens <= 0:
             reason = "maxTokens is 0"
+        if not reason and not isinstance(call.body.get("messages"), list):
+            reason = "the request has no messages list"
         if reason:
             return InjectOutcome(unchanged, skipped_reason=reason)
         result = self.retrieve(call.api_key_id[:MAX_ID_CHARS], last_user_text(call.body)[:MAX_QUERY_CHARS],
@@ -215,7 +221,7 @@ class Engine:
         v = Violations()
         if not api_key_id:
             v.add("apiKeyId", "is required")
-        _check_budget(v, max_tokens)
+        _check_budget(v, max_tokens, "budgetTokens")
         v.raise_if_any()
         memories: list[Memory] = self._backend.older_than(api_key_id, utcnow(), session_id or None)
         return summarize_to_budget(self._backend, memories, max_tokens)

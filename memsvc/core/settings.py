@@ -168,7 +168,11 @@ def _object_kind():
     def write(value: Any) -> str | None:
         if not isinstance(value, dict):
             return "must be an object"
-        if len(json.dumps(value, separators=(",", ":"))) > MAX_CONFIG_BYTES:
+        try:
+            serialized = json.dumps(value, separators=(",", ":"), allow_nan=False)
+        except ValueError:
+            return "numbers must be finite (no NaN or Infinity)"
+        if len(serialized) > MAX_CONFIG_BYTES:
             return f"must serialize to at most {MAX_CONFIG_BYTES} bytes"
         return None
 
