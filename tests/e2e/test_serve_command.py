@@ -139,6 +139,11 @@ def test_readme_examples_really_work(serve):
             assert "code" not in body or body["code"] == 12, (command, body)  # only "not built yet" errors
         if "ListMemories" in command:
             assert "dark mode" in result.stdout
+        if "/api/memory/inject" in command:  # the pipeline the README describes really happens
+            assert json.loads(result.stdout)["request"]["messages"][0] == {
+                "role": "system", "content": "Memory context: I will use PostgreSQL for this project"}
+        if "EngineService/Extract" in command:
+            assert json.loads(result.stdout)["stored"] == 2
 
 
 def test_readme_configuration_table_matches_the_config():
