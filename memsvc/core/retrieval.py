@@ -6,7 +6,7 @@ and say so in `Resolution.fallback_reason` until a vector tier is configured.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Protocol, Sequence
 
@@ -20,6 +20,44 @@ STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic",
 
 TIER_FTS = "fts5"
 TIER_RECENT = "recent"
+TIER_HYBRID = "hybrid-rrf"
+DEFAULT_RRF_K = 60
+DEFAULT_VEC_TOP_K = 20
+
+
+class VectorUnavailable(Exception):
+    """No vector tier could answer; `reason` (English) goes into the resolution."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class VectorMatch:
+    memory: Memory
+    # Higher is better: 1/(1+distance) for sqlite-vec, cosine similarity for Qdrant.
+    score: float
+
+
+@dataclass(frozen=True)
+class VectorResult:
+    matches: list["VectorMatch"]
+    tier: str                      # "vector" (sqlite-vec) or "qdrant"
+    resolution: "Resolution"       # embedding source/model, vector store, any fallback on the way
+
+
+class VectorLookup(Protocol):
+    """Embeds the query and searches the configured vector tier for the scope's best k;
+    raises VectorUnavailable when no tier can answer."""
+
+    def __call__(self, scope: SearchScope, query: str, k: int) -> VectorResult: ...
+
+
+class Reranker(Protocol):
+    """Reorders items for the query; raises on any failure (the caller fails open)."""
+
+    def __call__(self, query: str, items: list["RetrievedItem"]) -> list["RetrievedItem"]: ...
 
 
 class SearchBackend(Protocol):
@@ -135,12 +173,27 @@ def _rank(items: list[RetrievedItem]) -> list[RetrievedItem]:
     return sorted(items, key=lambda i: i.score, reverse=True)
 
 
-class Retriever:
-    """Runs one retrieval against a SearchBackend. Touches nothing: the caller records
-    access for what it actually used."""
+def rrf(ranked_lists: Sequence[Sequence[str]], k: int = DEFAULT_RRF_K) -> dict[str, float]:
+    """Reciprocal rank fusion (ENGINE.md §8): Σ 1/(k + rank), ranks from 1, equal weights.
+    First in both lists → 2/(k+1); first in one only → 1/(k+1)."""
+    fused: dict[str, float] = {}
+    for ranked in ranked_lists:
+        for rank, item_id in enumerate(ranked, start=1):
+            fused[item_id] = fused.get(item_id, 0.0) + 1.0 / (k + rank)
+    return fused
 
-    def __init__(self, backend: SearchBackend):
+
+class Retriever:
+    """Runs one retrieval against a SearchBackend and, when given, a vector tier and a
+    reranker. Touches nothing: the caller records access for what it actually used."""
+
+    def __init__(self, backend: SearchBackend, vectors: VectorLookup | None = None,
+                 reranker: Reranker | None = None, rrf_k: int = DEFAULT_RRF_K, top_k: int = DEFAULT_VEC_TOP_K):
         self._backend = backend
+        self._vectors = vectors
+        self._reranker = reranker
+        self._rrf_k = rrf_k
+        self._top_k = top_k
 
     def retrieve(self, req: RetrievalRequest, now: datetime | None = None) -> RetrievalResult:
         strategy = STRATEGY_ALIASES.get(req.strategy, "hybrid")
@@ -152,10 +205,52 @@ class Retriever:
         if strategy == "exact":
             ranked, resolution = self._exact(scope, query), Resolution(strategy_used="exact")
         elif strategy == "semantic":
-            ranked, resolution = self._semantic_on_keywords(scope, query)
+            ranked, resolution = self._semantic(scope, query)
         else:
-            ranked, resolution = self._hybrid_on_keywords(scope, query)
+            ranked, resolution = self._hybrid(scope, query)
+        if self._reranker is not None and query and ranked and strategy != "exact":
+            ranked, resolution = self._rerank(query, ranked, resolution)
         return RetrievalResult(apply_budget(ranked, budget, req.limit), budget, resolution)
+
+    def _vector_result(self, scope: SearchScope, query: str) -> VectorResult:
+        if self._vectors is None:
+            raise VectorUnavailable("no embedding source is configured")
+        if not query:
+            raise VectorUnavailable("no query to embed")
+        return self._vectors(scope, query, self._top_k)
+
+    def _semantic(self, scope: SearchScope, query: str) -> tuple[list[RetrievedItem], Resolution]:
+        try:
+            result = self._vector_result(scope, query)
+        except VectorUnavailable as exc:
+            return self._semantic_on_keywords(scope, query, exc.reason)
+        items = [RetrievedItem(m.memory, m.score, estimate_tokens(m.memory.content), result.tier, vec_score=m.score)
+                 for m in result.matches]
+        return sorted(items, key=lambda i: i.score, reverse=True), replace(result.resolution, strategy_used=result.tier)
+
+    def _hybrid(self, scope: SearchScope, query: str) -> tuple[list[RetrievedItem], Resolution]:
+        try:
+            result = self._vector_result(scope, query)
+        except VectorUnavailable as exc:
+            return self._hybrid_on_keywords(scope, query, exc.reason)
+        keyword = _rank(self._keyword_items(scope, query))[: self._top_k]
+        fts_scores = {i.memory.id: i.fts_score for i in keyword}
+        vec_scores = {m.memory.id: m.score for m in result.matches}
+        memories = {i.memory.id: i.memory for i in keyword} | {m.memory.id: m.memory for m in result.matches}
+        fused = rrf([[i.memory.id for i in keyword], [m.memory.id for m in result.matches]], self._rrf_k)
+        items = [RetrievedItem(memories[i], score, estimate_tokens(memories[i].content), TIER_HYBRID,
+                               fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
+        return _rank(items), replace(result.resolution, strategy_used=TIER_HYBRID)
+
+    def _rerank(self, query: str, ranked: list[RetrievedItem],
+                resolution: Resolution) -> tuple[list[RetrievedItem], Resolution]:
+        """Fail open: any reranker failure keeps the original order and says why."""
+        try:
+            return self._reranker(query, ranked), replace(resolution, rerank_applied=True)
+        except Exception as exc:  # noqa: BLE001 - the reranker is a remote dependency
+            note = f"rerank failed ({type(exc).__name__}: {str(exc)[:200]}); original order kept"
+            reason = f"{resolution.fallback_reason}; {note}" if resolution.fallback_reason else note
+            return ranked, replace(resolution, fallback_reason=reason)
 
     def _recent_items(self, scope: SearchScope) -> list[RetrievedItem]:
         return [RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT)
@@ -186,8 +281,9 @@ class Retriever:
         recent = self._recent_items(scope)
         return _rank(self._scored(recent, query)) if query else recent
 
-    def _semantic_on_keywords(self, scope: SearchScope, query: str) -> tuple[list[RetrievedItem], Resolution]:
-        reason = "no embedding source is configured; semantic retrieval used the FTS5 keyword index"
+    def _semantic_on_keywords(self, scope: SearchScope, query: str,
+                              why_not: str) -> tuple[list[RetrievedItem], Resolution]:
+        reason = f"{why_not}; semantic retrieval used the FTS5 keyword index"
         hits = _rank(self._keyword_items(scope, query)) if query else []
         if hits:
             return hits, Resolution(strategy_used=TIER_FTS, fallback_reason=reason)
@@ -195,8 +291,9 @@ class Retriever:
         return self._recent_items(scope), Resolution(strategy_used=TIER_RECENT,
                                                      fallback_reason=f"{reason}; {why}, newest memories returned")
 
-    def _hybrid_on_keywords(self, scope: SearchScope, query: str) -> tuple[list[RetrievedItem], Resolution]:
-        reason = "no vector tier is available; hybrid retrieval used FTS5 keyword matches and the newest memories"
+    def _hybrid_on_keywords(self, scope: SearchScope, query: str,
+                            why_not: str) -> tuple[list[RetrievedItem], Resolution]:
+        reason = f"{why_not}; hybrid retrieval used FTS5 keyword matches and the newest memories"
         resolution = Resolution(strategy_used=f"{TIER_FTS}+{TIER_RECENT}", fallback_reason=reason)
         if not query:
             return self._recent_items(scope), resolution
