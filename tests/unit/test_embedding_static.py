@@ -1,0 +1,222 @@
+"""The static source: a model2vec model distilled once, offline, from a local teacher and
+cached. The build runs once for this module: two processes start it at the same time on an
+empty cache folder (only one may build), then this process loads the cached folder.
+
+The teacher here is the shipped MiniLM cut to its first layer: distillation runs one forward
+pass per vocabulary token, and with all six layers that takes one to three minutes on these
+two shared cores, against ≈15 s for one layer. The code path is the production one (only the
+teacher folder differs). MEMSVC_TEST_FULL_DISTILL=1 also runs the build from the full MiniLM.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from memsvc.core.settings import MemorySettings
+from memsvc.embedding import EmbeddingError, EmbeddingNotReady
+from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
+from memsvc.embedding.sources import BUILD_MARKER, STATIC_DEFAULT_MODEL, StaticSource, minilm_path
+
+ROOT = Path(__file__).resolve().parents[2]
+CHILD = """
+import json, sys
+from memsvc.logs import configure
+configure("INFO")
+from memsvc.embedding.sources import StaticSource
+source = StaticSource(None, sys.argv[1], teacher_path=sys.argv[2] if len(sys.argv) > 2 else None)
+vector = source.embed(["dark mode in my editor"])[0]
+print(json.dumps({"dimensions": source.dimensions, "vector": vector.tolist()}))
+"""
+
+
+def events(stderr: str) -> list[str]:
+    out = []
+    for line in stderr.splitlines():
+        try:
+            out.append(json.loads(line).get("event", ""))
+        except ValueError:
+            continue
+    return out
+
+
+def race(cache: Path, teacher: Path | None, processes: int = 2) -> dict:
+    args = [str(cache)] + ([str(teacher)] if teacher else [])
+    children = [subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=ROOT, text=True,
+                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(processes)]
+    results = [child.communicate(timeout=900) for child in children]
+    for child, (_, stderr) in zip(children, results):
+        assert child.returncode == 0, stderr[-2000:]
+    return {"cache": cache, "teacher": teacher, "answers": [json.loads(out.strip().splitlines()[-1]) for out, _ in results],
+            "stderr": [stderr for _, stderr in results]}
+
+
+@pytest.fixture(scope="module")
+def teacher(tmp_path_factory) -> Path:
+    """The shipped MiniLM (weights and tokenizer, read from its local folder) with one layer."""
+    from transformers import AutoModel
+
+    source = minilm_path()
+    assert source is not None
+    folder = tmp_path_factory.mktemp("teacher")
+    AutoModel.from_pretrained(str(source), num_hidden_layers=1).save_pretrained(folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        shutil.copy(source / name, folder / name)
+    return folder
+
+
+@pytest.fixture(scope="module")
+def built(tmp_path_factory, teacher):
+    """Two processes race to use the static source on an empty cache folder."""
+    return race(tmp_path_factory.mktemp("static-cache"), teacher)
+
+
+def test_two_processes_build_once_and_agree(built):
+    building = [e for stderr in built["stderr"] for e in events(stderr) if e == "embedding.static.building"]
+    assert len(building) == 1
+    first, second = built["answers"]
+    assert first["dimensions"] == second["dimensions"] == 256
+    assert np.allclose(first["vector"], second["vector"])
+    folder = built["cache"] / STATIC_DEFAULT_MODEL
+    assert (folder / BUILD_MARKER).is_file() and (folder / "config.json").is_file()
+    assert not list(built["cache"].glob(".*building-*"))  # no half-built leftovers
+
+
+def test_a_later_process_loads_the_cache_without_building(built, caplog):
+    folder = built["cache"] / STATIC_DEFAULT_MODEL
+    marker = folder / BUILD_MARKER
+    before = (marker.stat().st_mtime_ns, folder.stat().st_ino)
+    caplog.set_level(logging.INFO, logger="memsvc.embedding")
+    source = StaticSource(None, built["cache"])
+    assert source.built and not source.loaded
+    assert source.dimensions == 256  # read from the cached folder, before loading
+    source.embed(["hello"])
+    assert source.loaded
+    messages = [r.getMessage() for r in caplog.records]
+    assert "embedding.static.building" not in messages
+    assert "embedding.static.loaded" in messages
+    assert (marker.stat().st_mtime_ns, folder.stat().st_ino) == before
+
+
+@pytest.fixture(scope="module")
+def source(built) -> StaticSource:
+    s = StaticSource(None, built["cache"], teacher_path=built["teacher"])
+    s.warm()
+    return s
+
+
+def test_embeddings_are_normalized_float32(source):
+    vectors = source.embed(["dark mode in my editor", "I will use PostgreSQL", "tabs"])
+    assert vectors.shape == (3, 256) and vectors.dtype == np.float32
+    assert np.allclose(np.linalg.norm(vectors, axis=1), 1.0, atol=1e-4)
+    assert source.embed([]).shape == (0, 256)
+
+
+def test_semantic_order_is_sane(source):
+    fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
+                                       "I will use PostgreSQL"])
+    assert float(query @ fact) > float(query @ other)
+
+
+def test_same_vectors_as_the_builder_process(built, source):
+    assert np.allclose(source.embed(["dark mode in my editor"])[0], built["answers"][0]["vector"], atol=1e-5)
+
+
+def test_concurrent_first_use_loads_once(built):
+    fresh = StaticSource(None, built["cache"])
+    results: list[np.ndarray] = []
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            results.append(fresh.embed(["concurrent text"]))
+        except BaseException as exc:  # noqa: BLE001
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors and len(results) == 4
+    assert all(np.array_equal(results[0], r) for r in results)
+
+
+def test_a_local_model_folder_is_used_as_is(built):
+    folder = built["cache"] / STATIC_DEFAULT_MODEL
+    user = StaticSource(str(folder), built["cache"] / "unused")
+    assert user.model == STATIC_DEFAULT_MODEL and user.unavailable() is None
+    assert user.embed(["x"]).shape == (1, 256)
+    assert not (built["cache"] / "unused").exists()  # nothing built for a given folder
+
+
+def test_a_hub_name_is_not_downloaded(tmp_path):
+    source = StaticSource("minishlab/potion-base-8M", tmp_path)
+    started = time.monotonic()
+    with pytest.raises(EmbeddingError, match="not a local model folder"):
+        source.embed(["x"])
+    assert time.monotonic() - started < 2
+    assert source.last_error and not source.loaded
+
+
+def test_through_the_resolver_with_the_cached_model(built):
+    embeddings = Embeddings(EmbeddingConfig(static_cache_dir=built["cache"], vec_quantization="int8"),
+                            teacher_path=built["teacher"])
+    settings = MemorySettings(embedding_source="static", static_enabled=True)
+    resolved = embeddings.resolve(settings)
+    assert "cached" in resolved.reason
+    assert resolved.signature == f"static:{STATIC_DEFAULT_MODEL}:256:int8"
+    resolved, matrix = embeddings.embed(settings, ["a", "b", "a"])
+    assert matrix.shape == (3, 256) and np.array_equal(matrix[0], matrix[2])
+    assert embeddings.cache.stats() == {"hits": 0, "misses": 2, "size": 2}
+
+
+def test_not_waiting_for_a_model_that_is_still_loading(built):
+    embeddings = Embeddings(EmbeddingConfig(static_cache_dir=built["cache"]))
+    settings = MemorySettings(static_enabled=True)
+    with pytest.raises(EmbeddingNotReady):
+        embeddings.embed(settings, ["x"], wait=False)
+    source = embeddings.resolve(settings).source
+    deadline = time.monotonic() + 30
+    while not source.loaded and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert source.loaded  # loaded in the background
+    _, matrix = embeddings.embed(settings, ["x"], wait=False)
+    assert matrix.shape == (1, 256)
+
+
+def test_status_and_providers_with_the_cached_model(built):
+    embeddings = Embeddings(EmbeddingConfig(static_cache_dir=built["cache"]))
+    status = embeddings.status(replace(MemorySettings(), static_enabled=True))
+    assert status["source"] == "static" and status["dimensions"] == 256 and status["available"] is True
+    static = next(p for p in embeddings.providers() if p["provider"] == "static")
+    assert static["models"] == [{"id": f"static/{STATIC_DEFAULT_MODEL}", "name": STATIC_DEFAULT_MODEL,
+                                 "dimensions": 256}]
+
+
+def test_the_default_teacher_is_the_shipped_minilm(tmp_path):
+    source = StaticSource(None, tmp_path)
+    assert source._teacher_path() == minilm_path()
+    assert source.unavailable() is None and not source.built
+
+
+@pytest.mark.skipif(os.environ.get("MEMSVC_TEST_FULL_DISTILL") != "1",
+                    reason="one to three minutes here; set MEMSVC_TEST_FULL_DISTILL=1")
+def test_full_distillation_from_the_shipped_minilm(tmp_path):
+    result = race(tmp_path / "cache", None, processes=1)
+    assert result["answers"][0]["dimensions"] == 256
+    source = StaticSource(None, tmp_path / "cache")
+    fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
+                                       "I will use PostgreSQL"])
+    assert float(query @ fact) > float(query @ other)
