@@ -1,0 +1,324 @@
+"""Qdrant settings (ENGINE.md §7, CONTRACT.md GetQdrantSettings / UpdateQdrantSettings),
+in the pattern of `memsvc.core.settings`: lenient on read, strict on write (every violation
+listed, nothing saved when there is one), stored through a `SettingsStore` under the
+namespace "qdrant", cached by the store's version.
+
+The API key is write-only: it is stored, used for the `api-key` header, and never returned
+or logged — GET shows `hasApiKey` and `apiKeyMasked` ("***" + its last 4 characters); a PUT
+with `apiKey: ""` (or null) removes it; a PUT without `apiKey` leaves it alone.
+
+Enabling Qdrant makes it the engine's vector store (memory setting `vectorStore = "qdrant"`),
+disabling resets that to "auto" (the reference's #5597): `memory_settings_patch()` returns the
+memory-settings change to apply alongside, which the caller passes to
+`memsvc.core.settings.Settings.update`.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import re
+import threading
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+from typing import Any, Mapping
+from urllib.parse import urlsplit
+
+from memsvc.core.errors import Violations
+from memsvc.core.settings import SettingsStore, Spec, _enum_kind, _int_kind, _read_bool, _write_bool
+from memsvc.core.url_policy import METADATA_HOSTS, check_url, forbidden_address
+
+NAMESPACE = "qdrant"
+QUANTIZATIONS = ("none", "int8", "binary")
+PORT_RANGE = (1, 65535)
+DEFAULT_HOST = "localhost"
+DEFAULT_PORT = 6333
+DEFAULT_COLLECTION = "omniroute_memory"
+DEFAULT_EMBEDDING_MODEL = "openai/text-embedding-3-small"
+MEMORY_LOCAL = ":memory:"
+#: Response-only fields: accepted in a PUT (so a client may send back what GET returned)
+#: and ignored.
+READ_ONLY = ("hasApiKey", "apiKeyMasked")
+
+_COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
+_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?"
+                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)*\.?$")
+_CONTROL = re.compile(r"[\x00-\x20\x7f]")
+_CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
+_MAX_KEY = 1024
+_MAX_MODEL = 256
+_MAX_PATH = 4096
+
+
+@dataclass(frozen=True)
+class QdrantSettings:
+    enabled: bool = False
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    collection: str = DEFAULT_COLLECTION
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    quantization: str = "none"
+    local_path: str | None = None
+    #: Never in repr, never in to_api().
+    api_key: str | None = field(default=None, repr=False)
+
+    @property
+    def has_api_key(self) -> bool:
+        return bool(self.api_key)
+
+    def to_api(self) -> dict[str, Any]:
+        """What GET returns: every field under its API name, the key only masked."""
+        out = {spec.api: getattr(self, spec.attr) for spec in SPECS if spec.api != "apiKey"}
+        out["hasApiKey"] = self.has_api_key
+        out["apiKeyMasked"] = mask_api_key(self.api_key)
+        return out
+
+    def resolved_local_path(self, data_dir: str | Path) -> str | None:
+        """The embedded Qdrant folder (a relative localPath lives under the data dir), ":memory:"
+        for an in-process throwaway store, None when a server is configured."""
+        if self.local_path is None:
+            return None
+        if self.local_path == MEMORY_LOCAL:
+            return MEMORY_LOCAL
+        path = Path(self.local_path).expanduser()
+        return str(path if path.is_absolute() else Path(data_dir) / path)
+
+    def server_url(self) -> str:
+        """http(s)://host:port of the server (host may itself be an http(s) URL)."""
+        if "://" in self.host:
+            parts = urlsplit(self.host)
+            port = parts.port or self.port
+            host = parts.hostname or DEFAULT_HOST
+            scheme = parts.scheme
+        else:
+            host, port, scheme = self.host, self.port, "http"
+        if ":" in host and not host.startswith("["):
+            host = f"[{host}]"
+        return f"{scheme}://{host}:{port}"
+
+
+def mask_api_key(key: str | None) -> str | None:
+    """"***" + the last 4 characters; just "***" for keys under 8 characters (showing 4 of
+    a 5-character key would show most of it); None when there is no key."""
+    if not key:
+        return None
+    return "***" + key[-4:] if len(key) >= 8 else "***"
+
+
+# ---- field kinds: (lenient read, strict write) ----
+
+
+def _host_problem(value: str) -> str | None:
+    value = value.strip()
+    if not value:
+        return "must not be empty"
+    if len(value) > 2048:
+        return "must be at most 2048 characters"
+    if "://" in value:
+        problem = check_url(value)
+        if problem:
+            return problem
+        if urlsplit(value).path not in ("", "/"):
+            return "must not contain a path"
+        return None
+    if _CONTROL.search(value) or "/" in value or "@" in value:
+        return "must be a host name or IP address (or an http(s) URL)"
+    bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
+    try:
+        ipaddress.ip_address(bare.split("%")[0])
+    except ValueError:
+        if not _HOSTNAME.match(value):
+            return "must be a host name or IP address (or an http(s) URL)"
+    if value.lower().rstrip(".") in METADATA_HOSTS or forbidden_address(bare):
+        return "must not point at a link-local or cloud metadata address"
+    return None
+
+
+def _host_kind():
+    def read(value: Any, default: str) -> str:
+        return value.strip() if isinstance(value, str) and _host_problem(value) is None else default
+
+    def write(value: Any) -> str | None:
+        return "must be a string" if not isinstance(value, str) else _host_problem(value)
+
+    return read, write
+
+
+def _collection_kind():
+    def read(value: Any, default: str) -> str:
+        return value.strip() if isinstance(value, str) and _COLLECTION.match(value.strip()) else default
+
+    def write(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return "must be a string"
+        if not value.strip():
+            return "must not be empty"
+        return None if _COLLECTION.match(value.strip()) else "may only contain letters, digits, '_' and '-' (at most 255)"
+
+    return read, write
+
+
+def _model_kind():
+    def ok(value: str) -> bool:
+        return 0 < len(value) <= _MAX_MODEL and not _CONTROL.search(value)
+
+    def read(value: Any, default: str) -> str:
+        return value.strip() if isinstance(value, str) and ok(value.strip()) else default
+
+    def write(value: Any) -> str | None:
+        if not isinstance(value, str):
+            return "must be a string"
+        if not value.strip():
+            return "must not be empty"
+        return None if ok(value.strip()) else f"must be at most {_MAX_MODEL} characters without spaces or control characters"
+
+    return read, write
+
+
+def _api_key_kind():
+    def read(value: Any, default: str | None) -> str | None:
+        return value if isinstance(value, str) and value and not _CONTROL.search(value) else None
+
+    def write(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            return "must be a string (\"\" removes the key)"
+        if len(value) > _MAX_KEY:
+            return f"must be at most {_MAX_KEY} characters"
+        # It goes into an HTTP header: no whitespace or control characters (and the message
+        # never echoes the key).
+        return "must not contain spaces or control characters" if _CONTROL.search(value) else None
+
+    return read, write
+
+
+def _local_path_problem(value: str) -> str | None:
+    if value == MEMORY_LOCAL:
+        return None
+    if len(value) > _MAX_PATH:
+        return f"must be at most {_MAX_PATH} characters"
+    if _CONTROL_CHARS.search(value):
+        return "must not contain control characters"
+    path = PurePath(value)
+    if not path.is_absolute() and not value.startswith("~") and ".." in path.parts:
+        return "a relative path must stay inside the data directory (no '..')"
+    return None
+
+
+def _local_path_kind():
+    def read(value: Any, default: str | None) -> str | None:
+        if isinstance(value, str) and value.strip() and _local_path_problem(value.strip()) is None:
+            return value.strip()
+        return default
+
+    def write(value: Any) -> str | None:
+        if value is None or value == "":
+            return None
+        if not isinstance(value, str):
+            return "must be a string or null"
+        return _local_path_problem(value.strip()) if value.strip() else None
+
+    return read, write
+
+
+def _spec(api: str, attr: str, kind) -> Spec:
+    read, write = kind
+    return Spec(api, attr, read, write)
+
+
+SPECS: tuple[Spec, ...] = (
+    _spec("enabled", "enabled", (_read_bool, _write_bool)),
+    _spec("host", "host", _host_kind()),
+    _spec("port", "port", _int_kind(*PORT_RANGE)),
+    _spec("collection", "collection", _collection_kind()),
+    _spec("embeddingModel", "embedding_model", _model_kind()),
+    _spec("apiKey", "api_key", _api_key_kind()),
+    _spec("quantization", "quantization", _enum_kind(QUANTIZATIONS)),
+    _spec("localPath", "local_path", _local_path_kind()),
+)
+_BY_API = {spec.api: spec for spec in SPECS}
+_DEFAULTS = QdrantSettings()
+
+
+def normalize(stored: Mapping[str, Any]) -> QdrantSettings:
+    """Lenient: whatever is stored becomes valid settings (invalid → default)."""
+    values = {}
+    for spec in SPECS:
+        default = getattr(_DEFAULTS, spec.attr)
+        values[spec.attr] = spec.read(stored[spec.api], default) if spec.api in stored else default
+    return QdrantSettings(**values)
+
+
+def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """Strict: every violation at once (never echoing the key); returns what to store:
+    strings trimmed, "" → None (apiKey "" removes the key, localPath "" goes back to the
+    server), read-only response fields dropped."""
+    v = Violations()
+    if not isinstance(patch, Mapping) or not any(name not in READ_ONLY for name in patch):
+        v.add("settings", "nothing to update")
+        v.raise_if_any()
+    for name, value in patch.items():
+        if name in READ_ONLY:
+            continue
+        spec = _BY_API.get(name)
+        if spec is None:
+            v.add(name, "unknown setting")
+            continue
+        problem = spec.write(value)
+        if problem:
+            v.add(name, problem)
+    v.raise_if_any()
+    out: dict[str, Any] = {}
+    for name, value in patch.items():
+        if name in READ_ONLY:
+            continue
+        if isinstance(value, str) and name != "apiKey":
+            value = value.strip()
+        out[name] = None if value == "" else value
+    return out
+
+
+def memory_settings_patch(patch: Mapping[str, Any]) -> dict[str, Any]:
+    """The memory-settings change that goes with a Qdrant update: enabling makes Qdrant the
+    vector store, disabling resets the selector to "auto"; {} when `enabled` is not in the
+    patch. Apply it with `Settings.update` right after saving the Qdrant settings."""
+    if patch.get("enabled") is True:
+        return {"vectorStore": "qdrant"}
+    if patch.get("enabled") is False:
+        return {"vectorStore": "auto"}
+    return {}
+
+
+@dataclass(frozen=True)
+class QdrantUpdate:
+    settings: QdrantSettings
+    #: To pass to `memsvc.core.settings.Settings.update` ({} = nothing to change).
+    memory_patch: dict[str, Any]
+
+
+class QdrantSettingsManager:
+    """Cached access to the Qdrant settings of one store."""
+
+    def __init__(self, store: SettingsStore):
+        self._store = store
+        self._lock = threading.Lock()
+        self._cached: tuple[int, QdrantSettings] | None = None
+
+    def get(self) -> QdrantSettings:
+        version = self._store.settings_version()
+        cached = self._cached
+        if cached is not None and cached[0] == version:
+            return cached[1]
+        with self._lock:
+            current = normalize(self._store.read_settings(NAMESPACE))
+            self._cached = (version, current)
+            return current
+
+    def update(self, patch: Mapping[str, Any]) -> QdrantUpdate:
+        """Validate strictly, save, and return the new settings plus the memory-settings
+        patch to apply alongside (see `memory_settings_patch`)."""
+        values = validate_update(patch)
+        with self._lock:
+            self._store.write_settings(NAMESPACE, values)
+            self._cached = None
+        return QdrantUpdate(self.get(), memory_settings_patch(patch))

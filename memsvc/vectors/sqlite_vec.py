@@ -1,0 +1,491 @@
+"""Tier 1: vectors inside the SQLite file, in a sqlite-vec `vec0` table (ENGINE.md §2, §7).
+
+`vec_memories` is created at run time, once the embedding dimension is known:
+
+    CREATE VIRTUAL TABLE vec_memories USING vec0(
+        chunk_size = 32,
+        api_key_id  text partition key,      -- the owner: a KNN for one owner scans only
+                                             -- that owner's chunks
+        session_id  text,                    -- metadata column; '' = no session
+        created_us  integer,                 -- creation, unix microseconds
+        expires_us  integer,                 -- expiry, unix microseconds; NEVER_US = never
+        embedding   float[DIM] distance_metric=cosine      -- or int8[DIM] (quantized)
+    )
+
+rowid = `memories.memory_id`. Why this shape:
+
+- Partition key. sqlite-vec stores vectors in chunks, and with a partition key every chunk
+  belongs to one owner; a KNN constrained on `api_key_id = ?` reads only that owner's
+  chunks. A filter applied after a global top-k would silently lose an owner's results
+  whenever other owners' vectors are nearer (the test with 5 far vectors against 5,000 near
+  ones proves it does not happen here).
+- Metadata columns. Session, expiry and retention are constraints of the same KNN query
+  (sqlite-vec filters them while it scans), so the k nearest are the k nearest *in scope*.
+  vec0 text metadata cannot be NULL, so "no session" is stored as '' (the core normalizes an
+  empty session id to None, so '' never names a real session). Times are integers in
+  microseconds, the same precision as the ISO text in `memories`, so `expires_us > now` and
+  `created_us >= cutoff` agree exactly with the SQL filters of the keyword tier.
+- chunk_size. Each partition allocates whole chunks (chunk_size × dim × 4 bytes): with
+  vec0's default 1024, 200 owners of 5 memories plus one of 5,000 took 335 MB for 6,005
+  384-d vectors and a global KNN 184 ms; with 32, 20 MB and 14 ms, while the big owner's
+  KNN stayed about the same (8.6 vs 7.8 ms) — bench/vec_partition_bench.py.
+- int8. With quantization (signature suffix `:int8`), vectors are stored as
+  `vec_quantize_int8(?, 'unit')`, one byte per dimension. 'unit' maps [-1, 1] onto the
+  int8 range, but the components of a unit-length 384-d vector are around ±0.05, which
+  would use only a dozen of the 256 levels; so each vector is first scaled by
+  1 / max|component| (cosine ignores scale, so this changes no distance) and then quantized
+  (recall@20 on random 384-d vectors: 1.0 scaled vs 0.8 unscaled). The distance metric is
+  cosine: sqlite-vec 0.1.9 supports l2, l1 and cosine for int8 columns (hamming is for bit
+  vectors only); l1/l2 would depend on the per-vector scale, cosine does not.
+
+A later read re-checks the scope on the joined `memories` row, so a vector whose metadata
+went stale (or whose memory was deleted) can never surface a memory out of scope; it only
+costs a slot. `update_scope()` keeps the metadata current without re-embedding.
+
+Every method copes with the table not existing yet: searches return nothing, counts are 0,
+pending() returns every memory, deletes are no-ops. Nothing here can raise "no such table"
+(ENGINE.md §17.2).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any
+
+import numpy as np
+
+from memsvc.core.models import Memory, SearchScope, utcnow
+from memsvc.storage.database import Database, iso, parse_iso
+from memsvc.storage.keyword import scope_clause
+from memsvc.storage.sqlite_backend import _M_COLUMNS, _row_to_memory
+from memsvc.vectors.index import (
+    DeleteResult,
+    DimensionMismatch,
+    VectorError,
+    VectorHit,
+    VectorRow,
+    VectorUnavailable,
+    as_vector,
+    cosine_score,
+)
+
+TABLE = "vec_memories"
+QUANTIZATIONS = ("none", "int8")
+INT8_SUFFIX = ":int8"
+#: vec0 refuses k above 4096 in a KNN query.
+MAX_K = 4096
+#: sqlite-vec's largest vector column.
+MAX_DIM = 8192
+DEFAULT_TOP_K = 20
+DEFAULT_CHUNK_SIZE = 32
+#: "never expires": 9999-12-31T23:59:59.999999Z in unix microseconds.
+NEVER_US = 253_402_300_799_999_999
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+_NO_SESSION = ""
+
+
+def unix_us(dt: datetime) -> int:
+    """Exact unix microseconds (a naive datetime is taken as UTC, like `iso`)."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return (dt - _EPOCH) // _US
+
+
+def make_signature(source: str, model: str, dim: int, quantization: str = "none") -> str:
+    """`source:model:dim`, plus `:int8` when vectors are stored quantized (ENGINE.md §7)."""
+    base = f"{source}:{model}:{int(dim)}"
+    return base + INT8_SUFFIX if quantization == "int8" else base
+
+
+@dataclass(frozen=True)
+class VecState:
+    """`memory_vec_meta` plus whether the table exists right now."""
+
+    signature: str | None
+    active_dim: int | None
+    last_reset_at: datetime | None
+    vec_loaded: bool
+    table_exists: bool
+
+
+def _table_exists(conn: Any) -> bool:
+    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
+
+
+def _memory_ids(items: Iterable[Any]) -> list[int]:
+    """Integer memory ids from ints or objects with `.memory_id` (Memory, VectorRow)."""
+    out: list[int] = []
+    for item in items:
+        value = getattr(item, "memory_id", item)
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+            raise TypeError(f"sqlite-vec keys are integer memory ids, not {type(value).__name__}")
+        out.append(int(value))
+    return list(dict.fromkeys(out))
+
+
+def _chunks(values: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(values), size):
+        yield values[start:start + size]
+
+
+def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
+    """Delete vectors inside a write transaction the caller already holds (e.g. together
+    with the `memories` rows, so a crash leaves neither half). No table → 0."""
+    ids = _memory_ids(memory_ids)
+    if not ids or not _table_exists(conn):
+        return 0
+    deleted = 0
+    for part in _chunks(ids):
+        marks = ",".join("?" * len(part))
+        found = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE rowid IN ({marks})", part).fetchone()[0]
+        if found:
+            conn.execute(f"DELETE FROM {TABLE} WHERE rowid IN ({marks})", part)
+            deleted += int(found)
+    return deleted
+
+
+class SqliteVecIndex:
+    """The sqlite-vec tier over one `Database` (see the module docstring).
+
+    `quantization`: "none" (float32) or "int8" (the lead reads `MEMORY_VEC_QUANTIZATION`
+    and passes it here). `chunk_size`: vec0 chunk size, a multiple of 8.
+    """
+
+    name = "sqlite-vec"
+
+    def __init__(self, db: Database, *, quantization: str = "none", chunk_size: int = DEFAULT_CHUNK_SIZE,
+                 default_k: int = DEFAULT_TOP_K) -> None:
+        if quantization not in QUANTIZATIONS:
+            raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
+        if chunk_size < 8 or chunk_size % 8:
+            raise ValueError("chunk_size must be a positive multiple of 8")
+        self.db = db
+        self.quantization = quantization
+        self.chunk_size = int(chunk_size)
+        self.default_k = max(1, min(MAX_K, int(default_k)))
+
+    # -- state ---------------------------------------------------------------------------
+
+    @property
+    def available(self) -> bool:
+        return self.db.vec_version is not None
+
+    def _require_loaded(self) -> None:
+        if self.db.vec_version is None:
+            raise VectorUnavailable(f"sqlite-vec is not loaded ({self.db.vec_error or 'unknown error'})")
+
+    def state(self) -> VecState:
+        with self.db.read() as conn:
+            row = conn.execute("SELECT embedding_signature, active_dim, last_reset_at, vec_loaded "
+                               "FROM memory_vec_meta WHERE id = 1").fetchone()
+            exists = _table_exists(conn)
+        signature, dim, reset_at, loaded = row if row else (None, None, None, 0)
+        return VecState(signature, int(dim) if dim is not None else None, parse_iso(reset_at), bool(loaded), exists)
+
+    def effective_signature(self, signature: str) -> str:
+        """The signature as recorded: with `:int8` when this index quantizes."""
+        quantized = signature.endswith(INT8_SUFFIX)
+        if quantized and self.quantization != "int8":
+            raise VectorError("the signature asks for int8 vectors but this index stores float32 "
+                              "(set MEMORY_VEC_QUANTIZATION=int8)")
+        if self.quantization == "int8" and not quantized:
+            return signature + INT8_SUFFIX
+        return signature
+
+    def _create_sql(self, dim: int) -> str:
+        column = f"int8[{dim}]" if self.quantization == "int8" else f"float[{dim}]"
+        return (f"CREATE VIRTUAL TABLE {TABLE} USING vec0(chunk_size={self.chunk_size}, "
+                "api_key_id text partition key, session_id text, created_us integer, expires_us integer, "
+                f"embedding {column} distance_metric=cosine)")
+
+    def ensure(self, signature: str, dim: int) -> bool:
+        """Make `vec_memories` match `signature` and `dim` (ENGINE.md §7).
+
+        When the recorded signature differs (or the table is missing), in ONE write
+        transaction: drop and recreate `vec_memories`, set `needs_reindex = 1` on every
+        memory, record signature, active_dim, last_reset_at and vec_loaded. Returns True when
+        it reset, False when everything already matched (a cheap read, no write).
+        """
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM:
+            raise VectorError(f"dimension must be an integer between 1 and {MAX_DIM}")
+        if not signature or not isinstance(signature, str):
+            raise VectorError("an embedding signature is required")
+        if self.db.vec_version is None:
+            self._record_unloaded()
+            self._require_loaded()
+        wanted = self.effective_signature(signature)
+        current = self.state()
+        if (current.signature == wanted and current.active_dim == dim and current.table_exists
+                and current.vec_loaded):
+            return False
+        with self.db.write() as conn:
+            # Re-read under the write lock: another writer may have done it meanwhile.
+            row = conn.execute("SELECT embedding_signature, active_dim, vec_loaded FROM memory_vec_meta "
+                               "WHERE id = 1").fetchone()
+            exists = _table_exists(conn)
+            if row and row[0] == wanted and row[1] == dim and exists:
+                if not row[2]:
+                    conn.execute("UPDATE memory_vec_meta SET vec_loaded = 1 WHERE id = 1")
+                return False
+            conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+            conn.execute(self._create_sql(dim))
+            conn.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
+            conn.execute(
+                "INSERT INTO memory_vec_meta (id, active_dim, embedding_signature, last_reset_at, vec_loaded) "
+                "VALUES (1, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET active_dim = excluded.active_dim, "
+                "embedding_signature = excluded.embedding_signature, last_reset_at = excluded.last_reset_at, "
+                "vec_loaded = 1",
+                (dim, wanted, iso(utcnow())),
+            )
+        return True
+
+    def _record_unloaded(self) -> None:
+        """Keep `vec_loaded` truthful when the extension failed to load (only writes on a
+        change)."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT vec_loaded FROM memory_vec_meta WHERE id = 1").fetchone()
+        if row and row[0]:
+            with self.db.write() as conn:
+                conn.execute("UPDATE memory_vec_meta SET vec_loaded = 0 WHERE id = 1")
+
+    def _ready_dim(self, conn: Any) -> int:
+        """The active dimension, recreating the table if it went missing while a signature
+        is recorded. Raises when ensure() was never called (no dimension known yet)."""
+        row = conn.execute("SELECT active_dim, embedding_signature FROM memory_vec_meta WHERE id = 1").fetchone()
+        dim = row[0] if row else None
+        if dim is None or not row[1]:
+            raise VectorError("the vector index is not set up yet: call ensure(signature, dim) first")
+        if not _table_exists(conn):
+            conn.execute(self._create_sql(int(dim)))
+        return int(dim)
+
+    # -- vectors -------------------------------------------------------------------------
+
+    def _param(self, vector: np.ndarray) -> bytes:
+        if self.quantization == "int8":
+            # Scale so the largest component is ±1: cosine ignores scale, int8 resolution is
+            # then used in full (see the module docstring).
+            vector = vector / np.float32(np.abs(vector).max())
+        return np.ascontiguousarray(vector, dtype=np.float32).tobytes()
+
+    def _value_sql(self) -> str:
+        return "vec_quantize_int8(?, 'unit')" if self.quantization == "int8" else "?"
+
+    def upsert(self, rows: Sequence[VectorRow]) -> int:
+        """Insert or replace the vectors and clear `needs_reindex` of those memories, in one
+        write transaction. A row is skipped (and stays pending) when its memory no longer
+        exists or its key/content changed since it was embedded, so a slow embedding can
+        never attach a stale vector or clear the flag of a newer edit. Returns how many
+        vectors were written."""
+        if not rows:
+            return 0
+        self._require_loaded()
+        prepared = [(row, as_vector(row.vector)) for row in rows]
+        value_sql = self._value_sql()
+        written = 0
+        with self.db.write() as conn:
+            dim = self._ready_dim(conn)
+            for row, vec in prepared:
+                if vec.shape[0] != dim:
+                    raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
+            for row, vec in prepared:
+                current = conn.execute("SELECT key, content FROM memories WHERE memory_id = ?",
+                                       (row.memory_id,)).fetchone()
+                if current is None or current[0] != row.key or current[1] != row.content:
+                    continue
+                conn.execute(f"DELETE FROM {TABLE} WHERE rowid = ?", (row.memory_id,))
+                conn.execute(
+                    f"INSERT INTO {TABLE} (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
+                    f"VALUES (?, ?, ?, ?, ?, {value_sql})",
+                    (row.memory_id, row.api_key_id, row.session_id or _NO_SESSION, unix_us(row.created_at),
+                     unix_us(row.expires_at) if row.expires_at is not None else NEVER_US, self._param(vec)),
+                )
+                conn.execute("UPDATE memories SET needs_reindex = 0 WHERE memory_id = ? AND needs_reindex != 0",
+                             (row.memory_id,))
+                written += 1
+        return written
+
+    def update_scope(self, memories: Sequence[Memory]) -> int:
+        """Bring the filter columns (session, creation, expiry) of existing vectors up to
+        date without re-embedding, e.g. after an upsert moved a memory to another session
+        with the same content. The owner never changes (vec0 cannot update a partition key).
+        Returns how many vectors were updated."""
+        if not memories or self.db.vec_version is None:
+            return 0
+        updated = 0
+        with self.db.write() as conn:
+            if not _table_exists(conn):
+                return 0
+            for m in memories:
+                conn.execute(f"UPDATE {TABLE} SET session_id = ?, created_us = ?, expires_us = ? WHERE rowid = ?",
+                             (m.session_id or _NO_SESSION, unix_us(m.created_at),
+                              unix_us(m.expires_at) if m.expires_at is not None else NEVER_US, m.memory_id))
+                updated += conn.changes()
+        return updated
+
+    def delete(self, ids: Sequence[Any]) -> DeleteResult:
+        """Delete the vectors of these memories (integer memory ids, or objects with
+        `.memory_id`). No table → nothing to delete."""
+        keys = _memory_ids(ids)
+        if not keys or self.db.vec_version is None:
+            return DeleteResult(0)
+        with self.db.write() as conn:
+            return DeleteResult(delete_in(conn, keys))
+
+    def mark_failed(self, memory_ids: Sequence[Any]) -> int:
+        """Embedding failed for these memories: set `needs_reindex = 1` and remove their
+        now stale vectors (a vector of the old content would match the old meaning), in one
+        transaction. Returns how many memories were marked."""
+        keys = _memory_ids(memory_ids)
+        if not keys:
+            return 0
+        marked = 0
+        with self.db.write() as conn:
+            for part in _chunks(keys):
+                marks = ",".join("?" * len(part))
+                conn.execute(f"UPDATE memories SET needs_reindex = 1 WHERE memory_id IN ({marks})", part)
+                marked += conn.changes()
+            if self.db.vec_version is not None:
+                delete_in(conn, keys)
+        return marked
+
+    def prune_orphans(self) -> int:
+        """Delete vectors whose memory no longer exists (left by a failed clean-up; they are
+        never returned, since searches join `memories`, but they take space and count)."""
+        if self.db.vec_version is None:
+            return 0
+        with self.db.write() as conn:
+            if not _table_exists(conn):
+                return 0
+            orphans = [r[0] for r in conn.execute(
+                f"SELECT v.rowid FROM {TABLE} v WHERE NOT EXISTS "
+                "(SELECT 1 FROM memories m WHERE m.memory_id = v.rowid)").fetchall()]
+            return delete_in(conn, orphans)
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int | None = None) -> list[VectorHit]:
+        """The k nearest memories in scope, nearest first (k defaults to MEMORY_VEC_TOP_K,
+        clamped to [1, 4096]). Owner = partition key; session, expiry and retention =
+        metadata constraints of the same KNN. No table yet → []."""
+        self._require_loaded()
+        k = self.default_k if k is None else max(1, min(MAX_K, int(k)))
+        vec = as_vector(vector)
+        knn = ["v.embedding MATCH " + self._value_sql(), "k = ?"]
+        params: list[Any] = [self._param(vec), k]
+        if scope.api_key_id is not None:
+            knn.append("v.api_key_id = ?")
+            params.append(scope.api_key_id)
+        if scope.session_only:
+            knn.append("v.session_id = ?")
+            params.append(scope.session_id or _NO_SESSION)
+        knn.append("v.expires_us > ?")
+        params.append(unix_us(scope.now))
+        if scope.created_after is not None:
+            knn.append("v.created_us >= ?")
+            params.append(unix_us(scope.created_after))
+        recheck, recheck_params = scope_clause(scope, "m")
+        sql = (f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
+               f"WHERE {' AND '.join(knn)}) "
+               f"SELECT m.id, knn.memory_id, knn.distance FROM knn JOIN memories m ON m.memory_id = knn.memory_id "
+               f"WHERE {recheck} ORDER BY knn.distance, knn.memory_id")
+        with self.db.read() as conn:
+            row = conn.execute("SELECT active_dim FROM memory_vec_meta WHERE id = 1").fetchone()
+            dim = row[0] if row else None
+            if dim is None or not _table_exists(conn):
+                return []
+            if vec.shape[0] != dim:
+                raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
+            rows = conn.execute(sql, [*params, *recheck_params]).fetchall()
+        return [VectorHit(memory_id=int(mid), id=str(id_), distance=float(d), score=cosine_score(float(d)))
+                for id_, mid, d in rows]
+
+    def _pending_where(self, conn: Any, api_key_id: str | None, scope: SearchScope | None) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        if self.db.vec_version is not None and _table_exists(conn):
+            clauses.append(f"(m.needs_reindex = 1 OR NOT EXISTS (SELECT 1 FROM {TABLE} v WHERE v.rowid = m.memory_id))")
+        # Without the table (or the extension) no memory has a usable vector: all pending.
+        if api_key_id is not None:
+            clauses.append("m.api_key_id = ?")
+            params.append(api_key_id)
+        if scope is not None:
+            where, scope_params = scope_clause(scope, "m")
+            clauses.append(where)
+            params.extend(scope_params)
+        return (" AND ".join(clauses) or "1"), params
+
+    def pending(self, api_key_id: str | None = None, limit: int = 100, *, scope: SearchScope | None = None,
+                before_memory_id: int | None = None) -> list[Memory]:
+        """Memories that need a vector: `needs_reindex = 1`, or no vector row. Newest first
+        (highest memory_id), at most `limit` (lazy backfill is bounded per request).
+        `scope` narrows to what a search could return (owner, session, not expired, within
+        retention), so lazy backfill never embeds rows the search would filter out;
+        `before_memory_id` pages downwards (a batch loop that skips rows it failed on)."""
+        limit = max(0, int(limit))
+        if limit == 0:
+            return []
+        with self.db.read() as conn:
+            where, params = self._pending_where(conn, api_key_id, scope)
+            if before_memory_id is not None:
+                where += " AND m.memory_id < ?"
+                params.append(int(before_memory_id))
+            rows = conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE {where} "
+                                "ORDER BY m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def pending_count(self, api_key_id: str | None = None) -> int:
+        with self.db.read() as conn:
+            where, params = self._pending_where(conn, api_key_id, None)
+            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])
+
+    def count(self) -> int:
+        """Vectors stored (0 before the table exists or without the extension)."""
+        if self.db.vec_version is None:
+            return 0
+        with self.db.read() as conn:
+            if not _table_exists(conn):
+                return 0
+            return int(conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
+
+    def stored_vector(self, memory_id: int) -> bytes | None:
+        """The raw stored blob of one vector (float32: 4 × dim bytes; int8: dim bytes)."""
+        if self.db.vec_version is None:
+            return None
+        with self.db.read() as conn:
+            if not _table_exists(conn):
+                return None
+            row = conn.execute(f"SELECT embedding FROM {TABLE} WHERE rowid = ?", (int(memory_id),)).fetchone()
+        return bytes(row[0]) if row else None
+
+    def health(self) -> dict[str, Any]:
+        """Measured, never assumed: {ok, backend, vec_version, error, table_exists,
+        signature, active_dim, quantization, last_reset_at, rows, pending}."""
+        result: dict[str, Any] = {"ok": False, "backend": self.name, "vec_version": self.db.vec_version,
+                                  "error": None, "quantization": self.quantization}
+        try:
+            state = self.state()
+            result.update(table_exists=state.table_exists, signature=state.signature, active_dim=state.active_dim,
+                          last_reset_at=iso(state.last_reset_at), rows=self.count(), pending=self.pending_count())
+            if self.db.vec_version is None:
+                result["error"] = f"sqlite-vec is not loaded ({self.db.vec_error or 'unknown error'})"
+            elif not state.table_exists:
+                result["error"] = "no vectors yet: the dimension is learned from the first embedding"
+            else:
+                result["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        return result
+
+
+_SIGNATURE_DIM = re.compile(r":(\d+)(?::int8)?$")
+
+
+def signature_dim(signature: str | None) -> int | None:
+    """The dimension encoded in a `source:model:dim[:int8]` signature, if any."""
+    match = _SIGNATURE_DIM.search(signature or "")
+    return int(match[1]) if match else None
