@@ -1,0 +1,122 @@
+"""Pieces every part of the character-memory API shares: where the files are, the
+per-character locks, the storage-mode guard and the test hook."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from memsvc.characters.fsutil import exists_no_follow, is_real_dir, is_real_file, writable_dir
+from memsvc.core.errors import ConflictError
+
+STORAGE_READ_ONLY = "STORAGE_READ_ONLY"
+STORAGE_MAINTENANCE = "STORAGE_MAINTENANCE"
+# Flat files and folders of the companion app's older layout that belong to one character
+# and move with it on a rename ("{}" is the name).
+FLAT_ENTRIES = ("recent_{}.json", "settings_{}.json", "semantic_memory_{}", "time_indexed_{}",
+                "time_indexed_{}.db")
+
+
+def owner_id(name: str) -> str:
+    """The `memories` owner of a character's long-term memory."""
+    return f"character:{name}"
+
+
+@dataclass(frozen=True)
+class Roots:
+    """The runtime memory root and the optional project root (shipped or older files)."""
+
+    runtime: Path
+    project: Path | None = None
+
+    def all(self) -> list[Path]:
+        return [self.runtime] + ([self.project] if self.project is not None else [])
+
+    def candidates(self, name: str) -> list[tuple[Path, Path | None]]:
+        """(file, folder that must be real too) in resolution order."""
+        out: list[tuple[Path, Path | None]] = []
+        for root in self.all():
+            out.append((root / name / "recent.json", root / name))
+            out.append((root / f"recent_{name}.json", None))
+        return out
+
+    def resolve(self, name: str) -> Path | None:
+        """The first real file of the resolution order; symbolic links never count."""
+        for path, folder in self.candidates(name):
+            if (folder is None or is_real_dir(folder)) and is_real_file(path):
+                return path
+        return None
+
+    def default(self, name: str) -> Path:
+        """Where a character's history is created when it has none."""
+        return self.runtime / name / "recent.json"
+
+    def storage_entries(self, name: str) -> list[Path]:
+        """Everything on disk that belongs to `name`: folders first, then flat entries."""
+        folders = [root / name for root in self.all() if exists_no_follow(root / name)]
+        flat = [root / pattern.format(name) for root in self.all() for pattern in FLAT_ENTRIES
+                if exists_no_follow(root / pattern.format(name))]
+        return folders + flat
+
+
+class Hooks:
+    """Test hook: `step(name)` is called at named points (rename steps, the save commit,
+    reviews, the Powerful Memory reset, legacy removals) and may raise or block there."""
+
+    def __init__(self) -> None:
+        self.step: Callable[[str], None] | None = None
+
+    def fire(self, name: str) -> None:
+        hook = self.step
+        if hook is not None:
+            hook(name)
+
+
+class CharacterLocks:
+    """One re-entrant lock per character name: reads, saves, flushes and renames of a
+    character take it, so they see and leave the file and its pending batch whole."""
+
+    def __init__(self) -> None:
+        self._guard = threading.Lock()
+        self._locks: dict[str, threading.RLock] = {}
+
+    def get(self, name: str) -> threading.RLock:
+        with self._guard:
+            lock = self._locks.get(name)
+            if lock is None:
+                lock = self._locks[name] = threading.RLock()
+            return lock
+
+    @contextmanager
+    def hold(self, *names: str) -> Iterator[None]:
+        """Several characters' locks, always in the same order (no deadlock)."""
+        locks = [self.get(n) for n in sorted(set(names))]
+        for lock in locks:
+            lock.acquire()
+        try:
+            yield
+        finally:
+            for lock in reversed(locks):
+                lock.release()
+
+
+class StorageGuard:
+    """Refuses writes (409) when storage is read-only or in maintenance."""
+
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+
+    def check(self) -> None:
+        if self.mode == "read-only":
+            raise ConflictError("character storage is read-only; try again later", reason=STORAGE_READ_ONLY)
+        if self.mode == "maintenance":
+            raise ConflictError("character storage is in maintenance; try again later", reason=STORAGE_MAINTENANCE)
+
+    def check_dir(self, folder: Path) -> None:
+        self.check()
+        if not writable_dir(folder):
+            raise ConflictError(f"storage folder {folder.name or folder} is not writable", reason=STORAGE_READ_ONLY)

@@ -1,0 +1,93 @@
+"""Helpers shared by the character-memory service tests (real server, generated stubs)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from google.rpc import error_details_pb2
+from grpc_status import rpc_status
+
+from memsvc.v1 import memory_pb2 as pb
+
+
+def message(role: str, text: str) -> dict[str, Any]:
+    """A stored message exactly as the spec lays it out (key order included)."""
+    data: dict[str, Any] = {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": role,
+                            "name": None, "id": None, "example": False}
+    if role == "ai":
+        data.update(tool_calls=[], invalid_tool_calls=[], usage_metadata=None)
+    return {"type": role, "data": data}
+
+
+def render(messages: list[Any]) -> str:
+    return json.dumps(messages, indent=2, ensure_ascii=False)
+
+
+def sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def identity(path: Path, generation: int) -> str:
+    return sha(f"{os.path.normcase(os.path.abspath(path))}\0{generation}")
+
+
+def items(*pairs: tuple[str, str | None], **extra: Any) -> list[pb.ChatItem]:
+    out = []
+    for role, text in pairs:
+        item = pb.ChatItem(role=role)
+        if text is not None:
+            item.text = text
+        out.append(item)
+    return out
+
+
+def error(call, request, **kwargs) -> grpc.RpcError:
+    with pytest.raises(grpc.RpcError) as info:
+        call(request, **kwargs)
+    return info.value
+
+
+def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
+    status = rpc_status.from_call(err)
+    for detail in status.details if status else []:
+        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
+            info = error_details_pb2.ErrorInfo()
+            detail.Unpack(info)
+            return info
+    return None
+
+
+def violated_fields(err: grpc.RpcError) -> set[str]:
+    status = rpc_status.from_call(err)
+    fields: set[str] = set()
+    for detail in status.details if status else []:
+        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
+            bad = error_details_pb2.BadRequest()
+            detail.Unpack(bad)
+            fields |= {v.field for v in bad.field_violations}
+    return fields
+
+
+def snapshot_files(root: Path, skip_db: bool = True) -> dict[str, bytes | str]:
+    """Every entry under `root` (relative path → bytes, or "<dir>"/"-> target"), the SQLite
+    files left out: what a rolled-back operation must leave byte for byte as it was."""
+    out: dict[str, bytes | str] = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            path = Path(dirpath) / name
+            rel = str(path.relative_to(root))
+            if skip_db and name.startswith("memsvc.db"):
+                continue
+            if path.is_symlink():
+                out[rel] = f"-> {os.readlink(path)}"
+            elif path.is_dir():
+                out[rel] = "<dir>"
+            else:
+                out[rel] = path.read_bytes()
+    return out
