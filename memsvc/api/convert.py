@@ -12,11 +12,16 @@ from typing import Any, Sequence
 from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
+from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
+                                      RenameRequest, RenameResult, SaveRequest, SaveResult)
 from memsvc.core.errors import ValidationError
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection import InjectOptions
 from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
 from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
+from memsvc.core.introspection import QdrantHit
+from memsvc.core.qdrant_settings import QdrantSettings, mask_api_key
+from memsvc.core.reindex import Progress
 from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
 from memsvc.core.settings import MemorySettings
 from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
@@ -295,6 +300,69 @@ def budget_summary_to_pb(outcome: BudgetOutcome) -> engine_pb2.SummarizeResponse
                                         summarized_count=outcome.summarized_count, tokens_saved=outcome.tokens_saved)
 
 
+# ---- vectors: engine status, providers, reindex, qdrant ----
+
+def engine_status_to_pb(status: dict[str, Any]) -> engine_pb2.EngineStatus:
+    emb, vec, qd, rr = status["embedding"], status["vector_store"], status["qdrant"], status["rerank"]
+    cache = emb["cache_stats"]
+    return engine_pb2.EngineStatus(
+        keyword=engine_pb2.KeywordStatus(**status["keyword"]),
+        embedding=engine_pb2.EmbeddingStatus(
+            source=emb["source"], model=emb["model"] or "", dimensions=emb["dimensions"] or 0,
+            available=emb["available"], reason=emb["reason"] or "", loaded=emb["loaded"],
+            signature=emb["signature"] or "",
+            cache_stats=engine_pb2.EmbeddingCacheStats(hits=cache["hits"], misses=cache["misses"], size=cache["size"])),
+        vector_store=engine_pb2.VectorStoreStatus(
+            backend=vec["backend"], available=vec["available"], row_count=vec["row_count"],
+            needs_reindex=vec["needs_reindex"], reason=vec["reason"], signature=vec["signature"] or ""),
+        qdrant=engine_pb2.QdrantStatus(enabled=qd["enabled"], healthy=qd["healthy"],
+                                       latency_ms=int(round(qd["latency_ms"])), error=qd["error"]),
+        rerank=engine_pb2.RerankStatus(enabled=rr["enabled"], provider=rr["provider"] or "", model=rr["model"] or "",
+                                       available=rr["available"], reason=rr["reason"] or ""),
+    )
+
+
+def _models_pb(models: list[dict[str, Any]]) -> list[engine_pb2.EmbeddingModel]:
+    return [engine_pb2.EmbeddingModel(id=m["id"], name=m["name"], dimensions=m["dimensions"] or 0) for m in models]
+
+
+def providers_to_pb(providers: list[dict[str, Any]]) -> engine_pb2.ListEmbeddingProvidersResponse:
+    return engine_pb2.ListEmbeddingProvidersResponse(providers=[
+        engine_pb2.EmbeddingProvider(provider=p["provider"], has_key=p["has_key"], kind=p.get("kind", ""),
+                                     models=_models_pb(p["models"])) for p in providers])
+
+
+def progress_to_pb(p: Progress) -> engine_pb2.ReindexProgress:
+    return engine_pb2.ReindexProgress(started=p.started, pending=p.pending, processed=p.processed, errors=p.errors,
+                                      rate_per_second=p.rate_per_second, eta_seconds=p.eta_seconds, state=p.state,
+                                      error=p.error)
+
+
+def qdrant_settings_to_pb(s: QdrantSettings) -> settings_pb2.QdrantSettings:
+    return settings_pb2.QdrantSettings(
+        enabled=s.enabled, host=s.host, port=s.port, collection=s.collection, embedding_model=s.embedding_model,
+        has_api_key=s.has_api_key, api_key_masked=mask_api_key(s.api_key) or "", quantization=s.quantization,
+        local_path=s.local_path or "")
+
+
+def qdrant_health_to_pb(h: dict[str, Any]) -> settings_pb2.QdrantHealth:
+    return settings_pb2.QdrantHealth(ok=h["ok"], latency_ms=float(h["latency_ms"] or 0), error=h["error"] or "",
+                                     collection_exists=h["collection_exists"], points_count=h["points_count"],
+                                     mode=h.get("mode", ""))
+
+
+def qdrant_hits_to_pb(hits: list[QdrantHit], latency_ms: float) -> settings_pb2.SearchQdrantResponse:
+    return settings_pb2.SearchQdrantResponse(latency_ms=int(round(latency_ms)), results=[
+        settings_pb2.QdrantHit(id=h.id, score=h.score, api_key_id=h.api_key_id, session_id=h.session_id, key=h.key,
+                               content=h.content) for h in hits])
+
+
+def qdrant_models_to_pb(models: list[dict[str, Any]]) -> settings_pb2.ListQdrantEmbeddingModelsResponse:
+    return settings_pb2.ListQdrantEmbeddingModelsResponse(models=[
+        settings_pb2.QdrantEmbeddingModel(id=m["id"], name=m["name"], dimensions=m["dimensions"] or 0,
+                                          provider=m["provider"]) for m in models])
+
+
 def metadata_pairs(metadata: Sequence[Any] | None) -> tuple[tuple[str, str], ...]:
     """Invocation metadata as (key, text) pairs; binary (-bin) values are skipped."""
     pairs = []
@@ -303,3 +371,85 @@ def metadata_pairs(metadata: Sequence[Any] | None) -> tuple[tuple[str, str], ...
         if isinstance(value, str):
             pairs.append((key, value))
     return tuple(pairs)
+
+
+# ---- character memory ----
+
+# The compatibility alias of RenameCharacter; Envoy forwards the path the client used as
+# `x-envoy-original-path` metadata, which is how the two REST routes are told apart.
+RENAME_ALIAS_PATH = "/api/memory/update_catgirl_name"
+ORIGINAL_PATH_HEADER = "x-envoy-original-path"
+
+
+def chat_items_from_pb(items: Sequence[memory_pb2.ChatItem]) -> list[ChatItem]:
+    return [ChatItem(role=optional(i, "role"), text=optional(i, "text"),
+                     source_index=optional(i, "source_index"), theater=i.theater) for i in items]
+
+
+def recent_files_to_pb(files: list[str]) -> memory_pb2.ListRecentFilesResponse:
+    return memory_pb2.ListRecentFilesResponse(files=files)
+
+
+def snapshot_to_pb(s: RecentSnapshot) -> memory_pb2.GetRecentFileResponse:
+    return memory_pb2.GetRecentFileResponse(content=s.content, fingerprint=s.fingerprint,
+                                            identity_token=s.identity_token)
+
+
+def save_request_from_pb(req: memory_pb2.SaveRecentFileRequest) -> SaveRequest:
+    return SaveRequest(filename=req.filename, fingerprint=optional(req, "fingerprint"),
+                       identity_token=optional(req, "identity_token"), chat=chat_items_from_pb(req.chat))
+
+
+def saved_to_pb(r: SaveResult) -> memory_pb2.SaveRecentFileResponse:
+    return memory_pb2.SaveRecentFileResponse(success=True, need_refresh=True, catgirl_name=r.catgirl_name,
+                                             fingerprint=r.fingerprint, identity_token=r.identity_token)
+
+
+def appended_to_pb(r: AppendResult) -> memory_pb2.AppendRecentMessagesResponse:
+    return memory_pb2.AppendRecentMessagesResponse(success=True, accepted=r.accepted, pending=r.pending)
+
+
+def rename_request_from_pb(req: memory_pb2.RenameCharacterRequest,
+                           metadata: Sequence[tuple[str, str]]) -> RenameRequest:
+    original = next((v for k, v in metadata if k == ORIGINAL_PATH_HEADER), None)
+    alias = req.compat_alias if original is None else original.split("?", 1)[0] == RENAME_ALIAS_PATH
+    return RenameRequest(old_name=req.old_name, new_name=req.new_name, alias=alias)
+
+
+def renamed_to_pb(r: RenameResult) -> memory_pb2.RenameCharacterResponse:
+    if r.changed:
+        return memory_pb2.RenameCharacterResponse(success=True, memory_renamed=True, memory_server_reloaded=True)
+    return memory_pb2.RenameCharacterResponse(success=True, changed=False, already_renamed=r.already_renamed,
+                                              exists_after=r.exists_after)
+
+
+def legacy_scan_to_pb(s: LegacyScan) -> memory_pb2.ScanLegacyResponse:
+    roots = [memory_pb2.LegacyRoot(
+        root=r.root, source=r.source, exists=r.exists,
+        entries=[memory_pb2.LegacyEntry(name=e.name, path=e.path, is_dir=e.is_dir, size_bytes=e.size_bytes,
+                                        is_unlinked=e.is_unlinked, runtime_has_same_name=e.runtime_has_same_name)
+                 for e in r.entries]) for r in s.roots]
+    return memory_pb2.ScanLegacyResponse(success=True, legacy_roots=roots, runtime_memory_dir=s.runtime_memory_dir,
+                                         total_entries=s.total_entries, total_size_bytes=s.total_size_bytes)
+
+
+def purge_paths_from_pb(req: memory_pb2.PurgeLegacyRequest) -> list[Any]:
+    return [value_to_python(v) for v in req.paths]
+
+
+def purged_to_pb(r: PurgeResult) -> memory_pb2.PurgeLegacyResponse:
+    return memory_pb2.PurgeLegacyResponse(success=True, removed=r.removed,
+                                          errors=[memory_pb2.PurgeError(path=e.path, error=e.error) for e in r.errors])
+
+
+def toggle_to_pb(enabled: bool) -> settings_pb2.ToggleConfig:
+    return settings_pb2.ToggleConfig(enabled=enabled)
+
+
+def toggle_value_from_pb(req: settings_pb2.SetToggleRequest) -> Any:
+    """The JSON value sent as `enabled` (None when absent); the core insists on a boolean."""
+    return value_to_python(req.enabled) if req.HasField("enabled") else None
+
+
+def toggle_set_to_pb(enabled: bool) -> settings_pb2.SetToggleResponse:
+    return settings_pb2.SetToggleResponse(success=True, enabled=enabled)

@@ -2,19 +2,42 @@
 
 from __future__ import annotations
 
+from typing import AsyncIterator
+
 from memsvc.api import convert
 from memsvc.api.blocking import run
-from memsvc.api.pending import mark_pending
 from memsvc.core.engine import Engine
+from memsvc.core.introspection import Introspection
+from memsvc.core.reindex import TERMINAL, Reindexer
 from memsvc.v1 import engine_pb2 as pb
 from memsvc.v1 import engine_pb2_grpc
 
-VECTOR_ENGINE = "embeddings and vector tiers"
-
 
 class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
-    def __init__(self, engine: Engine):
+    def __init__(self, engine: Engine, introspection: Introspection, reindexer: Reindexer):
         self._engine = engine
+        self._introspection = introspection
+        self._reindexer = reindexer
+
+    async def GetEngineStatus(self, request: pb.GetEngineStatusRequest, context) -> pb.EngineStatus:
+        return convert.engine_status_to_pb(await run(self._introspection.engine_status))
+
+    async def ListEmbeddingProviders(self, request: pb.ListEmbeddingProvidersRequest,
+                                     context) -> pb.ListEmbeddingProvidersResponse:
+        return convert.providers_to_pb(await run(self._introspection.providers))
+
+    async def Reindex(self, request: pb.ReindexRequest, context) -> AsyncIterator[pb.ReindexProgress]:
+        """Preconditions are checked by `start`, before the first message, so a refusal is a
+        real status (409/400 over REST); the job itself runs on its own thread."""
+        job = await run(self._reindexer.start, request.force, request.limit, request.target, request.attach)
+        cursor = 0
+        while True:
+            events = await run(job.wait_events, cursor)
+            for event in events:
+                yield convert.progress_to_pb(event)
+            cursor += len(events)
+            if events and events[-1].state in TERMINAL:
+                return
 
     async def Retrieve(self, request: pb.RetrieveRequest, context) -> pb.RetrieveResponse:
         return convert.retrieval_to_pb(await run(self._engine.retrieve, **convert.retrieve_args_from_pb(request)))
@@ -37,10 +60,3 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         return convert.summary_to_pb(await run(
             self._engine.summarize, convert.optional(request, "older_than_days"), request.api_key_id,
             request.dry_run, request.all_tenants))
-
-
-mark_pending(EngineServicer, {
-    "ListEmbeddingProviders": VECTOR_ENGINE,
-    "GetEngineStatus": VECTOR_ENGINE,
-    "Reindex": VECTOR_ENGINE,
-}, streaming=frozenset({"Reindex"}))

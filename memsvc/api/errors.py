@@ -53,6 +53,8 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (core.StorageVersionError, grpc.StatusCode.FAILED_PRECONDITION),
     (core.PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (core.UnavailableError, grpc.StatusCode.UNAVAILABLE),
+    # INTERNAL with the core's own message (what failed, what was rolled back).
+    (core.OperationFailedError, grpc.StatusCode.INTERNAL),
     (UnimplementedError, grpc.StatusCode.UNIMPLEMENTED),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
 ]

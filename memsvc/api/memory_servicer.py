@@ -3,18 +3,17 @@
 from __future__ import annotations
 
 from memsvc.api import convert
-from memsvc.api.blocking import run
-from memsvc.api.pending import mark_pending
+from memsvc.api.blocking import run, run_shielded
+from memsvc.characters.service import Characters
 from memsvc.core.memories import Memories
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import memory_pb2_grpc
 
-CHARACTER_MEMORY = "character memory (recent-history files, rename, legacy storage)"
-
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
-    def __init__(self, memories: Memories):
+    def __init__(self, memories: Memories, characters: Characters):
         self._memories = memories
+        self._characters = characters
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context) -> pb.ListMemoriesResponse:
         return convert.listing_to_pb(await run(self._memories.list, convert.list_query_from_pb(request)))
@@ -39,13 +38,30 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     async def CheckHealth(self, request: pb.CheckHealthRequest, context) -> pb.CheckHealthResponse:
         return convert.health_to_pb(await run(self._memories.check_health))
 
+    # ---- character memory ----
 
-mark_pending(MemoryServicer, {
-    "ListRecentFiles": CHARACTER_MEMORY,
-    "GetRecentFile": CHARACTER_MEMORY,
-    "SaveRecentFile": CHARACTER_MEMORY,
-    "AppendRecentMessages": CHARACTER_MEMORY,
-    "RenameCharacter": CHARACTER_MEMORY,
-    "ScanLegacy": CHARACTER_MEMORY,
-    "PurgeLegacy": CHARACTER_MEMORY,
-})
+    async def ListRecentFiles(self, request: pb.ListRecentFilesRequest, context) -> pb.ListRecentFilesResponse:
+        return convert.recent_files_to_pb(await run(self._characters.list_recent_files))
+
+    async def GetRecentFile(self, request: pb.GetRecentFileRequest, context) -> pb.GetRecentFileResponse:
+        return convert.snapshot_to_pb(await run(self._characters.get_recent_file, request.filename))
+
+    async def SaveRecentFile(self, request: pb.SaveRecentFileRequest, context) -> pb.SaveRecentFileResponse:
+        # Shielded: once its checks pass, a save completes even if the client goes away.
+        return convert.saved_to_pb(await run_shielded(self._characters.save_recent_file,
+                                                      convert.save_request_from_pb(request)))
+
+    async def AppendRecentMessages(self, request: pb.AppendRecentMessagesRequest,
+                                   context) -> pb.AppendRecentMessagesResponse:
+        return convert.appended_to_pb(await run(self._characters.append_recent_messages, request.character,
+                                                convert.chat_items_from_pb(request.messages)))
+
+    async def RenameCharacter(self, request: pb.RenameCharacterRequest, context) -> pb.RenameCharacterResponse:
+        call = convert.rename_request_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))
+        return convert.renamed_to_pb(await run_shielded(self._characters.rename, call))
+
+    async def ScanLegacy(self, request: pb.ScanLegacyRequest, context) -> pb.ScanLegacyResponse:
+        return convert.legacy_scan_to_pb(await run(self._characters.scan_legacy))
+
+    async def PurgeLegacy(self, request: pb.PurgeLegacyRequest, context) -> pb.PurgeLegacyResponse:
+        return convert.purged_to_pb(await run(self._characters.purge_legacy, convert.purge_paths_from_pb(request)))

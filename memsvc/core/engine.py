@@ -11,7 +11,7 @@ from memsvc.core.background import BackgroundWriter
 from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
 from memsvc.core.injection import InjectOptions, Injection, inject, last_user_text, no_memory_requested
-from memsvc.core.memories import MAX_ID_CHARS, validate_new
+from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, validate_new
 from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
 from memsvc.core.retrieval import (
     BUDGET_RANGE,
@@ -94,11 +94,13 @@ def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
 
 
 class Engine:
-    def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter):
+    def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter,
+                 retriever: Retriever | None = None, events: MemoryEvents | None = None):
         self._backend = backend
         self._settings = settings
-        self._retriever = Retriever(backend)
+        self._retriever = retriever or Retriever(backend)
         self._background = background
+        self._events: MemoryEvents = events or NoEvents()
 
     # ---- retrieval ----
 
@@ -193,9 +195,14 @@ class Engine:
             return ExtractOutcome(facts, skipped_reason=reason or "no facts found")
         drafts = [self._draft(fact, call.api_key_id, call.session_id) for fact in facts]
         if call.wait:
-            return ExtractOutcome(facts, stored=len(self._backend.create_many(drafts)))
-        self._background.submit(EXTRACTION_FAILED, self._backend.create_many, drafts)
+            return ExtractOutcome(facts, stored=self._store(drafts))
+        self._background.submit(EXTRACTION_FAILED, self._store, drafts)
         return ExtractOutcome(facts, accepted=True)
+
+    def _store(self, drafts: list[NewMemory]) -> int:
+        results = self._backend.create_many(drafts)
+        self._events.written([r.id for r in results])
+        return len(results)
 
     @staticmethod
     def _facts(*texts: str) -> list[Fact]:
@@ -215,7 +222,9 @@ class Engine:
 
     def summarize(self, older_than_days: int | None, api_key_id: str, dry_run: bool,
                   all_tenants: bool = False) -> SummaryOutcome:
-        return summarize(self._backend, older_than_days, api_key_id or None, dry_run, all_tenants)
+        outcome = summarize(self._backend, older_than_days, api_key_id or None, dry_run, all_tenants)
+        self._events.written(outcome.summary_ids)
+        return outcome
 
     def summarize_to_budget(self, api_key_id: str, session_id: str = "", max_tokens: int = 4000) -> BudgetOutcome:
         v = Violations()
@@ -224,4 +233,6 @@ class Engine:
         _check_budget(v, max_tokens, "budgetTokens")
         v.raise_if_any()
         memories: list[Memory] = self._backend.older_than(api_key_id, utcnow(), session_id or None)
-        return summarize_to_budget(self._backend, memories, max_tokens)
+        outcome = summarize_to_budget(self._backend, memories, max_tokens)
+        self._events.written(outcome.rewritten_ids)
+        return outcome

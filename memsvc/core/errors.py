@@ -73,6 +73,16 @@ class UnavailableError(MemsvcError):
     reason = "UNAVAILABLE"
 
 
+class OperationFailedError(MemsvcError):
+    """A multi-step operation failed part-way (and was rolled back, or says what was not).
+
+    Unlike a bug, its message is composed for the client ("rename failed at step registry:
+    ...; rolled back"), so the API keeps it instead of sanitizing it away.
+    """
+
+    reason = "OPERATION_FAILED"
+
+
 class StorageVersionError(MemsvcError):
     """The database was written by a newer memsvc; refusing to touch it."""
 

@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Mapping
+from typing import Any, Mapping, Protocol, Sequence
 
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
@@ -45,6 +45,18 @@ HEALTH_CONTENT = "pipeline verification test"
 UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
 
 log = logging.getLogger("memsvc.core.memories")
+
+
+class MemoryEvents(Protocol):
+    """Told after memory text was written, so derived indexes (vectors) can follow. Must
+    not raise: the write has already committed."""
+
+    def written(self, ids: Sequence[str]) -> None: ...
+
+
+class NoEvents:
+    def written(self, ids: Sequence[str]) -> None:
+        return None
 
 
 @dataclass(frozen=True)
@@ -193,13 +205,16 @@ class Memories:
     """The CRUD façade. The read cache sits in front of `get` and is invalidated on every
     write that can change a cached row."""
 
-    def __init__(self, backend: MemoryBackend, read_cache: TtlCache[Memory] | None = None):
+    def __init__(self, backend: MemoryBackend, read_cache: TtlCache[Memory] | None = None,
+                 events: MemoryEvents | None = None):
         self.backend = backend
         self.read_cache: TtlCache[Memory] = read_cache or TtlCache(max_entries=500, ttl_s=60.0)
+        self.events: MemoryEvents = events or NoEvents()
 
     def create(self, draft: NewMemory) -> UpsertResult:
         result = self.backend.create(validate_new(draft))
         self.read_cache.invalidate(result.id)  # an upsert changed an existing row
+        self.events.written([result.id])
         return result
 
     def get(self, memory_id: str) -> Memory:
@@ -219,6 +234,8 @@ class Memories:
             self.read_cache.invalidate(memory_id)
         if memory is None:
             raise _not_found(memory_id)
+        if patch.content is not None or patch.key is not None:  # metadata alone: same vector
+            self.events.written([memory.id])
         return memory
 
     def delete(self, memory_id: str) -> None:

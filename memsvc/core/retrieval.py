@@ -55,9 +55,10 @@ class VectorLookup(Protocol):
 
 
 class Reranker(Protocol):
-    """Reorders items for the query; raises on any failure (the caller fails open)."""
+    """Reorders items for the query, or returns None when reranking is off; raises on any
+    failure (the caller fails open)."""
 
-    def __call__(self, query: str, items: list["RetrievedItem"]) -> list["RetrievedItem"]: ...
+    def __call__(self, query: str, items: list["RetrievedItem"]) -> list["RetrievedItem"] | None: ...
 
 
 class SearchBackend(Protocol):
@@ -246,11 +247,14 @@ class Retriever:
                 resolution: Resolution) -> tuple[list[RetrievedItem], Resolution]:
         """Fail open: any reranker failure keeps the original order and says why."""
         try:
-            return self._reranker(query, ranked), replace(resolution, rerank_applied=True)
+            reranked = self._reranker(query, ranked)
         except Exception as exc:  # noqa: BLE001 - the reranker is a remote dependency
             note = f"rerank failed ({type(exc).__name__}: {str(exc)[:200]}); original order kept"
             reason = f"{resolution.fallback_reason}; {note}" if resolution.fallback_reason else note
             return ranked, replace(resolution, fallback_reason=reason)
+        if reranked is None:
+            return ranked, resolution
+        return reranked, replace(resolution, rerank_applied=True)
 
     def _recent_items(self, scope: SearchScope) -> list[RetrievedItem]:
         return [RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT)

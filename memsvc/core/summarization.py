@@ -44,6 +44,7 @@ class BudgetOutcome:
     original_count: int
     summarized_count: int
     tokens_saved: int
+    rewritten_ids: list[str] = field(default_factory=list)
 
 
 def validate(older_than_days: int | None, api_key_id: str | None, all_tenants: bool) -> int:
@@ -131,4 +132,4 @@ def summarize_to_budget(backend: SummaryBackend, memories: list[Memory],
     saved = sum(estimate_tokens(m.content) - estimate_tokens(rewrites[m.id]) for m in memories if m.id in rewrites)
     if rewrites:
         backend.rewrite_contents(rewrites)
-    return BudgetOutcome(len(memories), len(rewrites), saved)
+    return BudgetOutcome(len(memories), len(rewrites), saved, list(rewrites))

@@ -11,7 +11,7 @@ import json
 import uuid
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any
+from typing import Any, Callable
 
 import apsw
 
@@ -31,6 +31,8 @@ from memsvc.core.models import (
 from memsvc.storage import keyword
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso, parse_iso
 from memsvc.storage.migrations import apply_migrations
+
+DeleteHook = Callable[[apsw.Connection, list[tuple[str, int]]], None]
 
 _COLUMNS = (
     "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
@@ -118,6 +120,19 @@ class SqliteMemoryBackend:
 
     def __init__(self, db: Database) -> None:
         self.db = db
+        self._delete_hooks: list[DeleteHook] = []
+
+    def add_delete_hook(self, hook: "DeleteHook") -> None:
+        """Run `hook(conn, [(id, memory_id), ...])` inside every transaction that deletes
+        memories, so derived rows (vectors) go in the same commit as the memories."""
+        self._delete_hooks.append(hook)
+
+    def _delete_where(self, conn: apsw.Connection, where: str, params: Sequence[Any]) -> int:
+        deleted = [(row[0], int(row[1])) for row in
+                   conn.execute("DELETE FROM memories" + where + " RETURNING id, memory_id", params).fetchall()]
+        for hook in self._delete_hooks:
+            hook(conn, deleted)
+        return len(deleted)
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -186,8 +201,8 @@ class SqliteMemoryBackend:
         now = iso(utcnow())
         with self.db.write() as conn:
             created = self._create_in(conn, summary, now)
-            conn.execute("DELETE FROM memories WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
-            return created, conn.changes()
+            removed = self._delete_where(conn, " WHERE id IN (SELECT value FROM json_each(?))", (json.dumps(list(ids)),))
+            return created, removed
 
     def rewrite_contents(self, contents: dict[str, str]) -> int:
         """Replace the content of several memories in one transaction; returns rows changed."""
@@ -251,16 +266,14 @@ class SqliteMemoryBackend:
 
     def delete(self, memory_id: str) -> bool:
         with self.db.write() as conn:
-            conn.execute("DELETE FROM memories WHERE id = ?", (memory_id,))
-            return conn.changes() > 0
+            return self._delete_where(conn, " WHERE id = ?", (memory_id,)) > 0
 
     def clear(self, flt: MemoryFilter) -> int:
         """Delete every memory matching the filter (an empty filter matches all); the
         delete trigger removes their FTS rows."""
         where, params = _where(flt)
         with self.db.write() as conn:
-            conn.execute("DELETE FROM memories" + where, params)
-            return conn.changes()
+            return self._delete_where(conn, where, params)
 
     def touch(self, ids: Sequence[str]) -> None:
         """Record that these memories were returned: access_count + 1, last_accessed_at =
@@ -280,6 +293,37 @@ class SqliteMemoryBackend:
     def get(self, memory_id: str) -> Memory | None:
         with self.db.read() as conn:
             return _fetch(conn, memory_id)
+
+    def get_many(self, ids: Sequence[str]) -> dict[str, Memory]:
+        """The memories that exist among `ids`, by id."""
+        if not ids:
+            return {}
+        with self.db.read() as conn:
+            rows = conn.execute(_SELECT + " WHERE id IN (SELECT value FROM json_each(?))",
+                                (json.dumps(list(ids)),)).fetchall()
+        return {m.id: m for m in map(_row_to_memory, rows)}
+
+    def page_by_memory_id(self, offset: int, limit: int) -> list[Memory]:
+        """Every memory in memory_id order, one page (Reindex's Qdrant backfill)."""
+        with self.db.read() as conn:
+            rows = conn.execute(_SELECT + " ORDER BY memory_id LIMIT ? OFFSET ?", (limit, offset)).fetchall()
+        return [_row_to_memory(r) for r in rows]
+
+    def mark_all_for_reindex(self) -> int:
+        """Reindex `force`: every memory needs a new vector."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
+            return conn.changes()
+
+    def keyword_probe(self) -> tuple[bool, str]:
+        """Runs a real MATCH on both FTS5 indexes: the keyword tier's health, measured."""
+        try:
+            with self.db.read() as conn:
+                conn.execute("SELECT count(*) FROM memory_fts WHERE memory_fts MATCH '\"memsvc_probe\"'").fetchall()
+                conn.execute("SELECT count(*) FROM memory_fts_cjk WHERE memory_fts_cjk MATCH '\"探测器\"'").fetchall()
+        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
+            return False, f"{type(exc).__name__}: {exc}"
+        return True, ""
 
     def recent(self, scope: SearchScope, limit: int) -> list[Memory]:
         """Newest first within the retrieval scope."""

@@ -200,7 +200,79 @@ def _expect_default_settings(status: int, body: Any) -> None:
     assert body.get("enabled") is False and body.get("maxTokens") == 2000, body
 
 
+def _expect_no_recent_files(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert body == {"files": []}, body
+
+
+def _expect_empty_legacy_scan(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert body["success"] is True and body["legacy_roots"] == [] and body["total_entries"] == 0, body
+    assert body["total_size_bytes"] == 0 and body["runtime_memory_dir"].endswith("memory"), body
+
+
+def _expect_rename_names_missing(status: int, body: Any) -> None:
+    """The alias gets {} (old_name missing first); the canonical route has old_name in its
+    path, so new_name is what is missing."""
+    assert status == 400, body
+    assert _bad_request_fields(body) in ({"old_name"}, {"new_name"}), body
+
+
+def _expect_toggle_on(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert body == {"enabled": True}, body
+
+
+def _expect_precondition(reason: str) -> Callable[[int, Any], None]:
+    """FAILED_PRECONDITION (no embedding source, Qdrant disabled) is a 400 with its reason."""
+    def expect(status: int, body: Any) -> None:
+        assert status == 400 and body.get("code") == 9, body
+        assert reason in {d.get("reason") for d in body.get("details", [])}, body
+    return expect
+
+
+def _expect_local_providers(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert {"static", "transformers"} <= {p["provider"] for p in body["providers"]}, body
+
+
+def _expect_engine_status(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert body["keyword"] == {"available": True, "backend": "FTS5", "reason": ""}, body
+    assert body["embedding"]["source"] == "none" and body["qdrant"]["enabled"] is False, body
+
+
+def _expect_qdrant_off(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert body.get("enabled", body.get("ok")) is False, body
+
+
+def _expect_models(status: int, body: Any) -> None:
+    assert status == 200 and any(m["dimensions"] == 384 for m in body["models"]), body
+
+
 IMPLEMENTED: dict[str, Callable[[int, Any], None]] = {
+    "memsvc.v1.EngineService.GetEngineStatus": _expect_engine_status,
+    "memsvc.v1.EngineService.ListEmbeddingProviders": _expect_local_providers,
+    "memsvc.v1.EngineService.Reindex": _expect_precondition("NO_EMBEDDING_SOURCE"),
+    "memsvc.v1.SettingsService.GetQdrantSettings": _expect_qdrant_off,
+    "memsvc.v1.SettingsService.UpdateQdrantSettings": _expect_bad_request_naming("settings"),
+    "memsvc.v1.SettingsService.CheckQdrantHealth": _expect_qdrant_off,
+    "memsvc.v1.SettingsService.SearchQdrant": _expect_bad_request_naming("query"),
+    "memsvc.v1.SettingsService.CleanupQdrant": _expect_precondition("QDRANT_DISABLED"),
+    "memsvc.v1.SettingsService.ListQdrantEmbeddingModels": _expect_models,
+    "memsvc.v1.MemoryService.ListRecentFiles": _expect_no_recent_files,
+    "memsvc.v1.MemoryService.GetRecentFile": _expect_bad_request_naming("filename"),
+    "memsvc.v1.MemoryService.SaveRecentFile": _expect_bad_request_naming("filename"),
+    "memsvc.v1.MemoryService.AppendRecentMessages": _expect_bad_request_naming("messages"),
+    # The alias gets {} (old_name missing); the canonical route has old_name in its path.
+    "memsvc.v1.MemoryService.RenameCharacter": _expect_rename_names_missing,
+    "memsvc.v1.MemoryService.ScanLegacy": _expect_empty_legacy_scan,
+    "memsvc.v1.MemoryService.PurgeLegacy": _expect_bad_request_naming("paths"),
+    "memsvc.v1.SettingsService.GetReviewConfig": _expect_toggle_on,
+    "memsvc.v1.SettingsService.SetReviewConfig": _expect_bad_request_naming("enabled"),
+    "memsvc.v1.SettingsService.GetPowerfulMemoryConfig": _expect_toggle_on,
+    "memsvc.v1.SettingsService.SetPowerfulMemoryConfig": _expect_bad_request_naming("enabled"),
     "memsvc.v1.EngineService.Retrieve": _expect_bad_request_naming("apiKeyId"),
     "memsvc.v1.EngineService.RetrievePreview": _expect_bad_request_naming("query"),
     "memsvc.v1.EngineService.Summarize": _expect_bad_request_naming("apiKeyId"),
@@ -331,8 +403,13 @@ def test_route_resolves_to_its_rpc(open_stack: Stack, route: Route) -> None:
 def test_fixed_paths_are_not_shadowed_by_get_memory(open_stack: Stack, path: str, rpc: str) -> None:
     status, body = open_stack.rest.call("GET", path)
     assert status != 404, f"GET {path} reached GetMemory: {body!r}"
-    assert status == 501, body
-    assert body["code"] == 12 and rpc in body["message"], body
+    route = next(r for r in ROUTES if r.method == "GET" and r.template == path)
+    assert route.rpc_name == rpc
+    if route.rpc in IMPLEMENTED:
+        IMPLEMENTED[route.rpc](status, body)  # the RPC's own answer, not GetMemory's
+    else:
+        assert status == 501, body
+        assert body["code"] == 12 and rpc in body["message"], body
 
 
 def test_health_path_is_not_shadowed_by_get_memory(open_stack: Stack) -> None:

@@ -203,14 +203,16 @@ class EmbeddingModel(_message.Message):
     def __init__(self, id: _Optional[str] = ..., name: _Optional[str] = ..., dimensions: _Optional[int] = ...) -> None: ...
 
 class EmbeddingProvider(_message.Message):
-    __slots__ = ("provider", "has_key", "models")
+    __slots__ = ("provider", "has_key", "models", "kind")
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     HAS_KEY_FIELD_NUMBER: _ClassVar[int]
     MODELS_FIELD_NUMBER: _ClassVar[int]
+    KIND_FIELD_NUMBER: _ClassVar[int]
     provider: str
     has_key: bool
     models: _containers.RepeatedCompositeFieldContainer[EmbeddingModel]
-    def __init__(self, provider: _Optional[str] = ..., has_key: _Optional[bool] = ..., models: _Optional[_Iterable[_Union[EmbeddingModel, _Mapping]]] = ...) -> None: ...
+    kind: str
+    def __init__(self, provider: _Optional[str] = ..., has_key: _Optional[bool] = ..., models: _Optional[_Iterable[_Union[EmbeddingModel, _Mapping]]] = ..., kind: _Optional[str] = ...) -> None: ...
 
 class ListEmbeddingProvidersResponse(_message.Message):
     __slots__ = ("providers",)
@@ -223,12 +225,14 @@ class GetEngineStatusRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class KeywordStatus(_message.Message):
-    __slots__ = ("available", "backend")
+    __slots__ = ("available", "backend", "reason")
     AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
+    REASON_FIELD_NUMBER: _ClassVar[int]
     available: bool
     backend: str
-    def __init__(self, available: _Optional[bool] = ..., backend: _Optional[str] = ...) -> None: ...
+    reason: str
+    def __init__(self, available: _Optional[bool] = ..., backend: _Optional[str] = ..., reason: _Optional[str] = ...) -> None: ...
 
 class EmbeddingCacheStats(_message.Message):
     __slots__ = ("hits", "misses", "size")
@@ -241,20 +245,24 @@ class EmbeddingCacheStats(_message.Message):
     def __init__(self, hits: _Optional[int] = ..., misses: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
 
 class EmbeddingStatus(_message.Message):
-    __slots__ = ("source", "model", "dimensions", "available", "reason", "cache_stats")
+    __slots__ = ("source", "model", "dimensions", "available", "reason", "cache_stats", "loaded", "signature")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
     AVAILABLE_FIELD_NUMBER: _ClassVar[int]
     REASON_FIELD_NUMBER: _ClassVar[int]
     CACHE_STATS_FIELD_NUMBER: _ClassVar[int]
+    LOADED_FIELD_NUMBER: _ClassVar[int]
+    SIGNATURE_FIELD_NUMBER: _ClassVar[int]
     source: str
     model: str
     dimensions: int
     available: bool
     reason: str
     cache_stats: EmbeddingCacheStats
-    def __init__(self, source: _Optional[str] = ..., model: _Optional[str] = ..., dimensions: _Optional[int] = ..., available: _Optional[bool] = ..., reason: _Optional[str] = ..., cache_stats: _Optional[_Union[EmbeddingCacheStats, _Mapping]] = ...) -> None: ...
+    loaded: bool
+    signature: str
+    def __init__(self, source: _Optional[str] = ..., model: _Optional[str] = ..., dimensions: _Optional[int] = ..., available: _Optional[bool] = ..., reason: _Optional[str] = ..., cache_stats: _Optional[_Union[EmbeddingCacheStats, _Mapping]] = ..., loaded: _Optional[bool] = ..., signature: _Optional[str] = ...) -> None: ...
 
 class VectorStoreStatus(_message.Message):
     __slots__ = ("backend", "available", "row_count", "needs_reindex", "reason", "signature")
@@ -365,14 +373,16 @@ class SummarizeResponse(_message.Message):
     def __init__(self, candidates: _Optional[_Iterable[_Union[SummaryCandidate, _Mapping]]] = ..., total_tokens: _Optional[int] = ..., tokens_saved: _Optional[int] = ..., deleted_count: _Optional[int] = ..., summary_id: _Optional[str] = ..., dry_run: _Optional[bool] = ..., summary_ids: _Optional[_Iterable[str]] = ..., original_count: _Optional[int] = ..., summarized_count: _Optional[int] = ...) -> None: ...
 
 class ReindexRequest(_message.Message):
-    __slots__ = ("force", "limit", "target")
+    __slots__ = ("force", "limit", "target", "attach")
     FORCE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     TARGET_FIELD_NUMBER: _ClassVar[int]
+    ATTACH_FIELD_NUMBER: _ClassVar[int]
     force: bool
     limit: int
     target: str
-    def __init__(self, force: _Optional[bool] = ..., limit: _Optional[int] = ..., target: _Optional[str] = ...) -> None: ...
+    attach: bool
+    def __init__(self, force: _Optional[bool] = ..., limit: _Optional[int] = ..., target: _Optional[str] = ..., attach: _Optional[bool] = ...) -> None: ...
 
 class ReindexProgress(_message.Message):
     __slots__ = ("started", "pending", "processed", "errors", "rate_per_second", "eta_seconds", "state", "error")

@@ -138,12 +138,15 @@ class EngineServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Reindex(self, request, context):
-        """Re-embeds memories marked needs_reindex, streaming progress: first {started, pending},
-        then one message per batch, last one with state done|failed|cancelled.
-        One reindex per database: a second caller is refused with ABORTED REINDEX_RUNNING
-        (409) before any message. A client that disconnects cancels nothing; the job runs on.
-        Errors before the first message: FAILED_PRECONDITION (no embedding source or no vector
-        tier), ABORTED REINDEX_RUNNING. Failures after it arrive in the last message.
+        """Re-embeds memories marked needs_reindex (target sqlite-vec), or copies every memory into
+        Qdrant (target qdrant), streaming progress: first {started, pending}, then one message
+        per batch (processed, errors, pending, rate, ETA), last one with state done|failed.
+        One reindex per server: a second caller is refused with ABORTED REINDEX_RUNNING (409)
+        before any message, unless it sets `attach`, which streams the running job's progress
+        instead. A client that disconnects cancels nothing; the job runs to completion.
+        Errors before the first message: FAILED_PRECONDITION (no embedding source, no vector
+        tier, Qdrant disabled), ABORTED REINDEX_RUNNING, INVALID_ARGUMENT (target, limit).
+        Failures after it arrive in the last message (state failed, error).
         Over REST the stream arrives as one JSON array of these messages.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)

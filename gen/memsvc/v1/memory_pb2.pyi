@@ -303,12 +303,14 @@ class AppendRecentMessagesResponse(_message.Message):
     def __init__(self, success: _Optional[bool] = ..., accepted: _Optional[int] = ..., pending: _Optional[int] = ...) -> None: ...
 
 class RenameCharacterRequest(_message.Message):
-    __slots__ = ("old_name", "new_name")
+    __slots__ = ("old_name", "new_name", "compat_alias")
     OLD_NAME_FIELD_NUMBER: _ClassVar[int]
     NEW_NAME_FIELD_NUMBER: _ClassVar[int]
+    COMPAT_ALIAS_FIELD_NUMBER: _ClassVar[int]
     old_name: str
     new_name: str
-    def __init__(self, old_name: _Optional[str] = ..., new_name: _Optional[str] = ...) -> None: ...
+    compat_alias: bool
+    def __init__(self, old_name: _Optional[str] = ..., new_name: _Optional[str] = ..., compat_alias: _Optional[bool] = ...) -> None: ...
 
 class RenameCharacterResponse(_message.Message):
     __slots__ = ("success", "changed", "already_renamed", "exists_after", "memory_renamed", "memory_server_reloaded")
@@ -359,16 +361,18 @@ class LegacyRoot(_message.Message):
     def __init__(self, root: _Optional[str] = ..., source: _Optional[str] = ..., exists: _Optional[bool] = ..., entries: _Optional[_Iterable[_Union[LegacyEntry, _Mapping]]] = ...) -> None: ...
 
 class ScanLegacyResponse(_message.Message):
-    __slots__ = ("roots", "runtime_memory_dir", "total_entries", "total_size_bytes")
-    ROOTS_FIELD_NUMBER: _ClassVar[int]
+    __slots__ = ("legacy_roots", "runtime_memory_dir", "total_entries", "total_size_bytes", "success")
+    LEGACY_ROOTS_FIELD_NUMBER: _ClassVar[int]
     RUNTIME_MEMORY_DIR_FIELD_NUMBER: _ClassVar[int]
     TOTAL_ENTRIES_FIELD_NUMBER: _ClassVar[int]
     TOTAL_SIZE_BYTES_FIELD_NUMBER: _ClassVar[int]
-    roots: _containers.RepeatedCompositeFieldContainer[LegacyRoot]
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    legacy_roots: _containers.RepeatedCompositeFieldContainer[LegacyRoot]
     runtime_memory_dir: str
     total_entries: int
     total_size_bytes: float
-    def __init__(self, roots: _Optional[_Iterable[_Union[LegacyRoot, _Mapping]]] = ..., runtime_memory_dir: _Optional[str] = ..., total_entries: _Optional[int] = ..., total_size_bytes: _Optional[float] = ...) -> None: ...
+    success: bool
+    def __init__(self, legacy_roots: _Optional[_Iterable[_Union[LegacyRoot, _Mapping]]] = ..., runtime_memory_dir: _Optional[str] = ..., total_entries: _Optional[int] = ..., total_size_bytes: _Optional[float] = ..., success: _Optional[bool] = ...) -> None: ...
 
 class PurgeLegacyRequest(_message.Message):
     __slots__ = ("paths",)

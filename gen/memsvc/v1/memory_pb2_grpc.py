@@ -173,7 +173,8 @@ class MemoryServiceServicer:
     def AppendRecentMessages(self, request, context):
         """Durably accepts new chat turns into the character's pending batch; they are flushed to
         the file in order. An unknown character is registered.
-        Errors: INVALID_ARGUMENT (bad character name, limits as SaveRecentFile).
+        Errors: INVALID_ARGUMENT (bad character name, limits as SaveRecentFile), ABORTED
+        STORAGE_READ_ONLY.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -181,7 +182,9 @@ class MemoryServiceServicer:
 
     def RenameCharacter(self, request, context):
         """Renames a character with all its storage, in one transaction that rolls back fully.
-        The first binding is the compatibility alias; the second is the canonical route.
+        The first binding is the compatibility alias; the second is the canonical route. The
+        server tells them apart by the `x-envoy-original-path` metadata Envoy forwards, or, over
+        plain gRPC, by RenameCharacterRequest.compat_alias.
         Errors: INVALID_ARGUMENT (names), NOT_FOUND (old name not registered), ABORTED
         PARTIAL_RENAME / STORAGE_READ_ONLY, UNAVAILABLE MEMORY_SERVER_RELEASE_FAILED, INTERNAL
         (rolled back; the message says what failed).

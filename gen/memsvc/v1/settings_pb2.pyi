@@ -95,18 +95,20 @@ class CheckQdrantHealthRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class QdrantHealth(_message.Message):
-    __slots__ = ("ok", "latency_ms", "error", "collection_exists", "points_count")
+    __slots__ = ("ok", "latency_ms", "error", "collection_exists", "points_count", "mode")
     OK_FIELD_NUMBER: _ClassVar[int]
     LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     COLLECTION_EXISTS_FIELD_NUMBER: _ClassVar[int]
     POINTS_COUNT_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
     ok: bool
-    latency_ms: int
+    latency_ms: float
     error: str
     collection_exists: bool
     points_count: int
-    def __init__(self, ok: _Optional[bool] = ..., latency_ms: _Optional[int] = ..., error: _Optional[str] = ..., collection_exists: _Optional[bool] = ..., points_count: _Optional[int] = ...) -> None: ...
+    mode: str
+    def __init__(self, ok: _Optional[bool] = ..., latency_ms: _Optional[float] = ..., error: _Optional[str] = ..., collection_exists: _Optional[bool] = ..., points_count: _Optional[int] = ..., mode: _Optional[str] = ...) -> None: ...
 
 class SearchQdrantRequest(_message.Message):
     __slots__ = ("query", "api_key_id", "session_id", "top_k")

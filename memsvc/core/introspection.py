@@ -1,0 +1,132 @@
+"""GetEngineStatus, ListEmbeddingProviders and the Qdrant settings operations (ENGINE.md §7,
+§13): every field measured (a real FTS5 query, the resolver's state, real row counts, a real
+Qdrant probe), none assumed."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from memsvc.core.errors import PreconditionError, UnavailableError, ValidationError, Violations
+from memsvc.core.models import SearchScope, utcnow
+from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
+from memsvc.core.settings import MemorySettings, Settings
+from memsvc.core.vector_tier import VectorTier
+from memsvc.embedding.errors import EmbeddingError
+from memsvc.vectors.index import VectorError
+from memsvc.vectors.qdrant import clamp_top_k
+
+SEARCH_TOP_K = (1, 20)
+DEFAULT_SEARCH_TOP_K = 5
+
+
+@dataclass(frozen=True)
+class QdrantHit:
+    id: str
+    score: float
+    api_key_id: str
+    session_id: str
+    key: str
+    content: str
+
+
+class Introspection:
+    def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
+                 qdrant_settings: QdrantSettingsManager):
+        self._keyword_probe = keyword_probe
+        self._vectors = vectors
+        self._settings = settings
+        self._qdrant_settings = qdrant_settings
+
+    # ---- engine status ----
+
+    def engine_status(self) -> dict[str, Any]:
+        settings = self._settings.get()
+        keyword_ok, keyword_error = self._keyword_probe()
+        vector = self._vectors.state(settings)
+        return {
+            "keyword": {"available": keyword_ok, "backend": "FTS5", "reason": keyword_error},
+            "embedding": self._vectors.embeddings.status(settings),
+            "vector_store": {"backend": vector.backend, "available": vector.available, "row_count": vector.row_count,
+                             "needs_reindex": vector.needs_reindex, "reason": vector.reason,
+                             "signature": vector.signature},
+            "qdrant": self._qdrant_status(),
+            "rerank": self._vectors.embeddings.rerank_status(settings),
+        }
+
+    def _qdrant_status(self) -> dict[str, Any]:
+        if not self._qdrant_settings.get().enabled:
+            return {"enabled": False, "healthy": False, "latency_ms": 0, "error": ""}
+        health = self.qdrant_health()
+        return {"enabled": True, "healthy": health["ok"], "latency_ms": health["latency_ms"] or 0,
+                "error": health["error"] or ""}
+
+    def providers(self) -> list[dict[str, Any]]:
+        return self._vectors.embeddings.providers()
+
+    # ---- qdrant ----
+
+    def qdrant_settings(self) -> QdrantSettings:
+        return self._qdrant_settings.get()
+
+    def update_qdrant_settings(self, patch: Mapping[str, Any]) -> QdrantSettings:
+        """Saves the Qdrant settings, then points the engine at (or away from) Qdrant."""
+        update = self._qdrant_settings.update(patch)
+        if update.memory_patch:
+            self._settings.update(update.memory_patch)
+        return update.settings
+
+    def qdrant_health(self) -> dict[str, Any]:
+        try:
+            index = self._vectors.qdrant.index()
+        except VectorError as exc:
+            return {"ok": False, "latency_ms": 0, "error": str(exc), "collection_exists": False, "points_count": 0}
+        if index is None:
+            return {"ok": False, "latency_ms": 0, "error": "Qdrant is not enabled", "collection_exists": False,
+                    "points_count": 0}
+        return index.health()
+
+    def _qdrant_index(self) -> Any:
+        try:
+            index = self._vectors.qdrant.index()
+        except VectorError as exc:
+            raise UnavailableError(str(exc)) from None
+        if index is None:
+            raise PreconditionError("Qdrant is not enabled", reason="QDRANT_DISABLED")
+        return index
+
+    def search_qdrant(self, query: str, api_key_id: str = "", session_id: str = "",
+                      top_k: int | None = None) -> list[QdrantHit]:
+        v = Violations()
+        if not query.strip():
+            v.add("query", "is required")
+        if top_k is not None and not SEARCH_TOP_K[0] <= top_k <= SEARCH_TOP_K[1]:
+            v.add("topK", f"must be between {SEARCH_TOP_K[0]} and {SEARCH_TOP_K[1]}")
+        v.raise_if_any()
+        index = self._qdrant_index()
+        settings: MemorySettings = self._settings.get()
+        try:
+            _, vector = self._vectors.embeddings.embed_one(settings, query)
+            scope = SearchScope(api_key_id=api_key_id or None, now=utcnow(), session_only=bool(session_id),
+                                session_id=session_id or None)
+            points = index.search_points(scope, vector, clamp_top_k(top_k or DEFAULT_SEARCH_TOP_K))
+        except EmbeddingError as exc:
+            raise PreconditionError(f"no usable embedding source: {exc}", reason="NO_EMBEDDING_SOURCE") from None
+        except VectorError as exc:
+            raise UnavailableError(f"qdrant search failed: {exc}") from None
+        return [QdrantHit(p.id, p.score, str(p.payload.get("apiKeyId") or ""), str(p.payload.get("sessionId") or ""),
+                          str(p.payload.get("key") or ""), str(p.payload.get("content") or "")) for p in points]
+
+    def cleanup_qdrant(self, retention_days: int | None = None) -> int:
+        if retention_days is not None and not 1 <= retention_days <= 365:
+            raise ValidationError.single("retentionDays", "must be between 1 and 365")
+        index = self._qdrant_index()
+        try:
+            return index.cleanup(retention_days or self._settings.get().retention_days)
+        except VectorError as exc:
+            raise UnavailableError(f"qdrant cleanup failed: {exc}") from None
+
+    def qdrant_models(self) -> list[dict[str, Any]]:
+        """Models a Qdrant collection can be filled with: every embedding model known here."""
+        return [{**model, "provider": provider["provider"]}
+                for provider in self._vectors.embeddings.providers() for model in provider["models"]]

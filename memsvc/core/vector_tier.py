@@ -1,0 +1,289 @@
+"""The vector tiers seen from the engine: keeping vectors in step with memories, and
+answering vector lookups with the fallbacks of ENGINE.md §5 and §7.
+
+sqlite-vec is tier 1 and always present when the extension loads; Qdrant is tier 2, used
+for search only when the memory settings say `vectorStore: qdrant` and it answers; a Qdrant
+failure (down, dimension mismatch) falls back to sqlite-vec with the reason, and a failing
+vector tier falls back to FTS5 (the retriever's job, on VectorUnavailable).
+
+Request paths never wait for a model to load (`wait=False`): a model still loading makes a
+write mark its rows `needs_reindex` and a search fall back to keywords, saying why.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, replace
+from typing import Any, Callable, Protocol, Sequence
+
+import numpy as np
+
+from memsvc.core.background import BackgroundWriter
+from memsvc.core.models import Memory, SearchScope, utcnow
+from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
+from memsvc.core.retrieval import Resolution, VectorMatch, VectorResult, VectorUnavailable
+from memsvc.core.settings import MemorySettings, Settings
+from memsvc.embedding.errors import EmbeddingError
+from memsvc.embedding.rerank import apply_rerank
+from memsvc.embedding.resolver import Embeddings, Resolved
+from memsvc.vectors.index import VectorError, VectorHit, VectorRow
+
+log = logging.getLogger("memsvc.core.vectors")
+
+# Rows of the searching owner embedded before a search when they still lack a vector.
+BACKFILL_PER_REQUEST = 64
+TIER_SQLITE = "vector"
+TIER_QDRANT = "qdrant"
+QDRANT_WRITE_FAILED = "memory.qdrant.write.failed"
+
+
+class MemoryLoader(Protocol):
+    def get_many(self, ids: Sequence[str]) -> dict[str, Memory]: ...
+
+
+@dataclass(frozen=True)
+class VectorState:
+    """What GetEngineStatus reports about the vector store."""
+
+    backend: str
+    available: bool
+    row_count: int
+    needs_reindex: int
+    reason: str
+    signature: str | None
+
+
+class QdrantConnector:
+    """The Qdrant index for the current Qdrant settings, rebuilt when they change."""
+
+    def __init__(self, manager: QdrantSettingsManager, data_dir: str, factory: Callable[[QdrantSettings, str], Any]):
+        self._manager = manager
+        self._data_dir = data_dir
+        self._factory = factory
+        self._lock = threading.Lock()
+        self._current: tuple[QdrantSettings, Any] | None = None
+
+    def settings(self) -> QdrantSettings:
+        return self._manager.get()
+
+    def index(self) -> Any | None:
+        """The index when Qdrant is enabled, else None. Raises VectorError if it cannot be built."""
+        settings = self._manager.get()
+        if not settings.enabled:
+            self.close()
+            return None
+        with self._lock:
+            if self._current is None or self._current[0] != settings:
+                old = self._current
+                try:
+                    self._current = (settings, self._factory(settings, self._data_dir))
+                except VectorError:
+                    raise
+                except Exception as exc:  # qdrant-client raises its own types on connect
+                    raise VectorError(f"qdrant unavailable: {type(exc).__name__}") from exc
+                if old is not None:
+                    old[1].close()
+            return self._current[1]
+
+    def close(self) -> None:
+        with self._lock:
+            if self._current is not None:
+                self._current[1].close()
+                self._current = None
+
+
+class VectorTier:
+    def __init__(self, embeddings: Embeddings, sqlite_index: Any, qdrant: QdrantConnector, settings: Settings,
+                 memories: MemoryLoader, background: BackgroundWriter, top_k: int = 20):
+        self.embeddings = embeddings
+        self.sqlite = sqlite_index
+        self.qdrant = qdrant
+        self._settings = settings
+        self._memories = memories
+        self._background = background
+        self._top_k = top_k
+
+    # ---- resolution ----
+
+    def _ready(self, settings: MemorySettings, text: str) -> tuple[Resolved, np.ndarray]:
+        """Embed one text for a request path; VectorUnavailable with the reason otherwise."""
+        try:
+            resolved, vector = self.embeddings.embed_one(settings, text, wait=False)
+        except EmbeddingError as exc:
+            raise VectorUnavailable(str(exc)) from None
+        return resolved, vector
+
+    def _ensure_sqlite(self, resolved: Resolved) -> None:
+        if not self.sqlite.available:
+            raise VectorUnavailable("the sqlite-vec extension is not loaded")
+        self.sqlite.ensure(resolved.signature, resolved.dimensions)
+
+    # ---- writes ----
+
+    def written(self, ids: Sequence[str]) -> None:
+        """Embed and index memories whose text just changed. Never raises: a row that could
+        not be embedded is marked needs_reindex and picked up by backfill or Reindex."""
+        if not ids:
+            return
+        memories = list(self._memories.get_many(ids).values())
+        settings = self._settings.get()
+        if not memories or self.embeddings.resolve(settings).source is None:
+            return
+        try:
+            resolved, vectors = self.embeddings.embed(settings, [m.content for m in memories], wait=False)
+            rows = [VectorRow.from_memory(m, v) for m, v in zip(memories, vectors)]
+            self._ensure_sqlite(resolved)
+            self.sqlite.upsert(rows)
+        except (EmbeddingError, VectorError, VectorUnavailable) as exc:
+            log.info("memory.vector.deferred", extra={"count": len(memories), "reason": str(exc)[:200]})
+            self._mark(memories)
+            return
+        self._dual_write(resolved, rows)
+
+    def _mark(self, memories: list[Memory]) -> None:
+        try:
+            self.sqlite.mark_failed(memories)
+        except VectorError:
+            log.warning("memory.vector.mark_failed", extra={"count": len(memories)})
+
+    def _dual_write(self, resolved: Resolved, rows: list[VectorRow]) -> None:
+        """Writes after Qdrant was enabled also go there, in the background (§7)."""
+        if not self.qdrant.settings().enabled:
+            return
+
+        def write() -> None:
+            index = self.qdrant.index()
+            if index is not None:
+                index.ensure(resolved.signature, resolved.dimensions)
+                index.upsert(rows)
+
+        self._background.submit(QDRANT_WRITE_FAILED, write)
+
+    def removed(self, ids: Sequence[str]) -> None:
+        """Best-effort removal of Qdrant points, in the background (sqlite-vec rows are
+        deleted in the same transaction as their memories, by a storage delete hook)."""
+        if not ids or not self.qdrant.settings().enabled:
+            return
+        ids = list(ids)
+
+        def remove() -> None:
+            index = self.qdrant.index()
+            if index is not None:
+                result = index.delete(ids)
+                if not result.ok:
+                    raise VectorError(result.error or "qdrant delete failed")
+
+        self._background.submit("memory.qdrant.delete.failed", remove)
+
+    def rescoped(self, memories: Sequence[Memory]) -> None:
+        """Session or expiry changed without new text: update the filter columns only."""
+        if memories and self.sqlite.available:
+            try:
+                self.sqlite.update_scope(list(memories))
+            except VectorError:
+                self._mark(list(memories))
+
+    # ---- search ----
+
+    def __call__(self, scope: SearchScope, query: str, k: int) -> VectorResult:
+        """The retriever's VectorLookup."""
+        settings = self._settings.get()
+        resolved, vector = self._ready(settings, query)
+        base = Resolution(strategy_used="", embedding_source=resolved.name, embedding_model=resolved.model or "")
+        fallback = ""
+        if settings.vector_store == "qdrant":
+            try:
+                return self._search_qdrant(scope, resolved, vector, k, base)
+            except VectorError as exc:
+                fallback = f"qdrant failed ({exc}); used sqlite-vec"
+        return self._search_sqlite(scope, resolved, vector, k, base, fallback)
+
+    def _search_qdrant(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
+                       base: Resolution) -> VectorResult:
+        index = self.qdrant.index()
+        if index is None:
+            raise VectorError("vectorStore is qdrant but Qdrant is not enabled")
+        hits = index.search(scope, vector, k)
+        return VectorResult(self._matches(hits, scope), TIER_QDRANT, replace(base, vector_store="qdrant"))
+
+    def _search_sqlite(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
+                       base: Resolution, fallback: str) -> VectorResult:
+        try:
+            self._ensure_sqlite(resolved)
+            self._backfill(scope, resolved)
+            hits = self.sqlite.search(scope, vector, k)
+        except VectorError as exc:
+            reason = f"{fallback}; {exc}" if fallback else str(exc)
+            raise VectorUnavailable(reason) from None
+        return VectorResult(self._matches(hits, scope), TIER_SQLITE,
+                            replace(base, vector_store="sqlite-vec", fallback_reason=fallback))
+
+    def _backfill(self, scope: SearchScope, resolved: Resolved) -> None:
+        """Before a search, embed (a bounded number of) the owner's rows still missing a
+        vector, so a changed source or a deferred write is searchable without a Reindex."""
+        pending = self.sqlite.pending(scope.api_key_id, BACKFILL_PER_REQUEST, scope=scope)
+        if not pending or resolved.source is None:
+            return
+        try:
+            vectors = self.embeddings.embed_with(resolved.source, [m.content for m in pending])
+        except EmbeddingError:
+            return  # the search still runs over the vectors that exist
+        self.sqlite.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
+
+    def _matches(self, hits: Sequence[VectorHit], scope: SearchScope) -> list[VectorMatch]:
+        """Hits as memories, re-checked against the scope (a stale vector or point never
+        surfaces a memory out of scope, it only costs a slot)."""
+        memories = self._memories.get_many([h.id for h in hits])
+        out = []
+        for hit in hits:
+            memory = memories.get(hit.id)
+            if memory is not None and _in_scope(memory, scope):
+                out.append(VectorMatch(memory, hit.score))
+        return out
+
+    # ---- introspection ----
+
+    def state(self, settings: MemorySettings) -> VectorState:
+        qdrant_selected = settings.vector_store == "qdrant"
+        backend = "qdrant" if qdrant_selected else "sqlite-vec"
+        if not self.sqlite.available:
+            return VectorState(backend, False, 0, self._safe(self.sqlite.pending_count),
+                               "the sqlite-vec extension is not loaded", None)
+        resolved = self.embeddings.resolve(settings)
+        reason = "" if resolved.source is not None else f"no embedding source: {resolved.reason}"
+        return VectorState(backend, resolved.source is not None, self._safe(self.sqlite.count),
+                           self._safe(self.sqlite.pending_count), reason, self.sqlite.state().signature)
+
+    @staticmethod
+    def _safe(probe: Callable[[], int]) -> int:
+        try:
+            return int(probe())
+        except VectorError:
+            return 0
+
+
+class SettingsReranker:
+    """The retriever's reranker: the configured rerank endpoint when rerankEnabled (§9)."""
+
+    def __init__(self, embeddings: Embeddings, settings: Settings):
+        self._embeddings = embeddings
+        self._settings = settings
+
+    def __call__(self, query: str, items: list[Any]) -> list[Any] | None:
+        settings = self._settings.get()
+        if not settings.rerank_enabled:
+            return None
+        ranking = self._embeddings.rerank(settings, query, [i.memory.content for i in items], top_n=len(items))
+        return [replace(item, score=score) if score is not None else item
+                for item, score in apply_rerank(items, ranking)]
+
+
+def _in_scope(memory: Memory, scope: SearchScope) -> bool:
+    if scope.api_key_id is not None and memory.api_key_id != scope.api_key_id:
+        return False
+    if scope.session_only and memory.session_id != scope.session_id:
+        return False
+    if memory.expires_at is not None and memory.expires_at <= scope.now:
+        return False
+    return scope.created_after is None or memory.created_at >= scope.created_after

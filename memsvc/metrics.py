@@ -1,0 +1,92 @@
+"""Prometheus metrics: per-RPC latency and status, retrieval tiers and fallbacks, embedding
+cache, reindex progress and database size.
+
+One registry per process (not the library's global one), so in-process test servers do not
+share counters. Gauges that mirror state elsewhere (cache counters, DB size, reindex) are
+read at scrape time by a collector instead of being pushed on every change.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Callable, Iterable, Mapping
+
+from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+# Retrieval runs in a few milliseconds; the buckets resolve that range finely.
+LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
+
+
+@dataclass
+class StateSources:
+    """Callables the collector reads at scrape time; any may be None."""
+
+    db_path: str | None = None
+    embedding_cache: Callable[[], Mapping[str, int]] | None = None
+    reindex: Callable[[], Mapping[str, float]] | None = None
+
+
+class _StateCollector(Collector):
+    def __init__(self, sources: StateSources):
+        self._sources = sources
+
+    def collect(self) -> Iterable[GaugeMetricFamily]:
+        if self._sources.db_path:
+            size = GaugeMetricFamily("memsvc_db_size_bytes", "SQLite database size (main file + WAL)")
+            size.add_metric([], _file_size(self._sources.db_path) + _file_size(self._sources.db_path + "-wal"))
+            yield size
+        if self._sources.embedding_cache:
+            stats = self._sources.embedding_cache()
+            cache = GaugeMetricFamily("memsvc_embedding_cache", "Embedding cache counters", labels=["kind"])
+            for kind in ("hits", "misses", "size"):
+                cache.add_metric([kind], float(stats.get(kind, 0)))
+            yield cache
+        if self._sources.reindex:
+            progress = GaugeMetricFamily("memsvc_reindex", "Progress of the current or last reindex", labels=["field"])
+            for name, value in self._sources.reindex().items():
+                progress.add_metric([name], float(value))
+            yield progress
+
+
+def _file_size(path: str) -> float:
+    try:
+        return float(os.path.getsize(path))
+    except OSError:
+        return 0.0
+
+
+class Metrics:
+    def __init__(self, sources: StateSources | None = None):
+        self.registry = CollectorRegistry()
+        self.rpc_latency = Histogram("memsvc_rpc_duration_seconds", "RPC latency", ["method"],
+                                     buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.rpc_total = Counter("memsvc_rpc", "RPCs by final status", ["method", "code"], registry=self.registry)
+        self.retrieval_tier = Counter("memsvc_retrieval", "Retrievals by the tier that answered",
+                                      ["strategy_used"], registry=self.registry)
+        self.retrieval_fallback = Counter("memsvc_retrieval_fallback", "Retrievals that fell back from the "
+                                          "requested tier", registry=self.registry)
+        self.registry.register(_StateCollector(sources or StateSources()))
+        self._server = None
+
+    def observe_rpc(self, method: str, code: str, seconds: float) -> None:
+        self.rpc_latency.labels(method).observe(seconds)
+        self.rpc_total.labels(method, code).inc()
+
+    def observe_retrieval(self, strategy_used: str, fell_back: bool) -> None:
+        self.retrieval_tier.labels(strategy_used).inc()
+        if fell_back:
+            self.retrieval_fallback.inc()
+
+    def serve(self, host: str, port: int) -> int:
+        """Expose /metrics over HTTP; returns the bound port (port 0 picks one)."""
+        self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return self._server.server_port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
