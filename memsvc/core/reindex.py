@@ -100,6 +100,8 @@ class Reindexer:
                 raise ConflictError("a reindex is already running; retry later or attach to it",
                                     reason="REINDEX_RUNNING")
             source = self._check_preconditions(target)
+            if target == "sqlite-vec":
+                self._align_signature()
             if force and target == "sqlite-vec":
                 self._mark_all()
             pending = self._pending_total(target, limit)
@@ -118,6 +120,19 @@ class Reindexer:
         if target == "qdrant" and not self._vectors.qdrant.settings().enabled:
             raise PreconditionError("Qdrant is not enabled", reason="QDRANT_DISABLED")
         return resolved.source
+
+    def _align_signature(self) -> None:
+        """A changed source must count its rows as pending before the first message, or the
+        old model's vectors would look current. With a known dimension the table is reset
+        now; a remote source learns its dimension from the job's first batch (no blocking
+        call here), so a different source:model just marks every row."""
+        resolved = self._vectors.embeddings.resolve(self._settings.get())
+        if resolved.signature is not None:
+            self._vectors.sqlite.ensure(resolved.signature, resolved.dimensions)
+            return
+        stored = self._vectors.sqlite.state().signature
+        if stored and not stored.startswith(f"{resolved.name}:{resolved.model}:"):
+            self._mark_all()
 
     def _pending_total(self, target: str, limit: int) -> int:
         total = self._vectors.sqlite.pending_count() if target == "sqlite-vec" else self._count_all()

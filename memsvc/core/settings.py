@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Mapping, Protocol
 
 from memsvc.core.errors import Violations
-from memsvc.core.url_policy import check_url
+from memsvc.core.url_policy import check_resolved
 
 STRATEGIES = ("recent", "semantic", "hybrid")
 SCOPES = ("apiKey", "session", "global")
@@ -202,7 +202,8 @@ SPECS: tuple[Spec, ...] = (
     _spec("skillsEnabled", "skills_enabled", _BOOL),
     _spec("embeddingSource", "embedding_source", _enum_kind(EMBEDDING_SOURCES)),
     _spec("embeddingProviderModel", "embedding_provider_model", _nullable_str_kind(_provider_model)),
-    _spec("customBaseUrl", "custom_base_url", _nullable_str_kind(check_url)),
+    _spec("customBaseUrl", "custom_base_url",
+          _nullable_str_kind(lambda url: check_resolved(url, unresolvable_ok=True))),
     _spec("customModelId", "custom_model_id", _nullable_str_kind()),
     _spec("transformersEnabled", "transformers_enabled", _BOOL),
     _spec("staticEnabled", "static_enabled", _BOOL),

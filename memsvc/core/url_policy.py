@@ -50,8 +50,10 @@ def check_url(url: str) -> str | None:
     return None
 
 
-def check_resolved(url: str) -> str | None:
-    """`check_url` plus every address the host resolves to; for use right before a call."""
+def check_resolved(url: str, *, unresolvable_ok: bool = False) -> str | None:
+    """`check_url` plus every address the host resolves to; for use right before a call.
+    A settings write passes `unresolvable_ok`: a name that does not resolve now may later,
+    and is checked again on every use."""
     problem = check_url(url)
     if problem:
         return problem
@@ -59,7 +61,7 @@ def check_resolved(url: str) -> str | None:
     try:
         infos = socket.getaddrinfo(parts.hostname, parts.port or (443 if parts.scheme == "https" else 80))
     except OSError:
-        return "host does not resolve"
+        return None if unresolvable_ok else "host does not resolve"
     if any(forbidden_address(info[4][0]) for info in infos):
         return "resolves to a link-local or cloud metadata address"
     return None
