@@ -20,11 +20,12 @@ from memsvc.core.retrieval import Retriever
 from memsvc.core.settings import Settings
 from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
+from memsvc.metrics import Metrics, StateSources
 from memsvc.storage.database import Database
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.qdrant import QdrantIndex
-from memsvc.vectors.sqlite_vec import SqliteVecIndex, delete_in
+from memsvc.vectors.sqlite_vec import SqliteVecIndex
 
 
 @dataclass
@@ -41,6 +42,7 @@ class App:
     qdrant_settings: QdrantSettingsManager
     introspection: Introspection
     reindexer: Reindexer
+    metrics: Metrics
 
     @classmethod
     def open(cls, config: Config) -> "App":
@@ -61,11 +63,16 @@ class App:
                               rrf_k=config.rrf_k, top_k=config.vec_top_k)
         characters = Characters(config, database, memories)
         characters.start()
-        return cls(config=config, database=database, backend=backend, memories=memories,
-                   settings=settings, engine=Engine(backend, settings, background, retriever, events=vectors),
-                   background=background, characters=characters, vectors=vectors, qdrant_settings=qdrant_settings,
+        reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex)
+        metrics = Metrics(StateSources(db_path=str(config.db_path), embedding_cache=vectors.embeddings.cache.stats,
+                                       reindex=lambda: _reindex_gauges(reindexer)))
+        engine = Engine(backend, settings, background, retriever, events=vectors,
+                        on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)))
+        return cls(config=config, database=database, backend=backend, memories=memories, settings=settings,
+                   engine=engine, background=background, characters=characters, vectors=vectors,
+                   qdrant_settings=qdrant_settings,
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings),
-                   reindexer=Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex))
+                   reindexer=reindexer, metrics=metrics)
 
     @staticmethod
     def _vector_tier(config: Config, database: Database, backend: SqliteMemoryBackend, settings: Settings,
@@ -73,18 +80,30 @@ class App:
         """sqlite-vec rows are deleted in the transaction that deletes their memories;
         Qdrant points are removed after it, in the background."""
         embeddings = Embeddings(EmbeddingConfig.from_config(config))
-        sqlite_index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k)
+        sqlite_index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
+                                      cache_bytes=config.vec_cache_mb * 1_000_000)
         qdrant_settings = QdrantSettingsManager(store)
         connector = QdrantConnector(qdrant_settings, str(config.data_dir), QdrantIndex.from_settings)
         vectors = VectorTier(embeddings, sqlite_index, connector, settings, backend, background, top_k=config.vec_top_k)
-        backend.add_delete_hook(lambda conn, rows: delete_in(conn, [memory_id for _, memory_id in rows]))
+        backend.add_delete_hook(lambda conn, rows: sqlite_index.delete_in_transaction(
+            conn, [memory_id for _, memory_id in rows]))
         backend.add_delete_hook(lambda conn, rows: vectors.removed([memory_id for memory_id, _ in rows]))
         return vectors, qdrant_settings
 
     def close(self) -> None:
         """Finish acknowledged background writes (appended messages flushed to their files
         included), then close the database."""
+        self.metrics.close()
         self.characters.close()
         self.background.drain()
         self.vectors.qdrant.close()
         self.backend.shutdown()
+
+
+def _reindex_gauges(reindexer: Reindexer) -> dict[str, float]:
+    job = reindexer.current()
+    if job is None:
+        return {}
+    p = job.latest()
+    return {"pending": p.pending, "processed": p.processed, "errors": p.errors, "rate_per_second": p.rate_per_second,
+            "running": 0.0 if job.finished else 1.0}

@@ -1,4 +1,4 @@
-"""`memsvc serve | migrate | gateway`: the operator's entry points."""
+"""`memsvc serve | migrate | gateway | reindex | status | memories`: the operator's entry points."""
 
 from __future__ import annotations
 
@@ -10,6 +10,8 @@ import sys
 from pathlib import Path
 
 from memsvc import config as cfg
+from memsvc.cli_admin import add_commands, run_client_command
+from memsvc.client import ClientError
 from memsvc.core.errors import StorageVersionError
 from memsvc.logs import configure
 
@@ -68,6 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
+    add_commands(commands, cfg.add_arguments)
     return parser
 
 
@@ -76,10 +79,15 @@ def main(argv: list[str] | None = None) -> int:
     try:
         conf = cfg.load(args)
         configure(conf.log_level)
+        if getattr(args, "client_command", False):
+            return run_client_command(conf, args)
         return args.handler(conf, args)
     except (cfg.ConfigError, StorageVersionError) as exc:
         print(f"memsvc: {exc}", file=sys.stderr)
         return 2
+    except ClientError as exc:
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return exc.exit_code
     except KeyboardInterrupt:
         return 130
 

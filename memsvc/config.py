@@ -73,6 +73,8 @@ class Config:
     sqlite_synchronous: str = _opt("NORMAL", "MEMSVC_SQLITE_SYNCHRONOUS", "NORMAL survives process kills in WAL mode; FULL also survives power loss")
     workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models)", parse=int)
     max_message_bytes: int = _opt(16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int)
+    metrics_host: str = _opt("127.0.0.1", "MEMSVC_METRICS_HOST", "Prometheus /metrics bind address")
+    metrics_port: int = _opt(9464, "MEMSVC_METRICS_PORT", "Prometheus /metrics port (0 picks a free one, -1 turns it off)", flag="--metrics-port", parse=int)
     shutdown_grace_s: float = _opt(10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float)
     # -- character memory (spec/CHARACTER_MEMORY.md) --
     memory_dir: Path | None = _opt(None, "MEMSVC_MEMORY_DIR", "runtime memory root of the character recent-history files (default <data-dir>/memory)", flag="--memory-dir", parse=Path)
@@ -93,6 +95,7 @@ class Config:
     static_cache_dir: Path | None = _opt(None, "MEMORY_STATIC_CACHE_DIR", "where the distilled static model is cached (default <data-dir>/embeddings)", parse=_optional_path)
     vec_top_k: int = _opt(20, "MEMORY_VEC_TOP_K", "vector search top-K (each list fused by RRF)", parse=int)
     rrf_k: int = _opt(60, "MEMORY_RRF_K", "the k of reciprocal rank fusion", parse=int)
+    vec_cache_mb: int = _opt(256, "MEMORY_VEC_CACHE_MB", "memory (MB) for per-owner in-memory vector matrices that answer sqlite-vec KNN searches (LRU over owners; 0 = search vec0 directly)", parse=int)
     vec_quantization: str = _opt("none", "MEMORY_VEC_QUANTIZATION", "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)")
 
     @property
@@ -114,6 +117,8 @@ class Config:
 
     def validate(self) -> None:
         """Refuse configurations that are unsafe or cannot work."""
+        if not -1 <= self.metrics_port <= 65535:
+            raise ConfigError(f"metrics_port must be -1..65535, got {self.metrics_port}")
         for name in ("grpc_port", "rest_port", "envoy_admin_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:
@@ -148,6 +153,8 @@ def _check_embedding_options(config: Config) -> None:
         raise ConfigError("MEMORY_VEC_TOP_K must be 1..100")
     if not 1 <= config.rrf_k <= 1000:
         raise ConfigError("MEMORY_RRF_K must be 1..1000")
+    if not 0 <= config.vec_cache_mb <= 1_000_000:
+        raise ConfigError("MEMORY_VEC_CACHE_MB must be 0..1000000")
     if config.vec_quantization not in ("none", "int8"):
         raise ConfigError("MEMORY_VEC_QUANTIZATION must be none or int8")
     if not 0 < config.embedding_timeout_s <= 300:

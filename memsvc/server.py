@@ -47,8 +47,8 @@ class RunningServer:
         await asyncio.get_running_loop().run_in_executor(None, self.app.close)
 
 
-def _interceptors(config: Config) -> list[grpc.aio.ServerInterceptor]:
-    chain: list[grpc.aio.ServerInterceptor] = [RequestContextInterceptor()]
+def _interceptors(config: Config, observe=None) -> list[grpc.aio.ServerInterceptor]:
+    chain: list[grpc.aio.ServerInterceptor] = [RequestContextInterceptor(observe)]
     if config.auth_enabled:
         chain.append(AuthInterceptor(config.api_tokens))
     chain.append(ErrorInterceptor())
@@ -72,7 +72,7 @@ async def start(config: Config, app: App) -> RunningServer:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(config.workers, thread_name_prefix="memsvc-worker"))
     server = grpc.aio.server(
-        interceptors=_interceptors(config),
+        interceptors=_interceptors(config, app.metrics.observe_rpc),
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
@@ -95,6 +95,18 @@ async def start(config: Config, app: App) -> RunningServer:
     return RunningServer(server, port, health_servicer, app)
 
 
+def _serve_metrics(app: App, config: Config) -> int | None:
+    """The /metrics endpoint; a port that cannot be bound is logged, not fatal (the memory
+    service matters more than its metrics)."""
+    if config.metrics_port < 0:
+        return None
+    try:
+        return app.metrics.serve(config.metrics_host, config.metrics_port)
+    except OSError as exc:
+        log.error("metrics.bind_failed", extra={"port": config.metrics_port, "error": str(exc)})
+        return None
+
+
 async def serve(config: Config) -> None:
     """Run until SIGTERM or SIGINT, with the gateway unless disabled."""
     from memsvc.gateway.launcher import Gateway  # the gateway is optional at run time
@@ -102,7 +114,9 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     app = await loop.run_in_executor(None, App.open, config)
     running = await start(config, app)
+    metrics_port = _serve_metrics(app, config)
     log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,
+                                      "metrics_port": metrics_port,
                                       "auth": "bearer" if config.auth_enabled else "none (loopback only)",
                                       "sqlite_vec": app.database.vec_version or f"unavailable: {app.database.vec_error}"})
     gateway = None

@@ -35,12 +35,6 @@ def _cut(text: str, limit: int) -> str:
     return encoded[: limit - 3].decode("utf-8", "ignore") + "…"
 
 
-class UnimplementedError(core.MemsvcError):
-    """An RPC of the contract whose capability is not built yet."""
-
-    reason = "UNIMPLEMENTED"
-
-
 class UnauthenticatedError(core.MemsvcError):
     reason = "UNAUTHENTICATED"
 
@@ -55,7 +49,6 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (core.UnavailableError, grpc.StatusCode.UNAVAILABLE),
     # INTERNAL with the core's own message (what failed, what was rolled back).
     (core.OperationFailedError, grpc.StatusCode.INTERNAL),
-    (UnimplementedError, grpc.StatusCode.UNIMPLEMENTED),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
 ]
 

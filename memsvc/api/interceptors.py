@@ -55,6 +55,19 @@ def _is_exempt(method: str) -> bool:
 
 
 class RequestContextInterceptor(grpc.aio.ServerInterceptor):
+    """`observe(method, code, seconds)` (the metrics) sees every RPC this logs."""
+
+    def __init__(self, observe: Callable[[str, str, float], None] | None = None):
+        self._observe = observe
+
+    def _finished(self, method: str, context: grpc.aio.ServicerContext, started: float) -> None:
+        seconds = time.perf_counter() - started
+        code = context.code()
+        name = code.name if isinstance(code, grpc.StatusCode) else "OK" if code in (None, 0) else str(code)
+        log.info("rpc", extra={"method": method, "code": name, "duration_ms": round(seconds * 1000, 3)})
+        if self._observe is not None:
+            self._observe(method, name, seconds)
+
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
         if handler is None or _is_exempt(details.method):
@@ -70,7 +83,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
                 try:
                     return await behavior(request, context)
                 finally:
-                    _log_rpc(method, context, started)
+                    self._finished(method, context, started)
             return run
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
@@ -81,17 +94,10 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
                     async for item in behavior(request, context):
                         yield item
                 finally:
-                    _log_rpc(method, context, started)
+                    self._finished(method, context, started)
             return run
 
         return _wrap(handler, unary, stream)
-
-
-def _log_rpc(method: str, context: grpc.aio.ServicerContext, started: float) -> None:
-    code = context.code()
-    name = code.name if isinstance(code, grpc.StatusCode) else "OK" if code in (None, 0) else str(code)
-    log.info("rpc", extra={"method": method, "code": name,
-                           "duration_ms": round((time.perf_counter() - started) * 1000, 3)})
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):

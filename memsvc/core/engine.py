@@ -5,7 +5,7 @@ protobuf and never opens the database itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Mapping, Protocol, Sequence
 
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.errors import PermissionDeniedError, Violations
@@ -95,12 +95,14 @@ def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
 
 class Engine:
     def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter,
-                 retriever: Retriever | None = None, events: MemoryEvents | None = None):
+                 retriever: Retriever | None = None, events: MemoryEvents | None = None,
+                 on_retrieval: Callable[[Resolution], None] | None = None):
         self._backend = backend
         self._settings = settings
         self._retriever = retriever or Retriever(backend)
         self._background = background
         self._events: MemoryEvents = events or NoEvents()
+        self._on_retrieval = on_retrieval or (lambda resolution: None)
 
     # ---- retrieval ----
 
@@ -130,6 +132,7 @@ class Engine:
             scope=scope or settings.scope, session_id=session_id or None, retention_days=settings.retention_days,
         ))
         self._backend.touch([item.memory.id for item in result.items])
+        self._on_retrieval(result.resolution)
         return result
 
     def preview(self, query: str, api_key_id: str = "", session_id: str = "", strategy: str = "",

@@ -222,7 +222,7 @@ class VectorTier:
     def _backfill(self, scope: SearchScope, resolved: Resolved) -> None:
         """Before a search, embed (a bounded number of) the owner's rows still missing a
         vector, so a changed source or a deferred write is searchable without a Reindex."""
-        pending = self.sqlite.pending(scope.api_key_id, BACKFILL_PER_REQUEST, scope=scope)
+        pending = self.sqlite.pending_for_search(scope, BACKFILL_PER_REQUEST)
         if not pending or resolved.source is None:
             return
         try:

@@ -313,7 +313,12 @@ class SqliteMemoryBackend:
         """Reindex `force`: every memory needs a new vector."""
         with self.db.write() as conn:
             conn.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
-            return conn.changes()
+            changed = conn.changes()
+            # Vector caches remember which owners had nothing pending: this voids that
+            # (memsvc.vectors.sqlite_vec.bump_generation, inlined: storage must not import vectors).
+            conn.execute("INSERT INTO sequences (name, value) VALUES ('vec_generation', 1) "
+                         "ON CONFLICT(name) DO UPDATE SET value = value + 1")
+            return changed
 
     def keyword_probe(self) -> tuple[bool, str]:
         """Runs a real MATCH on both FTS5 indexes: the keyword tier's health, measured."""

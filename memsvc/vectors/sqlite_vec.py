@@ -49,6 +49,7 @@ pending() returns every memory, deletes are no-ops. Nothing here can raise "no s
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,7 @@ from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import scope_clause
 from memsvc.storage.sqlite_backend import _M_COLUMNS, _row_to_memory
+from memsvc.vectors.vec_cache import OwnerBlock, VectorCache
 from memsvc.vectors.index import (
     DeleteResult,
     DimensionMismatch,
@@ -132,6 +134,22 @@ def _chunks(values: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
         yield values[start:start + size]
 
 
+GENERATION = "vec_generation"
+
+
+def bump_generation(conn: Any) -> int:
+    """Inside a write transaction that changes vectors: advance `vec_generation` (the row
+    in-process vector caches compare against, see memsvc.vectors.vec_cache); returns it."""
+    return int(conn.execute(
+        "INSERT INTO sequences (name, value) VALUES (?, 1) "
+        "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value", (GENERATION,)).fetchone()[0])
+
+
+def read_generation(conn: Any) -> int:
+    row = conn.execute("SELECT value FROM sequences WHERE name = ?", (GENERATION,)).fetchone()
+    return int(row[0]) if row else 0
+
+
 def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
     """Delete vectors inside a write transaction the caller already holds (e.g. together
     with the `memories` rows, so a crash leaves neither half). No table → 0."""
@@ -145,6 +163,8 @@ def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
         if found:
             conn.execute(f"DELETE FROM {TABLE} WHERE rowid IN ({marks})", part)
             deleted += int(found)
+    if deleted:
+        bump_generation(conn)
     return deleted
 
 
@@ -158,7 +178,7 @@ class SqliteVecIndex:
     name = "sqlite-vec"
 
     def __init__(self, db: Database, *, quantization: str = "none", chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 default_k: int = DEFAULT_TOP_K) -> None:
+                 default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0) -> None:
         if quantization not in QUANTIZATIONS:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
         if chunk_size < 8 or chunk_size % 8:
@@ -167,6 +187,31 @@ class SqliteVecIndex:
         self.quantization = quantization
         self.chunk_size = int(chunk_size)
         self.default_k = max(1, min(MAX_K, int(default_k)))
+        #: Per-owner in-memory matrices (memsvc.vectors.vec_cache); None = search in SQLite.
+        self.cache: VectorCache | None = VectorCache(cache_bytes) if cache_bytes > 0 else None
+
+    # -- cache coherence -------------------------------------------------------------------
+
+    def _changed(self, conn: Any, change: Any = None) -> None:
+        """Inside a write transaction that changed vectors: bump the generation and apply
+        `change(cache)` to this process's cache (None = drop the whole cache)."""
+        gen = bump_generation(conn)
+        cache = self.cache
+        if cache is None:
+            return
+        cache.apply(gen, change if change is not None else (lambda c: c._reset(gen)))
+        self.db.on_rollback(cache.invalidate)
+
+    def delete_in_transaction(self, conn: Any, memory_ids: Iterable[Any]) -> int:
+        """`delete_in` for a transaction the caller holds (the memories delete hook), keeping
+        this index's cache in step."""
+        ids = _memory_ids(memory_ids)
+        deleted = delete_in(conn, ids)
+        if deleted and self.cache is not None:
+            gen = read_generation(conn)
+            self.cache.apply(gen, lambda c: _remove_ids(c, ids))
+            self.db.on_rollback(self.cache.invalidate)
+        return deleted
 
     # -- state ---------------------------------------------------------------------------
 
@@ -234,6 +279,7 @@ class SqliteVecIndex:
             conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
             conn.execute(self._create_sql(dim))
             conn.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
+            self._changed(conn)
             conn.execute(
                 "INSERT INTO memory_vec_meta (id, active_dim, embedding_signature, last_reset_at, vec_loaded) "
                 "VALUES (1, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET active_dim = excluded.active_dim, "
@@ -261,6 +307,7 @@ class SqliteVecIndex:
             raise VectorError("the vector index is not set up yet: call ensure(signature, dim) first")
         if not _table_exists(conn):
             conn.execute(self._create_sql(int(dim)))
+            self._changed(conn)
         return int(dim)
 
     # -- vectors -------------------------------------------------------------------------
@@ -287,6 +334,7 @@ class SqliteVecIndex:
         prepared = [(row, as_vector(row.vector)) for row in rows]
         value_sql = self._value_sql()
         written = 0
+        applied: list[tuple[VectorRow, np.ndarray]] = []
         with self.db.write() as conn:
             dim = self._ready_dim(conn)
             for row, vec in prepared:
@@ -307,6 +355,9 @@ class SqliteVecIndex:
                 conn.execute("UPDATE memories SET needs_reindex = 0 WHERE memory_id = ? AND needs_reindex != 0",
                              (row.memory_id,))
                 written += 1
+                applied.append((row, vec))
+            if applied:
+                self._changed(conn, lambda c: _put_rows(c, applied, dim))
         return written
 
     def update_scope(self, memories: Sequence[Memory]) -> int:
@@ -325,6 +376,9 @@ class SqliteVecIndex:
                              (m.session_id or _NO_SESSION, unix_us(m.created_at),
                               unix_us(m.expires_at) if m.expires_at is not None else NEVER_US, m.memory_id))
                 updated += conn.changes()
+            if updated:
+                scoped = list(memories)
+                self._changed(conn, lambda c: _rescope(c, scoped))
         return updated
 
     def delete(self, ids: Sequence[Any]) -> DeleteResult:
@@ -334,7 +388,7 @@ class SqliteVecIndex:
         if not keys or self.db.vec_version is None:
             return DeleteResult(0)
         with self.db.write() as conn:
-            return DeleteResult(delete_in(conn, keys))
+            return DeleteResult(self.delete_in_transaction(conn, keys))
 
     def mark_failed(self, memory_ids: Sequence[Any]) -> int:
         """Embedding failed for these memories: set `needs_reindex = 1` and remove their
@@ -350,7 +404,8 @@ class SqliteVecIndex:
                 conn.execute(f"UPDATE memories SET needs_reindex = 1 WHERE memory_id IN ({marks})", part)
                 marked += conn.changes()
             if self.db.vec_version is not None:
-                delete_in(conn, keys)
+                self.delete_in_transaction(conn, keys)
+            self._changed(conn, lambda c: c.forget_clean())
         return marked
 
     def prune_orphans(self) -> int:
@@ -364,7 +419,7 @@ class SqliteVecIndex:
             orphans = [r[0] for r in conn.execute(
                 f"SELECT v.rowid FROM {TABLE} v WHERE NOT EXISTS "
                 "(SELECT 1 FROM memories m WHERE m.memory_id = v.rowid)").fetchall()]
-            return delete_in(conn, orphans)
+            return self.delete_in_transaction(conn, orphans)
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -389,6 +444,10 @@ class SqliteVecIndex:
             knn.append("v.created_us >= ?")
             params.append(unix_us(scope.created_after))
         recheck, recheck_params = scope_clause(scope, "m")
+        if self.cache is not None and scope.api_key_id is not None:
+            hits = self._search_cached(scope, vec, k, recheck, recheck_params)
+            if hits is not None:
+                return hits
         sql = (f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
                f"WHERE {' AND '.join(knn)}) "
                f"SELECT m.id, knn.memory_id, knn.distance FROM knn JOIN memories m ON m.memory_id = knn.memory_id "
@@ -403,6 +462,100 @@ class SqliteVecIndex:
             rows = conn.execute(sql, [*params, *recheck_params]).fetchall()
         return [VectorHit(memory_id=int(mid), id=str(id_), distance=float(d), score=cosine_score(float(d)))
                 for id_, mid, d in rows]
+
+    def _search_cached(self, scope: SearchScope, vec: np.ndarray, k: int, recheck: str,
+                       recheck_params: list[Any]) -> list[VectorHit] | None:
+        """The owner's KNN on its cached matrix (loaded on first use, in this snapshot);
+        None when this search must go to SQLite (old snapshot, owner too big to cache)."""
+        cache = self.cache
+        assert cache is not None and scope.api_key_id is not None
+        owner = scope.api_key_id
+        with self.db.read() as conn:
+            row = conn.execute("SELECT active_dim FROM memory_vec_meta WHERE id = 1").fetchone()
+            dim = row[0] if row else None
+            if dim is None or not _table_exists(conn):
+                return []
+            if vec.shape[0] != dim:
+                raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
+            gen = read_generation(conn)
+            block, usable = cache.block(owner, gen)
+            if not usable:
+                return None
+            if block is None:
+                block = self._load_block(conn, owner, int(dim))
+                if block is None:
+                    return None
+                cache.store(owner, gen, block)
+            norm = float(np.linalg.norm(vec))
+            query = vec / np.float32(norm) if norm > 0 else vec
+            found = block.search(query, k, unix_us(scope.now),
+                                 unix_us(scope.created_after) if scope.created_after is not None else None,
+                                 (scope.session_id or _NO_SESSION) if scope.session_only else None)
+            if not found:
+                return []
+            distance = dict(found)
+            rows = conn.execute(
+                f"SELECT m.id, m.memory_id FROM memories m WHERE m.memory_id IN (SELECT value FROM json_each(?)) "
+                f"AND {recheck}", [json.dumps([mid for mid, _ in found]), *recheck_params]).fetchall()
+        live = {int(mid): str(id_) for id_, mid in rows}
+        return [VectorHit(memory_id=mid, id=live[mid], distance=d, score=cosine_score(d))
+                for mid, d in found if mid in live]
+
+    def _load_block(self, conn: Any, owner: str, dim: int) -> OwnerBlock | None:
+        """Every vector of one owner, normalized, in one matrix (None: too big to cache)."""
+        cache = self.cache
+        assert cache is not None
+        count = conn.execute("SELECT count(*) FROM memories WHERE api_key_id = ?", (owner,)).fetchone()[0]
+        width = 1 if self.quantization == "int8" else 4
+        if not cache.fits(int(count) * dim * 4 + int(count) * 28):
+            return None
+        rows = conn.execute(
+            f"SELECT v.rowid, v.session_id, v.created_us, v.expires_us, v.embedding FROM memories m "
+            f"JOIN {TABLE} v ON v.rowid = m.memory_id WHERE m.api_key_id = ?", (owner,)).fetchall()
+        rows = [r for r in rows if r[4] is not None and len(r[4]) == dim * width]
+        n = len(rows)
+        if n == 0:
+            return OwnerBlock(dim)
+        dtype = np.int8 if width == 1 else np.float32
+        matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype=dtype).reshape(n, dim).astype(np.float32)
+        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        matrix /= norms
+        return OwnerBlock.from_arrays(
+            dim, np.fromiter((r[0] for r in rows), dtype=np.int64, count=n), matrix, [r[1] or "" for r in rows],
+            np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
+            np.fromiter((r[3] for r in rows), dtype=np.int64, count=n))
+
+    def pending_for_search(self, scope: SearchScope, limit: int) -> list[Memory]:
+        """`pending(owner, limit, scope=scope)` for the lazy backfill before a search, without
+        scanning every row of the owner on every request: with a cache, the highest
+        memory_id up to which the owner had nothing pending is remembered (valid while the
+        vector generation holds), so only newer rows are checked."""
+        owner = scope.api_key_id
+        if self.cache is None or owner is None or self.db.vec_version is None:
+            return self.pending(owner, limit, scope=scope)
+        with self.db.read() as conn:
+            if not _table_exists(conn):
+                return self.pending(owner, limit, scope=scope)
+            gen = read_generation(conn)
+            row = conn.execute("SELECT value FROM sequences WHERE name = 'memory_id'").fetchone()
+            newest = int(row[0]) if row else 0
+            clean = self.cache.clean_upto(owner, gen)
+            if clean is not None and clean >= newest:
+                return []
+            missing = (f"(m.needs_reindex = 1 OR NOT EXISTS (SELECT 1 FROM {TABLE} v WHERE v.rowid = m.memory_id))")
+            if clean is not None:
+                # New rows only: the memory_id index range, owner checked per row (the "+"
+                # keeps the planner off the owner index, which would read all of them).
+                found = conn.execute(f"SELECT 1 FROM memories m WHERE m.memory_id > ? AND +m.api_key_id = ? "
+                                     f"AND {missing} LIMIT 1", (clean, owner)).fetchone()
+            else:
+                found = conn.execute(f"SELECT 1 FROM memories m WHERE m.api_key_id = ? AND {missing} LIMIT 1",
+                                     (owner,)).fetchone()
+            if found is None:
+                self.cache.set_clean(owner, gen, newest)
+                return []
+        return self.pending(owner, limit, scope=scope)
 
     def _pending_where(self, conn: Any, api_key_id: str | None, scope: SearchScope | None) -> tuple[str, list[Any]]:
         clauses: list[str] = []
@@ -489,3 +642,35 @@ def signature_dim(signature: str | None) -> int | None:
     """The dimension encoded in a `source:model:dim[:int8]` signature, if any."""
     match = _SIGNATURE_DIM.search(signature or "")
     return int(match[1]) if match else None
+
+
+# -- cache changes (run by VectorCache.apply under its lock) ----------------------------------
+
+
+def _put_rows(cache: VectorCache, applied: list[tuple[VectorRow, np.ndarray]], dim: int) -> None:
+    for row, vec in applied:
+        block = cache.owner_block(row.api_key_id)
+        if block is None or block.dim != dim:
+            continue
+        norm = float(np.linalg.norm(vec))
+        block.put(int(row.memory_id), vec / np.float32(norm) if norm > 0 else vec, row.session_id or _NO_SESSION,
+                  unix_us(row.created_at), unix_us(row.expires_at) if row.expires_at is not None else NEVER_US)
+
+
+def _rescope(cache: VectorCache, memories: list[Memory]) -> None:
+    for m in memories:
+        block = cache.owner_block(m.api_key_id)
+        if block is not None:
+            block.set_scope(int(m.memory_id), m.session_id or _NO_SESSION, unix_us(m.created_at),
+                            unix_us(m.expires_at) if m.expires_at is not None else NEVER_US)
+
+
+def _remove_ids(cache: VectorCache, memory_ids: list[int], forget_clean: bool = False) -> None:
+    blocks = cache.each_block()
+    for mid in memory_ids:
+        for block in blocks:
+            if mid in block.slots:
+                block.remove(mid)
+                break
+    if forget_clean:
+        cache.forget_clean()

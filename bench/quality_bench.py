@@ -1,0 +1,195 @@
+"""Retrieval quality on a labeled set (bench/quality_set.py): recall@5, recall@10 and MRR
+for exact ("recent"), keyword (FTS5), semantic and hybrid with the static model and with
+MiniLM — with the per-query latency of each beside it, so quality is never traded for
+speed silently. Also the FTS5 tokenizer and query-building choices of ENGINE.md §2,
+measured on the same set.
+
+Runs the real engine in process (App over a fresh database; retrieval through
+Engine.preview, the same code as Retrieve without touching counters).
+"""
+
+from __future__ import annotations
+
+import argparse
+import random
+import shutil
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, write_results  # noqa: E402
+from bench.facts import owner_facts  # noqa: E402
+from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
+
+OFF = {"embeddingSource": "auto", "staticEnabled": False, "transformersEnabled": False}
+STATIC = {"embeddingSource": "static", "staticEnabled": True, "transformersEnabled": False}
+MINILM = {"embeddingSource": "transformers", "staticEnabled": False, "transformersEnabled": True}
+CONFIGS = [  # (label, settings, strategy)
+    ("exact (recent + keyword score)", OFF, "recent"),
+    ("keyword (FTS5)", OFF, "semantic"),
+    ("semantic, static", STATIC, "semantic"),
+    ("hybrid RRF, static", STATIC, "hybrid"),
+    ("semantic, MiniLM", MINILM, "semantic"),
+    ("hybrid RRF, MiniLM", MINILM, "hybrid"),
+]
+
+
+def _metrics(ranks: list[int | None]) -> dict[str, float]:
+    n = len(ranks)
+    return {"recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
+            "recall@10": sum(1 for r in ranks if r is not None and r <= 10) / n,
+            "mrr": sum(1.0 / r for r in ranks if r is not None) / n}
+
+
+def _wait_reindex(app, timeout_s: float = 300) -> None:
+    job = app.reindexer.start(force=True)
+    deadline = time.monotonic() + timeout_s
+    while not job.finished and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def engine_quality() -> tuple[dict, dict[str, str]]:
+    from memsvc.app import App
+    from memsvc.config import Config
+    from memsvc.core.models import NewMemory
+
+    folder = CACHE / "quality"
+    shutil.rmtree(folder, ignore_errors=True)
+    app = App.open(Config(data_dir=folder / "data", grpc_port=0, gateway=False, log_level="WARNING",
+                          static_cache_dir=STATIC_CACHE))
+    ids: dict[tuple[str, str], str] = {}
+    try:
+        app.settings.update({"enabled": True, "retentionDays": 365, "maxTokens": 16000, **OFF})
+        rng = random.Random(3)
+        drafts = []
+        for owner in OWNERS:
+            for fact in owner_facts(owner, DISTRACTORS_PER_OWNER, seed=5):
+                drafts.append(NewMemory(api_key_id=owner, content=fact.content, key=fact.key, type=fact.type))
+        labeled = [NewMemory(api_key_id=o, content=c, key=f"fact:{i}") for i, (o, c, _, _) in enumerate(LABELED)]
+        everything = drafts + labeled
+        rng.shuffle(everything)
+        for draft in everything:
+            result = app.memories.create(draft)
+            if draft.key and draft.key.startswith("fact:"):
+                ids[(draft.api_key_id, draft.content)] = result.id
+        results: dict[str, dict] = {}
+        current = None
+        for label, settings, strategy in CONFIGS:
+            if settings is not current:
+                app.settings.update(settings)
+                app.vectors.embeddings.warm(app.settings.get())
+                if settings is not OFF:
+                    _wait_reindex(app)
+                current = settings
+            per_kind: dict[str, list[int | None]] = {"keyword": [], "paraphrase": []}
+            times: list[float] = []
+            used = set()
+            for owner, content, kw, para in LABELED:
+                for kind, query in (("keyword", kw), ("paraphrase", para)):
+                    t0 = time.perf_counter()
+                    res = app.engine.preview(query, api_key_id=owner, strategy=strategy, max_tokens=16000, limit=10)
+                    times.append((time.perf_counter() - t0) * 1000)
+                    used.add(res.resolution.strategy_used)
+                    got = [item.memory.id for item in res.items]
+                    target = ids[(owner, content)]
+                    per_kind[kind].append(got.index(target) + 1 if target in got else None)
+            results[label] = {"keyword": _metrics(per_kind["keyword"]), "paraphrase": _metrics(per_kind["paraphrase"]),
+                              "all": _metrics(per_kind["keyword"] + per_kind["paraphrase"]),
+                              "p50_ms": pct(times, 50), "p99_ms": pct(times, 99), "strategy_used": sorted(used)}
+    finally:
+        app.close()
+    return results, {}
+
+
+# ---------------------------------------------------------------------- ENGINE.md §2 choices
+
+
+def tokenizer_choices() -> dict:
+    """Keyword-only ranking (bm25) on the same set, per tokenizer and query building."""
+    import apsw
+
+    from memsvc.core.text import STOPWORDS, normalize, terms
+
+    conn = apsw.Connection(":memory:")
+    docs: list[tuple[int, str, str]] = []
+    target: dict[tuple[str, str], int] = {}
+    for owner in OWNERS:
+        for fact in owner_facts(owner, DISTRACTORS_PER_OWNER, seed=5):
+            docs.append((len(docs) + 1, owner, fact.content))
+    for owner, content, _, _ in LABELED:
+        docs.append((len(docs) + 1, owner, content))
+        target[(owner, content)] = len(docs)
+    tokenizers = {"porter unicode61 (ours)": "porter unicode61 remove_diacritics 2",
+                  "unicode61, no stemming": "unicode61 remove_diacritics 2", "trigram": "trigram"}
+    for i, tok in enumerate(tokenizers.values()):
+        conn.execute(f"CREATE VIRTUAL TABLE f{i} USING fts5(content, owner UNINDEXED, tokenize='{tok}')")
+        conn.executemany(f"INSERT INTO f{i}(rowid, content, owner) VALUES (?, ?, ?)", [(d, c, o) for d, o, c in docs])
+
+    def q(words: list[str], op: str) -> str | None:
+        return f" {op} ".join('"' + w.replace('"', '""') + '"' for w in words) or None
+
+    import re
+    builders = {
+        "terms without stopwords, OR (ours)": lambda text: q(list(terms(text).words) + list(terms(text).cjk_runs), "OR"),
+        "every word, OR": lambda text: q(re.findall(r"[^\W_]+", normalize(text)), "OR"),
+        "terms without stopwords, AND": lambda text: q(list(terms(text).words) + list(terms(text).cjk_runs), "AND"),
+    }
+    out = {}
+    for ti, tok_label in enumerate(tokenizers):
+        for b_label, build in builders.items():
+            ranks = {"keyword": [], "paraphrase": []}
+            for owner, content, kw, para in LABELED:
+                for kind, text in (("keyword", kw), ("paraphrase", para)):
+                    query = build(text)
+                    got: list[int] = []
+                    if query:
+                        try:
+                            got = [r[0] for r in conn.execute(
+                                f"SELECT rowid FROM f{ti} WHERE f{ti} MATCH ? AND owner = ? ORDER BY rank LIMIT 10",
+                                (query, owner))]
+                        except apsw.Error:
+                            got = []
+                    t = target[(owner, content)]
+                    ranks[kind].append(got.index(t) + 1 if t in got else None)
+            out[f"{tok_label} | {b_label}"] = {k: _metrics(v) for k, v in ranks.items()}
+    _ = STOPWORDS
+    return out
+
+
+def run() -> dict:
+    engine, _ = engine_quality()
+    return {"engine": engine, "tokenizers": tokenizer_choices(), "labeled": len(LABELED),
+            "distractors": DISTRACTORS_PER_OWNER * len(OWNERS), "owners": len(OWNERS)}
+
+
+def report(out: dict) -> tuple[str, list[Target]]:
+    rows = []
+    for label, r in out["engine"].items():
+        rows.append([label, f"{r['all']['recall@5']:.2f}", f"{r['all']['recall@10']:.2f}", f"{r['all']['mrr']:.2f}",
+                     f"{r['keyword']['mrr']:.2f}", f"{r['paraphrase']['mrr']:.2f}", f"{r['p50_ms']:.2f}",
+                     ", ".join(r["strategy_used"])])
+    table = md_table(["strategy", "recall@5", "recall@10", "MRR", "MRR keyword q.", "MRR paraphrase q.",
+                      "p50 ms/query", "tier used"], rows)
+    table += (f"\n\n{out['labeled']} labeled facts × 2 queries (keyword, paraphrase), {out['owners']} owners, "
+              f"{out['distractors']} distractors. In process (Engine.preview), so the latency excludes gRPC.")
+    trows = [[k.split(" | ")[0], k.split(" | ")[1], f"{v['keyword']['recall@10']:.2f}", f"{v['keyword']['mrr']:.2f}",
+              f"{v['paraphrase']['recall@10']:.2f}", f"{v['paraphrase']['mrr']:.2f}"] for k, v in out["tokenizers"].items()]
+    table += "\n\n" + md_table(["FTS5 tokenizer (bm25 only)", "query building", "recall@10 keyword q.", "MRR keyword q.",
+                                "recall@10 paraphrase q.", "MRR paraphrase q."], trows)
+    targets: list[Target] = []  # issue 6 sets no quality number: reported beside the speed, not judged
+    return table, targets
+
+
+def main() -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0]).parse_args()
+    out = run()
+    table, targets = report(out)
+    out["targets"] = [t.as_dict() for t in targets]
+    write_results("quality", out, table, "Retrieval quality")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

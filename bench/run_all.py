@@ -1,0 +1,93 @@
+"""Run every benchmark of issue 6, write bench/results/summary.md, print PASS/MISS per target.
+
+    .venv/bin/python bench/run_all.py
+
+The first run also builds what later runs reuse from bench/.cache/: the static model
+(distilled once from the shipped MiniLM, about 3 minutes here), the 1M-row hot-path
+database (about 8–9 minutes) and the 100k-vector KNN databases (about 1 minute). With those
+cached, the whole run takes under 10 minutes on the 2-core machine. Each script can also be
+run alone (bench/hot_path.py, knn_bench.py, writes_bench.py, reindex_bench.py,
+startup_bench.py, quality_bench.py).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+import traceback
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench import hot_path, knn_bench, quality_bench, reindex_bench, startup_bench, writes_bench  # noqa: E402
+from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
+from bench.dataset import ensure_all  # noqa: E402
+
+STEPS = [
+    ("startup", "Start and footprint", startup_bench),
+    ("knn", "Vector search floor (KNN)", knn_bench),
+    ("hot_path", "Hot path", hot_path),
+    ("writes", "Writes", writes_bench),
+    ("reindex", "Reindex throughput", reindex_bench),
+    ("quality", "Retrieval quality", quality_bench),
+]
+
+
+def _targets(out: dict) -> list[Target]:
+    return [Target(t["name"], t["value"], t["op"], t["limit"], t["unit"], t.get("note", "")) for t in out["targets"]]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description="run every benchmark of issue 6")
+    parser.add_argument("--only", default="", help="comma-separated subset: " + ",".join(s for s, _, _ in STEPS))
+    args = parser.parse_args()
+    only = {s for s in args.only.split(",") if s}
+    started = time.perf_counter()
+    t0 = time.perf_counter()
+    datasets = ensure_all()
+    prep_s = time.perf_counter() - t0
+    sections, targets, timings, failures = [], [], {}, []
+    for name, title, module in STEPS:
+        if only and name not in only:
+            continue
+        print(f"\n=== {title} ===", flush=True)
+        t1 = time.perf_counter()
+        try:
+            out = module.run()
+            if "_targets" in out:  # knn_bench returns its table and targets itself
+                table, found = out.pop("table"), out.pop("_targets")
+            else:
+                table, found = module.report(out)
+            out["targets"] = [t.as_dict() for t in found]
+            write_results(name, out, table, title)
+            sections.append(f"### {title}\n\n{table}\n")
+            targets += found
+        except Exception:  # noqa: BLE001 - one failing bench must not hide the others' numbers
+            failures.append(name)
+            traceback.print_exc()
+            sections.append(f"### {title}\n\nFAILED: {traceback.format_exc().splitlines()[-1]}\n")
+        timings[name] = round(time.perf_counter() - t1, 1)
+    total = time.perf_counter() - started
+    summary = targets_table(targets)
+    m = machine()
+    text = (f"# memsvc benchmarks\n\n{m['when']} · Python {m['python']} · {m['cpus']} CPUs · run_all took "
+            f"{total / 60:.1f} min (dataset check {prep_s:.0f} s; per bench s: "
+            + ", ".join(f"{k} {v}" for k, v in timings.items()) + ")\n\n## Targets of issue 6\n\n" + summary
+            + "\n\n" + "\n".join(sections))
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    (RESULTS / "summary.md").write_text(text, encoding="utf-8")
+    (RESULTS / "summary.json").write_text(json.dumps({"machine": m, "seconds": round(total, 1), "timings": timings,
+                                                     "datasets": datasets, "failures": failures,
+                                                     "targets": [t.as_dict() for t in targets]}, indent=2, default=str))
+    print("\n=== Targets of issue 6 ===\n")
+    print(summary)
+    for t in targets:
+        print(f"{'PASS' if t.passed else 'MISS'}  {t.name}: {t.value:.3g}{t.unit} (goal {t.op} {t.limit:g}{t.unit})")
+    print(f"\nrun_all took {total / 60:.1f} min; wrote {RESULTS / 'summary.md'}")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
