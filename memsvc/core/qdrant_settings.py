@@ -17,14 +17,13 @@ from __future__ import annotations
 
 import ipaddress
 import re
-import threading
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from memsvc.core.errors import Violations
-from memsvc.core.settings import SettingsStore, Spec, _enum_kind, _int_kind, _read_bool, _write_bool
+from memsvc.core.settings import NamespaceSettings, SettingsStore, Spec, _enum_kind, _int_kind, _read_bool, _write_bool
 from memsvc.core.url_policy import METADATA_HOSTS, check_url, forbidden_address
 
 NAMESPACE = "qdrant"
@@ -296,29 +295,13 @@ class QdrantUpdate:
     memory_patch: dict[str, Any]
 
 
-class QdrantSettingsManager:
+class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
     """Cached access to the Qdrant settings of one store."""
 
     def __init__(self, store: SettingsStore):
-        self._store = store
-        self._lock = threading.Lock()
-        self._cached: tuple[int, QdrantSettings] | None = None
-
-    def get(self) -> QdrantSettings:
-        version = self._store.settings_version()
-        cached = self._cached
-        if cached is not None and cached[0] == version:
-            return cached[1]
-        with self._lock:
-            current = normalize(self._store.read_settings(NAMESPACE))
-            self._cached = (version, current)
-            return current
+        super().__init__(store, NAMESPACE, normalize, validate_update)
 
     def update(self, patch: Mapping[str, Any]) -> QdrantUpdate:
         """Validate strictly, save, and return the new settings plus the memory-settings
         patch to apply alongside (see `memory_settings_patch`)."""
-        values = validate_update(patch)
-        with self._lock:
-            self._store.write_settings(NAMESPACE, values)
-            self._cached = None
-        return QdrantUpdate(self.get(), memory_settings_patch(patch))
+        return QdrantUpdate(self.save(patch), memory_settings_patch(patch))

@@ -12,7 +12,7 @@ import json
 import math
 import threading
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Mapping, Protocol
+from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
 from memsvc.core.errors import Violations
 from memsvc.core.url_policy import check_resolved
@@ -27,6 +27,7 @@ RETENTION_RANGE = (1, 365)
 MAX_STRING = 2048
 MAX_CONFIG_BYTES = 16 * 1024
 NAMESPACE = "memory"
+T = TypeVar("T")
 
 
 class SettingsStore(Protocol):
@@ -244,30 +245,47 @@ def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
     return {name: (None if value == "" else value) for name, value in patch.items()}
 
 
-class Settings:
-    """Cached access to the memory settings of one store."""
+class NamespaceSettings(Generic[T]):
+    """One namespace of the settings store, normalized on read and cached by the store's
+    version (so another process's write is seen on the next read). Memory and Qdrant
+    settings share it; each brings its own normalize and validate."""
 
-    def __init__(self, store: SettingsStore):
+    def __init__(self, store: SettingsStore, namespace: str, normalize_fn: Callable[[Mapping[str, Any]], T],
+                 validate_fn: Callable[[Mapping[str, Any]], dict[str, Any]]):
         self._store = store
+        self._namespace = namespace
+        self._normalize = normalize_fn
+        self._validate = validate_fn
         self._lock = threading.Lock()
-        self._cached: tuple[int, MemorySettings] | None = None
+        self._cached: tuple[int, T] | None = None
 
-    def get(self) -> MemorySettings:
+    def get(self) -> T:
         version = self._store.settings_version()
         cached = self._cached
         if cached is not None and cached[0] == version:
             return cached[1]
         with self._lock:
-            current = normalize(self._store.read_settings(NAMESPACE))
+            current = self._normalize(self._store.read_settings(self._namespace))
             self._cached = (version, current)
             return current
 
-    def update(self, patch: Mapping[str, Any]) -> MemorySettings:
-        values = validate_update(patch)
+    def save(self, patch: Mapping[str, Any]) -> T:
+        """Validate strictly (nothing saved on any violation), store, return the new value."""
+        values = self._validate(patch)
         with self._lock:
-            self._store.write_settings(NAMESPACE, values)
+            self._store.write_settings(self._namespace, values)
             self._cached = None
         return self.get()
+
+
+class Settings(NamespaceSettings[MemorySettings]):
+    """Cached access to the memory settings of one store."""
+
+    def __init__(self, store: SettingsStore):
+        super().__init__(store, NAMESPACE, normalize, validate_update)
+
+    def update(self, patch: Mapping[str, Any]) -> MemorySettings:
+        return self.save(patch)
 
     def override(self, **changes: Any) -> MemorySettings:
         """The current settings with some fields replaced (per-request options)."""
