@@ -24,7 +24,6 @@ from memsvc.metrics import Metrics, StateSources
 from memsvc.storage.database import Database
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.vectors.qdrant import QdrantIndex
 from memsvc.vectors.sqlite_vec import SqliteVecIndex
 
 
@@ -83,7 +82,7 @@ class App:
         sqlite_index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
                                       cache_bytes=config.vec_cache_mb * 1_000_000)
         qdrant_settings = QdrantSettingsManager(store)
-        connector = QdrantConnector(qdrant_settings, str(config.data_dir), QdrantIndex.from_settings)
+        connector = QdrantConnector(qdrant_settings, str(config.data_dir), _qdrant_index)
         vectors = VectorTier(embeddings, sqlite_index, connector, settings, backend, background, top_k=config.vec_top_k)
         backend.add_delete_hook(lambda conn, rows: sqlite_index.delete_in_transaction(
             conn, [memory_id for _, memory_id in rows]))
@@ -107,3 +106,11 @@ def _reindex_gauges(reindexer: Reindexer) -> dict[str, float]:
     p = job.latest()
     return {"pending": p.pending, "processed": p.processed, "errors": p.errors, "rate_per_second": p.rate_per_second,
             "running": 0.0 if job.finished else 1.0}
+
+
+def _qdrant_index(settings, data_dir: str):
+    """Imported only when Qdrant is enabled: qdrant-client alone costs about a second of
+    start-up (health must answer SERVING within 2 s)."""
+    from memsvc.vectors.qdrant import QdrantIndex
+
+    return QdrantIndex.from_settings(settings, data_dir)

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Protocol, Sequence
 
+from memsvc.core.access import AccessRecorder
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
@@ -103,6 +104,7 @@ class Engine:
         self._background = background
         self._events: MemoryEvents = events or NoEvents()
         self._on_retrieval = on_retrieval or (lambda resolution: None)
+        self._access = AccessRecorder(backend.touch, background)
 
     # ---- retrieval ----
 
@@ -131,7 +133,7 @@ class Engine:
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
             scope=scope or settings.scope, session_id=session_id or None, retention_days=settings.retention_days,
         ))
-        self._backend.touch([item.memory.id for item in result.items])
+        self._access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
         return result
 

@@ -14,7 +14,6 @@ from memsvc.core.settings import MemorySettings, Settings
 from memsvc.core.vector_tier import VectorTier
 from memsvc.embedding.errors import EmbeddingError
 from memsvc.vectors.index import VectorError
-from memsvc.vectors.qdrant import clamp_top_k
 
 SEARCH_TOP_K = (1, 20)
 DEFAULT_SEARCH_TOP_K = 5
@@ -109,7 +108,7 @@ class Introspection:
             _, vector = self._vectors.embeddings.embed_one(settings, query)
             scope = SearchScope(api_key_id=api_key_id or None, now=utcnow(), session_only=bool(session_id),
                                 session_id=session_id or None)
-            points = index.search_points(scope, vector, clamp_top_k(top_k or DEFAULT_SEARCH_TOP_K))
+            points = index.search_points(scope, vector, top_k or DEFAULT_SEARCH_TOP_K)
         except EmbeddingError as exc:
             raise PreconditionError(f"no usable embedding source: {exc}", reason="NO_EMBEDDING_SOURCE") from None
         except VectorError as exc:

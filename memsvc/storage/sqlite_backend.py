@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import json
 import uuid
+from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import apsw
 
@@ -275,17 +276,20 @@ class SqliteMemoryBackend:
         with self.db.write() as conn:
             return self._delete_where(conn, where, params)
 
-    def touch(self, ids: Sequence[str]) -> None:
-        """Record that these memories were returned: access_count + 1, last_accessed_at =
-        now, in one transaction. Leaves the FTS index alone (its update trigger only fires
-        on content/key changes). Unknown ids are ignored."""
-        if not ids:
+    def touch(self, ids: Sequence[str] | Mapping[str, int]) -> None:
+        """Record that these memories were returned: access_count + n (n = how often each
+        id was returned; 1 for a plain list), last_accessed_at = now, in one transaction.
+        Leaves the FTS index alone (its update trigger only fires on content/key changes).
+        Unknown ids are ignored."""
+        counts = dict(ids) if isinstance(ids, Mapping) else dict(Counter(ids))
+        if not counts:
             return
         with self.db.write() as conn:
             conn.execute(
-                "UPDATE memories SET access_count = access_count + 1, last_accessed_at = ? "
-                "WHERE id IN (SELECT value FROM json_each(?))",
-                (iso(utcnow()), json.dumps(list(ids))),
+                "UPDATE memories SET access_count = access_count + "
+                "(SELECT value FROM json_each(?1) WHERE key = memories.id), last_accessed_at = ?2 "
+                "WHERE id IN (SELECT key FROM json_each(?1))",
+                (json.dumps(counts), iso(utcnow())),
             )
 
     # -- reads ---------------------------------------------------------------------------

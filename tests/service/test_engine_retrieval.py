@@ -6,6 +6,8 @@ Memories are created with CreateMemory; ages and expiries are moved with direct 
 
 from __future__ import annotations
 
+import time
+
 import math
 import uuid
 from datetime import datetime, timedelta, timezone
@@ -72,6 +74,11 @@ def tokens(text: str) -> int:
 
 
 def access_counts(server) -> dict[str, int]:
+    """The counters once every access recorded so far is written (they are recorded off the
+    request path, by the server's background writer)."""
+    deadline = time.monotonic() + 10
+    while server.app.background.pending() and time.monotonic() < deadline:
+        time.sleep(0.01)
     return dict(sql(server, "SELECT id, access_count FROM memories"))
 
 

@@ -76,3 +76,22 @@ def test_first_three_sentences():
     assert first_sentences("Alpha. Beta. Gamma. Delta.") == "Alpha. Beta. Gamma."
     assert first_sentences("一つ。二つ。三つ。四つ。") == "一つ。 二つ。 三つ。"
     assert first_sentences("no full stop") == "no full stop"
+
+
+def test_access_recorder_coalesces_a_burst_into_one_write():
+    import threading
+
+    from memsvc.core.access import AccessRecorder
+    from memsvc.core.background import BackgroundWriter
+
+    writes: list[dict[str, int]] = []
+    gate = threading.Event()
+    background = BackgroundWriter()
+    background.submit("blocked", gate.wait)  # hold the writer so the burst queues up
+    recorder = AccessRecorder(lambda counts: writes.append(dict(counts)), background)
+    for _ in range(50):
+        recorder.record(["a", "b"])
+    recorder.record(["a"])
+    gate.set()
+    background.drain()
+    assert writes == [{"a": 51, "b": 50}]

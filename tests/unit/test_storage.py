@@ -306,11 +306,13 @@ def test_same_measure_grows_without_the_trigger_guard(tmp_path: Path):
         database.close()
 
 
-def test_touch_ignores_unknown_ids_and_empty_lists(backend: SqliteMemoryBackend):
+def test_touch_counts_each_return_and_ignores_unknown_ids(backend: SqliteMemoryBackend):
     created = backend.create(_new("x y z"))
     backend.touch([])
-    backend.touch(["no-such-id", created.id, created.id])
-    assert backend.get(created.id).access_count == 1
+    backend.touch(["no-such-id", created.id, created.id])  # returned twice (coalesced batch)
+    assert backend.get(created.id).access_count == 2
+    backend.touch({created.id: 3, "no-such-id": 1})
+    assert backend.get(created.id).access_count == 5
 
 
 # -- create / upsert / memory_id -------------------------------------------------------------
