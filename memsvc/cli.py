@@ -7,7 +7,6 @@ import asyncio
 import logging
 import signal
 import sys
-from pathlib import Path
 
 from memsvc import config as cfg
 from memsvc.cli_admin import add_commands, run_client_command

@@ -5,7 +5,7 @@ protobuf and never opens the database itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from memsvc.core.access import AccessRecorder
 from memsvc.core.background import BackgroundWriter

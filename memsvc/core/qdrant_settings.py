@@ -23,7 +23,17 @@ from typing import Any, Mapping
 from urllib.parse import urlsplit
 
 from memsvc.core.errors import Violations
-from memsvc.core.settings import NamespaceSettings, SettingsStore, Spec, _enum_kind, _int_kind, _read_bool, _write_bool
+from memsvc.core.settings import (
+    NamespaceSettings,
+    SettingsStore,
+    Spec,
+    _enum_kind,
+    _int_kind,
+    _read_bool,
+    _write_bool,
+    read_specs,
+    spec,
+)
 from memsvc.core.url_policy import METADATA_HOSTS, check_url, forbidden_address
 
 NAMESPACE = "qdrant"
@@ -66,7 +76,7 @@ class QdrantSettings:
 
     def to_api(self) -> dict[str, Any]:
         """What GET returns: every field under its API name, the key only masked."""
-        out = {spec.api: getattr(self, spec.attr) for spec in SPECS if spec.api != "apiKey"}
+        out = {s.api: getattr(self, s.attr) for s in SPECS if s.api != "apiKey"}
         out["hasApiKey"] = self.has_api_key
         out["apiKeyMasked"] = mask_api_key(self.api_key)
         return out
@@ -220,32 +230,22 @@ def _local_path_kind():
     return read, write
 
 
-def _spec(api: str, attr: str, kind) -> Spec:
-    read, write = kind
-    return Spec(api, attr, read, write)
-
-
 SPECS: tuple[Spec, ...] = (
-    _spec("enabled", "enabled", (_read_bool, _write_bool)),
-    _spec("host", "host", _host_kind()),
-    _spec("port", "port", _int_kind(*PORT_RANGE)),
-    _spec("collection", "collection", _collection_kind()),
-    _spec("embeddingModel", "embedding_model", _model_kind()),
-    _spec("apiKey", "api_key", _api_key_kind()),
-    _spec("quantization", "quantization", _enum_kind(QUANTIZATIONS)),
-    _spec("localPath", "local_path", _local_path_kind()),
+    spec("enabled", "enabled", (_read_bool, _write_bool)),
+    spec("host", "host", _host_kind()),
+    spec("port", "port", _int_kind(*PORT_RANGE)),
+    spec("collection", "collection", _collection_kind()),
+    spec("embeddingModel", "embedding_model", _model_kind()),
+    spec("apiKey", "api_key", _api_key_kind()),
+    spec("quantization", "quantization", _enum_kind(QUANTIZATIONS)),
+    spec("localPath", "local_path", _local_path_kind()),
 )
-_BY_API = {spec.api: spec for spec in SPECS}
-_DEFAULTS = QdrantSettings()
+_BY_API = {s.api: s for s in SPECS}
 
 
 def normalize(stored: Mapping[str, Any]) -> QdrantSettings:
     """Lenient: whatever is stored becomes valid settings (invalid → default)."""
-    values = {}
-    for spec in SPECS:
-        default = getattr(_DEFAULTS, spec.attr)
-        values[spec.attr] = spec.read(stored[spec.api], default) if spec.api in stored else default
-    return QdrantSettings(**values)
+    return read_specs(SPECS, QdrantSettings, stored)
 
 
 def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -259,11 +259,11 @@ def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
     for name, value in patch.items():
         if name in READ_ONLY:
             continue
-        spec = _BY_API.get(name)
-        if spec is None:
+        known = _BY_API.get(name)
+        if known is None:
             v.add(name, "unknown setting")
             continue
-        problem = spec.write(value)
+        problem = known.write(value)
         if problem:
             v.add(name, problem)
     v.raise_if_any()

@@ -61,7 +61,7 @@ class MemorySettings:
 
     def to_api(self) -> dict[str, Any]:
         """Every field under its API (camelCase) name."""
-        return {spec.api: getattr(self, spec.attr) for spec in SPECS}
+        return {s.api: getattr(self, s.attr) for s in SPECS}
 
 
 # ---- field kinds: (lenient read, strict write) pairs ----
@@ -188,44 +188,48 @@ class Spec:
     write: Callable[[Any], str | None]
 
 
-def _spec(api: str, attr: str, kind) -> Spec:
+def spec(api: str, attr: str, kind) -> Spec:
+    """A field from its API name, attribute name and (lenient read, strict write) kind."""
     read, write = kind
     return Spec(api, attr, read, write)
 
 
+def read_specs(specs: tuple[Spec, ...], cls: type[T], stored: Mapping[str, Any]) -> T:
+    """Lenient read shared by every settings namespace: each stored field through its
+    kind's reader, the class default when absent or unreadable."""
+    defaults = cls()
+    return cls(**{s.attr: s.read(stored[s.api], getattr(defaults, s.attr)) if s.api in stored
+                  else getattr(defaults, s.attr) for s in specs})
+
+
 _BOOL = (_read_bool, _write_bool)
 SPECS: tuple[Spec, ...] = (
-    _spec("enabled", "enabled", _BOOL),
-    _spec("maxTokens", "max_tokens", _int_kind(*MAX_TOKENS_RANGE)),
-    _spec("retentionDays", "retention_days", _int_kind(*RETENTION_RANGE)),
-    _spec("strategy", "strategy", _enum_kind(STRATEGIES, {"exact": "recent"})),
-    _spec("scope", "scope", _enum_kind(SCOPES)),
-    _spec("skillsEnabled", "skills_enabled", _BOOL),
-    _spec("embeddingSource", "embedding_source", _enum_kind(EMBEDDING_SOURCES)),
-    _spec("embeddingProviderModel", "embedding_provider_model", _nullable_str_kind(_provider_model)),
-    _spec("customBaseUrl", "custom_base_url",
+    spec("enabled", "enabled", _BOOL),
+    spec("maxTokens", "max_tokens", _int_kind(*MAX_TOKENS_RANGE)),
+    spec("retentionDays", "retention_days", _int_kind(*RETENTION_RANGE)),
+    spec("strategy", "strategy", _enum_kind(STRATEGIES, {"exact": "recent"})),
+    spec("scope", "scope", _enum_kind(SCOPES)),
+    spec("skillsEnabled", "skills_enabled", _BOOL),
+    spec("embeddingSource", "embedding_source", _enum_kind(EMBEDDING_SOURCES)),
+    spec("embeddingProviderModel", "embedding_provider_model", _nullable_str_kind(_provider_model)),
+    spec("customBaseUrl", "custom_base_url",
           _nullable_str_kind(lambda url: check_resolved(url, unresolvable_ok=True))),
-    _spec("customModelId", "custom_model_id", _nullable_str_kind()),
-    _spec("transformersEnabled", "transformers_enabled", _BOOL),
-    _spec("staticEnabled", "static_enabled", _BOOL),
-    _spec("rerankEnabled", "rerank_enabled", _BOOL),
-    _spec("rerankProviderModel", "rerank_provider_model", _nullable_str_kind(_provider_model)),
-    _spec("vectorStore", "vector_store", _enum_kind(VECTOR_STORES)),
-    _spec("primaryBackend", "primary_backend", _enum_kind(BACKENDS)),
-    _spec("fallbackBackends", "fallback_backends", _list_kind(BACKENDS)),
-    _spec("backendConfigs", "backend_configs", _object_kind()),
+    spec("customModelId", "custom_model_id", _nullable_str_kind()),
+    spec("transformersEnabled", "transformers_enabled", _BOOL),
+    spec("staticEnabled", "static_enabled", _BOOL),
+    spec("rerankEnabled", "rerank_enabled", _BOOL),
+    spec("rerankProviderModel", "rerank_provider_model", _nullable_str_kind(_provider_model)),
+    spec("vectorStore", "vector_store", _enum_kind(VECTOR_STORES)),
+    spec("primaryBackend", "primary_backend", _enum_kind(BACKENDS)),
+    spec("fallbackBackends", "fallback_backends", _list_kind(BACKENDS)),
+    spec("backendConfigs", "backend_configs", _object_kind()),
 )
-_BY_API = {spec.api: spec for spec in SPECS}
-_DEFAULTS = MemorySettings()
+_BY_API = {s.api: s for s in SPECS}
 
 
 def normalize(stored: Mapping[str, Any]) -> MemorySettings:
     """Lenient: whatever is stored becomes a valid MemorySettings."""
-    values = {}
-    for spec in SPECS:
-        default = getattr(_DEFAULTS, spec.attr)
-        values[spec.attr] = spec.read(stored[spec.api], default) if spec.api in stored else default
-    return MemorySettings(**values)
+    return read_specs(SPECS, MemorySettings, stored)
 
 
 def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -234,11 +238,11 @@ def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
     if not patch:
         v.add("settings", "nothing to update")
     for name, value in patch.items():
-        spec = _BY_API.get(name)
-        if spec is None:
+        known = _BY_API.get(name)
+        if known is None:
             v.add(name, "unknown setting")
             continue
-        problem = spec.write(value)
+        problem = known.write(value)
         if problem:
             v.add(name, problem)
     v.raise_if_any()

@@ -20,7 +20,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from memsvc.core.background import BackgroundWriter
-from memsvc.core.models import Memory, SearchScope, utcnow
+from memsvc.core.models import Memory, SearchScope
 from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
 from memsvc.core.retrieval import Resolution, VectorMatch, VectorResult, VectorUnavailable
 from memsvc.core.settings import MemorySettings, Settings

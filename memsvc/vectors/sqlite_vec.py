@@ -493,7 +493,6 @@ class SqliteVecIndex:
                                  (scope.session_id or _NO_SESSION) if scope.session_only else None)
             if not found:
                 return []
-            distance = dict(found)
             rows = conn.execute(
                 f"SELECT m.id, m.memory_id FROM memories m WHERE m.memory_id IN (SELECT value FROM json_each(?)) "
                 f"AND {recheck}", [json.dumps([mid for mid, _ in found]), *recheck_params]).fetchall()
