@@ -66,6 +66,11 @@ def terms(text: str) -> Terms:
     return Terms(tuple(words), tuple(runs))
 
 
+def cjk_runs(text: str) -> list[str]:
+    """The CJK runs of the normalized text, in order (repeats kept), as `terms` finds them."""
+    return [run for token in _WORD.findall(normalize(text)) for run in _CJK_RUN.findall(token)]
+
+
 def ngrams(run: str, n: int) -> list[str]:
     """Overlapping n-grams of a CJK run; a run shorter than n is its own single gram."""
     if len(run) <= n:

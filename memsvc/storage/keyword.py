@@ -8,12 +8,14 @@ enough and bm25 ranks rows that match more of them higher.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import apsw
 
 from memsvc.core.models import KeywordHit, SearchScope
 from memsvc.core.text import Terms, ngrams, terms
+from memsvc.storage import owner_terms
 from memsvc.storage.database import iso
 
 
@@ -52,37 +54,60 @@ def scope_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]]:
     return " AND ".join(clauses), params
 
 
-def owner_token(api_key_id: str) -> str:
-    """The `owner` column's token of migration 0004 ('o' || hex(api_key_id) || '0')."""
-    return "o" + api_key_id.encode("utf-8", "surrogatepass").hex().upper() + "0"
+def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], scope: SearchScope) -> list[Any]:
+    """`columns` of the given memories (alias m) that are in the scope, in no order.
+
+    The id list drives the join (CROSS JOIN fixes the order): written as `memory_id IN
+    (...) AND api_key_id = ?`, SQLite walked the owner's whole index range instead (2 ms
+    for 20 ids of an owner with 10k memories)."""
+    where, params = scope_clause(scope)
+    return conn.execute(f"SELECT {columns} FROM json_each(?) j CROSS JOIN memories m ON m.memory_id = j.value "
+                        f"WHERE {where}", [json.dumps(memory_ids), *params]).fetchall()
+
+
+def _matches(t: Terms, owner: str | None, conn: apsw.Connection) -> list[tuple[str, str, str]]:
+    """(table, bm25 expression, MATCH query) for each index the terms can use: one owner's
+    postings (migration 0005) when the scope has an owner, the shared indexes otherwise."""
+    if owner is not None:
+        found = [("memory_owner_fts", "bm25(memory_owner_fts, 1.0, 1.0, 0.0)",
+                  owner_terms.word_query(owner_terms.word_tokenizer(conn), owner, t), "{content key}"),
+                 ("memory_owner_fts", "bm25(memory_owner_fts, 0.0, 0.0, 1.0)", owner_terms.gram_query(owner, t), "grams")]
+        return [(table, rank, f"{columns} : ({q})") for table, rank, q, columns in found if q is not None]
+    found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0, 0.0)", word_query(t)),
+             ("memory_fts_cjk", "bm25(memory_fts_cjk)", cjk_query(t))]
+    return [(table, rank, f"{{content key}} : ({q})" if table == "memory_fts" else q)
+            for table, rank, q in found if q is not None]
+
+
+def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: str, scope: SearchScope,
+            limit: int, row_to_memory) -> list[KeywordHit]:
+    """The best `limit` rows of the scope for one MATCH, best first.
+
+    FTS5 ranks first, on its own (a window of its best rowids), and only that window is
+    joined to `memories` and filtered by the scope: joining every match before ranking read
+    and sorted each of the owner's matching rows (≈1,000 for a 4-word query over 10k
+    memories). A window the scope thins below `limit` is widened until FTS5 runs out."""
+    window = limit
+    while True:
+        ranked = conn.execute(f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
+                              (match, window)).fetchall()
+        scores = dict(ranked)
+        rows = rows_in_scope(conn, columns, list(scores), scope)
+        if len(rows) >= limit or len(ranked) < window:
+            break
+        window *= 4
+    rows.sort(key=lambda row: scores[row[1]], reverse=True)
+    return [KeywordHit(row_to_memory(row), float(scores[row[1]])) for row in rows[:limit]]
 
 
 def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, limit: int,
            row_to_memory) -> list[KeywordHit]:
-    """Best `limit` rows of the scope for `text`, from both indexes, best first.
-
-    The FTS5 table drives the join (CROSS JOIN fixes the order): with `memories` outside,
-    SQLite walked the owner's rows and ran the whole MATCH once per row (seconds for an owner
-    of 10k memories). The word index is narrowed to the owner inside the MATCH itself
-    (migration 0004), so other owners' rows are never ranked nor joined."""
+    """Best `limit` rows of the scope for `text`, from the word and the CJK postings, best
+    first. `columns` must select m.memory_id second (as `_COLUMNS` does)."""
     t = terms(text)
-    where, params = scope_clause(scope)
     best: dict[str, KeywordHit] = {}
-    owner = scope.api_key_id
-    for table, query in (("memory_fts", word_query(t)), ("memory_fts_cjk", cjk_query(t))):
-        if query is None:
-            continue
-        rank = f"bm25({table})"
-        if table == "memory_fts":
-            rank = "bm25(memory_fts, 1.0, 1.0, 0.0)"
-            if owner is not None:
-                query = f"owner : {_quote(owner_token(owner))} AND {{content key}} : ({query})"
-            else:
-                query = f"{{content key}} : ({query})"
-        sql = (f"SELECT {columns}, -{rank} FROM {table} CROSS JOIN memories m ON m.memory_id = {table}.rowid "
-               f"WHERE {table} MATCH ? AND {where} ORDER BY {rank} LIMIT ?")
-        for row in conn.execute(sql, [query, *params, limit]):
-            hit = KeywordHit(row_to_memory(row[:-1]), float(row[-1]))
+    for table, rank, match in _matches(t, scope.api_key_id, conn):
+        for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory):
             if hit.memory.id not in best or best[hit.memory.id].score < hit.score:
                 best[hit.memory.id] = hit
     return sorted(best.values(), key=lambda h: h.score, reverse=True)[:limit]

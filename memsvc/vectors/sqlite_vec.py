@@ -60,7 +60,7 @@ import numpy as np
 
 from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso, parse_iso
-from memsvc.storage.keyword import scope_clause
+from memsvc.storage.keyword import rows_in_scope, scope_clause
 from memsvc.storage.sqlite_backend import _M_COLUMNS, _row_to_memory
 from memsvc.vectors.vec_cache import OwnerBlock, VectorCache
 from memsvc.vectors.index import (
@@ -443,11 +443,11 @@ class SqliteVecIndex:
         if scope.created_after is not None:
             knn.append("v.created_us >= ?")
             params.append(unix_us(scope.created_after))
-        recheck, recheck_params = scope_clause(scope, "m")
         if self.cache is not None and scope.api_key_id is not None:
-            hits = self._search_cached(scope, vec, k, recheck, recheck_params)
+            hits = self._search_cached(scope, vec, k)
             if hits is not None:
                 return hits
+        recheck, recheck_params = scope_clause(scope, "m")
         sql = (f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
                f"WHERE {' AND '.join(knn)}) "
                f"SELECT m.id, knn.memory_id, knn.distance FROM knn JOIN memories m ON m.memory_id = knn.memory_id "
@@ -463,8 +463,7 @@ class SqliteVecIndex:
         return [VectorHit(memory_id=int(mid), id=str(id_), distance=float(d), score=cosine_score(float(d)))
                 for id_, mid, d in rows]
 
-    def _search_cached(self, scope: SearchScope, vec: np.ndarray, k: int, recheck: str,
-                       recheck_params: list[Any]) -> list[VectorHit] | None:
+    def _search_cached(self, scope: SearchScope, vec: np.ndarray, k: int) -> list[VectorHit] | None:
         """The owner's KNN on its cached matrix (loaded on first use, in this snapshot);
         None when this search must go to SQLite (old snapshot, owner too big to cache)."""
         cache = self.cache
@@ -493,9 +492,7 @@ class SqliteVecIndex:
                                  (scope.session_id or _NO_SESSION) if scope.session_only else None)
             if not found:
                 return []
-            rows = conn.execute(
-                f"SELECT m.id, m.memory_id FROM memories m WHERE m.memory_id IN (SELECT value FROM json_each(?)) "
-                f"AND {recheck}", [json.dumps([mid for mid, _ in found]), *recheck_params]).fetchall()
+            rows = rows_in_scope(conn, "m.id, m.memory_id", [mid for mid, _ in found], scope)
         live = {int(mid): str(id_) for id_, mid in rows}
         return [VectorHit(memory_id=mid, id=live[mid], distance=d, score=cosine_score(d))
                 for mid, d in found if mid in live]

@@ -1,6 +1,8 @@
-"""The keyword index knows each row's owner (migration 0004): a search matches only the
-owner's rows inside FTS5 itself, for any owner id (punctuation, spaces, any script), and the
-index stays consistent with its content through inserts, updates and deletes."""
+"""Per-owner keyword postings (migration 0005): every token of the owner index carries its
+owner's tag, so a search reads one owner's postings only; it matches exactly what the shared
+porter/unicode61 and trigram indexes match for that owner, for any owner id (punctuation,
+spaces, any script), and stays consistent through inserts, updates, deletes and the
+migration of a database that already holds rows."""
 
 from __future__ import annotations
 
@@ -8,12 +10,26 @@ from pathlib import Path
 
 import pytest
 
-from memsvc.core.models import NewMemory, SearchScope, utcnow
+from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.storage import migrations
 from memsvc.storage.database import Database
-from memsvc.storage.keyword import owner_token
+from memsvc.storage.owner_terms import owner_tag
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 
 OWNERS = ["key-a", "key a", "ключ", "鍵", "a" * 256, "A", "a", "x'y\"z", "ed", "oe"]
+
+DOCS = [
+    "I prefer dark mode in every editor",
+    "Running every morning before work",
+    "My e-mail is on the Café Naïve website",
+    "C++ and Rust are my languages",
+    "東京タワーの近くに住んでいます",
+    "我喜欢喝绿茶和咖啡",
+    "Мой любимый редактор — Vim",
+    "Johnson & Johnson parens(test) asterisk* \"quoted\"",
+]
+QUERIES = ["dark mode", "runs", "email", "e-mail", "cafe", "naive", "c++", "rust language", "東京タワー",
+           "绿茶", "喝绿茶和", "редактор", "johnson", "parens(test)", "asterisk*", '"quoted', "nothing here"]
 
 
 @pytest.fixture
@@ -25,33 +41,102 @@ def backend(tmp_path: Path):
     db.close()
 
 
+def _shared_matches(backend, owner: str, query: str) -> set[int]:
+    """What the shared indexes (porter/unicode61 words, trigram CJK) match for the owner."""
+    from memsvc.core.text import terms
+    from memsvc.storage.keyword import cjk_query, word_query
+
+    t = terms(query)
+    found: set[int] = set()
+    with backend.db.read() as conn:
+        for table, q in (("memory_fts", word_query(t)), ("memory_fts_cjk", cjk_query(t))):
+            if q is None:
+                continue
+            match = f"{{content key}} : ({q})" if table == "memory_fts" else q
+            found |= {r[0] for r in conn.execute(
+                f"SELECT f.rowid FROM {table} f JOIN memories m ON m.memory_id = f.rowid "
+                f"WHERE {table} MATCH ? AND m.api_key_id = ?", (match, owner))}
+    return found
+
+
 def test_each_owner_finds_only_its_own_rows(backend):
-    ids = {o: backend.create(NewMemory(api_key_id=o, content=f"I prefer dark mode {i}")).id for i, o in enumerate(OWNERS)}
+    ids = {o: backend.create(NewMemory(api_key_id=o, content=f"I prefer dark mode {i} 東京タワー")).id
+           for i, o in enumerate(OWNERS)}
     now = utcnow()
     for owner in OWNERS:
-        hits = backend.search_keyword(SearchScope(owner, now), "dark mode", 50)
-        assert [h.memory.id for h in hits] == [ids[owner]]
+        for query in ("dark mode", "東京タワー"):
+            hits = backend.search_keyword(SearchScope(owner, now), query, 50)
+            assert [h.memory.id for h in hits] == [ids[owner]]
     assert len(backend.search_keyword(SearchScope(None, now), "dark mode", 50)) == len(OWNERS)
 
 
-def test_sql_and_python_agree_on_the_owner_token(backend):
+def test_a_terms_postings_hold_one_owners_rows(backend):
     for owner in OWNERS:
-        with backend.db.read() as conn:
-            assert conn.execute("SELECT 'o' || hex(?) || '0'", (owner,)).fetchone()[0] == owner_token(owner)
-    assert len({owner_token(o) for o in OWNERS}) == len(OWNERS)
+        for doc in DOCS[:2]:
+            backend.create(NewMemory(api_key_id=owner, content=doc))
+    tags = {owner_tag(o) for o in OWNERS}
+    assert len(tags) == len(OWNERS) and len({len(t) for t in tags}) == 1
+    with backend.db.write() as conn:
+        conn.execute("CREATE VIRTUAL TABLE temp.owner_vocab USING fts5vocab(main, memory_owner_fts, row)")
+        terms = dict(conn.execute("SELECT term, doc FROM temp.owner_vocab").fetchall())
+        conn.execute("DROP TABLE temp.owner_vocab")
+    assert terms, "the owner index is empty"
+    assert all(term[:17] in tags for term in terms), "a token without its owner's tag"
+    for owner in OWNERS:
+        tag = owner_tag(owner)
+        assert terms[tag + "dark"] == 1 and terms[tag + "run"] == 1  # porter: "Running" → run
+
+
+def test_owner_search_matches_what_the_shared_index_matches(backend):
+    made: dict[str, dict[str, str]] = {}
+    for owner in OWNERS[:4]:
+        made[owner] = {backend.create(NewMemory(api_key_id=owner, content=doc)).id: doc for doc in DOCS}
+    now = utcnow()
+    for owner in OWNERS[:4]:
+        for query in QUERIES:
+            ours = {h.memory.memory_id for h in backend.search_keyword(SearchScope(owner, now), query, 100)}
+            assert ours == _shared_matches(backend, owner, query), (owner, query)
+    # The cases the parity above must cover really match something (stemming, folding, CJK).
+    owner = OWNERS[0]
+    for query, doc in (("runs", DOCS[1]), ("cafe", DOCS[2]), ("e-mail", DOCS[2]), ("東京タワー", DOCS[4]),
+                       ("喝绿茶和", DOCS[5]), ("редактор", DOCS[6])):
+        hits = backend.search_keyword(SearchScope(owner, now), query, 5)
+        assert [made[owner][h.memory.id] for h in hits] == [doc], query
 
 
 def test_index_stays_consistent_through_updates_and_deletes(backend):
-    from memsvc.core.models import MemoryPatch
-
     made = [backend.create(NewMemory(api_key_id=o, key="k", content="green tea in the morning")) for o in OWNERS]
-    backend.update(made[0].id, MemoryPatch(content="black coffee at night"))
+    backend.update(made[0].id, MemoryPatch(content="black coffee at night 東京タワー"))
     backend.touch([m.id for m in made])
     backend.delete(made[1].id)
     now = utcnow()
     assert backend.search_keyword(SearchScope(OWNERS[0], now), "coffee", 5)[0].memory.id == made[0].id
+    assert backend.search_keyword(SearchScope(OWNERS[0], now), "東京タワー", 5)[0].memory.id == made[0].id
     assert backend.search_keyword(SearchScope(OWNERS[0], now), "tea", 5) == []
     assert backend.search_keyword(SearchScope(OWNERS[1], now), "tea", 5) == []
+    assert [h.memory.id for h in backend.search_keyword(SearchScope(OWNERS[2], now), "tea", 5)] == [made[2].id]
     with backend.db.write() as conn:
-        conn.execute("INSERT INTO memory_fts(memory_fts) VALUES('integrity-check')")
+        for table in ("memory_fts", "memory_owner_fts"):
+            conn.execute(f"INSERT INTO {table}({table}) VALUES('integrity-check')")
         conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES('integrity-check', 1)")
+        rows = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
+        indexed = conn.execute("SELECT count(*) FROM memory_owner_fts").fetchone()[0]
+    assert indexed == rows == len(OWNERS) - 1
+
+
+def test_migration_indexes_rows_written_before_it(tmp_path):
+    db = Database(tmp_path / "old.db")
+    try:
+        with db.write() as conn:
+            conn.execute(migrations._CREATE_TABLE)
+        for version, name, sql in migrations.available_migrations():
+            if version < 5:
+                migrations._apply_one(db, version, name, sql, 4)
+        backend = SqliteMemoryBackend(db)
+        old = [backend.create(NewMemory(api_key_id=o, content="I prefer dark mode")).id for o in OWNERS[:3]]
+        assert migrations.apply_migrations(db)[0] == 5
+        now = utcnow()
+        for owner, memory_id in zip(OWNERS[:3], old):
+            assert [h.memory.id for h in backend.search_keyword(SearchScope(owner, now), "dark", 5)] == [memory_id]
+    finally:
+        db.close()
