@@ -46,7 +46,8 @@ class App:
     @classmethod
     def open(cls, config: Config) -> "App":
         """Open the database and apply migrations (refusing a schema newer than the code)."""
-        database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper())
+        database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(),
+                            cache_mb=config.sqlite_cache_mb)
         backend = SqliteMemoryBackend(database)
         try:
             backend.initialize()
@@ -66,7 +67,8 @@ class App:
         metrics = Metrics(StateSources(db_path=str(config.db_path), embedding_cache=vectors.embeddings.cache.stats,
                                        reindex=lambda: _reindex_gauges(reindexer)))
         engine = Engine(backend, settings, background, retriever, events=vectors,
-                        on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)))
+                        on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)),
+                        access_delay_s=config.access_flush_s)
         return cls(config=config, database=database, backend=backend, memories=memories, settings=settings,
                    engine=engine, background=background, characters=characters, vectors=vectors,
                    qdrant_settings=qdrant_settings,
@@ -94,6 +96,7 @@ class App:
         included), then close the database."""
         self.metrics.close()
         self.characters.close()
+        self.engine.access.flush()
         self.background.drain()
         self.vectors.qdrant.close()
         self.backend.shutdown()

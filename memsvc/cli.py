@@ -29,7 +29,7 @@ def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
     from memsvc.storage.database import Database
     from memsvc.storage.migrations import apply_migrations, current_version
 
-    database = Database(conf.db_path, synchronous=conf.sqlite_synchronous.upper())
+    database = Database(conf.db_path, synchronous=conf.sqlite_synchronous.upper(), cache_mb=conf.sqlite_cache_mb)
     try:
         applied = apply_migrations(database)
         print(f"{conf.db_path}: schema version {current_version(database)}"

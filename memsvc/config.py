@@ -71,8 +71,10 @@ class Config:
     api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated bearer tokens; none = no auth, loopback only", parse=_tokens)
     log_level: str = _opt("INFO", "MEMSVC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", flag="--log-level")
     sqlite_synchronous: str = _opt("NORMAL", "MEMSVC_SQLITE_SYNCHRONOUS", "NORMAL survives process kills in WAL mode; FULL also survives power loss")
+    sqlite_cache_mb: int = _opt(16, "MEMSVC_SQLITE_CACHE_MB", "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)", parse=int)
     workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models)", parse=int)
     max_message_bytes: int = _opt(16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int)
+    access_flush_s: float = _opt(1.0, "MEMSVC_ACCESS_FLUSH_S", "seconds retrieval access counters gather before one background write (0 = right after each retrieval)", parse=float)
     metrics_host: str = _opt("127.0.0.1", "MEMSVC_METRICS_HOST", "Prometheus /metrics bind address")
     metrics_port: int = _opt(9464, "MEMSVC_METRICS_PORT", "Prometheus /metrics port (0 picks a free one, -1 turns it off)", flag="--metrics-port", parse=int)
     shutdown_grace_s: float = _opt(10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float)
@@ -127,6 +129,10 @@ class Config:
             raise ConfigError("MEMSVC_SQLITE_SYNCHRONOUS must be NORMAL, FULL or EXTRA")
         if self.workers < 1:
             raise ConfigError("MEMSVC_WORKERS must be at least 1")
+        if not 0 <= self.access_flush_s <= 3600:
+            raise ConfigError("MEMSVC_ACCESS_FLUSH_S must be 0..3600")
+        if self.sqlite_cache_mb < 1:
+            raise ConfigError("MEMSVC_SQLITE_CACHE_MB must be at least 1")
         if self.storage_mode not in ("read-write", "read-only", "maintenance"):
             raise ConfigError("MEMSVC_STORAGE_MODE must be read-write, read-only or maintenance")
         if not (self.recent_flush_s > 0 and self.reflection_sweep_s > 0 and self.recent_flush_messages >= 1):

@@ -97,14 +97,14 @@ def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
 class Engine:
     def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter,
                  retriever: Retriever | None = None, events: MemoryEvents | None = None,
-                 on_retrieval: Callable[[Resolution], None] | None = None):
+                 on_retrieval: Callable[[Resolution], None] | None = None, access_delay_s: float = 0.0):
         self._backend = backend
         self._settings = settings
         self._retriever = retriever or Retriever(backend)
         self._background = background
         self._events: MemoryEvents = events or NoEvents()
         self._on_retrieval = on_retrieval or (lambda resolution: None)
-        self._access = AccessRecorder(backend.touch, background)
+        self.access = AccessRecorder(backend.touch, background, access_delay_s)
 
     # ---- retrieval ----
 
@@ -133,7 +133,7 @@ class Engine:
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
             scope=scope or settings.scope, session_id=session_id or None, retention_days=settings.retention_days,
         ))
-        self._access.record(item.memory.id for item in result.items)
+        self.access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
         return result
 

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from functools import cached_property
 from typing import Any
+
+from memsvc.core.text import normalize
 
 MEMORY_TYPES = ("factual", "episodic", "procedural", "semantic")
 DEFAULT_MEMORY_TYPE = "factual"
@@ -35,6 +38,23 @@ class Memory:
     access_count: int = 0
     last_accessed_at: datetime | None = None
     needs_reindex: bool = False
+
+    @cached_property
+    def folded(self) -> tuple[str, str, str]:
+        """Content, key and metadata values normalized for keyword scoring (ENGINE.md §5
+        step 4). Computed once per object: storage hands out one Memory per row version,
+        so a row read by many retrievals is folded once."""
+        return normalize(self.content), normalize(self.key or ""), normalize(_metadata_text(self.metadata))
+
+
+def _metadata_text(value: Any) -> str:
+    """The metadata's values, not its keys: matching the JSON itself would make every
+    query containing "source" or "language" hit every extracted fact."""
+    if isinstance(value, dict):
+        return " ".join(_metadata_text(v) for v in value.values())
+    if isinstance(value, list):
+        return " ".join(_metadata_text(v) for v in value)
+    return "" if value is None else str(value)
 
 
 @dataclass(frozen=True)

@@ -110,24 +110,12 @@ class RetrievalResult:
         object.__setattr__(self, "total_tokens", sum(i.tokens for i in self.items))
 
 
-def _metadata_text(value: Any) -> str:
-    """The metadata's values, not its keys: matching the JSON itself would make every
-    query containing "source" or "language" hit every extracted fact."""
-    if isinstance(value, dict):
-        return " ".join(_metadata_text(v) for v in value.values())
-    if isinstance(value, list):
-        return " ".join(_metadata_text(v) for v in value)
-    return "" if value is None else str(value)
-
-
 def relevance(memory: Memory, phrase: str, tokens: Sequence[str]) -> float:
     """ENGINE.md §5 step 4, over content, key and metadata (lower-cased): +20 when the
     whole phrase occurs; per token +6 when the key contains it and +3 per occurrence in
     content and metadata. ("User prefers dark mode" / "preference:dark_mode" / "dark mode"
     → 38.)"""
-    content = normalize(memory.content)
-    key = normalize(memory.key or "")
-    meta = normalize(_metadata_text(memory.metadata))
+    content, key, meta = memory.folded
     score = 20.0 if phrase and (phrase in content or phrase in key or phrase in meta) else 0.0
     for token in tokens:
         if key and token in key:

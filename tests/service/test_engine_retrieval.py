@@ -76,6 +76,7 @@ def tokens(text: str) -> int:
 def access_counts(server) -> dict[str, int]:
     """The counters once every access recorded so far is written (they are recorded off the
     request path, by the server's background writer)."""
+    server.app.engine.access.flush()
     deadline = time.monotonic() + 10
     while server.app.background.pending() and time.monotonic() < deadline:
         time.sleep(0.01)

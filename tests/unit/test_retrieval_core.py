@@ -95,3 +95,33 @@ def test_access_recorder_coalesces_a_burst_into_one_write():
     gate.set()
     background.drain()
     assert writes == [{"a": 51, "b": 50}]
+
+
+def test_access_recorder_waits_its_delay_and_flush_writes_at_once():
+    """With a delay, nothing is written until the delay passes (or flush is called), and
+    every access recorded meanwhile goes into that one write."""
+    import time
+
+    from memsvc.core.access import AccessRecorder
+    from memsvc.core.background import BackgroundWriter
+
+    writes: list[dict[str, int]] = []
+    background = BackgroundWriter()
+    slow = AccessRecorder(lambda counts: writes.append(dict(counts)), background, delay_s=3600)
+    slow.record(["a"])
+    slow.record(["a", "b"])
+    assert slow.pending() and background.pending() == 0 and writes == []
+    slow.flush()
+    background.drain()
+    assert writes == [{"a": 2, "b": 1}] and not slow.pending()
+
+    writes.clear()
+    background = BackgroundWriter()
+    timed = AccessRecorder(lambda counts: writes.append(dict(counts)), background, delay_s=0.05)
+    timed.record(["c"])
+    timed.record(["c"])
+    deadline = time.monotonic() + 30
+    while (timed.pending() or background.pending()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    background.drain()
+    assert writes == [{"c": 2}]
