@@ -13,6 +13,11 @@
 -- (the trigrams of its CJK runs). Searches scoped to one owner use this table; searches
 -- across owners (scope global) keep using memory_fts and memory_fts_cjk.
 --
+-- The `owner` column holds the tag alone (memsvc_owner_tag), so the vocabulary table's
+-- document count of the tag is the owner's number of memories and that of a tagged term
+-- its document frequency within the owner: what a search needs to leave out terms too
+-- common to select anything (memsvc/storage/owner_terms.py `selective`).
+--
 -- memory_fts goes back to its 0001 form: the owner column of 0004 (and the view that fed
 -- it) had no other use.
 
@@ -20,16 +25,17 @@ CREATE VIRTUAL TABLE memory_owner_fts USING fts5(
     content,
     key,
     grams,
+    owner,
     content = '',
     contentless_delete = 1,
     tokenize = 'unicode61 remove_diacritics 0'
 );
 
 CREATE TRIGGER memory_owner_fts_ai AFTER INSERT ON memories BEGIN
-    INSERT INTO memory_owner_fts (rowid, content, key, grams)
+    INSERT INTO memory_owner_fts (rowid, content, key, grams, owner)
     VALUES (new.memory_id, memsvc_owner_words(new.api_key_id, new.content),
             memsvc_owner_words(new.api_key_id, new.key),
-            memsvc_owner_grams(new.api_key_id, new.content, new.key));
+            memsvc_owner_grams(new.api_key_id, new.content, new.key), memsvc_owner_tag(new.api_key_id));
 END;
 
 CREATE TRIGGER memory_owner_fts_ad AFTER DELETE ON memories BEGIN
@@ -41,16 +47,18 @@ CREATE TRIGGER memory_owner_fts_au AFTER UPDATE ON memories
 WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.api_key_id IS NOT new.api_key_id
 BEGIN
     DELETE FROM memory_owner_fts WHERE rowid = old.memory_id;
-    INSERT INTO memory_owner_fts (rowid, content, key, grams)
+    INSERT INTO memory_owner_fts (rowid, content, key, grams, owner)
     VALUES (new.memory_id, memsvc_owner_words(new.api_key_id, new.content),
             memsvc_owner_words(new.api_key_id, new.key),
-            memsvc_owner_grams(new.api_key_id, new.content, new.key));
+            memsvc_owner_grams(new.api_key_id, new.content, new.key), memsvc_owner_tag(new.api_key_id));
 END;
 
-INSERT INTO memory_owner_fts (rowid, content, key, grams)
+INSERT INTO memory_owner_fts (rowid, content, key, grams, owner)
 SELECT memory_id, memsvc_owner_words(api_key_id, content), memsvc_owner_words(api_key_id, key),
-       memsvc_owner_grams(api_key_id, content, key)
+       memsvc_owner_grams(api_key_id, content, key), memsvc_owner_tag(api_key_id)
 FROM memories;
+
+CREATE VIRTUAL TABLE memory_owner_vocab USING fts5vocab(memory_owner_fts, row);
 
 -- The bulk insert leaves several segments, and a query looks each term up in every one of
 -- them (at 1M rows: 8 segments, 1.3 ms per query; merged into one: 0.9 ms, 1.5 s once).

@@ -69,9 +69,10 @@ def _matches(t: Terms, owner: str | None, conn: apsw.Connection) -> list[tuple[s
     """(table, bm25 expression, MATCH query) for each index the terms can use: one owner's
     postings (migration 0005) when the scope has an owner, the shared indexes otherwise."""
     if owner is not None:
-        found = [("memory_owner_fts", "bm25(memory_owner_fts, 1.0, 1.0, 0.0)",
-                  owner_terms.word_query(owner_terms.word_tokenizer(conn), owner, t), "{content key}"),
-                 ("memory_owner_fts", "bm25(memory_owner_fts, 0.0, 0.0, 1.0)", owner_terms.gram_query(owner, t), "grams")]
+        found = [("memory_owner_fts", "bm25(memory_owner_fts, 1.0, 1.0, 0.0, 0.0)",
+                  owner_terms.word_query(conn, owner_terms.word_tokenizer(conn), owner, t), "{content key}"),
+                 ("memory_owner_fts", "bm25(memory_owner_fts, 0.0, 0.0, 1.0, 0.0)", owner_terms.gram_query(owner, t),
+                  "grams")]
         return [(table, rank, f"{columns} : ({q})") for table, rank, q, columns in found if q is not None]
     found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0, 0.0)", word_query(t)),
              ("memory_fts_cjk", "bm25(memory_fts_cjk)", cjk_query(t))]

@@ -140,3 +140,34 @@ def test_migration_indexes_rows_written_before_it(tmp_path):
             assert [h.memory.id for h in backend.search_keyword(SearchScope(owner, now), "dark", 5)] == [memory_id]
     finally:
         db.close()
+
+
+def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
+    """"prefer" is in 603 of the owner's 604 memories: searching "prefer haskell" ranks only
+    what "haskell" selects (and still counts "prefer" in their relevance), instead of
+    reading 603 rows for a word that says nothing. Alone, beside other common words, or
+    beside words the owner never used, the common words still search."""
+    from memsvc.storage.owner_terms import COMMON_MIN_DOCS
+
+    owner, other = "key-common", "key-small"
+    common = COMMON_MIN_DOCS + 100
+    backend.create_many([NewMemory(api_key_id=owner, content=f"User prefers option {i}") for i in range(common)])
+    haskell = {backend.create(NewMemory(api_key_id=owner, content=f"User prefers Haskell for tool {i}")).id
+               for i in range(3)}
+    tea = backend.create(NewMemory(api_key_id=owner, content="Green tea in the morning")).id
+    for i in range(5):
+        backend.create(NewMemory(api_key_id=other, content=f"User prefers plain text {i} and Haskell"))
+    now = utcnow()
+
+    def found(who: str, query: str) -> set[str]:
+        return {h.memory.id for h in backend.search_keyword(SearchScope(who, now), query, 100)}
+
+    assert found(owner, "prefer haskell") == haskell
+    assert found(owner, "prefer tea") == {tea}
+    # Alone, beside other common words, or beside words the owner never used, the common
+    # words are all the query has: they search.
+    assert len(found(owner, "prefer")) == 100
+    assert len(found(owner, "prefer option")) == 100
+    assert len(found(owner, "prefer zeppelin")) == 100
+    # An owner with few memories keeps every word: nothing is common enough to cost anything.
+    assert len(found(other, "prefer haskell")) == 5
