@@ -4,6 +4,9 @@ FTS5 query syntax is built here, not from raw user text: every term is quoted (w
 doubled), so `C++`, `Johnson & Johnson`, `parens(test)`, `asterisk*` or a lone `"` are
 searched as words and never parsed as operators; terms are ORed so one matching word is
 enough and bm25 ranks rows that match more of them higher.
+
+A search scoped to one owner reads that owner's postings only (memory_owner_fts, see
+memsvc/storage/owner_terms.py); a search across owners uses the shared indexes.
 """
 
 from __future__ import annotations
