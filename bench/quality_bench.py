@@ -1,11 +1,14 @@
 """Retrieval quality on a labeled set (bench/quality_set.py): recall@5, recall@10 and MRR
 for exact ("recent"), keyword (FTS5), semantic and hybrid with the static model and with
 MiniLM — with the per-query latency of each beside it, so quality is never traded for
-speed silently. Also the FTS5 tokenizer and query-building choices of ENGINE.md §2,
-measured on the same set.
+speed silently. Hybrid is measured with each candidate fusion of ENGINE.md §8 (the
+default, equal RRF, weighted RRF, RRF with a small k, a convex combination of normalized
+scores) over the same two lists. Also the FTS5 tokenizer and query-building choices of
+ENGINE.md §2, measured on the same set.
 
 Runs the real engine in process (App over a fresh database; retrieval through
-Engine.preview, the same code as Retrieve without touching counters).
+Engine.preview, the same code as Retrieve without touching counters; the other fusions
+through a Retriever over the same backend and vector tier that differs only in its fusion).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import shutil
 import sys
 import time
 from pathlib import Path
+from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -23,16 +27,47 @@ from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, write_resul
 from bench.facts import owner_facts  # noqa: E402
 from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
 
+from memsvc.core.retrieval import DEFAULT_FUSION, FUSION_RRF, FUSIONS, Candidate, Fusion, rrf  # noqa: E402
+
 OFF = {"embeddingSource": "auto", "staticEnabled": False, "transformersEnabled": False}
 STATIC = {"embeddingSource": "static", "staticEnabled": True, "transformersEnabled": False}
 MINILM = {"embeddingSource": "transformers", "staticEnabled": False, "transformersEnabled": True}
-CONFIGS = [  # (label, settings, strategy)
-    ("exact (recent + keyword score)", OFF, "recent"),
-    ("keyword (FTS5)", OFF, "semantic"),
-    ("semantic, static", STATIC, "semantic"),
-    ("hybrid RRF, static", STATIC, "hybrid"),
-    ("semantic, MiniLM", MINILM, "semantic"),
-    ("hybrid RRF, MiniLM", MINILM, "hybrid"),
+
+
+def _weighted_rrf(keyword: list[Candidate], vector: list[Candidate], k: int) -> dict[str, float]:
+    """Σ w/(k + rank) with the vector list weighted 2 (counted twice), the keyword list 1."""
+    return rrf([[c.id for c in keyword], [c.id for c in vector], [c.id for c in vector]], k)
+
+
+def _small_k_rrf(keyword: list[Candidate], vector: list[Candidate], k: int) -> dict[str, float]:
+    return FUSIONS[FUSION_RRF].fuse(keyword, vector, 10)
+
+
+def _min_max(candidates: list[Candidate]) -> dict[str, float]:
+    low, high = min((c.score for c in candidates), default=0.0), max((c.score for c in candidates), default=0.0)
+    return {c.id: (c.score - low) / (high - low) if high > low else 1.0 for c in candidates}
+
+
+def _convex(keyword: list[Candidate], vector: list[Candidate], k: int) -> dict[str, float]:
+    """0.7 × min-max-normalized vector score + 0.3 × min-max-normalized keyword score."""
+    kw, vec = _min_max(keyword), _min_max(vector)
+    return {i: 0.7 * vec.get(i, 0.0) + 0.3 * kw.get(i, 0.0) for i in kw | vec}
+
+
+CANDIDATE_FUSIONS = [  # measured beside the default; None = the server's own (Engine.preview)
+    (f"{DEFAULT_FUSION} (default)", None),
+    (f"{FUSION_RRF} (equal, §8)", FUSIONS[FUSION_RRF]),
+    ("weighted RRF, vector 2 : keyword 1", Fusion("weighted", _weighted_rrf)),
+    ("RRF, k=10", Fusion("rrf-k10", _small_k_rrf)),
+    ("convex 0.7 vector + 0.3 keyword", Fusion("convex", _convex)),
+]
+CONFIGS = [  # (label, settings, strategy, fusion)
+    ("exact (recent + keyword score)", OFF, "recent", None),
+    ("keyword (FTS5)", OFF, "semantic", None),
+    ("semantic, static", STATIC, "semantic", None),
+    *((f"hybrid {name}, static", STATIC, "hybrid", fusion) for name, fusion in CANDIDATE_FUSIONS),
+    ("semantic, MiniLM", MINILM, "semantic", None),
+    *((f"hybrid {name}, MiniLM", MINILM, "hybrid", fusion) for name, fusion in CANDIDATE_FUSIONS),
 ]
 
 
@@ -50,6 +85,20 @@ def _wait_reindex(app, timeout_s: float = 300) -> None:
         time.sleep(0.05)
 
 
+def _searcher(app, config, strategy: str, fusion: Fusion | None) -> Callable[[str, str], Any]:
+    """(query, owner) → the top 10: the server's own retrieval (Engine.preview), or with
+    another fusion a Retriever over the same backend and vector tier."""
+    from memsvc.core.retrieval import RetrievalRequest, Retriever
+
+    if fusion is None:
+        return lambda query, owner: app.engine.preview(query, api_key_id=owner, strategy=strategy, max_tokens=16000,
+                                                       limit=10)
+    retriever = Retriever(app.backend, vectors=app.vectors, rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=fusion)
+    return lambda query, owner: retriever.retrieve(RetrievalRequest(
+        api_key_id=owner, query=query, strategy=strategy, max_tokens=16000,
+        retention_days=app.settings.get().retention_days, limit=10))
+
+
 def engine_quality() -> tuple[dict, dict[str, str]]:
     from memsvc.app import App
     from memsvc.config import Config
@@ -57,8 +106,9 @@ def engine_quality() -> tuple[dict, dict[str, str]]:
 
     folder = CACHE / "quality"
     shutil.rmtree(folder, ignore_errors=True)
-    app = App.open(Config(data_dir=folder / "data", grpc_port=0, gateway=False, log_level="WARNING",
-                          static_cache_dir=STATIC_CACHE))
+    config = Config(data_dir=folder / "data", grpc_port=0, gateway=False, log_level="WARNING",
+                    static_cache_dir=STATIC_CACHE)
+    app = App.open(config)
     ids: dict[tuple[str, str], str] = {}
     try:
         app.settings.update({"enabled": True, "retentionDays": 365, "maxTokens": 16000, **OFF})
@@ -76,20 +126,21 @@ def engine_quality() -> tuple[dict, dict[str, str]]:
                 ids[(draft.api_key_id, draft.content)] = result.id
         results: dict[str, dict] = {}
         current = None
-        for label, settings, strategy in CONFIGS:
+        for label, settings, strategy, fusion in CONFIGS:
             if settings is not current:
                 app.settings.update(settings)
                 app.vectors.embeddings.warm(app.settings.get())
                 if settings is not OFF:
                     _wait_reindex(app)
                 current = settings
+            search = _searcher(app, config, strategy, fusion)
             per_kind: dict[str, list[int | None]] = {"keyword": [], "paraphrase": []}
             times: list[float] = []
             used = set()
             for owner, content, kw, para in LABELED:
                 for kind, query in (("keyword", kw), ("paraphrase", para)):
                     t0 = time.perf_counter()
-                    res = app.engine.preview(query, api_key_id=owner, strategy=strategy, max_tokens=16000, limit=10)
+                    res = search(query, owner)
                     times.append((time.perf_counter() - t0) * 1000)
                     used.add(res.resolution.strategy_used)
                     got = [item.memory.id for item in res.items]
@@ -173,7 +224,10 @@ def report(out: dict) -> tuple[str, list[Target]]:
     table = md_table(["strategy", "recall@5", "recall@10", "MRR", "MRR keyword q.", "MRR paraphrase q.",
                       "p50 ms/query", "tier used"], rows)
     table += (f"\n\n{out['labeled']} labeled facts × 2 queries (keyword, paraphrase), {out['owners']} owners, "
-              f"{out['distractors']} distractors. In process (Engine.preview), so the latency excludes gRPC.")
+              f"{out['distractors']} distractors. In process (Engine.preview), so the latency excludes gRPC. "
+              "Hybrid rows fuse the same two lists (keyword top 20 by relevance, vector top 20) and differ only "
+              "in the fusion: gated-rrf counts a keyword match only when it is strong (the whole query phrase or "
+              "two query terms occur); rrf is ENGINE.md §8 as written (MEMORY_FUSION=rrf).")
     trows = [[k.split(" | ")[0], k.split(" | ")[1], f"{v['keyword']['recall@10']:.2f}", f"{v['keyword']['mrr']:.2f}",
               f"{v['paraphrase']['recall@10']:.2f}", f"{v['paraphrase']['mrr']:.2f}"] for k, v in out["tokenizers"].items()]
     table += "\n\n" + md_table(["FTS5 tokenizer (bm25 only)", "query building", "recall@10 keyword q.", "MRR keyword q.",

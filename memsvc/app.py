@@ -16,7 +16,7 @@ from memsvc.core.introspection import Introspection
 from memsvc.core.memories import Memories
 from memsvc.core.qdrant_settings import QdrantSettingsManager
 from memsvc.core.reindex import Reindexer
-from memsvc.core.retrieval import Retriever
+from memsvc.core.retrieval import FUSIONS, Retriever
 from memsvc.core.settings import Settings
 from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
@@ -60,7 +60,7 @@ class App:
         vectors, qdrant_settings = cls._vector_tier(config, database, backend, settings, store, background)
         memories = Memories(backend, events=vectors)
         retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
-                              rrf_k=config.rrf_k, top_k=config.vec_top_k)
+                              rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion])
         characters = Characters(config, database, memories)
         characters.start()
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex)
@@ -72,7 +72,8 @@ class App:
         return cls(config=config, database=database, backend=backend, memories=memories, settings=settings,
                    engine=engine, background=background, characters=characters, vectors=vectors,
                    qdrant_settings=qdrant_settings,
-                   introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings),
+                   introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
+                                               retrieval=retriever.status),
                    reindexer=reindexer, metrics=metrics)
 
     @staticmethod

@@ -97,6 +97,7 @@ class Config:
     static_cache_dir: Path | None = _opt(None, "MEMORY_STATIC_CACHE_DIR", "where the distilled static model is cached (default <data-dir>/embeddings)", parse=_optional_path)
     vec_top_k: int = _opt(20, "MEMORY_VEC_TOP_K", "vector search top-K (each list fused by RRF)", parse=int)
     rrf_k: int = _opt(60, "MEMORY_RRF_K", "the k of reciprocal rank fusion", parse=int)
+    fusion: str = _opt("gated-rrf", "MEMORY_FUSION", "how hybrid retrieval fuses the keyword and vector lists: gated-rrf (RRF counting only strong keyword matches: the query phrase or two query terms) or rrf (equal weights, ENGINE.md §8)")
     vec_cache_mb: int = _opt(256, "MEMORY_VEC_CACHE_MB", "memory (MB) for per-owner in-memory vector matrices that answer sqlite-vec KNN searches (LRU over owners; 0 = search vec0 directly)", parse=int)
     vec_quantization: str = _opt("none", "MEMORY_VEC_QUANTIZATION", "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)")
 
@@ -149,6 +150,7 @@ class Config:
 
 
 def _check_embedding_options(config: Config) -> None:
+    from memsvc.core.retrieval import FUSIONS
     from memsvc.core.url_policy import check_url
 
     if not 0 <= config.embedding_cache_ttl_ms <= 7 * 24 * 3600 * 1000:
@@ -159,6 +161,8 @@ def _check_embedding_options(config: Config) -> None:
         raise ConfigError("MEMORY_VEC_TOP_K must be 1..100")
     if not 1 <= config.rrf_k <= 1000:
         raise ConfigError("MEMORY_RRF_K must be 1..1000")
+    if config.fusion not in FUSIONS:
+        raise ConfigError(f"MEMORY_FUSION must be {' or '.join(FUSIONS)}")
     if not 0 <= config.vec_cache_mb <= 1_000_000:
         raise ConfigError("MEMORY_VEC_CACHE_MB must be 0..1000000")
     if config.vec_quantization not in ("none", "int8"):

@@ -319,6 +319,7 @@ def engine_status_to_pb(status: dict[str, Any]) -> engine_pb2.EngineStatus:
                                        latency_ms=int(round(qd["latency_ms"])), error=qd["error"]),
         rerank=engine_pb2.RerankStatus(enabled=rr["enabled"], provider=rr["provider"] or "", model=rr["model"] or "",
                                        available=rr["available"], reason=rr["reason"] or ""),
+        retrieval=engine_pb2.RetrievalStatus(**status["retrieval"]),
     )
 
 

@@ -31,11 +31,12 @@ class QdrantHit:
 
 class Introspection:
     def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
-                 qdrant_settings: QdrantSettingsManager):
+                 qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]]):
         self._keyword_probe = keyword_probe
         self._vectors = vectors
         self._settings = settings
         self._qdrant_settings = qdrant_settings
+        self._retrieval = retrieval  # Retriever.status: the fusion in use
 
     # ---- engine status ----
 
@@ -51,6 +52,7 @@ class Introspection:
                              "signature": vector.signature},
             "qdrant": self._qdrant_status(),
             "rerank": self._vectors.embeddings.rerank_status(settings),
+            "retrieval": self._retrieval(),
         }
 
     def _qdrant_status(self) -> dict[str, Any]:

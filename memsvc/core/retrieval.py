@@ -1,14 +1,16 @@
-"""Retrieval (ENGINE.md §5): candidates by strategy, keyword relevance, the strict budget.
+"""Retrieval (ENGINE.md §5, §8): candidates by strategy, keyword relevance, hybrid fusion,
+the strict budget.
 
-This is the keyword tier: semantic and hybrid run on FTS5 (plus the newest rows for hybrid)
-and say so in `Resolution.fallback_reason` until a vector tier is configured.
+The keyword list comes from the SearchBackend, the vector list from a VectorLookup; without
+a vector tier, semantic and hybrid run on FTS5 (plus the newest rows for hybrid) and say so
+in `Resolution.fallback_reason`.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Protocol, Sequence
+from typing import Any, Callable, Protocol, Sequence
 
 from memsvc.core.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
 from memsvc.core.text import normalize, scoring_tokens
@@ -23,6 +25,11 @@ TIER_RECENT = "recent"
 TIER_HYBRID = "hybrid-rrf"
 DEFAULT_RRF_K = 60
 DEFAULT_VEC_TOP_K = 20
+FUSION_GATED = "gated-rrf"
+FUSION_RRF = "rrf"
+DEFAULT_FUSION = FUSION_GATED
+# A keyword match is strong (worth fusing) with the whole query phrase or this many distinct query terms.
+STRONG_MIN_TERMS = 2
 
 
 class VectorUnavailable(Exception):
@@ -110,13 +117,17 @@ class RetrievalResult:
         object.__setattr__(self, "total_tokens", sum(i.tokens for i in self.items))
 
 
+def _occurs(text: str, folded: tuple[str, str, str]) -> bool:
+    return bool(text) and any(text in part for part in folded)
+
+
 def relevance(memory: Memory, phrase: str, tokens: Sequence[str]) -> float:
     """ENGINE.md §5 step 4, over content, key and metadata (lower-cased): +20 when the
     whole phrase occurs; per token +6 when the key contains it and +3 per occurrence in
     content and metadata. ("User prefers dark mode" / "preference:dark_mode" / "dark mode"
     → 38.)"""
     content, key, meta = memory.folded
-    score = 20.0 if phrase and (phrase in content or phrase in key or phrase in meta) else 0.0
+    score = 20.0 if _occurs(phrase, memory.folded) else 0.0
     for token in tokens:
         if key and token in key:
             score += 6
@@ -162,6 +173,13 @@ def _rank(items: list[RetrievedItem]) -> list[RetrievedItem]:
     return sorted(items, key=lambda i: i.score, reverse=True)
 
 
+def strong_match(memory: Memory, phrase: str, tokens: Sequence[str]) -> bool:
+    """Keyword evidence worth fusing: the whole query phrase occurs (the +20 of §5 step 4) or
+    at least STRONG_MIN_TERMS distinct query terms do. One shared word is what a paraphrase,
+    or an unrelated memory, usually has in common with the query."""
+    return _occurs(phrase, memory.folded) or sum(_occurs(t, memory.folded) for t in set(tokens)) >= STRONG_MIN_TERMS
+
+
 def rrf(ranked_lists: Sequence[Sequence[str]], k: int = DEFAULT_RRF_K) -> dict[str, float]:
     """Reciprocal rank fusion (ENGINE.md §8): Σ 1/(k + rank), ranks from 1, equal weights.
     First in both lists → 2/(k+1); first in one only → 1/(k+1)."""
@@ -172,17 +190,54 @@ def rrf(ranked_lists: Sequence[Sequence[str]], k: int = DEFAULT_RRF_K) -> dict[s
     return fused
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """One entry of a list to fuse, best first: the memory id, the list's own score (keyword
+    relevance or vector similarity) and, for the keyword list, whether the match is strong."""
+    id: str
+    score: float
+    strong: bool = True
+
+
+@dataclass(frozen=True)
+class Fusion:
+    """How hybrid retrieval fuses the keyword and the vector list into one score per id."""
+    name: str
+    fuse: Callable[[Sequence[Candidate], Sequence[Candidate], int], dict[str, float]]
+
+
+def _equal_rrf(keyword: Sequence[Candidate], vector: Sequence[Candidate], k: int) -> dict[str, float]:
+    return rrf([[c.id for c in keyword], [c.id for c in vector]], k)
+
+
+def _gated_rrf(keyword: Sequence[Candidate], vector: Sequence[Candidate], k: int) -> dict[str, float]:
+    """RRF in which the keyword list keeps only its strong matches (ranked 1, 2, ... among
+    themselves): a keyword list of one-word matches, the usual answer to a paraphrase, cannot
+    outvote the vector list, while a phrase or multi-term match still counts in full."""
+    return _equal_rrf([c for c in keyword if c.strong], vector, k)
+
+
+# MEMORY_FUSION: gated-rrf (default; measured in bench/quality_bench.py) or rrf (ENGINE.md §8 as written).
+FUSIONS: dict[str, Fusion] = {f.name: f for f in (Fusion(FUSION_GATED, _gated_rrf), Fusion(FUSION_RRF, _equal_rrf))}
+
+
 class Retriever:
     """Runs one retrieval against a SearchBackend and, when given, a vector tier and a
     reranker. Touches nothing: the caller records access for what it actually used."""
 
     def __init__(self, backend: SearchBackend, vectors: VectorLookup | None = None,
-                 reranker: Reranker | None = None, rrf_k: int = DEFAULT_RRF_K, top_k: int = DEFAULT_VEC_TOP_K):
+                 reranker: Reranker | None = None, rrf_k: int = DEFAULT_RRF_K, top_k: int = DEFAULT_VEC_TOP_K,
+                 fusion: Fusion = FUSIONS[DEFAULT_FUSION]):
         self._backend = backend
         self._vectors = vectors
         self._reranker = reranker
         self._rrf_k = rrf_k
         self._top_k = top_k
+        self._fusion = fusion
+
+    def status(self) -> dict[str, Any]:
+        """How hybrid lists are fused, for GetEngineStatus."""
+        return {"fusion": self._fusion.name, "rrf_k": self._rrf_k, "list_top_k": self._top_k}
 
     def retrieve(self, req: RetrievalRequest, now: datetime | None = None) -> RetrievalResult:
         strategy = STRATEGY_ALIASES.get(req.strategy, "hybrid")
@@ -226,7 +281,10 @@ class Retriever:
         fts_scores = {i.memory.id: i.fts_score for i in keyword}
         vec_scores = {m.memory.id: m.score for m in result.matches}
         memories = {i.memory.id: i.memory for i in keyword} | {m.memory.id: m.memory for m in result.matches}
-        fused = rrf([[i.memory.id for i in keyword], [m.memory.id for m in result.matches]], self._rrf_k)
+        phrase, tokens = _phrase(query), scoring_tokens(query)
+        fused = self._fusion.fuse(
+            [Candidate(i.memory.id, i.score, strong_match(i.memory, phrase, tokens)) for i in keyword],
+            [Candidate(m.memory.id, m.score) for m in result.matches], self._rrf_k)
         items = [RetrievedItem(memories[i], score, estimate_tokens(memories[i].content), TIER_HYBRID,
                                fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
         return _rank(items), replace(result.resolution, strategy_used=TIER_HYBRID)

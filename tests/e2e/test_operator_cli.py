@@ -72,6 +72,7 @@ def test_status_table_and_json(live):
     assert table.returncode == 0, table.stderr
     assert re.search(r"^keyword\s+backend\s+FTS5$", table.stdout, flags=re.M)
     assert re.search(r"^embedding\s+source\s+none$", table.stdout, flags=re.M)
+    assert re.search(r"^retrieval\s+fusion\s+gated-rrf$", table.stdout, flags=re.M)
     as_json = json.loads(cli(live, "status", "--json").stdout)
     assert as_json["keyword"]["available"] is True and as_json["vectorStore"]["backend"] == "sqlite-vec"
 

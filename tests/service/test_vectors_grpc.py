@@ -223,6 +223,54 @@ def test_hybrid_rrf_scores_follow_the_ranks_of_both_lists(tf):
     assert [m.id for m in resp.memories] == [m.id for m in by_vector]
 
 
+# ---- hybrid fusion (MEMORY_FUSION) -------------------------------------------------------------
+
+NUTS = "I am allergic to peanuts and cashews"
+ONE_WORD = "Cooking makes me happy"  # shares one word ("make") with the question below, nothing else
+NUTS_QUESTION = "Which nuts make me sick?"
+
+
+def fusion_server(boot, models, **config: Any) -> tuple[Any, dict[str, str]]:
+    server, stubs = boot(**config)
+    set_memory(stubs, **remote_settings(models))
+    return stubs, {text: create(stubs, "key-fusion", text) for text in (NUTS, ONE_WORD, *UNRELATED)}
+
+
+def by_vector(resp) -> list[str]:
+    return [m.id for m in sorted(resp.memories, key=lambda m: m.vec_score, reverse=True)]
+
+
+def test_gated_rrf_is_the_default_and_a_one_word_keyword_match_cannot_outvote_the_vector_list(boot, models):
+    stubs, made = fusion_server(boot, models)
+    st = status(stubs).retrieval
+    assert (st.fusion, st.rrf_k, st.list_top_k) == ("gated-rrf", 60, 20)
+    resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")
+    assert resp.resolution.strategy_used == "hybrid-rrf" and len(resp.memories) == 5
+    ranks = by_vector(resp)
+    assert ranks[0] == made[NUTS]  # the vector list's first; no keyword hit (FTS has no "nuts" in "peanuts")
+    weak = next(m for m in resp.memories if m.id == made[ONE_WORD])
+    assert weak.HasField("fts_score") and ranks.index(weak.id) > 0  # the keyword list's only (weak) hit
+    # The weak match is not fused: every score is 1/(60 + vector rank), the vector order stands.
+    assert [m.id for m in resp.memories] == ranks
+    assert [m.score for m in resp.memories] == pytest.approx([1 / (60 + r) for r in range(1, 6)])
+    # A strong keyword match (here the whole phrase) counts in full: first in both lists, 2/61.
+    strong = preview(stubs, "cooking makes me happy", "key-fusion", strategy="hybrid")
+    assert strong.memories[0].id == made[ONE_WORD] and strong.memories[0].score == pytest.approx(2 / 61)
+
+
+def test_memory_fusion_rrf_switches_back_to_equal_weights(boot, models):
+    stubs, made = fusion_server(boot, models, fusion="rrf")
+    assert status(stubs).retrieval.fusion == "rrf"
+    resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")
+    ranks = by_vector(resp)
+    assert ranks[0] == made[NUTS]
+    # ENGINE.md §8 as written: first in the keyword list plus any vector rank beats the vector list's first.
+    first, second = resp.memories[0], resp.memories[1]
+    assert first.id == made[ONE_WORD]
+    assert first.score == pytest.approx(1 / 61 + 1 / (60 + ranks.index(first.id) + 1))
+    assert second.id == made[NUTS] and second.score == pytest.approx(1 / 61)
+
+
 def test_budgets_still_hold_with_vector_tiers(tf):
     server, stubs = tf
     owner = "key-budget"

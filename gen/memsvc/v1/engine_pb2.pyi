@@ -306,19 +306,31 @@ class RerankStatus(_message.Message):
     reason: str
     def __init__(self, enabled: _Optional[bool] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., available: _Optional[bool] = ..., reason: _Optional[str] = ...) -> None: ...
 
+class RetrievalStatus(_message.Message):
+    __slots__ = ("fusion", "rrf_k", "list_top_k")
+    FUSION_FIELD_NUMBER: _ClassVar[int]
+    RRF_K_FIELD_NUMBER: _ClassVar[int]
+    LIST_TOP_K_FIELD_NUMBER: _ClassVar[int]
+    fusion: str
+    rrf_k: int
+    list_top_k: int
+    def __init__(self, fusion: _Optional[str] = ..., rrf_k: _Optional[int] = ..., list_top_k: _Optional[int] = ...) -> None: ...
+
 class EngineStatus(_message.Message):
-    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank")
+    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval")
     KEYWORD_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
     QDRANT_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
+    RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     keyword: KeywordStatus
     embedding: EmbeddingStatus
     vector_store: VectorStoreStatus
     qdrant: QdrantStatus
     rerank: RerankStatus
-    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ...) -> None: ...
+    retrieval: RetrievalStatus
+    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ...) -> None: ...
 
 class SummarizeRequest(_message.Message):
     __slots__ = ("older_than_days", "api_key_id", "dry_run", "all_tenants", "budget_tokens", "session_id")
