@@ -8,11 +8,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Protocol, Sequence
 
 from memsvc.core.access import AccessRecorder
+from memsvc.core.backend import InTransaction
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
 from memsvc.core.injection import InjectOptions, Injection, inject, last_user_text, no_memory_requested
-from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, validate_new
+from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, store_drafts, validate_new
 from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
 from memsvc.core.retrieval import (
     BUDGET_RANGE,
@@ -33,7 +34,8 @@ EXTRACTION_FAILED = "memory.extraction.background.failed"
 
 
 class EngineBackend(SearchBackend, SummaryBackend, Protocol):
-    def create_many(self, memories: Sequence[NewMemory]) -> list[UpsertResult]: ...
+    def create_many(self, memories: Sequence[NewMemory],
+                    in_transaction: InTransaction | None = None) -> list[UpsertResult]: ...
 
     def touch(self, ids: Sequence[str]) -> None: ...
 
@@ -205,9 +207,8 @@ class Engine:
         return ExtractOutcome(facts, accepted=True)
 
     def _store(self, drafts: list[NewMemory]) -> int:
-        results = self._backend.create_many(drafts)
-        self._events.written([r.id for r in results])
-        return len(results)
+        """All facts of a call or none, with their vectors, in one transaction."""
+        return len(store_drafts(self._backend, self._events, drafts, each=False))
 
     @staticmethod
     def _facts(*texts: str) -> list[Fact]:

@@ -15,6 +15,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
 from memsvc.core.errors import NotFoundError, Violations, shorten
+from memsvc.core.group_commit import GroupCommit
 from memsvc.core.models import (
     DEFAULT_MEMORY_TYPE,
     MEMORY_TYPES,
@@ -43,20 +44,61 @@ HEALTH_OWNER = "__memsvc_health__"  # each probe adds ":<uuid>", so probes never
 HEALTH_KEY = "__extraction_test__"
 HEALTH_CONTENT = "pipeline verification test"
 UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
+# At most this many concurrent creates share one transaction.
+CREATE_BATCH = 128
 
 log = logging.getLogger("memsvc.core.memories")
 
 
+class CreateFollowUp(Protocol):
+    """What derived indexes (vectors) do for one batch of drafts being stored."""
+
+    def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
+        """Inside the write transaction that stored the drafts (`stored[i]` is the row
+        drafts[i] left, None if it failed), so derived rows commit with the memories. Must
+        not raise for a problem of its own (it defers instead): that would fail the batch."""
+
+    def committed(self, stored: Sequence[Memory]) -> None:
+        """After the commit (work that must not hold the transaction). Must not raise."""
+
+
 class MemoryEvents(Protocol):
-    """Told after memory text was written, so derived indexes (vectors) can follow. Must
-    not raise: the write has already committed."""
+    """How derived indexes (vectors) follow memory text. `creating` is asked before drafts
+    are stored, outside any transaction (slow work such as embedding happens there), and
+    its follow-up joins the write; `written` is told after text was written by other paths
+    and must not raise, the write having committed."""
+
+    def creating(self, drafts: Sequence[NewMemory]) -> CreateFollowUp: ...
 
     def written(self, ids: Sequence[str]) -> None: ...
 
 
+class NoFollowUp:
+    def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
+        return None
+
+    def committed(self, stored: Sequence[Memory]) -> None:
+        return None
+
+
 class NoEvents:
+    def creating(self, drafts: Sequence[NewMemory]) -> CreateFollowUp:
+        return NoFollowUp()
+
     def written(self, ids: Sequence[str]) -> None:
         return None
+
+
+def store_drafts(backend: MemoryBackend, events: MemoryEvents, drafts: Sequence[NewMemory], *,
+                 each: bool) -> list[UpsertResult | Exception]:
+    """Store validated drafts in one transaction, with what `events` derives from them
+    (their vectors) in the same transaction. `each`: every draft succeeds or fails on its
+    own (its slot then holds the exception); otherwise all are stored or none (raises)."""
+    follow_up = events.creating(drafts)
+    write = backend.create_each if each else backend.create_many
+    outcomes = write(drafts, follow_up.in_transaction)
+    follow_up.committed([o.memory for o in outcomes if isinstance(o, UpsertResult) and o.memory is not None])
+    return outcomes
 
 
 @dataclass(frozen=True)
@@ -206,16 +248,22 @@ class Memories:
     write that can change a cached row."""
 
     def __init__(self, backend: MemoryBackend, read_cache: TtlCache[Memory] | None = None,
-                 events: MemoryEvents | None = None):
+                 events: MemoryEvents | None = None, max_batch: int = CREATE_BATCH):
         self.backend = backend
         self.read_cache: TtlCache[Memory] = read_cache or TtlCache(max_entries=500, ttl_s=60.0)
         self.events: MemoryEvents = events or NoEvents()
+        #: Concurrent creates share one transaction (see memsvc.core.group_commit).
+        self.creates: GroupCommit[NewMemory, UpsertResult] = GroupCommit(self._create_batch, max_batch)
 
     def create(self, draft: NewMemory) -> UpsertResult:
-        result = self.backend.create(validate_new(draft))
+        """Validated here, then stored with the creates of other callers that arrive
+        meanwhile, in one transaction with their vectors; returns once that committed."""
+        result = self.creates.submit(validate_new(draft))
         self.read_cache.invalidate(result.id)  # an upsert changed an existing row
-        self.events.written([result.id])
         return result
+
+    def _create_batch(self, drafts: list[NewMemory]) -> list[UpsertResult | Exception]:
+        return store_drafts(self.backend, self.events, drafts, each=True)
 
     def get(self, memory_id: str) -> Memory:
         memory = self.read_cache.get_or_load(memory_id, lambda: self.backend.get(memory_id)) if memory_id else None

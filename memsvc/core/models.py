@@ -98,6 +98,8 @@ class MemoryFilter:
 class UpsertResult:
     id: str
     created: bool
+    #: The row as the write left it (what derived indexes need, without reading it back).
+    memory: Memory | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

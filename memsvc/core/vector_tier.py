@@ -20,11 +20,11 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from memsvc.core.background import BackgroundWriter
-from memsvc.core.models import Memory, SearchScope
+from memsvc.core.models import Memory, NewMemory, SearchScope
 from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
 from memsvc.core.retrieval import Resolution, VectorMatch, VectorResult, VectorUnavailable
 from memsvc.core.settings import MemorySettings, Settings
-from memsvc.embedding.errors import EmbeddingError
+from memsvc.embedding.errors import EmbeddingError, NoEmbeddingSource
 from memsvc.embedding.rerank import apply_rerank
 from memsvc.embedding.resolver import Embeddings, Resolved
 from memsvc.vectors.index import VectorError, VectorHit, VectorRow
@@ -121,25 +121,21 @@ class VectorTier:
 
     # ---- writes ----
 
+    def creating(self, drafts: Sequence[NewMemory]) -> "VectorWrite":
+        """The vectors of drafts about to be stored, embedded now (one `embed` call for the
+        batch, before the write transaction, so a model never holds the writer lock); the
+        returned follow-up stores them in the transaction that stores the drafts."""
+        return VectorWrite(self, [d.content for d in drafts])
+
     def written(self, ids: Sequence[str]) -> None:
-        """Embed and index memories whose text just changed. Never raises: a row that could
-        not be embedded is marked needs_reindex and picked up by backfill or Reindex."""
+        """Embed and index memories whose text just changed (after their own commit). Never
+        raises: a row that could not be embedded is marked needs_reindex and picked up by
+        backfill or Reindex."""
         if not ids:
             return
         memories = list(self._memories.get_many(ids).values())
-        settings = self._settings.get()
-        if not memories or self.embeddings.resolve(settings).source is None:
-            return
-        try:
-            resolved, vectors = self.embeddings.embed(settings, [m.content for m in memories], wait=False)
-            rows = [VectorRow.from_memory(m, v) for m, v in zip(memories, vectors)]
-            self._ensure_sqlite(resolved)
-            self.sqlite.upsert(rows)
-        except (EmbeddingError, VectorError, VectorUnavailable) as exc:
-            log.info("memory.vector.deferred", extra={"count": len(memories), "reason": str(exc)[:200]})
-            self._mark(memories)
-            return
-        self._dual_write(resolved, rows)
+        if memories:
+            VectorWrite(self, [m.content for m in memories]).apply(memories)
 
     def _mark(self, memories: list[Memory]) -> None:
         try:
@@ -261,6 +257,77 @@ class VectorTier:
             return int(probe())
         except VectorError:
             return 0
+
+
+class VectorWrite:
+    """Vectors for texts being written (ENGINE.md §7), made before the write: embedded with
+    `wait=False`, so a model still loading defers them (the rows are marked needs_reindex)
+    instead of blocking. Then stored either inside the transaction that writes the memories
+    (`in_transaction`, the memory create path) or in a transaction of their own after it
+    (`apply`). Never raises for a vector problem: those rows are marked, never lost."""
+
+    def __init__(self, tier: VectorTier, texts: list[str]):
+        self._tier = tier
+        self._vectors: np.ndarray | None = None
+        self._resolved: Resolved | None = None
+        self._deferred = ""
+        self._rows: list[VectorRow] = []
+        if not texts:
+            return
+        try:
+            self._resolved, self._vectors = tier.embeddings.embed(tier._settings.get(), texts, wait=False)
+            tier._ensure_sqlite(self._resolved)
+        except NoEmbeddingSource:
+            self._vectors = None  # keyword only: nothing to index, nothing owed
+        except (EmbeddingError, VectorError, VectorUnavailable) as exc:
+            self._vectors = None
+            self._deferred = str(exc) or type(exc).__name__
+
+    def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
+        """`stored[i]` is the row written for texts[i] (None: that draft failed)."""
+        sqlite = self._tier.sqlite
+        self._store(stored, lambda rows: sqlite.upsert_in_transaction(txn, rows),
+                    lambda memories: sqlite.mark_failed_in_transaction(txn, memories))
+
+    def committed(self, stored: Sequence[Memory]) -> None:
+        if self._rows and self._resolved is not None:
+            self._tier._dual_write(self._resolved, self._rows)
+
+    def apply(self, memories: Sequence[Memory]) -> None:
+        """Store the vectors of memories already committed, in a transaction of their own."""
+        self._store(memories, self._tier.sqlite.upsert, self._tier._mark)
+        self.committed(memories)
+
+    def _store(self, stored: Sequence[Memory | None], upsert: Callable[[list[VectorRow]], Any],
+               mark: Callable[[list[Memory]], Any]) -> None:
+        written = [m for m in stored if m is not None]
+        if not written or (self._vectors is None and not self._deferred):
+            return
+        rows: list[VectorRow] = []
+        unusable: list[Memory] = []
+        if self._vectors is not None:
+            for memory, vector in zip(stored, self._vectors):
+                if memory is None:
+                    continue
+                try:
+                    rows.append(VectorRow.from_memory(memory, vector))
+                except VectorError as exc:  # e.g. a zero vector: only this row waits
+                    self._deferred = str(exc)
+                    unusable.append(memory)
+            # Two drafts of one memory (same owner and key) in a batch: the later one is
+            # what the row now holds.
+            rows = list({row.memory_id: row for row in rows}.values())
+            try:
+                upsert(rows)
+                self._rows = rows
+            except VectorError as exc:
+                self._deferred = str(exc)
+                unusable = written
+        else:
+            unusable = written
+        if unusable:
+            log.info("memory.vector.deferred", extra={"count": len(unusable), "reason": self._deferred[:200]})
+            mark(unusable)
 
 
 class SettingsReranker:

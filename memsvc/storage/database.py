@@ -122,6 +122,8 @@ class Database:
         self._closed = False
         self._write_lock = threading.Lock()
         self._writer_thread: int | None = None
+        #: Write transactions committed through this object (under the write lock).
+        self.commits = 0
         self._rollback_hooks: list = []
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
@@ -240,6 +242,7 @@ class Database:
                     self._rollback(conn)
                     self._run_rollback_hooks()
                     raise
+                self.commits += 1
             finally:
                 self._rollback_hooks = []
                 self._writer_thread = None
@@ -258,6 +261,17 @@ class Database:
                 hook()
             except Exception:  # noqa: BLE001 - a hook must not mask the original error
                 pass
+
+    @staticmethod
+    @contextmanager
+    def savepoint(conn: apsw.Connection) -> Iterator[apsw.Connection]:
+        """Inside a write() block: a nested transaction. If the block raises, its statements
+        are undone and the exception propagates, while the outer transaction stays open (so
+        one failing part of a batch does not take the others down)."""
+        if not conn.in_transaction:
+            raise RuntimeError("savepoint() is only valid inside Database.write()")
+        with conn:  # apsw: inside an open transaction this is SAVEPOINT ... RELEASE / ROLLBACK TO
+            yield conn
 
     @staticmethod
     def _rollback(conn: apsw.Connection) -> None:

@@ -129,11 +129,6 @@ def _memory_ids(items: Iterable[Any]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-def _chunks(values: Sequence[Any], size: int = 500) -> Iterable[Sequence[Any]]:
-    for start in range(0, len(values), size):
-        yield values[start:start + size]
-
-
 GENERATION = "vec_generation"
 
 
@@ -156,16 +151,22 @@ def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
     ids = _memory_ids(memory_ids)
     if not ids or not _table_exists(conn):
         return 0
-    deleted = 0
-    for part in _chunks(ids):
-        marks = ",".join("?" * len(part))
-        found = conn.execute(f"SELECT count(*) FROM {TABLE} WHERE rowid IN ({marks})", part).fetchone()[0]
-        if found:
-            conn.execute(f"DELETE FROM {TABLE} WHERE rowid IN ({marks})", part)
-            deleted += int(found)
-    if deleted:
+    found = _stored_owners(conn, ids)
+    if found:
+        conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", [(mid,) for mid in found])
         bump_generation(conn)
-    return deleted
+    return len(found)
+
+
+def _stored_owners(conn: Any, memory_ids: Sequence[int]) -> dict[int, str]:
+    """{memory_id: owner (partition key)} of the ids that have a vector. One point lookup
+    per id: vec0 answers `rowid = ?` from its rowid index, but `rowid IN (...)` scans the
+    whole table (milliseconds per 20,000 vectors, for every call)."""
+    if not memory_ids:
+        return {}
+    rows = conn.executemany(f"SELECT rowid, api_key_id FROM {TABLE} WHERE rowid = ?",
+                            [(mid,) for mid in memory_ids]).fetchall()
+    return {int(mid): owner for mid, owner in rows}
 
 
 class SqliteVecIndex:
@@ -330,35 +331,78 @@ class SqliteVecIndex:
         vectors were written."""
         if not rows:
             return 0
-        self._require_loaded()
-        prepared = [(row, as_vector(row.vector)) for row in rows]
-        value_sql = self._value_sql()
-        written = 0
-        applied: list[tuple[VectorRow, np.ndarray]] = []
+        prepared = self._prepare(rows)
         with self.db.write() as conn:
-            dim = self._ready_dim(conn)
-            for row, vec in prepared:
-                if vec.shape[0] != dim:
-                    raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
-            for row, vec in prepared:
-                current = conn.execute("SELECT key, content FROM memories WHERE memory_id = ?",
-                                       (row.memory_id,)).fetchone()
-                if current is None or current[0] != row.key or current[1] != row.content:
-                    continue
-                conn.execute(f"DELETE FROM {TABLE} WHERE rowid = ?", (row.memory_id,))
-                conn.execute(
-                    f"INSERT INTO {TABLE} (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
-                    f"VALUES (?, ?, ?, ?, ?, {value_sql})",
-                    (row.memory_id, row.api_key_id, row.session_id or _NO_SESSION, unix_us(row.created_at),
-                     unix_us(row.expires_at) if row.expires_at is not None else NEVER_US, self._param(vec)),
-                )
-                conn.execute("UPDATE memories SET needs_reindex = 0 WHERE memory_id = ? AND needs_reindex != 0",
-                             (row.memory_id,))
-                written += 1
-                applied.append((row, vec))
-            if applied:
-                self._changed(conn, lambda c: _put_rows(c, applied, dim))
-        return written
+            return self._upsert_in(conn, prepared)
+
+    def upsert_in_transaction(self, conn: Any, rows: Sequence[VectorRow]) -> int:
+        """`upsert` inside a write transaction the caller holds (the one that writes the
+        memories, so a new memory and its vector commit together). All or nothing in its
+        own savepoint: on failure its statements are undone, this process's cache is
+        dropped, the caller's transaction goes on, and VectorError is raised (any other
+        error only when SQLite rolled back the caller's whole transaction)."""
+        if not rows:
+            return 0
+        prepared = self._prepare(rows)
+        try:
+            with self.db.savepoint(conn):
+                return self._upsert_in(conn, prepared)
+        except Exception as exc:
+            if self.cache is not None:
+                self.cache.invalidate()
+            if isinstance(exc, VectorError) or not conn.in_transaction:
+                raise
+            raise VectorError(f"sqlite-vec write failed ({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+    def _prepare(self, rows: Sequence[VectorRow]) -> list[tuple[VectorRow, np.ndarray]]:
+        self._require_loaded()
+        return [(row, as_vector(row.vector)) for row in rows]
+
+    def _upsert_in(self, conn: Any, prepared: list[tuple[VectorRow, np.ndarray]]) -> int:
+        """The batch in a few statements whatever its size: one read of the memories' current
+        text, one point lookup per vector, then executemany per kind of change."""
+        dim = self._ready_dim(conn)
+        for row, vec in prepared:
+            if vec.shape[0] != dim:
+                raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
+        current = {int(mid): (key, content) for mid, key, content in conn.execute(
+            "SELECT memory_id, key, content FROM memories WHERE memory_id IN (SELECT value FROM json_each(?))",
+            (json.dumps([int(row.memory_id) for row, _ in prepared]),)).fetchall()}
+        # Only rows embedded from the memory's current text; of two rows of one memory the
+        # later wins.
+        fresh = {int(row.memory_id): (row, vec) for row, vec in prepared
+                 if current.get(int(row.memory_id)) == (row.key, row.content)}
+        if not fresh:
+            return 0
+        stored = _stored_owners(conn, list(fresh))
+        in_place, replaced, new = [], [], []
+        for mid, (row, vec) in fresh.items():
+            owner = stored.get(mid)
+            # vec0 cannot move a vector to another partition, and (0.1.9) an UPDATE loses
+            # the int8 type of vec_quantize_int8(): those are deleted and inserted again.
+            if owner is None:
+                new.append((row, vec))
+            elif owner == row.api_key_id and self.quantization != "int8":
+                in_place.append((row, vec))
+            else:
+                replaced.append((row, vec))
+        if replaced:
+            conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", [(r.memory_id,) for r, _ in replaced])
+        if in_place:
+            conn.executemany(
+                f"UPDATE {TABLE} SET session_id = ?, created_us = ?, expires_us = ?, embedding = ? WHERE rowid = ?",
+                [(*_scope_values(r), self._param(v), r.memory_id) for r, v in in_place])
+        if new or replaced:
+            conn.executemany(
+                f"INSERT INTO {TABLE} (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
+                f"VALUES (?, ?, ?, ?, ?, {self._value_sql()})",
+                [(r.memory_id, r.api_key_id, *_scope_values(r), self._param(v)) for r, v in (*new, *replaced)])
+        conn.execute("UPDATE memories SET needs_reindex = 0 WHERE memory_id IN (SELECT value FROM json_each(?)) "
+                     "AND needs_reindex != 0", (json.dumps(list(fresh)),))
+        applied = list(fresh.values())
+        moved = [r.memory_id for r, _ in replaced if stored[r.memory_id] != r.api_key_id]
+        self._changed(conn, lambda c: _put_rows(c, applied, dim, moved))
+        return len(applied)
 
     def update_scope(self, memories: Sequence[Memory]) -> int:
         """Bring the filter columns (session, creation, expiry) of existing vectors up to
@@ -373,8 +417,7 @@ class SqliteVecIndex:
                 return 0
             for m in memories:
                 conn.execute(f"UPDATE {TABLE} SET session_id = ?, created_us = ?, expires_us = ? WHERE rowid = ?",
-                             (m.session_id or _NO_SESSION, unix_us(m.created_at),
-                              unix_us(m.expires_at) if m.expires_at is not None else NEVER_US, m.memory_id))
+                             (*_scope_values(m), m.memory_id))
                 updated += conn.changes()
             if updated:
                 scoped = list(memories)
@@ -397,15 +440,21 @@ class SqliteVecIndex:
         keys = _memory_ids(memory_ids)
         if not keys:
             return 0
-        marked = 0
         with self.db.write() as conn:
-            for part in _chunks(keys):
-                marks = ",".join("?" * len(part))
-                conn.execute(f"UPDATE memories SET needs_reindex = 1 WHERE memory_id IN ({marks})", part)
-                marked += conn.changes()
-            if self.db.vec_version is not None:
-                self.delete_in_transaction(conn, keys)
-            self._changed(conn, lambda c: c.forget_clean())
+            return self.mark_failed_in_transaction(conn, keys)
+
+    def mark_failed_in_transaction(self, conn: Any, memory_ids: Sequence[Any]) -> int:
+        """`mark_failed` inside a write transaction the caller holds (the one that wrote
+        those memories, when their vectors could not be written with them)."""
+        keys = _memory_ids(memory_ids)
+        if not keys:
+            return 0
+        conn.execute("UPDATE memories SET needs_reindex = 1 WHERE memory_id IN (SELECT value FROM json_each(?))",
+                     (json.dumps(keys),))
+        marked = conn.changes()
+        if self.db.vec_version is not None:
+            self.delete_in_transaction(conn, keys)
+        self._changed(conn, lambda c: c.forget_clean())
         return marked
 
     def prune_orphans(self) -> int:
@@ -640,25 +689,33 @@ def signature_dim(signature: str | None) -> int | None:
     return int(match[1]) if match else None
 
 
+def _scope_values(item: Any) -> tuple[str, int, int]:
+    """(session_id, created_us, expires_us): the metadata columns of a vector, from a
+    VectorRow or a Memory."""
+    return (item.session_id or _NO_SESSION, unix_us(item.created_at),
+            unix_us(item.expires_at) if item.expires_at is not None else NEVER_US)
+
+
 # -- cache changes (run by VectorCache.apply under its lock) ----------------------------------
 
 
-def _put_rows(cache: VectorCache, applied: list[tuple[VectorRow, np.ndarray]], dim: int) -> None:
+def _put_rows(cache: VectorCache, applied: list[tuple[VectorRow, np.ndarray]], dim: int,
+              moved: list[int] | None = None) -> None:
+    if moved:  # vectors that changed owner leave the old owner's block
+        _remove_ids(cache, moved)
     for row, vec in applied:
         block = cache.owner_block(row.api_key_id)
         if block is None or block.dim != dim:
             continue
         norm = float(np.linalg.norm(vec))
-        block.put(int(row.memory_id), vec / np.float32(norm) if norm > 0 else vec, row.session_id or _NO_SESSION,
-                  unix_us(row.created_at), unix_us(row.expires_at) if row.expires_at is not None else NEVER_US)
+        block.put(int(row.memory_id), vec / np.float32(norm) if norm > 0 else vec, *_scope_values(row))
 
 
 def _rescope(cache: VectorCache, memories: list[Memory]) -> None:
     for m in memories:
         block = cache.owner_block(m.api_key_id)
         if block is not None:
-            block.set_scope(int(m.memory_id), m.session_id or _NO_SESSION, unix_us(m.created_at),
-                            unix_us(m.expires_at) if m.expires_at is not None else NEVER_US)
+            block.set_scope(int(m.memory_id), *_scope_values(m))
 
 
 def _remove_ids(cache: VectorCache, memory_ids: list[int], forget_clean: bool = False) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsvc.core.models import Memory, NewMemory, SearchScope, utcnow
+from memsvc.core.models import Memory, MemoryFilter, NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
@@ -418,3 +418,120 @@ def test_without_the_extension_nothing_raises_no_such_table(tmp_path: Path):
         assert _meta(db)[3] == 0
     finally:
         db.close()
+
+
+# -- batched writes, and vectors inside the memories' own transaction --------------------------
+
+
+def _generation(db: Database) -> int:
+    with db.read() as conn:
+        row = conn.execute("SELECT value FROM sequences WHERE name = 'vec_generation'").fetchone()
+    return int(row[0]) if row else 0
+
+
+@pytest.mark.parametrize("quantization", ["none", "int8"])
+def test_re_upserting_replaces_each_vector_once_and_follows_an_owner_change(db, backend, quantization):
+    rng = np.random.default_rng(21)
+    index = SqliteVecIndex(db, quantization=quantization)
+    mems = _create(backend, 40)
+    index.ensure(SIG, DIM)
+    first, second = _unit(rng, 40), _unit(rng, 40)
+    assert index.upsert(_rows(mems, first)) == 40
+    before = _generation(db)
+    assert index.upsert(_rows(mems, second)) == 40  # every row exists: replaced, never doubled
+    assert _generation(db) == before + 1  # one transaction for the batch
+    assert index.count() == 40 and index.pending_count() == 0
+    for i in (0, 17, 39):
+        hit = index.search(_scope(), second[i], 1)[0]
+        assert hit.memory_id == mems[i].memory_id and hit.distance == pytest.approx(0, abs=1e-2)
+    # A memory that changed owner (a character rename) is moved to the new owner's partition.
+    with db.write() as conn:
+        conn.execute("UPDATE memories SET api_key_id = 'b' WHERE id = ?", (mems[5].id,))
+    moved = backend.get(mems[5].id)
+    assert index.upsert(_rows([moved], [second[5]])) == 1
+    assert [h.id for h in index.search(_scope("b"), second[5], 5)] == [moved.id]
+    assert moved.id not in {h.id for h in index.search(_scope("a"), second[5], 40)}
+    assert index.count() == 40
+
+
+def test_two_versions_of_one_memory_in_a_batch_store_only_the_current_one(db, backend, index):
+    mem = _create(backend, 1)[0]
+    index.ensure(SIG, DIM)
+    old = replace(VectorRow.from_memory(mem, np.eye(1, DIM, 0)[0]), content="what it said before")
+    current = VectorRow.from_memory(mem, np.eye(1, DIM, 1)[0])
+    assert index.upsert([current, old]) == 1  # the stale one is skipped whatever its position
+    assert index.count() == 1
+    assert index.search(_scope(), np.eye(1, DIM, 1)[0], 1)[0].distance == pytest.approx(0, abs=1e-6)
+
+
+def test_delete_in_finds_every_stored_vector_among_many_ids(db, backend, index):
+    mems = _create(backend, 60)
+    index.ensure(SIG, DIM)
+    index.upsert(_rows(mems, np.ones((60, DIM))))
+    with db.write() as conn:
+        assert delete_in(conn, [m.memory_id for m in mems[:45]] + [10**9]) == 45
+    assert index.count() == 15
+    assert index.mark_failed([m.memory_id for m in mems[40:50]]) == 10  # 5 of them still had a vector
+    assert index.count() == 10 and index.pending_count() == 50
+
+
+def test_create_each_stores_the_good_drafts_and_their_vectors_in_one_transaction(db, backend, index):
+    index.ensure(SIG, DIM)
+    with db.write() as conn:  # a draft the database refuses, although it passed validation
+        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON memories WHEN NEW.content = 'refused' "
+                     "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END")
+    drafts = [NewMemory(api_key_id="a", content="kept one"), NewMemory(api_key_id="a", content="refused"),
+              NewMemory(api_key_id="a", content="kept two", key="k")]
+    seen: list = []
+
+    def vectors(conn, stored):
+        seen.extend(stored)
+        rows = [VectorRow.from_memory(m, np.ones(DIM)) for m in stored if m is not None]
+        assert index.upsert_in_transaction(conn, rows) == 2
+
+    before = _generation(db)
+    outcomes = backend.create_each(drafts, vectors)
+    assert outcomes[0].created and outcomes[2].created and "refused by a trigger" in str(outcomes[1])
+    assert seen[1] is None and [m.content for m in (seen[0], seen[2])] == ["kept one", "kept two"]
+    assert seen[2].key == "k" and seen[2].memory_id == outcomes[2].memory.memory_id  # as written, not read back
+    assert _generation(db) == before + 1
+    assert sorted(m.content for m in backend.list(MemoryFilter(api_key_id="a"), 10, 0).data) == ["kept one", "kept two"]
+    assert index.count() == 2 and index.pending_count() == 0
+
+
+def test_a_failed_vector_write_inside_the_transaction_is_undone_alone(db, backend, index):
+    index.ensure(SIG, DIM)
+    kept = _create(backend, 1)[0]
+    index.upsert(_rows([kept], [np.ones(DIM)]))
+    failures: list[VectorError] = []
+
+    def vectors(conn, stored):
+        good = VectorRow.from_memory(stored[0], np.ones(DIM))
+        wrong = VectorRow.from_memory(stored[1], np.ones(DIM + 1))
+        try:
+            index.upsert_in_transaction(conn, [good, wrong])
+        except VectorError as exc:  # the caller's transaction goes on
+            failures.append(exc)
+            index.mark_failed_in_transaction(conn, [m for m in stored if m is not None])
+
+    results = backend.create_many([NewMemory(api_key_id="a", content="x"), NewMemory(api_key_id="a", content="y")],
+                                  vectors)
+    assert isinstance(failures[0], DimensionMismatch)
+    assert index.count() == 1  # neither new vector, the old one untouched
+    flagged = {m.id for m in index.pending("a", 10)}
+    assert flagged == {r.id for r in results}
+    assert all(backend.get(r.id).needs_reindex for r in results)
+
+
+def test_a_vector_that_changes_owner_leaves_the_old_owners_cached_block(db, backend):
+    index = SqliteVecIndex(db, cache_bytes=10_000_000)
+    mems = _create(backend, 3)
+    index.ensure(SIG, DIM)
+    index.upsert(_rows(mems, np.eye(3, DIM)))
+    assert len(index.search(_scope("a"), np.eye(1, DIM)[0], 5)) == 3  # loads owner a's block
+    assert mems[0].memory_id in index.cache.owner_block("a").slots
+    with db.write() as conn:
+        conn.execute("UPDATE memories SET api_key_id = 'b' WHERE id = ?", (mems[0].id,))
+    index.upsert(_rows([backend.get(mems[0].id)], np.eye(1, DIM)))
+    assert mems[0].memory_id not in index.cache.owner_block("a").slots
+    assert [h.id for h in index.search(_scope("b"), np.eye(1, DIM)[0], 5)] == [mems[0].id]
