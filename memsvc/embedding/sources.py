@@ -252,6 +252,8 @@ class StaticSource:
     @property
     def built(self) -> bool:
         """The model folder is complete (for the default model: its build marker exists)."""
+        if self._model is not None:
+            return True  # loaded from it: no need to look at the disk on every request
         if self._user_path:
             return (self._user_path / "config.json").is_file()
         return (self.folder / BUILD_MARKER).is_file()
@@ -274,6 +276,8 @@ class StaticSource:
 
     def unavailable(self) -> str | None:
         """Why this source cannot work here, measured without loading anything; None if it can."""
+        if self._model is not None:
+            return None
         if not module_available("model2vec"):
             return "the model2vec package is not installed"
         if self._user_path:
@@ -435,6 +439,8 @@ class TransformersSource:
         return _sentence_transformer_dim(folder) if folder is not None and folder.is_dir() else None
 
     def unavailable(self) -> str | None:
+        if self._model is not None:
+            return None
         for module in ("sentence_transformers", "torch"):
             if not module_available(module):
                 return f"the {module} package is not installed"
