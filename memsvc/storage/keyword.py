@@ -16,6 +16,7 @@ from typing import Any
 
 import apsw
 
+from memsvc.core.cache import TtlCache
 from memsvc.core.models import KeywordHit, SearchScope
 from memsvc.core.text import Terms, ngrams, terms
 from memsvc.storage import owner_terms
@@ -68,12 +69,12 @@ def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], sc
                         f"WHERE {where}", [json.dumps(memory_ids), *params]).fetchall()
 
 
-def _matches(t: Terms, owner: str | None, conn: apsw.Connection) -> list[tuple[str, str, str]]:
+def _matches(t: Terms, owner: str | None, conn: apsw.Connection, counts: TtlCache[int]) -> list[tuple[str, str, str]]:
     """(table, bm25 expression, MATCH query) for each index the terms can use: one owner's
     postings (migration 0005) when the scope has an owner, the shared indexes otherwise."""
     if owner is not None:
         found = [("memory_owner_fts", "bm25(memory_owner_fts, 1.0, 1.0, 0.0, 0.0)",
-                  owner_terms.word_query(conn, owner_terms.word_tokenizer(conn), owner, t), "{content key}"),
+                  owner_terms.word_query(conn, owner_terms.word_tokenizer(conn), owner, t, counts), "{content key}"),
                  ("memory_owner_fts", "bm25(memory_owner_fts, 0.0, 0.0, 1.0, 0.0)", owner_terms.gram_query(owner, t),
                   "grams")]
         return [(table, rank, f"{columns} : ({q})") for table, rank, q, columns in found if q is not None]
@@ -105,12 +106,13 @@ def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: s
 
 
 def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, limit: int,
-           row_to_memory) -> list[KeywordHit]:
+           row_to_memory, counts: TtlCache[int]) -> list[KeywordHit]:
     """Best `limit` rows of the scope for `text`, from the word and the CJK postings, best
-    first. `columns` must select m.memory_id second (as `_COLUMNS` does)."""
+    first. `columns` must select m.memory_id second (as `_COLUMNS` does); `counts` is the
+    database's `owner_terms.doc_counts()`."""
     t = terms(text)
     best: dict[str, KeywordHit] = {}
-    for table, rank, match in _matches(t, scope.api_key_id, conn):
+    for table, rank, match in _matches(t, scope.api_key_id, conn, counts):
         for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory):
             if hit.memory.id not in best or best[hit.memory.id].score < hit.score:
                 best[hit.memory.id] = hit

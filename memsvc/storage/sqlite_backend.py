@@ -30,7 +30,7 @@ from memsvc.core.models import (
     UpsertResult,
     utcnow,
 )
-from memsvc.storage import keyword
+from memsvc.storage import keyword, owner_terms
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso, parse_iso
 from memsvc.storage.migrations import apply_migrations
 
@@ -139,6 +139,7 @@ class SqliteMemoryBackend:
     def __init__(self, db: Database) -> None:
         self.db = db
         self._delete_hooks: list[DeleteHook] = []
+        self._doc_counts = owner_terms.doc_counts()
 
     def add_delete_hook(self, hook: "DeleteHook") -> None:
         """Run `hook(conn, [(id, memory_id), ...])` inside every transaction that deletes
@@ -398,7 +399,7 @@ class SqliteMemoryBackend:
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
         """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""
         with self.db.read() as conn:
-            return keyword.search(conn, _M_COLUMNS, scope, text, limit, _row_to_memory)
+            return keyword.search(conn, _M_COLUMNS, scope, text, limit, _row_to_memory, self._doc_counts)
 
     def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None) -> list[Memory]:
         """Memories created before `cutoff`, oldest first (summarization candidates)."""
