@@ -228,12 +228,14 @@ class VectorTier:
         self.sqlite.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
 
     def _matches(self, hits: Sequence[VectorHit], scope: SearchScope) -> list[VectorMatch]:
-        """Hits as memories, re-checked against the scope (a stale vector or point never
-        surfaces a memory out of scope, it only costs a slot)."""
-        memories = self._memories.get_many([h.id for h in hits])
+        """Hits as memories (those the index did not read already are loaded), re-checked
+        against the scope (a stale vector or point never surfaces a memory out of scope, it
+        only costs a slot)."""
+        missing = [h.id for h in hits if h.memory is None]
+        loaded = self._memories.get_many(missing) if missing else {}
         out = []
         for hit in hits:
-            memory = memories.get(hit.id)
+            memory = hit.memory or loaded.get(hit.id)
             if memory is not None and _in_scope(memory, scope):
                 out.append(VectorMatch(memory, hit.score))
         return out

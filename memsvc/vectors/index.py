@@ -84,6 +84,9 @@ class VectorHit:
     id: str
     distance: float
     score: float
+    #: The memory itself when the index read its row anyway (sqlite-vec re-checks the scope
+    #: in SQL), so the caller need not load it again; None otherwise.
+    memory: Memory | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True)

@@ -541,9 +541,9 @@ class SqliteVecIndex:
                                  (scope.session_id or _NO_SESSION) if scope.session_only else None)
             if not found:
                 return []
-            rows = rows_in_scope(conn, "m.id, m.memory_id", [mid for mid, _ in found], scope)
-        live = {int(mid): str(id_) for id_, mid in rows}
-        return [VectorHit(memory_id=mid, id=live[mid], distance=d, score=cosine_score(d))
+            rows = rows_in_scope(conn, _M_COLUMNS, [mid for mid, _ in found], scope)
+        live = {memory.memory_id: memory for memory in map(_row_to_memory, rows)}
+        return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
                 for mid, d in found if mid in live]
 
     def _load_block(self, conn: Any, owner: str, dim: int) -> OwnerBlock | None:

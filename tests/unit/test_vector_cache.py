@@ -157,3 +157,23 @@ def test_an_owner_larger_than_the_budget_is_searched_in_sqlite(db, backend):
     cached.upsert(_rows(mems, _unit(rng, 30)))
     _same(cached, plain, SearchScope("a", utcnow()), _unit(rng, 1)[0])
     assert cached.cache.stats()["owners"] == 0
+
+
+def test_cached_hits_carry_their_memory_as_stored(db, backend):
+    """The cached search reads each hit's row to re-check the scope; it hands that row on
+    (VectorTier then loads nothing), and the row is the current one after an update."""
+    from memsvc.core.models import MemoryPatch
+
+    rng = np.random.default_rng(7)
+    cached = SqliteVecIndex(db, cache_bytes=10_000_000)
+    cached.ensure(SIG, DIM)
+    mems = _create(backend, 12, "owner-m")
+    vectors = _unit(rng, 12)
+    cached.upsert(_rows(mems, vectors))
+    scope = SearchScope("owner-m", utcnow())
+    hits = cached.search(scope, vectors[3], 5)
+    assert hits[0].id == mems[3].id
+    assert all(h.memory == backend.get(h.id) for h in hits)
+    backend.update(mems[3].id, MemoryPatch(metadata={"note": "changed"}))
+    hit = cached.search(scope, vectors[3], 1)[0]
+    assert hit.memory is not None and hit.memory.metadata == {"note": "changed"}
