@@ -163,14 +163,13 @@ def _phrase(query: str) -> str:
     return normalize(query).strip(" ?!.,;:。？！，")
 
 
-def _newest_first(item: RetrievedItem) -> tuple[datetime, int]:
-    return (item.memory.created_at, item.memory.memory_id)
+def _rank_key(item: RetrievedItem) -> tuple[float, datetime, int]:
+    return (item.score, item.memory.created_at, item.memory.memory_id)
 
 
 def _rank(items: list[RetrievedItem]) -> list[RetrievedItem]:
     """Score descending, then newest first."""
-    items = sorted(items, key=_newest_first, reverse=True)
-    return sorted(items, key=lambda i: i.score, reverse=True)
+    return sorted(items, key=_rank_key, reverse=True)
 
 
 def strong_match(memory: Memory, phrase: str, tokens: Sequence[str]) -> bool:
