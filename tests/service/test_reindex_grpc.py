@@ -171,6 +171,8 @@ def test_a_second_reindex_is_aborted_before_any_message_and_attach_follows_the_r
     first = stubs.engine.Reindex(epb.ReindexRequest(), timeout=60)
     opening = next(first)
     assert opening.started and opening.pending == 5
+    # The job is inside its first (slow) embedding call; the opening message can come first.
+    wait_for(lambda: models.embed_calls == 1, what="the running job's first embedding call")
 
     second = stubs.engine.Reindex(epb.ReindexRequest(), timeout=30)
     received = []
