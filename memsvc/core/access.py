@@ -12,11 +12,14 @@ by up to `delay_s`; `flush` (shutdown, tests) writes what is pending at once.
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from typing import Callable, Iterable, Mapping
 
 from memsvc.core.background import BackgroundWriter
+
+log = logging.getLogger("memsvc.core.access")
 
 FAILED = "memory.access.record.failed"
 
@@ -61,7 +64,10 @@ class AccessRecorder:
         self._submit()
 
     def _submit(self) -> None:
-        self._background.submit(FAILED, self._flush)
+        try:
+            self._background.submit(FAILED, self._flush)
+        except RuntimeError:  # the writer has shut down: the process is closing, statistics go
+            log.info("memory.access.dropped_at_shutdown")
 
     def _flush(self) -> None:
         with self._lock:

@@ -125,3 +125,18 @@ def test_access_recorder_waits_its_delay_and_flush_writes_at_once():
         time.sleep(0.01)
     background.drain()
     assert writes == [{"c": 2}]
+
+
+def test_access_recorded_after_shutdown_is_dropped_quietly():
+    """A retrieval racing the shutdown (or a delayed flush firing after it) must not raise:
+    the writer is gone and the counters are statistics."""
+    from memsvc.core.access import AccessRecorder
+    from memsvc.core.background import BackgroundWriter
+
+    writes: list[dict[str, int]] = []
+    background = BackgroundWriter()
+    background.drain()
+    recorder = AccessRecorder(lambda counts: writes.append(dict(counts)), background)
+    recorder.record(["a"])
+    recorder.flush()
+    assert writes == []
