@@ -8,7 +8,7 @@
 -- term's posting list is one owner's rows and nothing else is read.
 --
 -- The table holds no text of its own (contentless, with delete support): the triggers feed
--- it the prefixed terms computed by two SQL functions every memsvc connection registers:
+-- it the prefixed terms computed by SQL functions every memsvc connection registers:
 -- memsvc_owner_words (FTS5's porter/unicode61 tokens of the text) and memsvc_owner_grams
 -- (the trigrams of its CJK runs). Searches scoped to one owner use this table; searches
 -- across owners (scope global) keep using memory_fts and memory_fts_cjk.
