@@ -8,12 +8,8 @@ import os
 from pathlib import Path
 from typing import Any
 
-import grpc
-import pytest
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
-
 from memsvc.v1 import memory_pb2 as pb
+from tests.support.rpc_errors import error, error_info, violated_fields  # noqa: F401 - the tests import them from here
 
 
 def message(role: str, text: str) -> dict[str, Any]:
@@ -45,33 +41,6 @@ def items(*pairs: tuple[str, str | None], **extra: Any) -> list[pb.ChatItem]:
             item.text = text
         out.append(item)
     return out
-
-
-def error(call, request, **kwargs) -> grpc.RpcError:
-    with pytest.raises(grpc.RpcError) as info:
-        call(request, **kwargs)
-    return info.value
-
-
-def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
-    status = rpc_status.from_call(err)
-    for detail in status.details if status else []:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    return None
-
-
-def violated_fields(err: grpc.RpcError) -> set[str]:
-    status = rpc_status.from_call(err)
-    fields: set[str] = set()
-    for detail in status.details if status else []:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            fields |= {v.field for v in bad.field_violations}
-    return fields
 
 
 def snapshot_files(root: Path, skip_db: bool = True) -> dict[str, bytes | str]:

@@ -17,14 +17,13 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2
-from google.rpc import error_details_pb2
-from grpc_status import rpc_status
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
+from tests.support.rpc_errors import violated_fields
 
 C = grpc.StatusCode
 OWNER = "key-pipeline"
@@ -106,17 +105,6 @@ def rpc_error(call, *args, **kwargs) -> grpc.RpcError:
     with pytest.raises(grpc.RpcError) as info:
         call(*args, **kwargs)
     return info.value
-
-
-def violated_fields(err: grpc.RpcError) -> set[str]:
-    status = rpc_status.from_call(err)
-    found = set()
-    for any_ in status.details if status else []:
-        if any_.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            br = error_details_pb2.BadRequest()
-            any_.Unpack(br)
-            found |= {v.field for v in br.field_violations}
-    return found
 
 
 def wait_until(predicate, timeout: float = 10.0, what: str = "condition") -> None:

@@ -36,6 +36,7 @@ from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
 from tests.support.model_server import ModelServer
+from tests.support.rpc_errors import error, error_info, violated_fields  # noqa: F401 - the tests import them from here
 
 C = grpc.StatusCode
 MINILM_DIM = 384
@@ -205,34 +206,6 @@ def contents(resp) -> list[str]:
     return [m.content for m in resp.memories]
 
 
-def error(call: Callable[..., Any], request: Any, *, stream: bool = False, **kwargs: Any) -> grpc.RpcError:
-    """The RpcError a call ends with (for a server stream, read until it comes)."""
-    with pytest.raises(grpc.RpcError) as info:
-        result = call(request, **kwargs)
-        if stream:
-            list(result)
-    return info.value
-
-
-def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
-    st = rpc_status.from_call(err)
-    for detail in st.details if st else []:
-        if detail.Is(error_details_pb2.ErrorInfo.DESCRIPTOR):
-            info = error_details_pb2.ErrorInfo()
-            detail.Unpack(info)
-            return info
-    return None
-
-
-def violated_fields(err: grpc.RpcError) -> set[str]:
-    st = rpc_status.from_call(err)
-    fields: set[str] = set()
-    for detail in st.details if st else []:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            fields.update(v.field for v in bad.field_violations)
-    return fields
 
 
 def error_text(err: grpc.RpcError) -> str:
