@@ -208,10 +208,14 @@ def test_a_client_that_disconnects_cancels_nothing(boot, models):
     call = stubs.engine.Reindex(epb.ReindexRequest(), timeout=60)
     assert next(call).pending == 5
     call.cancel()
-    assert server.app.reindexer.current() is not None and not server.app.reindexer.current().finished
-    wait_for(lambda: status(stubs).vector_store.row_count == 5, 30, what="the job to finish on its own")
+    job = server.app.reindexer.current()
+    assert job is not None and not job.finished
+    # The job publishes `done` only after its last row is stored and it has seen nothing left
+    # to embed, so wait for the job itself: the rows alone reach 5 a moment before that.
+    wait_for(lambda: job.finished, 30, what="the job to finish on its own")
+    assert job.latest().state == "done"
+    assert status(stubs).vector_store.row_count == 5
     assert status(stubs).vector_store.needs_reindex == 0
-    assert server.app.reindexer.current().latest().state == "done"
 
 
 def test_reindex_without_an_embedding_source_is_failed_precondition(server, stubs):
