@@ -83,7 +83,7 @@ def write_results(name: str, data: dict[str, Any], table: str, title: str) -> Pa
 
 @dataclass
 class Target:
-    """One target of issue 6: `value` measured against `limit` (`op` is <= or >=)."""
+    """One performance target: `value` measured against `limit` (`op` is <= or >=)."""
 
     name: str
     value: float

@@ -1,10 +1,10 @@
 """Retrieval quality on a labeled set (bench/quality_set.py): recall@5, recall@10 and MRR
 for exact ("recent"), keyword (FTS5), semantic and hybrid with the static model and with
 MiniLM — with the per-query latency of each beside it, so quality is never traded for
-speed silently. Hybrid is measured with each candidate fusion of ENGINE.md §8 (the
+speed silently. Hybrid is measured with each candidate fusion (the
 default, equal RRF, weighted RRF, RRF with a small k, a convex combination of normalized
-scores) over the same two lists. Also the FTS5 tokenizer and query-building choices of
-ENGINE.md §2, measured on the same set.
+scores) over the same two lists. Also the FTS5 tokenizer and query-building choices,
+measured on the same set.
 
 Runs the real engine in process (App over a fresh database; retrieval through
 Engine.preview, the same code as Retrieve without touching counters; the other fusions
@@ -56,7 +56,7 @@ def _convex(keyword: list[Candidate], vector: list[Candidate], k: int) -> dict[s
 
 CANDIDATE_FUSIONS = [  # measured beside the default; None = the server's own (Engine.preview)
     (f"{DEFAULT_FUSION} (default)", None),
-    (f"{FUSION_RRF} (equal, §8)", FUSIONS[FUSION_RRF]),
+    (f"{FUSION_RRF} (equal)", FUSIONS[FUSION_RRF]),
     ("weighted RRF, vector 2 : keyword 1", Fusion("weighted", _weighted_rrf)),
     ("RRF, k=10", Fusion("rrf-k10", _small_k_rrf)),
     ("convex 0.7 vector + 0.3 keyword", Fusion("convex", _convex)),
@@ -154,7 +154,7 @@ def engine_quality() -> tuple[dict, dict[str, str]]:
     return results, {}
 
 
-# ---------------------------------------------------------------------- ENGINE.md §2 choices
+# ---------------------------------------------------------------------- FTS5 tokenizer choices
 
 
 def tokenizer_choices() -> dict:
@@ -227,12 +227,12 @@ def report(out: dict) -> tuple[str, list[Target]]:
               f"{out['distractors']} distractors. In process (Engine.preview), so the latency excludes gRPC. "
               "Hybrid rows fuse the same two lists (keyword top 20 by relevance, vector top 20) and differ only "
               "in the fusion: gated-rrf counts a keyword match only when it is strong (the whole query phrase or "
-              "two query terms occur); rrf is ENGINE.md §8 as written (MEMORY_FUSION=rrf).")
+              "two query terms occur); rrf is plain equal-weight RRF (MEMORY_FUSION=rrf).")
     trows = [[k.split(" | ")[0], k.split(" | ")[1], f"{v['keyword']['recall@10']:.2f}", f"{v['keyword']['mrr']:.2f}",
               f"{v['paraphrase']['recall@10']:.2f}", f"{v['paraphrase']['mrr']:.2f}"] for k, v in out["tokenizers"].items()]
     table += "\n\n" + md_table(["FTS5 tokenizer (bm25 only)", "query building", "recall@10 keyword q.", "MRR keyword q.",
                                 "recall@10 paraphrase q.", "MRR paraphrase q."], trows)
-    targets: list[Target] = []  # issue 6 sets no quality number: reported beside the speed, not judged
+    targets: list[Target] = []  # no quality number is set: reported beside the speed, not judged
     return table, targets
 
 

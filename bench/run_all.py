@@ -1,4 +1,4 @@
-"""Run every benchmark of issue 6, write bench/results/summary.md, print PASS/MISS per target.
+"""Run every benchmark, write bench/results/summary.md, print PASS/MISS per target.
 
     .venv/bin/python bench/run_all.py
 
@@ -40,7 +40,7 @@ def _targets(out: dict) -> list[Target]:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description="run every benchmark of issue 6")
+    parser = argparse.ArgumentParser(description="run every benchmark")
     parser.add_argument("--only", default="", help="comma-separated subset: " + ",".join(s for s, _, _ in STEPS))
     args = parser.parse_args()
     only = {s for s in args.only.split(",") if s}
@@ -74,14 +74,14 @@ def main() -> int:
     m = machine()
     text = (f"# memsvc benchmarks\n\n{m['when']} · Python {m['python']} · {m['cpus']} CPUs · run_all took "
             f"{total / 60:.1f} min (dataset check {prep_s:.0f} s; per bench s: "
-            + ", ".join(f"{k} {v}" for k, v in timings.items()) + ")\n\n## Targets of issue 6\n\n" + summary
+            + ", ".join(f"{k} {v}" for k, v in timings.items()) + ")\n\n## Targets\n\n" + summary
             + "\n\n" + "\n".join(sections))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "summary.md").write_text(text, encoding="utf-8")
     (RESULTS / "summary.json").write_text(json.dumps({"machine": m, "seconds": round(total, 1), "timings": timings,
                                                      "datasets": datasets, "failures": failures,
                                                      "targets": [t.as_dict() for t in targets]}, indent=2, default=str))
-    print("\n=== Targets of issue 6 ===\n")
+    print("\n=== Targets ===\n")
     print(summary)
     for t in targets:
         print(f"{'PASS' if t.passed else 'MISS'}  {t.name}: {t.value:.3g}{t.unit} (goal {t.op} {t.limit:g}{t.unit})")

@@ -1,4 +1,4 @@
--- 0001_initial: memories, their FTS5 index, vector metadata and settings (ENGINE.md §2).
+-- 0001_initial: memories, their FTS5 index, vector metadata and settings.
 -- Applied by memsvc.storage.migrations inside one write transaction together with its
 -- schema_migrations row; this file must therefore hold no BEGIN/COMMIT of its own.
 -- vec_memories is not created here: its dimension is only known at run time.
@@ -6,7 +6,7 @@
 CREATE TABLE memories (
     id               TEXT PRIMARY KEY,                 -- UUID4, the public id
     -- The integer id FTS5 (content_rowid) and vec0 (rowid) join on. Every insert must set
-    -- it: rows without one were invisible to search in the reference (ENGINE.md §17.1).
+    -- it: rows without one were invisible to search in the reference.
     memory_id        INTEGER UNIQUE NOT NULL,
     api_key_id       TEXT NOT NULL,
     session_id       TEXT,
@@ -73,7 +73,7 @@ CREATE TRIGGER memory_fts_ad AFTER DELETE ON memories BEGIN
 END;
 
 -- Only when indexed text changes: bumping access_count on every retrieval must not rewrite
--- the index (the reference grew 175k FTS rows for 962 memories, ENGINE.md §17.3).
+-- the index (the reference grew 175k FTS rows for 962 memories).
 -- memory_id is never updated by memsvc, so it is not part of the guard.
 CREATE TRIGGER memory_fts_au AFTER UPDATE ON memories
 WHEN old.content IS NOT new.content OR old.key IS NOT new.key
@@ -83,7 +83,7 @@ BEGIN
     INSERT INTO memory_fts (rowid, content, key) VALUES (new.memory_id, new.content, new.key);
 END;
 
--- Single row describing the run-time vec_memories table (ENGINE.md §7).
+-- Single row describing the run-time vec_memories table.
 CREATE TABLE memory_vec_meta (
     id                  INTEGER PRIMARY KEY CHECK (id = 1),
     active_dim          INTEGER,
@@ -93,7 +93,7 @@ CREATE TABLE memory_vec_meta (
 );
 INSERT INTO memory_vec_meta (id) VALUES (1);
 
--- Every setting of ENGINE.md §3, one JSON value per key.
+-- Every memory setting, one JSON value per key.
 CREATE TABLE settings (
     key        TEXT PRIMARY KEY,
     value      TEXT NOT NULL CHECK (json_valid(value)),

@@ -1,4 +1,4 @@
--- 0003_character_memory: state of the character-memory API (spec/CHARACTER_MEMORY.md) that
+-- 0003_character_memory: state of the character-memory API that
 -- must survive a restart: the identity generation of every recent-history path, the
 -- accepted-but-unflushed appends, and the review's reflections.
 

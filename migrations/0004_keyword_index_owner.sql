@@ -1,5 +1,5 @@
 -- 0004_keyword_index_owner: the keyword index learns each row's owner, so a search reads one
--- owner's postings instead of every owner's (ENGINE.md §5 step 2; issue 6: per-owner latency
+-- owner's postings instead of every owner's (per-owner latency
 -- must not grow with other owners' data).
 --
 -- Before: `MATCH 'editor OR like'` produced every matching row of every owner (over 100k rows
@@ -41,7 +41,7 @@ CREATE TRIGGER memory_fts_ad AFTER DELETE ON memories BEGIN
     VALUES ('delete', old.memory_id, old.content, old.key, 'o' || hex(old.api_key_id) || '0');
 END;
 
--- As in 0001: only when indexed text changes, never on access-count bumps (ENGINE.md §17.3).
+-- As in 0001: only when indexed text changes, never on access-count bumps.
 -- The owner of a memory never changes (api_key_id is not updatable), but it is part of the
 -- indexed row, so it is passed in full.
 CREATE TRIGGER memory_fts_au AFTER UPDATE ON memories

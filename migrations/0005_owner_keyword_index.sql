@@ -1,4 +1,4 @@
--- 0005_owner_keyword_index: keyword postings per owner (issue 6: an owner's search must not
+-- 0005_owner_keyword_index: keyword postings per owner (an owner's search must not
 -- grow with other owners' data).
 --
 -- 0004 put the owner into the shared index as a column, so FTS5 could intersect the owner's
@@ -42,7 +42,7 @@ CREATE TRIGGER memory_owner_fts_ad AFTER DELETE ON memories BEGIN
     DELETE FROM memory_owner_fts WHERE rowid = old.memory_id;
 END;
 
--- As in 0001: only when indexed text changes, never on access-count bumps (ENGINE.md §17.3).
+-- As in 0001: only when indexed text changes, never on access-count bumps.
 CREATE TRIGGER memory_owner_fts_au AFTER UPDATE ON memories
 WHEN old.content IS NOT new.content OR old.key IS NOT new.key OR old.api_key_id IS NOT new.api_key_id
 BEGIN

@@ -1,4 +1,4 @@
-"""Access counters (ENGINE.md §5 step 6) recorded off the request path.
+"""Access counters (how often and when each memory was last retrieved) recorded off the request path.
 
 Every Retrieve returns memories whose access_count and last_accessed_at must move; doing
 that inside the request costs a write transaction on the hot path and serializes every

@@ -1,4 +1,4 @@
-"""The MemoryBackend protocol (ENGINE.md §15): what the core needs from a store, so that
+"""The MemoryBackend protocol: what the core needs from a store, so that
 SQLite (the default primary) and later backends plug in without touching the servicers."""
 
 from __future__ import annotations

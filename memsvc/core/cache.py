@@ -1,4 +1,4 @@
-"""A small TTL cache with the eviction rule of ENGINE.md §14: when full, drop the oldest
+"""A small TTL cache whose eviction rule is: when full, drop the oldest
 20 % at once (cheaper than one eviction per insert under a write burst)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rule-based fact extraction (ENGINE.md §4): first-person preferences, decisions and habits.
+"""Rule-based fact extraction: first-person preferences, decisions and habits.
 
 Extraction is regular expressions, not an LLM, so it is cheap enough to run on every reply.
 Pure Python: no I/O, no storage, no protocol types; the engine decides what to store.

@@ -1,4 +1,4 @@
-"""Memory injection: turning retrieved memories into one extra chat message (ENGINE.md §1, §10).
+"""Memory injection: turning retrieved memories into one extra chat message.
 
 Pure functions over OpenAI-style request bodies (`{"messages": [...], ...}`); no grpc, no SQL,
 no I/O, so the RPC layer, the MCP tools and tests can all share them.
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 NO_MEMORY_HEADERS = ("x-omniroute-no-memory", "x-memsvc-no-memory")
-"""Per-request opt-out headers (§1): the reference's name and our own alias."""
+"""Per-request opt-out headers: the reference's name and our own alias."""
 
 NO_MEMORY_TRUE_VALUES = frozenset({"true", "1", "yes"})
 
@@ -38,7 +38,7 @@ ROLE_USER = "user"
 
 @dataclass(frozen=True)
 class InjectOptions:
-    """Placement options (ours, §10). `cache_safe` keeps the provider's prompt-cache prefix
+    """Placement options. `cache_safe` keeps the provider's prompt-cache prefix
     stable; `system_message_must_be_first` serves providers that want a single leading system
     message. When both apply to a system-role injection, `system_message_must_be_first` wins:
     it is a hard provider constraint, cache friendliness is only an optimisation."""
@@ -61,7 +61,7 @@ class Injection:
 
 
 def no_memory_requested(headers: Mapping[str, str] | Iterable[tuple[str, str]] | None) -> bool:
-    """True when any opt-out header (§1) says true/1/yes. Names and values are compared
+    """True when any opt-out header says true/1/yes. Names and values are compared
     case-insensitively and values are trimmed, because HTTP/gRPC metadata normalisation varies
     by hop. Also accepts gRPC-style sequences of (key, value) pairs; anything else is False."""
     for name, value in _header_pairs(headers):
@@ -134,7 +134,7 @@ def inject(
     model: str = "",
     options: InjectOptions = InjectOptions(),
 ) -> Injection:
-    """Add one memory message to an OpenAI-style body (§10) without mutating it.
+    """Add one memory message to an OpenAI-style body without mutating it.
 
     When `model` is empty the body's own string `model` field is used for the role decision,
     so callers that only know the provider still route GLM/ERNIE models correctly."""

@@ -41,8 +41,7 @@ class Memory:
 
     @cached_property
     def folded(self) -> tuple[str, str, str]:
-        """Content, key and metadata values normalized for keyword scoring (ENGINE.md §5
-        step 4). Computed once per object: storage hands out one Memory per row version,
+        """Content, key and metadata values normalized for keyword scoring. Computed once per object: storage hands out one Memory per row version,
         so a row read by many retrievals is folded once."""
         return normalize(self.content), normalize(self.key or ""), normalize(_metadata_text(self.metadata))
 
@@ -114,7 +113,7 @@ class MemoryPage:
 
 @dataclass(frozen=True)
 class SearchScope:
-    """Which memories retrieval may return (ENGINE.md §5 step 2): one owner (None = every
+    """Which memories retrieval may return: one owner (None = every
     owner, scope global), optionally one session, never expired, never older than the
     retention window."""
 

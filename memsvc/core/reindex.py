@@ -1,4 +1,4 @@
-"""Reindex (ENGINE.md §12): re-embed memories marked `needs_reindex` (or, with target
+"""Reindex: re-embed memories marked `needs_reindex` (or, with target
 qdrant, copy every memory into Qdrant), as a job with streamed progress.
 
 One job at a time per process; the job runs on its own thread, so a client that disconnects

@@ -1,4 +1,4 @@
-"""Retrieval (ENGINE.md §5, §8): candidates by strategy, keyword relevance, hybrid fusion,
+"""Retrieval: candidates by strategy, keyword relevance, hybrid fusion,
 the strict budget.
 
 The keyword list comes from the SearchBackend, the vector list from a VectorLookup; without
@@ -122,7 +122,7 @@ def _occurs(text: str, folded: tuple[str, str, str]) -> bool:
 
 
 def relevance(memory: Memory, phrase: str, tokens: Sequence[str]) -> float:
-    """ENGINE.md §5 step 4, over content, key and metadata (lower-cased): +20 when the
+    """Keyword relevance over content, key and metadata (lower-cased): +20 when the
     whole phrase occurs; per token +6 when the key contains it and +3 per occurrence in
     content and metadata. ("User prefers dark mode" / "preference:dark_mode" / "dark mode"
     → 38.)"""
@@ -173,14 +173,14 @@ def _rank(items: list[RetrievedItem]) -> list[RetrievedItem]:
 
 
 def strong_match(memory: Memory, phrase: str, tokens: Sequence[str]) -> bool:
-    """Keyword evidence worth fusing: the whole query phrase occurs (the +20 of §5 step 4) or
+    """Keyword evidence worth fusing: the whole query phrase occurs (the +20 bonus) or
     at least STRONG_MIN_TERMS distinct query terms do. One shared word is what a paraphrase,
     or an unrelated memory, usually has in common with the query."""
     return _occurs(phrase, memory.folded) or sum(_occurs(t, memory.folded) for t in set(tokens)) >= STRONG_MIN_TERMS
 
 
 def rrf(ranked_lists: Sequence[Sequence[str]], k: int = DEFAULT_RRF_K) -> dict[str, float]:
-    """Reciprocal rank fusion (ENGINE.md §8): Σ 1/(k + rank), ranks from 1, equal weights.
+    """Reciprocal rank fusion: Σ 1/(k + rank), ranks from 1, equal weights.
     First in both lists → 2/(k+1); first in one only → 1/(k+1)."""
     fused: dict[str, float] = {}
     for ranked in ranked_lists:
@@ -216,7 +216,7 @@ def _gated_rrf(keyword: Sequence[Candidate], vector: Sequence[Candidate], k: int
     return _equal_rrf([c for c in keyword if c.strong], vector, k)
 
 
-# MEMORY_FUSION: gated-rrf (default; measured in bench/quality_bench.py) or rrf (ENGINE.md §8 as written).
+# MEMORY_FUSION: gated-rrf (default; measured in bench/quality_bench.py) or rrf (plain equal-weight RRF).
 FUSIONS: dict[str, Fusion] = {f.name: f for f in (Fusion(FUSION_GATED, _gated_rrf), Fusion(FUSION_RRF, _equal_rrf))}
 
 

@@ -1,4 +1,4 @@
-"""Memory settings (ENGINE.md §3): lenient on read, strict on write, cached.
+"""Memory settings: lenient on read, strict on write, cached.
 
 Reads normalize whatever is stored (clamp, round, invalid enum → default, "" → null), so a
 hand-edited or older row never breaks retrieval. Writes are all-or-nothing: every violation

@@ -1,4 +1,4 @@
-"""Summarization (ENGINE.md §11): fold old memories into one semantic summary per owner.
+"""Summarization: fold old memories into one semantic summary per owner.
 
 Never across tenants by accident: an apiKeyId is required unless the caller explicitly asks
 for all tenants, and even then each owner gets its own summary of its own memories.

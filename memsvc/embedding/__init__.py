@@ -1,5 +1,5 @@
 """Embedding sources (remote / static / transformers), their resolution from the memory
-settings, the embedding cache and the reranker client (ENGINE.md §6, §9, §13).
+settings, the embedding cache and the reranker client.
 
 Nothing here downloads model weights: every loader is pointed at a local folder and the
 Hugging Face hub is switched to offline mode before any model library is imported.
@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-# ENGINE.md §6: nothing downloads weights at run time. Set before the heavy libraries are
+# Nothing downloads weights at run time. Set before the heavy libraries are
 # imported (they are imported lazily, inside the sources); if huggingface_hub was already
 # imported by someone else, flip its module-level constant too.
 os.environ["HF_HUB_OFFLINE"] = "1"

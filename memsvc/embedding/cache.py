@@ -1,4 +1,4 @@
-"""The embedding cache (ENGINE.md §6): in-process LRU with a TTL, keyed
+"""The embedding cache: in-process LRU with a TTL, keyed
 `source:model:dim:sha256(text)`, with hit/miss counters for engine status.
 
 Least recently *used* is evicted when full (a hit moves an entry to the back); an expired

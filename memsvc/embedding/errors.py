@@ -22,7 +22,7 @@ class EmbeddingError(UnavailableError):
 
 
 class EmbeddingURLRefused(EmbeddingError):
-    """The URL policy (ENGINE.md §3) refused the endpoint; `problem` says why, without the URL."""
+    """The outbound URL policy refused the endpoint; `problem` says why, without the URL."""
 
     reason = "EMBEDDING_URL_REFUSED"
 

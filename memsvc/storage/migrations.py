@@ -1,4 +1,4 @@
-"""The schema migration runner (ENGINE.md §2).
+"""The schema migration runner.
 
 Migrations are the numbered `NNNN_name.sql` files of the `memsvc.migrations` package (the
 repo's `migrations/` folder). Each one runs in its own write transaction together with the

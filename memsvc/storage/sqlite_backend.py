@@ -1,4 +1,4 @@
-"""The SQLite MemoryBackend (ENGINE.md §2, §15): the embedded default primary store.
+"""The SQLite MemoryBackend: the embedded default primary store.
 
 Every statement binds user values through placeholders; the only text ever joined into SQL
 is the fixed fragments of `_where`. The FTS5 index follows the rows through the triggers of

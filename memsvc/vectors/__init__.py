@@ -1,4 +1,4 @@
-"""The vector tiers (ENGINE.md §7): sqlite-vec (tier 1, embedded) and Qdrant (tier 2, opt-in)
+"""The vector tiers: sqlite-vec (tier 1, embedded) and Qdrant (tier 2, opt-in)
 behind one small protocol (`memsvc.vectors.index`). No grpc here; only `memsvc.storage`
 knows the SQLite binding (the sqlite-vec tier runs SQL on the connections a `Database`
 yields)."""

@@ -1,4 +1,4 @@
-"""What both vector tiers implement (ENGINE.md §7), and the values they exchange.
+"""What both vector tiers implement, and the values they exchange.
 
 Keys: a memory has a public UUID `id` and an integer `memory_id` (the row id FTS5 and vec0
 join on). sqlite-vec keys its rows by `memory_id`; Qdrant keys its points by `id` (and keeps
@@ -7,7 +7,7 @@ join on). sqlite-vec keys its rows by `memory_id`; Qdrant keys its points by `id
 a tier wants.
 
 Scores: every hit carries `distance` (cosine distance, 0 = same direction, 2 = opposite) and
-`score` (higher is better). For sqlite-vec `score = 1 / (1 + distance)` (ENGINE.md §7). For
+`score` (higher is better). For sqlite-vec `score = 1 / (1 + distance)`. For
 Qdrant `score` is what Qdrant returns for a Cosine collection, the cosine similarity in
 [-1, 1], and `distance = 1 - score`.
 """

@@ -1,4 +1,4 @@
-"""Tier 1: vectors inside the SQLite file, in a sqlite-vec `vec0` table (ENGINE.md §2, §7).
+"""Tier 1: vectors inside the SQLite file, in a sqlite-vec `vec0` table.
 
 `vec_memories` is created at run time, once the embedding dimension is known:
 
@@ -44,7 +44,7 @@ costs a slot. `update_scope()` keeps the metadata current without re-embedding.
 
 Every method copes with the table not existing yet: searches return nothing, counts are 0,
 pending() returns every memory, deletes are no-ops. Nothing here can raise "no such table"
-(ENGINE.md §17.2).
+(the reference failed that way on a fresh database).
 """
 
 from __future__ import annotations
@@ -98,7 +98,7 @@ def unix_us(dt: datetime) -> int:
 
 
 def make_signature(source: str, model: str, dim: int, quantization: str = "none") -> str:
-    """`source:model:dim`, plus `:int8` when vectors are stored quantized (ENGINE.md §7)."""
+    """`source:model:dim`, plus `:int8` when vectors are stored quantized."""
     base = f"{source}:{model}:{int(dim)}"
     return base + INT8_SUFFIX if quantization == "int8" else base
 
@@ -249,7 +249,7 @@ class SqliteVecIndex:
                 f"embedding {column} distance_metric=cosine)")
 
     def ensure(self, signature: str, dim: int) -> bool:
-        """Make `vec_memories` match `signature` and `dim` (ENGINE.md §7).
+        """Make `vec_memories` match `signature` and `dim`.
 
         When the recorded signature differs (or the table is missing), in ONE write
         transaction: drop and recreate `vec_memories`, set `needs_reindex = 1` on every

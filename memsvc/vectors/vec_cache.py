@@ -21,7 +21,7 @@ and is searched in SQLite.
 
 The cache also remembers, per owner, the highest memory_id up to which the owner is known to
 have no memory waiting for a vector (`clean_upto`), so the lazy backfill before a search
-need not scan every row of a large owner on every request (ENGINE.md §7).
+need not scan every row of a large owner on every request.
 """
 
 from __future__ import annotations
