@@ -41,8 +41,9 @@ class Memory:
 
     @cached_property
     def folded(self) -> tuple[str, str, str]:
-        """Content, key and metadata values normalized for keyword scoring. Computed once per object: storage hands out one Memory per row version,
-        so a row read by many retrievals is folded once."""
+        """Content, key and metadata values normalized for keyword scoring. Computed once per
+        object: storage hands out one Memory per row version, so a row read by
+        many retrievals is folded once."""
         return normalize(self.content), normalize(self.key or ""), normalize(_metadata_text(self.metadata))
 
 
