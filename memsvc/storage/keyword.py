@@ -43,7 +43,8 @@ def cjk_query(t: Terms) -> str | None:
 
 
 def scope_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]]:
-    """WHERE fragments that select the memories a retrieval may see (owner, session, type, not expired), on table alias `alias`."""
+    """WHERE fragments that select the memories a retrieval may see (owner, session, not
+    expired, inside retention), on table alias `alias`."""
     clauses = [f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)"]
     params: list[Any] = [iso(scope.now)]
     if scope.api_key_id is not None:
