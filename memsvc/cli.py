@@ -69,7 +69,7 @@ def build_parser() -> argparse.ArgumentParser:
         sub.set_defaults(handler=handler)
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
-    add_commands(commands, cfg.add_arguments)
+    add_commands(commands)
     return parser
 
 

@@ -110,12 +110,53 @@ def memories(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout)
     return 0
 
 
-def add_commands(commands: argparse._SubParsersAction, add_config_arguments) -> None:
-    """Register reindex, status and memories on the CLI's subcommand parser."""
+def client_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    """The options every client command takes: where the server is. A nested parser (the
+    `list` of `memories list`) takes them too, so they work before and after the action;
+    there they default to SUPPRESS, so an option given before the action is not reset."""
+    default = argparse.SUPPRESS if nested else None
+    parser.add_argument("--server", metavar="HOST:PORT", default=default,
+                        help="address of the running server (default: 127.0.0.1 and the gRPC port below)")
+    parser.add_argument("--grpc-host", dest="grpc_host", metavar="HOST", default=default,
+                        help="host of the server when --server is not given; a wildcard bind is reached on "
+                             "loopback [MEMSVC_GRPC_HOST, default 127.0.0.1]")
+    parser.add_argument("--grpc-port", dest="grpc_port", metavar="PORT", default=default,
+                        help="gRPC port of the server when --server is not given [MEMSVC_GRPC_PORT, default 50051]")
+
+
+def _memories_actions(memories_parser: argparse.ArgumentParser) -> None:
+    actions = memories_parser.add_subparsers(dest="action", required=True, metavar="ACTION")
+
+    def action(name: str, text: str) -> argparse.ArgumentParser:
+        sub = actions.add_parser(name, help=text, description=text)
+        client_options(sub, nested=True)
+        return sub
+
+    owner = "the owner (API key id) of the memories"
+    listing = action("list", "list memories, newest first")
+    listing.add_argument("--api-key-id", help=f"{owner} (default: every owner)")
+    listing.add_argument("--q", metavar="TEXT", help="only memories whose content or key contains TEXT")
+    listing.add_argument("--limit", type=int, default=50, help="at most this many (default 50)")
+    add = action("add", "add a memory (or update the one with the same key)")
+    add.add_argument("--api-key-id", required=True, help=owner)
+    add.add_argument("--content", required=True, help="the text to remember")
+    add.add_argument("--key", help="a stable key, e.g. preference:editor; a second add with it updates")
+    add.add_argument("--type", help="factual (default), episodic, procedural or semantic")
+    add.add_argument("--session-id", help="the conversation it came from")
+    delete = action("delete", "delete one memory by id")
+    delete.add_argument("id", help="the memory id")
+    clear = action("clear", "delete every memory of an owner (optionally one type or session)")
+    clear.add_argument("--api-key-id", required=True, help=owner)
+    clear.add_argument("--type", help="only memories of this type")
+    clear.add_argument("--session-id", help="only memories of this session")
+
+
+def add_commands(commands: argparse._SubParsersAction) -> None:
+    """Register reindex, status and memories on the CLI's subcommand parser. They take only
+    the options that locate the server (MEMSVC_API_TOKENS gives them their token)."""
     def client_parser(name: str, text: str, handler) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text, description=text)
-        add_config_arguments(sub)
-        sub.add_argument("--server", help="host:port of the running server (default: 127.0.0.1:<grpc port>)")
+        client_options(sub)
         sub.set_defaults(handler=handler, client_command=True)
         return sub
 
@@ -126,28 +167,11 @@ def add_commands(commands: argparse._SubParsersAction, add_config_arguments) -> 
     r.add_argument("--attach", action="store_true", help="follow a reindex that is already running")
     s = client_parser("status", "print the engine status of a running server", status)
     s.add_argument("--json", action="store_true", help="JSON instead of a table")
-    m = client_parser("memories", "list, add, delete or clear memories on a running server", memories)
-    actions = m.add_subparsers(dest="action", required=True)
-    listing = actions.add_parser("list")
-    listing.add_argument("--api-key-id")
-    listing.add_argument("--q")
-    listing.add_argument("--limit", type=int, default=50)
-    add = actions.add_parser("add")
-    add.add_argument("--api-key-id", required=True)
-    add.add_argument("--content", required=True)
-    add.add_argument("--key")
-    add.add_argument("--type")
-    add.add_argument("--session-id")
-    delete = actions.add_parser("delete")
-    delete.add_argument("id")
-    clear = actions.add_parser("clear")
-    clear.add_argument("--api-key-id", required=True)
-    clear.add_argument("--type")
-    clear.add_argument("--session-id")
+    _memories_actions(client_parser("memories", "list, add, delete or clear memories on a running server", memories))
 
 
 def run_client_command(config: Config, args: argparse.Namespace) -> int:
-    client = Client.connect(config, args.server)
+    client = Client.connect(config, getattr(args, "server", None))
     try:
         return args.handler(client, args)
     finally:

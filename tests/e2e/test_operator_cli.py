@@ -3,6 +3,7 @@ output, tables, clear failures) and the Prometheus endpoint."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import pty
@@ -185,3 +186,54 @@ def test_metrics_move_with_calls(live):
     assert re.search(retrievals, after)
     assert _value(after, r"memsvc_db_size_bytes") > 0
     assert re.search(r'memsvc_embedding_cache\{kind="misses"\}', after)
+
+
+MEMSVC = BIN / "memsvc"  # the console script a user runs
+SERVE_ONLY_FLAGS = ("--data-dir", "--rest-port", "--rest-host", "--envoy-admin-port", "--no-gateway",
+                    "--metrics-port", "--memory-dir", "--project-memory-dir", "--log-level")
+
+
+def memsvc_bin(live, *args: str) -> subprocess.CompletedProcess[str]:
+    """The installed `memsvc` binary, with the default port pointing nowhere: a command that
+    lost its --server would fail with 'cannot reach' instead of finding another server."""
+    env = {**live["env"], "MEMSVC_GRPC_PORT": str(free_port())}
+    return subprocess.run([str(MEMSVC), *args], capture_output=True, text=True, env=env, timeout=120)
+
+
+def test_client_options_work_after_the_subcommand_and_before_it(live):
+    server = f"127.0.0.1:{live['grpc']}"
+    added = memsvc_bin(live, "memories", "add", "--api-key-id", "placement", "--content", "options go anywhere",
+                       "--server", server)
+    assert added.returncode == 0, added.stderr
+    after = memsvc_bin(live, "memories", "list", "--server", server, "--api-key-id", "placement")
+    before = memsvc_bin(live, "memories", "--server", server, "list", "--api-key-id", "placement")
+    port_after = memsvc_bin(live, "memories", "list", "--api-key-id", "placement", "--grpc-port", str(live["grpc"]))
+    for result in (after, before, port_after):
+        assert result.returncode == 0, result.stderr
+        assert "options go anywhere" in result.stdout and "1 of 1" in result.stdout
+    assert memsvc_bin(live, "status", "--json", "--server", server).returncode == 0
+    nowhere = memsvc_bin(live, "memories", "list")  # no --server: the (unused) default port
+    assert nowhere.returncode == 3 and "cannot reach memsvc" in nowhere.stderr
+
+
+@pytest.mark.parametrize("command", [("status",), ("reindex",), ("memories",), ("memories", "list"),
+                                     ("memories", "add"), ("memories", "delete"), ("memories", "clear")])
+def test_client_help_lists_only_the_client_options(live, command):
+    shown = memsvc_bin(live, *command, "--help")
+    assert shown.returncode == 0, shown.stderr
+    assert "--server HOST:PORT" in shown.stdout and "--grpc-port PORT" in shown.stdout
+    assert not [flag for flag in SERVE_ONLY_FLAGS if flag in shown.stdout]
+
+
+def test_every_cli_option_has_help_text():
+    from memsvc.cli import build_parser
+
+    missing, pending = [], [("memsvc", build_parser())]
+    while pending:
+        name, parser = pending.pop()
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                pending.extend((f"{name} {sub}", p) for sub, p in action.choices.items())
+            elif not (action.help and action.help.strip()):
+                missing.append(f"{name} {'/'.join(action.option_strings) or action.dest}")
+    assert missing == []
