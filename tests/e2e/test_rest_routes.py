@@ -1,4 +1,4 @@
-"""Every REST route of spec/CONTRACT.md, through the real Envoy gateway.
+"""Every documented REST route, through the real Envoy gateway.
 
 The route list is read from the generated descriptors (the `google.api.http` options Envoy
 transcodes from), checked against the contract's route table, and then every route is called:
@@ -22,7 +22,7 @@ from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
 
 pytestmark = pytest.mark.e2e
 
-# ---- the route table of CONTRACT.md, hard-coded: (HTTP method, path template, RPC) -----------
+# ---- the documented route table, hard-coded: (HTTP method, path template, RPC) -----------
 
 CONTRACT_ROUTES: list[tuple[str, str, str]] = [
     # memsvc.v1.MemoryService
@@ -346,7 +346,7 @@ def test_descriptor_routes_equal_contract_route_table() -> None:
     assert not duplicates, f"routes bound twice in the protos: {duplicates}"
     missing = sorted(expected_pairs - found_pairs)
     extra = sorted(found_pairs - expected_pairs)
-    assert not missing and not extra, f"missing from protos: {missing}; not in CONTRACT.md: {extra}"
+    assert not missing and not extra, f"missing from protos: {missing}; not documented: {extra}"
     # And each route is bound to the RPC the contract names.
     assert sorted((r.method, r.template, r.rpc) for r in ROUTES) == sorted(CONTRACT_ROUTES)
 

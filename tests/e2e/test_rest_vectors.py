@@ -1,5 +1,5 @@
-"""Embeddings, vector tiers, Reindex and Qdrant over REST through the real Envoy gateway
-(issue 4): the streamed Reindex arrives as one JSON array, refusals are real HTTP statuses
+"""Embeddings, vector tiers, Reindex and Qdrant over REST through the real Envoy gateway:
+the streamed Reindex arrives as one JSON array, refusals are real HTTP statuses
 (400 NO_EMBEDDING_SOURCE, 409 REINDEX_RUNNING) before any message, the URL policy and the
 Qdrant settings validation are 400s, the Qdrant API key comes back only masked, and engine
 status / providers / preview speak camelCase with every number printed.

@@ -1,4 +1,4 @@
-"""Concurrent CreateMemory through the real gRPC server (issue 6): creates that arrive
+"""Concurrent CreateMemory through the real gRPC server: creates that arrive
 together are group-committed (one write transaction, their vectors inside it), each caller
 is answered only once its row and vector committed, and a draft the database refuses fails
 alone while the rest of its batch commits.

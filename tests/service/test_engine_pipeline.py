@@ -1,5 +1,5 @@
 """The engine's chat pipeline through the real gRPC server: Extract stores facts, Inject puts
-them back into the next chat request, Summarize folds old ones (ENGINE.md §1, §4, §10, §11).
+them back into the next chat request, Summarize folds old ones.
 
 Every test runs against a fresh in-process server (the `server` fixture) with memory turned
 on through UpdateMemorySettings where it needs it (memory is OFF by default).

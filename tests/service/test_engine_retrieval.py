@@ -1,4 +1,4 @@
-"""Retrieval (ENGINE.md §5, §13) through the real gRPC server: hostile query text, ranking,
+"""Retrieval through the real gRPC server: hostile query text, ranking,
 the strict token budget, expiry/retention/owner filters, access counters, CJK and Russian.
 
 Memories are created with CreateMemory; ages and expiries are moved with direct SQL.
@@ -336,7 +336,7 @@ def test_extracted_chinese_fact_is_retrieved(server, stubs):
 
 
 def test_keyword_relevance_example_scores_38(server, stubs):
-    """ENGINE.md §5 step 4: "User prefers dark mode" / "preference:dark_mode" / "dark mode" → 38
+    """The keyword relevance rule: "User prefers dark mode" / "preference:dark_mode" / "dark mode" → 38
     (the recent strategy scores by relevance alone)."""
     enable(stubs)
     wanted = create(stubs, "User prefers dark mode", key="preference:dark_mode")

@@ -41,7 +41,7 @@ from memsvc.v1 import engine_pb2, memory_pb2 as pb, settings_pb2
 
 C = grpc.StatusCode
 CALL_TIMEOUT_S = 10.0
-# What a client may legitimately see from the CRUD RPCs (CONTRACT.md "Errors"), besides OK.
+# What a client may legitimately see from the CRUD RPCs (the documented error statuses), besides OK.
 ALLOWED = frozenset({C.INVALID_ARGUMENT, C.NOT_FOUND, C.ABORTED})
 # What grpc.aio answers, on its own, for request bytes its deserializer rejects. Measured
 # with grpc 1.85: "Unexpected <class 'google.protobuf.message.DecodeError'>: Error parsing

@@ -1,4 +1,4 @@
-"""The Qdrant tier (ENGINE.md §7, §13; CONTRACT.md Qdrant settings routes) through the real gRPC
+"""The Qdrant tier (and the Qdrant settings routes) through the real gRPC
 server, with qdrant-client's embedded local mode (`localPath`) — the same client calls a
 server gets: the toggle drives `vectorStore`, dual-writes after enabling, filters by owner and
 session, delete, cleanup with the real count, health with latency, the dimension-mismatch

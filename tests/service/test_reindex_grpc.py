@@ -1,4 +1,4 @@
-"""Reindex (ENGINE.md §7, §12) through the real gRPC server: a change of embedding source resets
+"""Reindex through the real gRPC server: a change of embedding source resets
 the sqlite-vec table and marks every row, the streamed Reindex brings pending to 0 with
 monotone progress, one job at a time (ABORTED REINDEX_RUNNING before any message, or `attach`
 to the running job), `force`, `limit`, and real precondition errors instead of zero counts.

@@ -1,4 +1,4 @@
-"""Memory settings over gRPC (ENGINE.md §3): every field with its default, strict
+"""Memory settings over gRPC: every field with its default, strict
 all-or-nothing writes that list every violation, lenient normalization of whatever is stored,
 the URL policy for customBaseUrl, "" → null, and a cache that never serves a stale value.
 """

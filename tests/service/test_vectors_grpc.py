@@ -1,5 +1,5 @@
-"""Embeddings and the sqlite-vec tier through the real gRPC server (issue 4; ENGINE.md §3, §5-§9,
-§13): the remote source against a real loopback embeddings server (MiniLM vectors), the URL
+"""Embeddings and the sqlite-vec tier through the real gRPC server: the
+remote source against a real loopback embeddings server (MiniLM vectors), the URL
 policy of customBaseUrl, secrets never echoed, MiniLM semantic ranking, hybrid RRF scores,
 budgets, per-owner KNN, vector sync on delete/update, lazy backfill, int8 storage, the
 embedding cache, rerank, GetEngineStatus in each configuration and ListEmbeddingProviders.
@@ -264,7 +264,7 @@ def test_memory_fusion_rrf_switches_back_to_equal_weights(boot, models):
     resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")
     ranks = by_vector(resp)
     assert ranks[0] == made[NUTS]
-    # ENGINE.md §8 as written: first in the keyword list plus any vector rank beats the vector list's first.
+    # Plain equal-weight RRF: first in the keyword list plus any vector rank beats the vector list's first.
     first, second = resp.memories[0], resp.memories[1]
     assert first.id == made[ONE_WORD]
     assert first.score == pytest.approx(1 / 61 + 1 / (60 + ranks.index(first.id) + 1))

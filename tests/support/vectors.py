@@ -1,4 +1,4 @@
-"""Shared helpers for the embedding / vector-tier tests (issue 4) that run through the real
+"""Shared helpers for the embedding / vector-tier tests that run through the real
 gRPC server: one loopback model server per process, one small static model folder per test
 session, and the small gRPC and SQL helpers every vector test file needs.
 

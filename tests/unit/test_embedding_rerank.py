@@ -1,4 +1,4 @@
-"""Rerank (ENGINE.md §9) against the loopback stand-in (cosine similarity with MiniLM), its
+"""Rerank against the loopback stand-in (cosine similarity with MiniLM), its
 failures (down, 500, slow, refused URL, wrong shape) and the pure reordering rule."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Rule-based fact extraction (ENGINE.md §4): the reference's English examples exactly, our
+"""Rule-based fact extraction: the reference's English examples exactly, our
 Japanese, Chinese and Russian rules, the 64 KiB window, keys and metadata."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ def summary(text: str) -> list[tuple[str, str, str, str]]:
     return [(f.key, f.content, f.type, f.category) for f in extract_facts(text)]
 
 
-# -- the examples of §4, exactly ---------------------------------------------------------------
+# -- the reference's examples, exactly ---------------------------------------------------------------
 
 SPEC_EXAMPLES = [
     (

@@ -1,4 +1,4 @@
-"""Hybrid fusion (ENGINE.md §8): equal RRF as the spec writes it, and the gated RRF that is
+"""Hybrid fusion: plain equal-weight RRF, and the gated RRF that is
 the default (MEMORY_FUSION), with exact scores on small lists."""
 
 from __future__ import annotations

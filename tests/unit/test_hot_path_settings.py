@@ -1,4 +1,4 @@
-"""The process and connection settings the hot path relies on (issue 6): the page cache of
+"""The process and connection settings the hot path relies on: the page cache of
 every connection, the access-counter delay's bounds, and NumPy's BLAS on one thread."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Memory injection (ENGINE.md §1 opt-out header, §10 placement). Pure functions, no server."""
+"""Memory injection (the opt-out headers, placement). Pure functions, no server."""
 
 from __future__ import annotations
 

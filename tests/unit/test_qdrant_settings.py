@@ -1,4 +1,4 @@
-"""Qdrant settings (ENGINE.md §7, CONTRACT.md Get/UpdateQdrantSettings): lenient read, strict
+"""Qdrant settings (Get/UpdateQdrantSettings): lenient read, strict
 write, write-only API key, and the vectorStore patch that goes with enabling/disabling."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The SQLite storage layer: connections, migrations, FTS5 sync and the SQLite backend
-(ENGINE.md §2, §15). Every test runs against a real database file under tmp_path."""
+"""The SQLite storage layer: connections, migrations, FTS5 sync and the SQLite backend.
+Every test runs against a real database file under tmp_path."""
 
 from __future__ import annotations
 

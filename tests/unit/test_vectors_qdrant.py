@@ -1,4 +1,4 @@
-"""The Qdrant tier (ENGINE.md §7) through qdrant-client's local mode in a tmp folder: the same
+"""The Qdrant tier through qdrant-client's local mode in a tmp folder: the same
 client API a server gets (no Qdrant server binary is installable here)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The sqlite-vec tier (ENGINE.md §7) against a real database file with the real extension."""
+"""The sqlite-vec tier against a real database file with the real extension."""
 
 from __future__ import annotations
 
