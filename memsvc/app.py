@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from memsvc.characters.service import Characters
 from memsvc.config import Config
 from memsvc.core.background import BackgroundWriter
+from memsvc.core.credentials import Credentials
 from memsvc.core.engine import Engine
 from memsvc.core.introspection import Introspection
 from memsvc.core.memories import Memories
@@ -21,6 +22,7 @@ from memsvc.core.settings import Settings
 from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.metrics import Metrics, StateSources
+from memsvc.storage.credentials import SqliteCredentialStore
 from memsvc.storage.database import Database
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
@@ -42,6 +44,7 @@ class App:
     introspection: Introspection
     reindexer: Reindexer
     metrics: Metrics
+    credentials: Credentials
 
     @classmethod
     def open(cls, config: Config) -> "App":
@@ -74,7 +77,7 @@ class App:
                    qdrant_settings=qdrant_settings,
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
                                                retrieval=retriever.status),
-                   reindexer=reindexer, metrics=metrics)
+                   reindexer=reindexer, metrics=metrics, credentials=Credentials(SqliteCredentialStore(database)))
 
     @staticmethod
     def _vector_tier(config: Config, database: Database, backend: SqliteMemoryBackend, settings: Settings,

@@ -10,6 +10,7 @@ import sys
 
 from memsvc import config as cfg
 from memsvc.cli_admin import add_commands, run_client_command
+from memsvc.cli_tokens import add_commands as add_token_commands
 from memsvc.client import ClientError
 from memsvc.core.errors import StorageVersionError
 from memsvc.logs import configure
@@ -70,6 +71,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
     add_commands(commands)
+    add_token_commands(commands)
     return parser
 
 

@@ -47,10 +47,11 @@ class RunningServer:
         await asyncio.get_running_loop().run_in_executor(None, self.app.close)
 
 
-def _interceptors(config: Config, observe=None) -> list[grpc.aio.ServerInterceptor]:
-    chain: list[grpc.aio.ServerInterceptor] = [RequestContextInterceptor(observe)]
-    if config.auth_enabled:
-        chain.append(AuthInterceptor(config.api_tokens))
+def _interceptors(config: Config, app: App) -> list[grpc.aio.ServerInterceptor]:
+    chain: list[grpc.aio.ServerInterceptor] = [RequestContextInterceptor(app.metrics.observe_rpc)]
+    # Always in the chain: a credential created while the server runs (by `memsvc tokens`,
+    # from another process) turns authentication on from the next request.
+    chain.append(AuthInterceptor(config.api_tokens, app.credentials, app.memories.owner_of))
     chain.append(ErrorInterceptor())
     return chain
 
@@ -72,7 +73,7 @@ async def start(config: Config, app: App) -> RunningServer:
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(config.workers, thread_name_prefix="memsvc-worker"))
     server = grpc.aio.server(
-        interceptors=_interceptors(config, app.metrics.observe_rpc),
+        interceptors=_interceptors(config, app),
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),

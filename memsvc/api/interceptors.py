@@ -2,7 +2,8 @@
 
 1. RequestContextInterceptor: request id (from `x-request-id`, which Envoy sets, or new),
    one structured log line per RPC with its status and duration.
-2. AuthInterceptor: bearer tokens, compared in constant time; health and reflection exempt.
+2. AuthInterceptor: bearer tokens (configured, or stored credentials), then the access rule
+   table of `memsvc.api.access`; health and reflection exempt.
 3. ErrorInterceptor: domain exceptions → status + details via `memsvc.api.errors`, so the
    servicers stay one-liners and no method maps errors by hand.
 """
@@ -14,14 +15,20 @@ import hmac
 import logging
 import time
 import uuid
-from typing import Any, AsyncIterator, Awaitable, Callable
+from dataclasses import replace
+from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 import grpc
 
-from memsvc.api.errors import UnauthenticatedError, abort
+from memsvc.api.access import Grant, authorize, check_owner, requested_tenant
+from memsvc.api.blocking import run
+from memsvc.api.errors import UnauthenticatedError, abort, status_for
+from memsvc.core.credentials import Credential, admin_credential, tenant_scope
+from memsvc.core.errors import MemsvcError
 from memsvc.logs import request_id_var
 
 log = logging.getLogger("memsvc.rpc")
+audit_log = logging.getLogger("memsvc.audit")
 
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/",
                    "/grpc.reflection.v1.ServerReflection/")
@@ -100,44 +107,115 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
         return _wrap(handler, unary, stream)
 
 
-class AuthInterceptor(grpc.aio.ServerInterceptor):
-    """Requires `authorization: Bearer <token>` with one of the configured tokens."""
+class Authenticator(Protocol):
+    """Token verification against the stored credentials (memsvc.core.credentials)."""
 
-    def __init__(self, tokens: tuple[str, ...]):
+    def authenticate(self, token: str) -> Credential | None: ...
+
+    def required(self) -> bool: ...
+
+
+class AuthInterceptor(grpc.aio.ServerInterceptor):
+    """Authenticates `authorization: Bearer <token>`, then authorizes the call by the rule
+    table (memsvc.api.access) and passes the caller's tenant confinement down.
+
+    A MEMSVC_API_TOKENS token is an admin (id `env:N`, its position in the list); any other
+    token is looked up among the stored credentials, on every request, so a revocation
+    holds from the next request. With no configured token and no stored credential,
+    authentication is off (the server then binds to loopback only); the first credential
+    created turns it on, in every process, without a restart.
+    """
+
+    def __init__(self, tokens: tuple[str, ...], credentials: Authenticator | None = None,
+                 owner_of: Callable[[str], str | None] | None = None):
         # Digests have one length, so the comparison time says nothing about token lengths.
         self._tokens = [hashlib.sha256(t.encode("utf-8")).digest() for t in tokens]
+        self._credentials = credentials
+        self._owner_of = owner_of
 
-    def _accepts(self, header: str | None) -> bool:
-        if not header or not header[:7].lower() == "bearer ":
-            return False
-        given = hashlib.sha256(header[7:].strip().encode("utf-8")).digest()
+    def _enabled(self) -> bool:
+        return bool(self._tokens) or (self._credentials is not None and self._credentials.required())
+
+    def _configured(self, token: str) -> Credential | None:
+        given = hashlib.sha256(token.encode("utf-8")).digest()
         # Compare with every token so timing reveals neither a match's position nor its
         # existence.
-        matched = False
-        for token in self._tokens:
-            matched |= hmac.compare_digest(given, token)
-        return matched
+        matched = 0
+        for position, configured in enumerate(self._tokens, start=1):
+            if hmac.compare_digest(given, configured):
+                matched = matched or position
+        return admin_credential(f"env:{matched}") if matched else None
+
+    def _authenticate(self, header: str | None) -> Credential | None:
+        if not header or not header[:7].lower() == "bearer ":
+            return None
+        token = header[7:].strip()
+        found = self._configured(token)
+        if found is None and self._credentials is not None:
+            found = self._credentials.authenticate(token)
+        return found
+
+    async def _admit(self, method: str, credential: Credential | None, request: Any,
+                     context: grpc.aio.ServicerContext) -> Grant:
+        """The grant for this call, or the call is ended (audited) with the refusal."""
+        try:
+            if credential is None:
+                raise UnauthenticatedError("missing or invalid bearer token")
+            grant = authorize(method, credential, request)
+            if grant.memory_id is not None:
+                owner = await run(self._owner_of, grant.memory_id) if self._owner_of else None
+                check_owner(credential, grant.memory_id, owner)
+                grant = replace(grant, tenant=owner or "")
+            return grant
+        except MemsvcError as exc:
+            _audit(credential, method, requested_tenant(method, request), status_for(exc).code)
+            await abort(context, exc, method)
+            raise  # pragma: no cover - abort raises
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
-        if _is_exempt(details.method) or self._accepts(_metadata(details, "authorization")):
-            return await continuation(details)
         handler = await continuation(details)
-        if handler is None:
-            return None
-        refusal = UnauthenticatedError("missing or invalid bearer token")
+        if handler is None or _is_exempt(details.method) or not self._enabled():
+            return handler
+        method = details.method
+        credential = self._authenticate(_metadata(details, "authorization"))
 
-        def unary(_behavior: UnaryBehavior) -> UnaryBehavior:
-            async def deny(request, context):
-                await abort(context, refusal, details.method)
-            return deny
+        def finished(grant: Grant, context: grpc.aio.ServicerContext) -> None:
+            if grant.audited:
+                _audit(credential, method, grant.tenant, context.code())
 
-        def stream(_behavior: StreamBehavior) -> StreamBehavior:
-            async def deny(request, context):
-                await abort(context, refusal, details.method)
-                yield  # pragma: no cover - makes this an async generator; abort raises
-            return deny
+        # Each RPC runs in its own task, so the scope set here ends with the call (as the
+        # request id does); the worker threads see it through blocking.run's context copy.
+
+        def unary(behavior: UnaryBehavior) -> UnaryBehavior:
+            async def run_checked(request, context):
+                grant = await self._admit(method, credential, request, context)
+                tenant_scope.set(grant.scope)
+                try:
+                    return await behavior(request, context)
+                finally:
+                    finished(grant, context)
+            return run_checked
+
+        def stream(behavior: StreamBehavior) -> StreamBehavior:
+            async def run_checked(request, context):
+                grant = await self._admit(method, credential, request, context)
+                tenant_scope.set(grant.scope)
+                try:
+                    async for item in behavior(request, context):
+                        yield item
+                finally:
+                    finished(grant, context)
+            return run_checked
 
         return _wrap(handler, unary, stream)
+
+
+def _audit(credential: Credential | None, method: str, tenant: str, code: Any) -> None:
+    """One line per refused or admin call: who, what, on which tenant, how it ended. Never
+    the token, never request contents beyond the apiKeyId."""
+    status = code.name if isinstance(code, grpc.StatusCode) else "OK" if code in (None, 0) else str(code)
+    audit_log.info("audit", extra={"token_id": credential.id if credential else None, "method": method,
+                                   "tenant": tenant or None, "status": status})
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):

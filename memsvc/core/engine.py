@@ -10,6 +10,7 @@ from typing import Any, Callable, Protocol, Sequence
 from memsvc.core.access import AccessRecorder
 from memsvc.core.backend import InTransaction
 from memsvc.core.background import BackgroundWriter
+from memsvc.core.credentials import retrieval_scope
 from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
 from memsvc.core.injection import InjectOptions, Injection, inject, last_user_text, no_memory_requested
@@ -133,7 +134,8 @@ class Engine:
         result = self._retriever.retrieve(RetrievalRequest(
             api_key_id=api_key_id, query=query, strategy=strategy or settings.strategy,
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
-            scope=scope or settings.scope, session_id=session_id or None, retention_days=settings.retention_days,
+            scope=retrieval_scope(scope or settings.scope), session_id=session_id or None,
+            retention_days=settings.retention_days,
         ))
         self.access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
@@ -152,7 +154,7 @@ class Engine:
             v.add("limit", f"must be between {PREVIEW_LIMIT_RANGE[0]} and {PREVIEW_LIMIT_RANGE[1]}")
         v.raise_if_any()
         settings = self._settings.get()
-        scope = settings.scope if api_key_id else "global"
+        scope = retrieval_scope(settings.scope if api_key_id else "global")
         return self._retriever.retrieve(RetrievalRequest(
             api_key_id=api_key_id or None, query=query, strategy=strategy or "hybrid",
             max_tokens=2000 if max_tokens is None else max_tokens, scope=scope, session_id=session_id or None,

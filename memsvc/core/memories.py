@@ -14,6 +14,7 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
+from memsvc.core.credentials import confined
 from memsvc.core.errors import NotFoundError, Violations, shorten
 from memsvc.core.group_commit import GroupCommit
 from memsvc.core.models import (
@@ -268,7 +269,7 @@ class Memories:
     def get(self, memory_id: str) -> Memory:
         memory = self.read_cache.get_or_load(memory_id, lambda: self.backend.get(memory_id)) if memory_id else None
         if memory is None:
-            raise _not_found(memory_id)
+            raise memory_not_found(memory_id)
         return memory
 
     # Writes invalidate after they commit (a read racing the write cannot re-cache the old
@@ -281,7 +282,7 @@ class Memories:
         finally:
             self.read_cache.invalidate(memory_id)
         if memory is None:
-            raise _not_found(memory_id)
+            raise memory_not_found(memory_id)
         if patch.content is not None or patch.key is not None:  # metadata alone: same vector
             self.events.written([memory.id])
         return memory
@@ -292,7 +293,7 @@ class Memories:
         finally:
             self.read_cache.invalidate(memory_id)
         if not deleted:
-            raise _not_found(memory_id)
+            raise memory_not_found(memory_id)
 
     def clear(self, flt: MemoryFilter) -> int:
         count = self.backend.clear(validate_filter(flt, owner_required=True))
@@ -301,8 +302,16 @@ class Memories:
 
     def list(self, query: ListQuery) -> MemoryListing:
         limit, offset, number = resolve_paging(query.limit, query.page, query.offset)
-        page = self.backend.list(validate_filter(query.filter, owner_required=False), limit, offset)
+        page = self.backend.list(confined(validate_filter(query.filter, owner_required=False)), limit, offset)
         return MemoryListing(page, number, limit, math.ceil(page.total / limit), self.read_cache.stats())
+
+    def owner_of(self, memory_id: str) -> str | None:
+        """The apiKeyId a memory belongs to, None if there is no such memory (an id keeps its
+        owner for life, so the read cache may answer)."""
+        try:
+            return self.get(memory_id).api_key_id
+        except NotFoundError:
+            return None
 
     def check_health(self) -> HealthReport:
         """Create → list → delete under the reserved owner; the row is removed whatever
@@ -328,7 +337,7 @@ class Memories:
                     log.warning("health.cleanup_failed", exc_info=True, extra={"memory_id": created.id})
 
 
-def _not_found(memory_id: str) -> NotFoundError:
+def memory_not_found(memory_id: str) -> NotFoundError:
     return NotFoundError(f"memory {shorten(memory_id)!r} not found")
 
 

@@ -92,6 +92,8 @@ class MemoryFilter:
     type: str | None = None
     q: str | None = None
     created_before: datetime | None = None
+    #: With no api_key_id: only these owners (a confined caller's tenants); None = any.
+    owners: frozenset[str] | None = None
 
 
 @dataclass(frozen=True)

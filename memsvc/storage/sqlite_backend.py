@@ -110,6 +110,9 @@ def _where(flt: MemoryFilter) -> tuple[str, list[Any]]:
     if flt.api_key_id is not None:
         clauses.append("api_key_id = ?")
         params.append(flt.api_key_id)
+    if flt.owners is not None:
+        clauses.append("api_key_id IN (SELECT value FROM json_each(?))")
+        params.append(json.dumps(sorted(flt.owners)))
     if flt.session_id is not None:
         clauses.append("session_id = ?")
         params.append(flt.session_id)

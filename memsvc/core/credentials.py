@@ -1,0 +1,224 @@
+"""Credentials: which bearer token may call what, on whose memories.
+
+A credential is an operator-chosen id, a secret (the bearer token, shown once when it is
+created, stored only as a hash), a set of permissions and the tenants it may address:
+
+- `read:memory`   list, get, search and retrieve memories (and read character memory);
+- `write:memory`  create, update, delete, clear and extract memories (and write character
+                  memory). It does not imply `read:memory`: an ingest-only token is possible;
+- `admin`         everything: settings, Qdrant, reindex, engine status, summarizing across
+                  tenants, global retrieval, legacy scan and purge, character rename, the
+                  review and powerful-memory toggles, credential management. An admin
+                  credential addresses every tenant and character memory.
+
+Tenants are a list of `apiKeyId`s or `*` (every apiKeyId); character memory (recent-history
+files) has no apiKeyId, so access to it is a separate yes/no. Nothing here knows how
+credentials are stored; `memsvc.storage.credentials` does.
+
+The request's allowed tenants travel in `tenant_scope` (set by the API's auth interceptor):
+where a query names no apiKeyId, the core confines it to those tenants instead of reading
+every tenant, and it never widens retrieval to the global scope for a confined caller.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import re
+import secrets
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Iterable, Protocol, Sequence
+
+from memsvc.core.errors import NotFoundError, Violations, shorten
+from memsvc.core.models import MemoryFilter
+
+READ = "read:memory"
+WRITE = "write:memory"
+ADMIN = "admin"
+PERMISSIONS = (READ, WRITE, ADMIN)
+ALL_TENANTS = "*"
+MAX_ID_CHARS = 64
+MAX_TENANT_CHARS = 256
+MAX_TENANTS = 1000
+# Letters, digits, dot, dash, underscore: never ":", so an operator's id cannot pose as one
+# of the `env:N` ids given to MEMSVC_API_TOKENS tokens.
+_ID = re.compile(r"^[A-Za-z0-9._-]+$")
+RESERVED_OWNER_PREFIX = "__memsvc"  # memsvc.core.memories: owners memsvc keeps for itself
+
+# A token reads `msk_<lookup>_<secret>`: the lookup (12 hex digits, public, unique) finds
+# the stored hash with one indexed read; the secret is 256 random bits.
+TOKEN_PREFIX = "msk"
+LOOKUP_BYTES = 6
+SECRET_BYTES = 32
+_TOKEN = re.compile(r"^msk_([0-9a-f]{12})_([A-Za-z0-9_-]{43,})$")
+
+
+@dataclass(frozen=True)
+class Credential:
+    """What a verified token may do. `tenants` None means every apiKeyId (`*`)."""
+
+    id: str
+    permissions: frozenset[str]
+    tenants: frozenset[str] | None
+    characters: bool
+    created_at: datetime | None = None
+    revoked_at: datetime | None = None
+
+    @property
+    def is_admin(self) -> bool:
+        return ADMIN in self.permissions
+
+    def allows(self, permission: str) -> bool:
+        return self.is_admin or permission in self.permissions
+
+    def covers(self, api_key_id: str) -> bool:
+        return self.tenants is None or api_key_id in self.tenants
+
+    def tenant_list(self) -> list[str]:
+        return [ALL_TENANTS] if self.tenants is None else sorted(self.tenants)
+
+
+def admin_credential(credential_id: str) -> Credential:
+    """A token of MEMSVC_API_TOKENS: an admin, as every token was before credentials."""
+    return Credential(credential_id, frozenset({ADMIN}), None, True)
+
+
+@dataclass(frozen=True)
+class IssuedCredential:
+    """A credential just created, with its token: the only time the token is shown."""
+
+    credential: Credential
+    token: str
+
+
+@dataclass(frozen=True)
+class TenantScope:
+    """The tenants a confined (non-admin) caller may address; None = any apiKeyId."""
+
+    tenants: frozenset[str] | None
+
+
+tenant_scope: contextvars.ContextVar[TenantScope | None] = contextvars.ContextVar("memsvc_tenant_scope",
+                                                                                  default=None)
+
+
+def current_scope() -> TenantScope | None:
+    """The calling request's confinement; None for an admin (or with authentication off)."""
+    return tenant_scope.get()
+
+
+def confined(flt: MemoryFilter) -> MemoryFilter:
+    """A filter naming no apiKeyId, limited to a confined caller's tenants (never all)."""
+    scope = current_scope()
+    if scope is None or scope.tenants is None or flt.api_key_id is not None:
+        return flt
+    return replace(flt, owners=scope.tenants)
+
+
+def retrieval_scope(scope: str) -> str:
+    """The retrieval scope a caller gets: reading every tenant ("global") is for admins; a
+    confined caller's retrieval stays within its own apiKeyId even when the settings say
+    global."""
+    return "apiKey" if scope == "global" and current_scope() is not None else scope
+
+
+def mint_token() -> tuple[str, str, str]:
+    """(lookup, secret, token) for a new credential."""
+    lookup = secrets.token_hex(LOOKUP_BYTES)
+    secret = secrets.token_urlsafe(SECRET_BYTES)
+    return lookup, secret, f"{TOKEN_PREFIX}_{lookup}_{secret}"
+
+
+def parse_token(token: str) -> tuple[str, str] | None:
+    """(lookup, secret) of a well-formed credential token, else None."""
+    match = _TOKEN.match(token)
+    return (match[1], match[2]) if match else None
+
+
+def new_credential(credential_id: str, permissions: Iterable[str], tenants: Iterable[str],
+                   characters: bool) -> Credential:
+    """Validate an operator's request (every problem at once) and normalize it: an admin
+    addresses every tenant and character memory whatever was asked."""
+    v = Violations()
+    perms = [p.strip() for p in permissions if p.strip()]
+    names = [t.strip() for t in tenants if t.strip()]
+    if not credential_id or len(credential_id) > MAX_ID_CHARS or not _ID.match(credential_id):
+        v.add("id", f"must be 1-{MAX_ID_CHARS} letters, digits, '.', '-' or '_'")
+    if not perms:
+        v.add("permissions", f"at least one of {', '.join(PERMISSIONS)}")
+    for p in perms:
+        if p not in PERMISSIONS:
+            v.add("permissions", f"{shorten(p)!r} is not one of {', '.join(PERMISSIONS)}")
+    _check_tenants(v, names)
+    if not names and not characters and ADMIN not in perms:
+        v.add("tenants", f"name at least one apiKeyId (or {ALL_TENANTS!r}), or give character memory access")
+    v.raise_if_any()
+    if ADMIN in perms:
+        return Credential(credential_id, frozenset({ADMIN}), None, True)
+    every = ALL_TENANTS in names
+    return Credential(credential_id, frozenset(perms), None if every else frozenset(names), bool(characters))
+
+
+def _check_tenants(v: Violations, names: Sequence[str]) -> None:
+    if ALL_TENANTS in names and len(names) > 1:
+        v.add("tenants", f"{ALL_TENANTS!r} already means every apiKeyId; list nothing else")
+    if len(names) > MAX_TENANTS:
+        v.add("tenants", f"at most {MAX_TENANTS}")
+    for name in names:
+        if len(name) > MAX_TENANT_CHARS:
+            v.add("tenants", f"an apiKeyId has at most {MAX_TENANT_CHARS} characters")
+        elif name.startswith(RESERVED_OWNER_PREFIX):
+            v.add("tenants", f"apiKeyIds starting with {RESERVED_OWNER_PREFIX!r} are reserved")
+
+
+class CredentialStore(Protocol):
+    def insert(self, credential: Credential, lookup: str, secret: str) -> Credential: ...
+
+    def find(self, lookup: str, secret: str) -> Credential | None: ...
+
+    def all(self) -> list[Credential]: ...
+
+    def revoke(self, credential_id: str) -> Credential | None: ...
+
+    def exists(self) -> bool: ...
+
+
+class Credentials:
+    """The operator's credential management, and token verification for the API.
+
+    Nothing verified is cached: each request reads its credential (one indexed read), so a
+    revocation holds on the next request in every process sharing the database.
+    """
+
+    def __init__(self, store: CredentialStore):
+        self._store = store
+        self._required = False
+
+    def create(self, credential_id: str, permissions: Iterable[str], tenants: Iterable[str],
+               characters: bool) -> IssuedCredential:
+        credential = new_credential(credential_id, permissions, tenants, characters)
+        lookup, secret, token = mint_token()
+        return IssuedCredential(self._store.insert(credential, lookup, secret), token)
+
+    def list(self) -> list[Credential]:
+        return self._store.all()
+
+    def revoke(self, credential_id: str) -> Credential:
+        revoked = self._store.revoke(credential_id)
+        if revoked is None:
+            raise NotFoundError(f"credential {shorten(credential_id)!r} not found")
+        return revoked
+
+    def authenticate(self, token: str) -> Credential | None:
+        """The active credential whose token this is, else None (malformed, unknown,
+        wrong secret or revoked: the caller cannot tell which)."""
+        parts = parse_token(token)
+        return self._store.find(*parts) if parts else None
+
+    def required(self) -> bool:
+        """Whether any credential was ever created. Revoked ones count: revoking the last
+        token must not open the server. Once true it stays true (rows are never deleted),
+        so only a server without credentials reads this per request."""
+        if not self._required:
+            self._required = self._store.exists()
+        return self._required
