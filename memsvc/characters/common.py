@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from memsvc.characters.fsutil import exists_no_follow, is_real_dir, is_real_file, writable_dir
+from memsvc.characters.fsutil import clean_temp_files, exists_no_follow, is_real_dir, is_real_file, writable_dir
 from memsvc.core.errors import ConflictError
 
 STORAGE_READ_ONLY = "STORAGE_READ_ONLY"
@@ -19,6 +19,9 @@ STORAGE_MAINTENANCE = "STORAGE_MAINTENANCE"
 # and move with it on a rename ("{}" is the name).
 FLAT_ENTRIES = ("recent_{}.json", "settings_{}.json", "semantic_memory_{}", "time_indexed_{}",
                 "time_indexed_{}.db")
+# Prefixes of the flat entries that are bare names: a character named like one of them
+# would share its folder with another character's storage.
+STORAGE_PREFIXES = tuple(p[:-2] for p in FLAT_ENTRIES if p.endswith("{}"))
 
 
 def owner_id(name: str) -> str:
@@ -55,12 +58,36 @@ class Roots:
         """Where a character's history is created when it has none."""
         return self.runtime / name / "recent.json"
 
-    def storage_entries(self, name: str) -> list[Path]:
-        """Everything on disk that belongs to `name`: folders first, then flat entries."""
-        folders = [root / name for root in self.all() if exists_no_follow(root / name)]
-        flat = [root / pattern.format(name) for root in self.all() for pattern in FLAT_ENTRIES
-                if exists_no_follow(root / pattern.format(name))]
-        return folders + flat
+    def locate(self, path: Path) -> tuple[Path, list[str]]:
+        """(root, components below it) of a path built under one of the roots (the
+        innermost root when they nest): what the link-refusing writes walk."""
+        for root in sorted(self.all(), key=lambda r: len(r.parts), reverse=True):
+            try:
+                return root, list(path.relative_to(root).parts)
+            except ValueError:
+                continue
+        raise ValueError(f"{path} is under no memory root")
+
+    def folder_moves(self, old: str, new: str) -> list[tuple[Path, Path]]:
+        """(source, target) of the character folders a rename of `old` to `new` moves."""
+        return [(root / old, root / new) for root in self.all()]
+
+    def flat_moves(self, old: str, new: str, others: set[str]) -> list[tuple[Path, Path]]:
+        """(source, target) of the flat entries of `old` in every root, leaving out any named
+        exactly like another registered character (`others`): that is the other character's
+        folder, never `old`'s storage."""
+        return [(root / p.format(old), root / p.format(new)) for root in self.all() for p in FLAT_ENTRIES
+                if p.format(old) not in others]
+
+    def storage_entries(self, name: str, others: set[str]) -> list[Path]:
+        """Everything on disk that belongs to `name` (`others`: the other registered
+        characters): folders first, then flat entries."""
+        moves = self.folder_moves(name, name) + self.flat_moves(name, name, others)
+        return [source for source, _ in moves if exists_no_follow(source)]
+
+    def clean_temp_files(self) -> int:
+        """Remove what killed writes left: temp files in each root and in its character folders."""
+        return sum(clean_temp_files(root, depth=1) for root in self.all())
 
 
 class Hooks:

@@ -3,8 +3,10 @@ only when a person picks them (purge).
 
 Purge is destructive, so every path is checked on its own and refused unless it resolves
 strictly below a known legacy root, outside the runtime memory root, without `..` and
-without a symbolic link leading out of the root. One bad path never stops the others, and
-a path already gone counts as removed, so a retry after a partial failure is harmless.
+without a symbolic link leading out of the root; the removal then walks down from the root
+without following any link, so a link swapped in after the check is refused, not followed.
+One bad path never stops the others, and a path already gone counts as removed, so a retry
+after a partial failure is harmless.
 """
 
 from __future__ import annotations
@@ -12,15 +14,15 @@ from __future__ import annotations
 import json
 import os
 import re
-import shutil
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 from memsvc.characters.common import Hooks
+from memsvc.characters.fsutil import remove_entry
 from memsvc.characters.models import LegacyEntry, LegacyRoot, LegacyScan, PurgeError, PurgeResult
 from memsvc.characters.registry import Registry
-from memsvc.core.errors import ConflictError, ValidationError
+from memsvc.core.errors import ConflictError, PreconditionError, ValidationError
 
 SOURCE = "legacy_app_root"
 MAX_SIZE_ENTRIES = 50_000
@@ -133,7 +135,7 @@ class Legacy:
         for value in paths:
             target, problem = self._check(value, roots)
             if problem is None:
-                problem = self._remove(target)
+                problem = self._remove(target, roots)
             if problem is None:
                 result.removed.append(target)
             else:
@@ -159,16 +161,17 @@ class Legacy:
             return target, "is a symbolic link pointing outside the legacy roots"
         return target, None
 
-    def _remove(self, target: str) -> str | None:
+    def _remove(self, target: str, roots: list[str]) -> str | None:
         """None when `target` is gone (removed now or already), else why not."""
+        root = next(r for r in roots if _below(target, r, strictly=True))
+        parts = target[len(root.rstrip(os.sep)) + 1:].split(os.sep)
         for attempt in (1, 2):
             try:
                 self.hooks.fire("legacy.remove")
-                if os.path.isdir(target) and not os.path.islink(target):
-                    shutil.rmtree(target)
-                else:
-                    os.unlink(target)
+                remove_entry(Path(root), parts)
                 return None
+            except PreconditionError as exc:
+                return exc.message
             except FileNotFoundError:
                 return None
             except PermissionError as exc:

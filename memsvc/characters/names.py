@@ -2,8 +2,9 @@
 
 A character name becomes a folder name, a flat file name and a URL segment of the app, so a
 new name must be safe on every one of those (Windows included) and must not shadow one of
-the app's routes. Historical names (`old_name`) are only checked for path safety: they were
-accepted by older versions and must stay renameable.
+the app's routes, nor be the name of another character's storage folder
+(`time_indexed_<name>`, `semantic_memory_<name>`). Historical names (`old_name`) are only
+checked for path safety: they were accepted by older versions and must stay renameable.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import re
 import unicodedata
 
+from memsvc.characters.common import STORAGE_PREFIXES
 from memsvc.core.errors import ValidationError
 
 MAX_NAME_UNITS = 60
@@ -53,6 +55,9 @@ def new_name_problem(name: str) -> str | None:
         return "is a reserved Windows device name"
     if name.casefold() in RESERVED_ROUTE_NAMES:
         return "is a reserved route name"
+    if name.casefold().startswith(STORAGE_PREFIXES):
+        return (f"must not start with {' or '.join(repr(p) for p in STORAGE_PREFIXES)}: such a folder is "
+                "another character's storage")
     bad = next((ch for ch in name if not _is_allowed_char(ch)), None)
     if bad is not None:
         return f"may contain only letters, digits, spaces and _ - ( ) （ ） · ・ • ' ’ (not {bad!r})"

@@ -18,7 +18,7 @@ from typing import Callable, Sequence
 
 from memsvc.characters import messages as fmt
 from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard
-from memsvc.characters.fsutil import atomic_write_text, is_real_file, signature
+from memsvc.characters.fsutil import atomic_write_text, check_writable, is_real_file, signature
 from memsvc.characters.models import AppendResult, ChatItem, RecentSnapshot, SaveRequest, SaveResult
 from memsvc.characters.names import character_from_filename, logical_filename, validate_new_name
 from memsvc.characters.registry import Registry
@@ -214,12 +214,15 @@ class RecentFiles:
         self.hooks.fire(step)
         if ids:
             self.store.mark_consumed(ids, fmt.fingerprint(text))
+        root, parts = self.roots.locate(view.path)
         try:
-            atomic_write_text(view.path, text)
-        except OSError as exc:
+            atomic_write_text(root, parts, text)
+        except Exception as exc:  # the rows stay pending, untagged: nothing accepted is dropped
             if ids:
                 self.store.mark_consumed(ids, None)
-            raise UnavailableError(f"cannot write the history of {shorten(view.name)}: {exc.strerror}") from None
+            if isinstance(exc, OSError):
+                raise UnavailableError(f"cannot write the history of {shorten(view.name)}: {exc.strerror}") from None
+            raise
         key = fmt.path_key(view.path)
         row = self.store.generation(key)
         if row is not None and row.active:
@@ -236,24 +239,32 @@ class RecentFiles:
         validate_chat(items, "messages")
         self.guard.check()
         with self.registry.lock:
-            name = self._append_target(character)
+            name, registered = self._append_target(character)
+            self._check_writable(name)
+            if not registered:
+                self.guard.check_dir(self.registry.path.parent)
+                self.registry.register(name)
             pending = self.store.add_pending(name, [(i.role, i.text or "") for i in items])
         self.on_appended(name, pending)
         return AppendResult(len(items), pending)
 
-    def _append_target(self, character: str) -> str:
-        """The registered character to append to (following renames), registering an
-        unknown one."""
+    def _append_target(self, character: str) -> tuple[str, bool]:
+        """The character to append to (following renames) and whether it is registered."""
         if not character or not character.strip():
             raise ValidationError.single("character", "is required")
         target = self.registry.resolve(character)
         if self.registry.is_registered(target):
-            return target
+            return target, True
         name = validate_new_name("character", character)
-        if not self.registry.is_registered(name):
-            self.guard.check_dir(self.registry.path.parent)
-            self.registry.register(name)
-        return name
+        return name, self.registry.is_registered(name)
+
+    def _check_writable(self, name: str) -> None:
+        """Refuse an append the flush could not write (a symbolic link where the history
+        goes) before accepting it, rather than accept and then keep failing to write it.
+        A link planted after acceptance is refused by the flush itself, which keeps the rows
+        pending (and visible to GET) until the link is gone."""
+        root, parts = self.roots.locate(self.roots.resolve(name) or self.roots.default(name))
+        check_writable(root, parts)
 
     def flush(self, name: str) -> int:
         """Write the pending appends of `name` after its file, in order."""
@@ -273,7 +284,8 @@ class RecentFiles:
             try:
                 flushed += self.flush(name)
             except Exception as exc:  # noqa: BLE001 - one character's failure must not stop the others
-                log.error("recent.flush.failed", extra={"error_type": type(exc).__name__})
+                log.error("recent.flush.failed", extra={"error_type": type(exc).__name__,
+                                                        "reason": getattr(exc, "reason", "")})
         return flushed
 
 

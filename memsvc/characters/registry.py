@@ -14,7 +14,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from memsvc.characters.fsutil import atomic_write_text
+from memsvc.characters.fsutil import atomic_write_bytes, atomic_write_text, unlink_file
 from memsvc.core.errors import UnavailableError
 
 CHARACTERS_KEY = "猫娘"
@@ -40,9 +40,9 @@ class Registry:
     def restore(self, raw: bytes | None) -> None:
         with self.lock:
             if raw is None:
-                self.path.unlink(missing_ok=True)
+                unlink_file(self.path.parent, self.path.name)
             else:
-                atomic_write_text(self.path, raw.decode("utf-8", "surrogateescape"))
+                atomic_write_bytes(self.path.parent, [self.path.name], raw)
 
     def load(self) -> dict[str, Any]:
         raw = self.raw()
@@ -59,7 +59,7 @@ class Registry:
 
     def save(self, data: dict[str, Any]) -> None:
         with self.lock:
-            atomic_write_text(self.path, json.dumps(data, ensure_ascii=False, indent=2))
+            atomic_write_text(self.path.parent, [self.path.name], json.dumps(data, ensure_ascii=False, indent=2))
 
     def names(self) -> set[str]:
         return set(self.load()[CHARACTERS_KEY])

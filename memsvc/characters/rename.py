@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memsvc.characters import fsutil
-from memsvc.characters.common import FLAT_ENTRIES, CharacterLocks, Hooks, Roots, owner_id
+from memsvc.characters.common import CharacterLocks, Hooks, Roots, owner_id
 from memsvc.characters.messages import path_key
-from memsvc.characters.registry import Registry, renamed
+from memsvc.characters.registry import CHARACTERS_KEY, Registry, renamed
 from memsvc.characters.reviews import ReviewRunner
 from memsvc.core.errors import OperationFailedError, UnavailableError
 from memsvc.storage.character_store import CharacterStore, RenameBackup
@@ -89,8 +89,8 @@ class RenameTransaction:
 
     def _apply(self) -> None:
         try:
-            self._move("move_folder", [(root / self.old, root / self.new) for root in self.parts.roots.all()])
-            self._move("move_flat_files", self._flat_moves())
+            self._move("move_folder", self.parts.roots.folder_moves(self.old, self.new))
+            self._move("move_flat_files", self.parts.roots.flat_moves(self.old, self.new, self.others()))
             self.rows = self.parts.store.rename_rows(self.old, self.new, owner_id(self.old), owner_id(self.new),
                                                      self._generation_moves(), self._enter)
             self._enter("registry")
@@ -109,12 +109,12 @@ class RenameTransaction:
         self._enter(step)
         for source, target in moves:
             if fsutil.exists_no_follow(source):
-                fsutil.move(source, target)
+                fsutil.move_entry(source.parent, source.name, target.name)
                 self.moved.append((source, target))
 
-    def _flat_moves(self) -> list[tuple[Path, Path]]:
-        return [(root / p.format(self.old), root / p.format(self.new))
-                for root in self.parts.roots.all() for p in FLAT_ENTRIES]
+    def others(self) -> set[str]:
+        """The other registered characters: entries named like them are never moved."""
+        return set(self.registry_data[CHARACTERS_KEY]) - {self.old}
 
     def _recent_files(self, moved: list[tuple[Path, Path]]) -> list[tuple[Path, Path]]:
         """(old, new) path of each recent-history file among the moves."""
@@ -139,7 +139,7 @@ class RenameTransaction:
                 problems.append(f"registry not restored ({_describe(exc)})")
         for source, target in reversed(self.moved):
             try:
-                fsutil.move(target, source)
+                fsutil.move_entry(target.parent, target.name, source.name)
             except Exception as exc:  # noqa: BLE001
                 problems.append(f"{target.name} not moved back ({_describe(exc)})")
         restored = [(path_key(s), fsutil.signature(s)) for s, _ in recent if fsutil.is_real_file(s)]

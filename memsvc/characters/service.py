@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Any, Callable
 
 from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, owner_id
+from memsvc.characters.fsutil import check_writable, clean_temp_files, exists_no_follow
 from memsvc.characters.legacy import Legacy
 from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
@@ -103,7 +104,11 @@ class Characters:
         self.hooks.step = hook
 
     def start(self) -> None:
-        """Start the background loops; appends journaled before a crash flush on the first tick."""
+        """Remove the temporary files killed writes left behind, then start the background
+        loops; appends journaled before a crash flush on the first tick."""
+        removed = self.roots.clean_temp_files() + clean_temp_files(self.config.config_dir, depth=0)
+        if removed:
+            log.info("recent.temp_files.removed", extra={"count": removed})
         self._flusher.start()
         self._sweeper.start()
         if self.store.pending_characters():
@@ -161,32 +166,42 @@ class Characters:
             names = set(data["猫娘"])
             if old not in names:
                 if request.alias and new in names:
-                    return self._already_renamed(old, new)
+                    return self._already_renamed(old, new, names)
                 raise NotFoundError(f"character {old!r} is not registered")
             if new in names:
                 raise ValidationError.single("new_name", f"{new!r} is already a registered character")
-            self._check_rename_target(old, new)
+            self._check_rename_target(old, new, names)
             RenameTransaction(self._rename_parts(), old, new, data).run()
         return RenameResult(changed=True)
 
-    def _has_storage(self, name: str) -> bool:
-        return bool(self.roots.storage_entries(name)) or self.store.owns_rows(name, owner_id(name))
+    def _has_storage(self, name: str, registered: set[str]) -> bool:
+        return (bool(self.roots.storage_entries(name, registered - {name}))
+                or self.store.owns_rows(name, owner_id(name)))
 
-    def _already_renamed(self, old: str, new: str) -> RenameResult:
+    def _already_renamed(self, old: str, new: str, names: set[str]) -> RenameResult:
         """The alias called again after the rename completed: a no-op, unless storage of the
         old name is left (a partial rename must be repaired, not hidden)."""
-        if self._has_storage(old):
+        if self._has_storage(old, names):
             raise ConflictError(f"{new!r} is registered but storage of {old!r} remains: repair it through "
                                 f"POST /api/characters/catgirl/{{old_name}}/rename", reason=PARTIAL_RENAME)
-        return RenameResult(changed=False, already_renamed=True, exists_after=self._has_storage(new))
+        return RenameResult(changed=False, already_renamed=True, exists_after=self._has_storage(new, names))
 
-    def _check_rename_target(self, old: str, new: str) -> None:
-        if self._has_storage(new):
+    def _check_rename_target(self, old: str, new: str, names: set[str]) -> None:
+        """Nothing of `old` may land on an existing entry or in a registered character's
+        folder, and every folder the rename writes must be writable, links refused."""
+        if self._has_storage(new, names):
             raise ConflictError(f"storage of {new!r} already exists; move or purge it first",
                                 reason=RENAME_TARGET_EXISTS)
-        folders = {p.parent for p in self.roots.storage_entries(old)} | {self.registry.path.parent}
+        others = names - {old}
+        moves = self.roots.folder_moves(old, new) + self.roots.flat_moves(old, new, others)
+        for source, target in moves:
+            if exists_no_follow(source) and (exists_no_follow(target) or target.name in others):
+                raise ConflictError(f"{target.name!r} already exists or is a registered character's folder; "
+                                    "move or purge it first", reason=RENAME_TARGET_EXISTS)
+        folders = {p.parent for p in self.roots.storage_entries(old, others)} | {self.registry.path.parent}
         for folder in sorted(folders):
             self.guard.check_dir(folder)
+        check_writable(self.registry.path.parent, [self.registry.path.name])
 
     def _rename_parts(self) -> RenameParts:
         return RenameParts(self.roots, self.registry, self.store, self.locks, self.reviews,

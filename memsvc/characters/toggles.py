@@ -61,5 +61,5 @@ class CoreConfig:
             if before_save is not None:
                 before_save(current if isinstance(current, bool) else DEFAULTS[key])
             data[key] = enabled
-            atomic_write_text(self.path, json.dumps(data, ensure_ascii=False, indent=2))
+            atomic_write_text(self.path.parent, [self.path.name], json.dumps(data, ensure_ascii=False, indent=2))
         return enabled
