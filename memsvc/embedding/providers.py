@@ -24,7 +24,7 @@ class KnownProvider:
     name: str
     base_url: str                           # OpenAI-compatible: POST {base_url}/embeddings
     models: tuple[CatalogModel, ...]        # the first is the default model
-    rerank_models: tuple[str, ...] = ()     # POST {base}/v1/rerank (ENGINE.md §9)
+    rerank_models: tuple[str, ...] = ()     # POST {base}/v1/rerank
 
 
 # Only services whose /embeddings endpoint takes {"model", "input"} and answers

@@ -1,5 +1,5 @@
-"""Rerank (ENGINE.md §9): `POST {base}/v1/rerank {model, query, documents, top_n}` with the
-endpoint's own credentials (the reference called its own router without any, defect 8),
+"""Rerank: `POST {base}/v1/rerank {model, query, documents, top_n}` with the endpoint's own
+credentials (a rerank call without them silently does nothing),
 a 5 s timeout and the URL policy; any failure is a RerankError and the engine fails open.
 """
 

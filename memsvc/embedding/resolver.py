@@ -291,7 +291,7 @@ class Embeddings:
             else:
                 found[text] = vector
         if misses:
-            fresh = source.embed(misses)
+            fresh = _embed_misses(source, misses)
             if fresh.ndim != 2 or fresh.shape[0] != len(misses):
                 raise EmbeddingError(f"the {source.name} source returned {fresh.shape[0] if fresh.ndim else 0} "
                                      f"embeddings for {len(misses)} texts")
@@ -406,7 +406,27 @@ class Embeddings:
             if self._rerank_client is None:
                 self._rerank_client = RerankClient(self.config.rerank_timeout_s)
             client = self._rerank_client
-        return client.rerank(target.base_url, target.api_key, target.model, query, documents, top_n)
+        try:
+            return client.rerank(target.base_url, target.api_key, target.model, query, documents, top_n)
+        except RerankError:
+            raise
+        except Exception as exc:  # noqa: BLE001 - a remote dependency: the engine fails open on RerankError
+            log.warning("embedding.rerank.unexpected_error", extra={"error": type(exc).__name__})
+            raise RerankError(f"rerank failed ({type(exc).__name__})") from None
+
+
+def _embed_misses(source: EmbeddingSource, texts: list[str]) -> np.ndarray:
+    """`source.embed`, with any failure as an EmbeddingError: every caller (a write marks
+    its rows for reindexing, a search falls back to keywords) handles that one class, and
+    no failure of a source may fail a write or a retrieval. The message names the class
+    only (an unexpected exception's text may carry an endpoint or a key)."""
+    try:
+        return source.embed(texts)
+    except EmbeddingError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - see the docstring
+        log.warning("embedding.unexpected_error", extra={"source": source.name, "error": type(exc).__name__})
+        raise EmbeddingError(f"the {source.name} source failed ({type(exc).__name__})") from None
 
 
 def _join(first: str | None, second: str) -> str:

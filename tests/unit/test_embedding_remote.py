@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from memsvc.core.url_policy import check_url
+from memsvc.core.url_policy import AMBIGUOUS_IPV4, check_url
 from memsvc.embedding import EmbeddingError, EmbeddingURLRefused
 from memsvc.embedding.sources import RemoteSource
 from tests.support.model_server import shared
@@ -137,11 +137,14 @@ def test_url_policy_refuses_before_any_request(server, url, problem):
     assert server.requests["/v1/embeddings"] == 0
 
 
-@pytest.mark.parametrize("host", ["2852039166", "0xa9fea9fe", "169.254.43518"])
-def test_url_policy_checks_the_resolved_address(server, host):
-    """Spellings of 169.254.169.254 that are not an IP literal to the static check but that
-    the resolver turns into the metadata address: only the after-DNS check catches them."""
+@pytest.mark.parametrize("host", ["2852039166", "0xa9fea9fe", "169.254.43518", "0251.0376.0251.0376",
+                                  "169.254.169.254."])
+def test_ambiguous_spellings_of_an_ipv4_address_are_refused_before_any_request(server, host):
+    """Spellings of 169.254.169.254 that the C resolver turns into the metadata address, while
+    httpx passes them on as names: refused as written, so the check and the connection can
+    never read one host two ways."""
     url = f"http://{host}:{server.port}/v1"
-    assert check_url(url) is None  # the static check alone would let it through
-    with pytest.raises(EmbeddingURLRefused, match="resolves to a link-local or cloud metadata address"):
+    assert check_url(url) == AMBIGUOUS_IPV4
+    with pytest.raises(EmbeddingURLRefused, match="four decimal numbers"):
         RemoteSource(url, MODEL, KEY).embed(["a"])
+    assert server.requests["/v1/embeddings"] == 0
