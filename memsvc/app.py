@@ -87,7 +87,7 @@ class App:
         embeddings = Embeddings(EmbeddingConfig.from_config(config))
         sqlite_index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
                                       cache_bytes=config.vec_cache_mb * 1_000_000)
-        qdrant_settings = QdrantSettingsManager(store)
+        qdrant_settings = QdrantSettingsManager(store, config.data_dir)
         connector = QdrantConnector(qdrant_settings, str(config.data_dir), _qdrant_index)
         vectors = VectorTier(embeddings, sqlite_index, connector, settings, backend, background, top_k=config.vec_top_k)
         backend.add_delete_hook(lambda conn, rows: sqlite_index.delete_in_transaction(

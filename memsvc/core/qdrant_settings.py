@@ -1,4 +1,4 @@
-"""Qdrant settings (ENGINE.md §7, CONTRACT.md GetQdrantSettings / UpdateQdrantSettings),
+"""Qdrant settings (GetQdrantSettings / UpdateQdrantSettings),
 in the pattern of `memsvc.core.settings`: lenient on read, strict on write (every violation
 listed, nothing saved when there is one), stored through a `SettingsStore` under the
 namespace "qdrant", cached by the store's version.
@@ -6,6 +6,11 @@ namespace "qdrant", cached by the store's version.
 The API key is write-only: it is stored, used for the `api-key` header, and never returned
 or logged — GET shows `hasApiKey` and `apiKeyMasked` ("***" + its last 4 characters); a PUT
 with `apiKey: ""` (or null) removes it; a PUT without `apiKey` leaves it alone.
+
+`localPath` (qdrant-client's embedded store) is always a folder inside the data directory:
+a relative path is taken under it, an absolute one must lie inside it once links are
+followed, and `~` and `..` are refused — an API-writable setting must not make the server
+create or write files anywhere else. It is checked on write and again on use.
 
 Enabling Qdrant makes it the engine's vector store (memory setting `vectorStore = "qdrant"`),
 disabling resets that to "auto" (the reference's #5597): `memory_settings_patch()` returns the
@@ -15,7 +20,6 @@ memory-settings change to apply alongside, which the caller passes to
 
 from __future__ import annotations
 
-import ipaddress
 import re
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
@@ -34,7 +38,7 @@ from memsvc.core.settings import (
     read_specs,
     spec,
 )
-from memsvc.core.url_policy import METADATA_HOSTS, check_url, forbidden_address
+from memsvc.core.url_policy import check_url
 
 NAMESPACE = "qdrant"
 QUANTIZATIONS = ("none", "int8", "binary")
@@ -49,8 +53,7 @@ MEMORY_LOCAL = ":memory:"
 READ_ONLY = ("hasApiKey", "apiKeyMasked")
 
 _COLLECTION = re.compile(r"^[A-Za-z0-9_-]{1,255}$")
-_HOSTNAME = re.compile(r"^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?"
-                       r"(?:\.[A-Za-z0-9](?:[A-Za-z0-9_-]{0,62}[A-Za-z0-9])?)*\.?$")
+_HOST_FORMAT = "must be a host name or IP address (or an http(s) URL)"
 _CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _CONTROL_CHARS = re.compile(r"[\x00-\x1f\x7f]")
 _MAX_KEY = 1024
@@ -82,14 +85,17 @@ class QdrantSettings:
         return out
 
     def resolved_local_path(self, data_dir: str | Path) -> str | None:
-        """The embedded Qdrant folder (a relative localPath lives under the data dir), ":memory:"
-        for an in-process throwaway store, None when a server is configured."""
+        """The embedded Qdrant folder inside the data dir (links followed), ":memory:" for
+        an in-process throwaway store, None when a server is configured. Raises ValueError
+        (the reason) for a folder outside the data dir."""
         if self.local_path is None:
             return None
         if self.local_path == MEMORY_LOCAL:
             return MEMORY_LOCAL
-        path = Path(self.local_path).expanduser()
-        return str(path if path.is_absolute() else Path(data_dir) / path)
+        problem = _local_path_problem(self.local_path)
+        if problem:
+            raise ValueError(problem)
+        return str(confine_local_path(self.local_path, data_dir))
 
     def server_url(self) -> str:
         """http(s)://host:port of the server (host may itself be an http(s) URL)."""
@@ -129,17 +135,12 @@ def _host_problem(value: str) -> str | None:
         if urlsplit(value).path not in ("", "/"):
             return "must not contain a path"
         return None
-    if _CONTROL.search(value) or "/" in value or "@" in value:
-        return "must be a host name or IP address (or an http(s) URL)"
+    if _CONTROL.search(value) or any(c in value for c in "/@?#"):
+        return _HOST_FORMAT
     bare = value[1:-1] if value.startswith("[") and value.endswith("]") else value
-    try:
-        ipaddress.ip_address(bare.split("%")[0])
-    except ValueError:
-        if not _HOSTNAME.match(value):
-            return "must be a host name or IP address (or an http(s) URL)"
-    if value.lower().rstrip(".") in METADATA_HOSTS or forbidden_address(bare):
-        return "must not point at a link-local or cloud metadata address"
-    return None
+    # The same policy, and the same parser, as the URL the client will call.
+    problem = check_url(f"http://[{bare}]" if ":" in bare else f"http://{bare}")
+    return _HOST_FORMAT if problem is not None and problem.startswith("is not a valid URL") else problem
 
 
 def _host_kind():
@@ -201,17 +202,33 @@ def _api_key_kind():
     return read, write
 
 
+LOCAL_PATH_OUTSIDE = "must be a folder inside the data directory"
+
+
 def _local_path_problem(value: str) -> str | None:
+    """The checks that need no data directory (read and write)."""
     if value == MEMORY_LOCAL:
         return None
     if len(value) > _MAX_PATH:
         return f"must be at most {_MAX_PATH} characters"
     if _CONTROL_CHARS.search(value):
         return "must not contain control characters"
-    path = PurePath(value)
-    if not path.is_absolute() and not value.startswith("~") and ".." in path.parts:
-        return "a relative path must stay inside the data directory (no '..')"
+    if value.startswith("~"):
+        return f"{LOCAL_PATH_OUTSIDE} ('~' is not expanded)"
+    if ".." in PurePath(value).parts:
+        return f"{LOCAL_PATH_OUTSIDE} (no '..')"
     return None
+
+
+def confine_local_path(value: str, data_dir: str | Path) -> Path:
+    """`value` as a folder inside `data_dir`, links followed on both; ValueError otherwise
+    (the data dir itself is refused too: it holds the database)."""
+    root = Path(data_dir).resolve()
+    path = Path(value)
+    folder = (path if path.is_absolute() else root / path).resolve()
+    if folder == root or root not in folder.parents:
+        raise ValueError(LOCAL_PATH_OUTSIDE)
+    return folder
 
 
 def _local_path_kind():
@@ -248,10 +265,10 @@ def normalize(stored: Mapping[str, Any]) -> QdrantSettings:
     return read_specs(SPECS, QdrantSettings, stored)
 
 
-def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
+def validate_update(patch: Mapping[str, Any], data_dir: str | Path) -> dict[str, Any]:
     """Strict: every violation at once (never echoing the key); returns what to store:
     strings trimmed, "" → None (apiKey "" removes the key, localPath "" goes back to the
-    server), read-only response fields dropped."""
+    server), read-only response fields dropped. `localPath` must lie inside `data_dir`."""
     v = Violations()
     if not isinstance(patch, Mapping) or not any(name not in READ_ONLY for name in patch):
         v.add("settings", "nothing to update")
@@ -264,6 +281,8 @@ def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
             v.add(name, "unknown setting")
             continue
         problem = known.write(value)
+        if problem is None and name == "localPath":
+            problem = _confinement_problem(value, data_dir)
         if problem:
             v.add(name, problem)
     v.raise_if_any()
@@ -275,6 +294,16 @@ def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
             value = value.strip()
         out[name] = None if value == "" else value
     return out
+
+
+def _confinement_problem(value: Any, data_dir: str | Path) -> str | None:
+    if not isinstance(value, str) or value.strip() in ("", MEMORY_LOCAL):
+        return None
+    try:
+        confine_local_path(value.strip(), data_dir)
+    except ValueError as exc:
+        return str(exc)
+    return None
 
 
 def memory_settings_patch(patch: Mapping[str, Any]) -> dict[str, Any]:
@@ -296,10 +325,11 @@ class QdrantUpdate:
 
 
 class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
-    """Cached access to the Qdrant settings of one store."""
+    """Cached access to the Qdrant settings of one store; `data_dir` is the folder that
+    `localPath` must stay inside."""
 
-    def __init__(self, store: SettingsStore):
-        super().__init__(store, NAMESPACE, normalize, validate_update)
+    def __init__(self, store: SettingsStore, data_dir: str | Path):
+        super().__init__(store, NAMESPACE, normalize, lambda patch: validate_update(patch, data_dir))
 
     def update(self, patch: Mapping[str, Any]) -> QdrantUpdate:
         """Validate strictly, save, and return the new settings plus the memory-settings

@@ -1,5 +1,6 @@
 """The vector tiers seen from the engine: keeping vectors in step with memories, and
-answering vector lookups with the fallbacks of ENGINE.md §5 and §7.
+answering vector lookups with their fallbacks (each tier that fails falls through to the
+next and says why).
 
 sqlite-vec is tier 1 and always present when the extension loads; Qdrant is tier 2, used
 for search only when the memory settings say `vectorStore: qdrant` and it answers; a Qdrant
@@ -144,7 +145,7 @@ class VectorTier:
             log.warning("memory.vector.mark_failed", extra={"count": len(memories)})
 
     def _dual_write(self, resolved: Resolved, rows: list[VectorRow]) -> None:
-        """Writes after Qdrant was enabled also go there, in the background (§7)."""
+        """Writes after Qdrant was enabled also go there, in the background."""
         if not self.qdrant.settings().enabled:
             return
 
@@ -262,7 +263,7 @@ class VectorTier:
 
 
 class VectorWrite:
-    """Vectors for texts being written (ENGINE.md §7), made before the write: embedded with
+    """Vectors for texts being written, made before the write: embedded with
     `wait=False`, so a model still loading defers them (the rows are marked needs_reindex)
     instead of blocking. Then stored either inside the transaction that writes the memories
     (`in_transaction`, the memory create path) or in a transaction of their own after it
@@ -333,7 +334,7 @@ class VectorWrite:
 
 
 class SettingsReranker:
-    """The retriever's reranker: the configured rerank endpoint when rerankEnabled (§9)."""
+    """The retriever's reranker: the configured rerank endpoint when rerankEnabled."""
 
     def __init__(self, embeddings: Embeddings, settings: Settings):
         self._embeddings = embeddings

@@ -1,4 +1,4 @@
-"""Tier 2: Qdrant (ENGINE.md §7), opt-in, through qdrant-client.
+"""Tier 2: Qdrant, opt-in, through qdrant-client.
 
 One code path for a Qdrant server (host, port, api-key header) and for qdrant-client's
 embedded local mode (`QdrantClient(path=folder)` or ":memory:"): every operation goes through
@@ -20,7 +20,7 @@ as `score` and `distance = 1 - score`.
 A collection made for one embedding model refuses another model's vectors: before an upsert
 or search the collection's configured size is compared with the vector and a mismatch raises
 `DimensionMismatch` (the engine then falls back to sqlite-vec and reports the reason). The
-collection is never recreated automatically (ENGINE.md §7: switch models by using a new
+collection is never recreated automatically (switch models by using a new
 collection name).
 
 Quantization (`none | int8 | binary`): int8 = scalar quantization (quantile 0.99, always in
@@ -46,13 +46,13 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
-import httpx
 import numpy as np
 from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
+from memsvc import outbound
 from memsvc.core.models import SearchScope, utcnow
-from memsvc.core.url_policy import check_resolved
+from memsvc.core.url_policy import check_url
 from memsvc.core.qdrant_settings import (
     DEFAULT_COLLECTION,
     DEFAULT_HOST,
@@ -94,7 +94,7 @@ warnings.filterwarnings("ignore", message="Payload indexes have no effect in the
 
 
 def clamp_top_k(k: int | None) -> int:
-    """topK is clamped to [1, 20] everywhere (ENGINE.md §7, §17.5)."""
+    """topK is clamped to [1, 20] everywhere: the search route, the schema and the code."""
     if k is None:
         return DEFAULT_TOP_K
     return max(TOP_K_RANGE[0], min(TOP_K_RANGE[1], int(k)))
@@ -180,6 +180,8 @@ class QdrantIndex:
         self.local = server_url is None
         self._lock = threading.RLock() if self.local else nullcontext()
         self._dim: int | None = None
+        #: GET /readyz: policy-checked and pinned, no proxy or .netrc (memsvc.outbound).
+        self._probe = None if self.local else outbound.make_client(self.timeout)
 
     @property
     def client(self) -> QdrantClient:
@@ -202,20 +204,26 @@ class QdrantIndex:
                       else QdrantClient(path=str(path)))
             return cls(client, collection, quantization=quantization, timeout=timeout)
         url = QdrantSettings(host=host, port=port).server_url()
+        problem = check_url(url)
+        if problem:
+            raise VectorUnavailable(f"qdrant host {problem}")
+        # qdrant-client hands unknown keyword arguments to its httpx client: the same
+        # policy-checked, pinned connections as every other outbound call (memsvc.outbound).
         client = QdrantClient(url=url, api_key=api_key or None, timeout=max(1, math.ceil(timeout)),
-                              check_compatibility=False)
+                              check_compatibility=False, **outbound.client_options())
         return cls(client, collection, quantization=quantization, server_url=url, api_key=api_key, timeout=timeout)
 
     @classmethod
     def from_settings(cls, settings: QdrantSettings, data_dir: str | Path, *, timeout: float = 5.0) -> "QdrantIndex":
-        """From the stored settings; a relative `localPath` lives under `data_dir`. A server
-        host is checked against the URL policy after DNS resolution (ENGINE.md §3: the API
-        key must never be sent to a link-local or cloud metadata address)."""
-        local = settings.resolved_local_path(data_dir)
-        if local is None:
-            problem = check_resolved(settings.server_url())
-            if problem:
-                raise VectorUnavailable(f"qdrant host {problem}")
+        """From the stored settings; `localPath` is a folder inside `data_dir` (checked again
+        here, after following links: a value stored before that rule, or a link planted
+        since, is refused). A server host is checked against the URL policy, statically here
+        and after DNS on every connection: the API key must never be sent to a link-local
+        or cloud metadata address."""
+        try:
+            local = settings.resolved_local_path(data_dir)
+        except ValueError as exc:
+            raise VectorUnavailable(f"qdrant localPath {exc}") from None
         if local is not None and local != MEMORY_LOCAL:
             Path(local).mkdir(parents=True, exist_ok=True)
         return cls.connect(host=settings.host, port=settings.port, api_key=settings.api_key, path=local,
@@ -226,6 +234,8 @@ class QdrantIndex:
         with self._lock:
             try:
                 self._client.close()
+                if self._probe is not None:
+                    self._probe.close()
             except Exception:  # noqa: BLE001 - closing is best effort
                 log.warning("qdrant.close_failed", exc_info=True)
 
@@ -422,7 +432,7 @@ class QdrantIndex:
     def cleanup(self, retention_days: int, *, now: datetime | None = None, api_key_id: str | None = None) -> int:
         """Delete points that expired (`expiresAtUnix < now`) or fell out of retention
         (`createdAtUnix < now - retentionDays`), counting them first with the same filter;
-        returns that count (ENGINE.md §7). retention_days is clamped to [1, 365]."""
+        returns that count. retention_days is clamped to [1, 365]."""
         days = max(1, min(365, int(retention_days)))
         now = _aware(now or utcnow())
         now_s = now.timestamp()
@@ -536,7 +546,7 @@ class QdrantIndex:
                     self._client.get_collections()
             else:
                 headers = {"api-key": self._api_key} if self._api_key else {}
-                response = httpx.get(f"{self.server_url}/readyz", headers=headers, timeout=self.timeout)
+                response = self._probe.get(f"{self.server_url}/readyz", headers=headers)
                 if response.status_code != 200:
                     raise VectorUnavailable(f"GET /readyz answered HTTP {response.status_code}")
             out["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)

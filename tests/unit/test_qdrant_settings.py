@@ -24,6 +24,7 @@ from memsvc.storage.migrations import apply_migrations
 from memsvc.storage.settings_store import SqliteSettingsStore
 
 KEY = "qd-secret-0123456789-wxyz"
+DATA_DIR = Path("/srv/memsvc-data")  # never created: confinement is a check on paths
 
 
 @pytest.fixture
@@ -36,12 +37,12 @@ def store(tmp_path: Path):
 
 @pytest.fixture
 def manager(store) -> QdrantSettingsManager:
-    return QdrantSettingsManager(store)
+    return QdrantSettingsManager(store, DATA_DIR)
 
 
 def _violations(patch) -> dict[str, str]:
     with pytest.raises(ValidationError) as info:
-        validate_update(patch)
+        validate_update(patch, DATA_DIR)
     return {v.field: v.description for v in info.value.violations}
 
 
@@ -102,7 +103,7 @@ def test_valid_values_are_saved(manager):
         True, "qdrant.internal", 65535, "Mem_2-x", "binary", "vectors")
     assert manager.update({"localPath": ""}).settings.local_path is None
     for host in ("10.0.0.5", "::1", "[::1]", "https://qdrant.example.com:6333", "q-1.example.com"):
-        assert validate_update({"host": host})["host"] == host
+        assert validate_update({"host": host}, DATA_DIR)["host"] == host
 
 
 def test_lenient_read_of_stored_junk(store, manager):
@@ -129,10 +130,42 @@ def test_enabling_and_disabling_set_the_vector_store(store, manager):
 
 def test_local_path_and_server_url(tmp_path: Path):
     assert QdrantSettings(local_path="q").resolved_local_path(tmp_path) == str(tmp_path / "q")
-    assert QdrantSettings(local_path="/abs/q").resolved_local_path(tmp_path) == "/abs/q"
+    assert QdrantSettings(local_path=str(tmp_path / "abs" / "q")).resolved_local_path(tmp_path) == str(
+        tmp_path / "abs" / "q")
     assert QdrantSettings(local_path=":memory:").resolved_local_path(tmp_path) == ":memory:"
     assert QdrantSettings().resolved_local_path(tmp_path) is None
     assert QdrantSettings().server_url() == "http://localhost:6333"
     assert QdrantSettings(host="::1", port=7000).server_url() == "http://[::1]:7000"
     assert QdrantSettings(host="https://q.example.com").server_url() == "https://q.example.com:6333"
     assert QdrantSettings(host="https://q.example.com:443").server_url() == "https://q.example.com:443"
+
+
+# ---- localPath stays inside the data directory -------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/anywhere/qdrant", "~/qdrant", "~", "../outside", "q/../../outside",
+                                  "/srv/memsvc-data/../elsewhere", "/srv/memsvc-data", ".", "/srv/memsvc-data-2/q"])
+def test_a_local_path_outside_the_data_dir_is_refused(path):
+    assert "data directory" in _violations({"enabled": True, "localPath": path})["localPath"]
+
+
+@pytest.mark.parametrize("path, expected", [("qdrant", "qdrant"), ("/srv/memsvc-data/vectors/q", "/srv/memsvc-data/vectors/q"),
+                                            (":memory:", ":memory:")])
+def test_a_local_path_inside_the_data_dir_is_accepted(path, expected):
+    assert validate_update({"localPath": path}, DATA_DIR)["localPath"] == expected
+
+
+def test_a_link_out_of_the_data_dir_is_refused_on_write_and_on_use(tmp_path: Path, store):
+    data, outside = tmp_path / "data", tmp_path / "outside"
+    data.mkdir()
+    outside.mkdir()
+    (data / "link").symlink_to(outside)
+    with pytest.raises(ValidationError) as info:
+        validate_update({"localPath": "link/qdrant"}, data)
+    assert info.value.violations[0].field == "localPath"
+    # A value stored before the rule (or a link planted after the write) is refused on use.
+    with pytest.raises(ValueError, match="inside the data directory"):
+        QdrantSettings(local_path="link/qdrant").resolved_local_path(data)
+    with pytest.raises(ValueError, match="inside the data directory"):
+        QdrantSettings(local_path="/anywhere/qdrant").resolved_local_path(data)
+    assert not (outside / "qdrant").exists()
