@@ -17,13 +17,15 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from memsvc.api.credential_servicer import CredentialServicer
 from memsvc.api.engine_servicer import EngineServicer
 from memsvc.api.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
 from memsvc.api.memory_servicer import MemoryServicer
 from memsvc.api.settings_servicer import SettingsServicer
 from memsvc.app import App
 from memsvc.config import Config, ConfigError
-from memsvc.v1 import engine_pb2, engine_pb2_grpc, memory_pb2, memory_pb2_grpc, settings_pb2, settings_pb2_grpc
+from memsvc.v1 import (credentials_pb2, credentials_pb2_grpc, engine_pb2, engine_pb2_grpc, memory_pb2, memory_pb2_grpc,
+                       settings_pb2, settings_pb2_grpc)
 
 log = logging.getLogger("memsvc.server")
 
@@ -31,6 +33,9 @@ SERVICE_NAMES = tuple(
     module.DESCRIPTOR.services_by_name[name].full_name
     for module, name in ((memory_pb2, "MemoryService"), (engine_pb2, "EngineService"), (settings_pb2, "SettingsService"))
 )
+# The operator's service, apart from the memory API's three (whose RPCs the tests count).
+CREDENTIAL_SERVICE = credentials_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
+ALL_SERVICE_NAMES = (*SERVICE_NAMES, CREDENTIAL_SERVICE)
 
 
 @dataclass
@@ -86,12 +91,13 @@ async def start(config: Config, app: App) -> RunningServer:
         EngineServicer(app.engine, app.introspection, app.reindexer), server)
     settings_pb2_grpc.add_SettingsServiceServicer_to_server(
         SettingsServicer(app.settings, app.characters, app.introspection), server)
+    credentials_pb2_grpc.add_CredentialServiceServicer_to_server(CredentialServicer(app.credentials), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
-    reflection.enable_server_reflection((*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    reflection.enable_server_reflection((*ALL_SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
     port = _bind(server, config.grpc_host, config.grpc_port)
     await server.start()
-    for name in ("", *SERVICE_NAMES):
+    for name in ("", *ALL_SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     return RunningServer(server, port, health_servicer, app)
 

@@ -14,6 +14,7 @@ from google.protobuf.message import Message
 
 from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
+from memsvc.core.credentials import Credential, IssuedCredential
 from memsvc.core.errors import ValidationError
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection import InjectOptions
@@ -25,7 +26,7 @@ from memsvc.core.reindex import Progress
 from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
 from memsvc.core.settings import MemorySettings
 from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
-from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
+from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 
 # UpdateMemoryRequest fields a client may name, by their JSON names (what REST users see in
 # error messages); the core decides which of them may actually change.
@@ -454,3 +455,29 @@ def toggle_value_from_pb(req: settings_pb2.SetToggleRequest) -> Any:
 
 def toggle_set_to_pb(enabled: bool) -> settings_pb2.SetToggleResponse:
     return settings_pb2.SetToggleResponse(success=True, enabled=enabled)
+
+
+# ---- credentials ----
+
+
+def credential_to_pb(c: Credential) -> credentials_pb2.Credential:
+    out = credentials_pb2.Credential(id=c.id, permissions=sorted(c.permissions), tenants=c.tenant_list(),
+                                     characters=c.characters)
+    if c.created_at is not None:
+        out.created_at.CopyFrom(to_timestamp(c.created_at))
+    if c.revoked_at is not None:
+        out.revoked_at.CopyFrom(to_timestamp(c.revoked_at))
+    return out
+
+
+def issued_to_pb(issued: IssuedCredential) -> credentials_pb2.CreateCredentialResponse:
+    return credentials_pb2.CreateCredentialResponse(success=True, credential=credential_to_pb(issued.credential),
+                                                    token=issued.token)
+
+
+def credentials_to_pb(items: Sequence[Credential]) -> credentials_pb2.ListCredentialsResponse:
+    return credentials_pb2.ListCredentialsResponse(credentials=[credential_to_pb(c) for c in items])
+
+
+def revoked_to_pb(c: Credential) -> credentials_pb2.RevokeCredentialResponse:
+    return credentials_pb2.RevokeCredentialResponse(success=True, credential=credential_to_pb(c))

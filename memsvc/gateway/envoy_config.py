@@ -11,7 +11,8 @@ from typing import Any
 
 import yaml
 
-SERVICES = ("memsvc.v1.MemoryService", "memsvc.v1.EngineService", "memsvc.v1.SettingsService")
+SERVICES = ("memsvc.v1.MemoryService", "memsvc.v1.EngineService", "memsvc.v1.SettingsService",
+            "memsvc.v1.CredentialService")
 CLUSTER = "memsvc_grpc"
 # Large enough for a full recent-history save (2,097,152 characters of chat, up to 4 bytes
 # each in UTF-8, plus JSON framing); the gRPC server's message limit matches it.

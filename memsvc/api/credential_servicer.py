@@ -1,0 +1,25 @@
+"""memsvc.v1.CredentialService: credential management for admin callers (the access rule
+table makes every RPC here admin-only)."""
+
+from __future__ import annotations
+
+from memsvc.api import convert
+from memsvc.api.blocking import run
+from memsvc.core.credentials import Credentials
+from memsvc.v1 import credentials_pb2 as pb
+from memsvc.v1 import credentials_pb2_grpc
+
+
+class CredentialServicer(credentials_pb2_grpc.CredentialServiceServicer):
+    def __init__(self, credentials: Credentials):
+        self._credentials = credentials
+
+    async def CreateCredential(self, request: pb.CreateCredentialRequest, context) -> pb.CreateCredentialResponse:
+        return convert.issued_to_pb(await run(self._credentials.create, request.id, list(request.permissions),
+                                              list(request.tenants), request.characters))
+
+    async def ListCredentials(self, request: pb.ListCredentialsRequest, context) -> pb.ListCredentialsResponse:
+        return convert.credentials_to_pb(await run(self._credentials.list))
+
+    async def RevokeCredential(self, request: pb.RevokeCredentialRequest, context) -> pb.RevokeCredentialResponse:
+        return convert.revoked_to_pb(await run(self._credentials.revoke, request.id))
