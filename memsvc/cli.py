@@ -14,6 +14,7 @@ from memsvc.cli_tokens import add_commands as add_token_commands
 from memsvc.client import ClientError
 from memsvc.core.errors import StorageVersionError
 from memsvc.logs import configure
+from memsvc.mcp.command import add_command as add_mcp_command
 
 log = logging.getLogger("memsvc.cli")
 
@@ -71,6 +72,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
     add_commands(commands)
+    add_mcp_command(commands)
     add_token_commands(commands)
     return parser
 

@@ -78,6 +78,9 @@ class Config:
     metrics_host: str = _opt("127.0.0.1", "MEMSVC_METRICS_HOST", "Prometheus /metrics bind address")
     metrics_port: int = _opt(9464, "MEMSVC_METRICS_PORT", "Prometheus /metrics port (0 picks a free one, -1 turns it off)", flag="--metrics-port", parse=int)
     shutdown_grace_s: float = _opt(10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float)
+    # -- MCP (the memory tools for agents) --
+    mcp_port: int = _opt(50052, "MEMSVC_MCP_PORT", "loopback port of the MCP streamable-HTTP server that `serve` starts and Envoy serves at /mcp (0 picks a free one, -1 turns it off)", flag="--mcp-port", parse=int)
+    token: str | None = _opt(None, "MEMSVC_TOKEN", "bearer token `memsvc mcp` (the stdio MCP server an agent launches) sends to memsvc on the agent's behalf", parse=_optional, secret=True)
     # -- character memory (spec/CHARACTER_MEMORY.md) --
     memory_dir: Path | None = _opt(None, "MEMSVC_MEMORY_DIR", "runtime memory root of the character recent-history files (default <data-dir>/memory)", flag="--memory-dir", parse=Path)
     project_memory_dir: Path | None = _opt(None, "MEMSVC_PROJECT_MEMORY_DIR", "optional second memory root of shipped or older recent-history files (read, and written in place)", flag="--project-memory-dir", parse=Path)
@@ -120,8 +123,9 @@ class Config:
 
     def validate(self) -> None:
         """Refuse configurations that are unsafe or cannot work."""
-        if not -1 <= self.metrics_port <= 65535:
-            raise ConfigError(f"metrics_port must be -1..65535, got {self.metrics_port}")
+        for name in ("metrics_port", "mcp_port"):
+            if not -1 <= getattr(self, name) <= 65535:
+                raise ConfigError(f"{name} must be -1..65535, got {getattr(self, name)}")
         for name in ("grpc_port", "rest_port", "envoy_admin_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:

@@ -1,0 +1,220 @@
+"""The memory tools: each is one or two RPCs of memsvc's gRPC API with the caller's token.
+
+The tools add no access rule of their own. Which tenants (`apiKeyId`s) a token may touch,
+and what it may do there, is decided by the server on every RPC; a tool only fills in the
+default tenant when the caller names none, and turns the server's answer into JSON text
+(the same lowerCamelCase fields as the REST API) or into a tool error.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any, Callable, Literal
+
+from google.protobuf import json_format, timestamp_pb2
+from google.protobuf.message import Message
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
+from mcp.server.mcpserver.tools import Tool
+from mcp.types import ToolAnnotations
+from pydantic import Field
+
+from memsvc.api.convert import dict_to_struct
+from memsvc.core.models import MEMORY_TYPES
+from memsvc.mcp.arguments import ArgumentCheck, plain_schema
+from memsvc.mcp.upstream import Upstream
+from memsvc.v1 import engine_pb2, memory_pb2
+
+# The value of the `authorization` header to forward for the caller of this tool call.
+Credential = Callable[[Context], str | None]
+
+MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]
+ApiKeyId = Annotated[str | None, Field(
+    description="The tenant (apiKeyId) whose memories to use. May be left out when the token "
+                "addresses exactly one tenant; required when it addresses several.")]
+MemoryId = Annotated[str, Field(min_length=1, description="The memory's id, as returned by memory_add, "
+                                                          "memory_search or memory_list.")]
+TypeFilter = Annotated[MemoryType | None, Field(description="Only memories of this type.")]
+Metadata = Annotated[dict[str, Any] | None, Field(description="Free-form JSON object stored with the memory.")]
+
+INSTRUCTIONS = (
+    "Long-term memory for this user, kept by memsvc. Search it (memory_search) before answering "
+    "questions that may depend on what the user said earlier; store durable facts, preferences, "
+    "decisions and procedures with memory_add. Memory types: factual (facts and preferences), "
+    "episodic (events and decisions), procedural (how-tos and habits), semantic (general "
+    "knowledge and summaries)."
+)
+
+
+def _json(message: Message) -> str:
+    """The REST API's JSON of `message`: empty lists and zeros included, so an agent sees
+    `"memories": []` rather than a missing field."""
+    fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
+    return json.dumps(fields, ensure_ascii=False, indent=1)
+
+
+def _timestamp(value: str, name: str) -> timestamp_pb2.Timestamp:
+    ts = timestamp_pb2.Timestamp()
+    try:
+        ts.FromJsonString(value)
+    except ValueError:
+        raise ToolError(f"invalid argument: {name}: must be an RFC 3339 time such as 2026-01-31T00:00:00Z") from None
+    return ts
+
+
+class MemoryTools:
+    """The tools bound to one upstream and one way of finding the caller's credential."""
+
+    def __init__(self, upstream: Upstream, credential: Credential):
+        self._upstream = upstream
+        self._credential = credential
+
+    async def _call(self, ctx: Context, method: Callable[..., Any], request: Message) -> Any:
+        return await self._upstream.call(method, request, self._credential(ctx))
+
+    async def _tenant(self, ctx: Context, api_key_id: str | None) -> str:
+        """The named tenant, else the token's only one.
+
+        TODO: ask the server which tenants the token addresses once it can say (the
+        credentials work); until then the caller names the tenant.
+        """
+        if api_key_id:
+            return api_key_id
+        raise ToolError("invalid argument: apiKeyId: is required (this token may address several tenants)")
+
+    async def memory_search(
+        self, ctx: Context,
+        query: Annotated[str, Field(min_length=1, description="What to look for, in natural language.")],
+        apiKeyId: ApiKeyId = None,
+        type: TypeFilter = None,
+        maxTokens: Annotated[int | None, Field(ge=1, le=16000, description=(
+            "Token budget of the memories returned (default from the memory settings)."))] = None,
+        limit: Annotated[int | None, Field(ge=1, le=100, description="At most this many memories.")] = None,
+    ) -> str:
+        """Search the tenant's memories for those relevant to `query`, best first, within a
+        token budget. Ranking uses the retrieval strategy of the memory settings (keyword,
+        semantic or hybrid). `type` keeps only memories of that type among the ranked results.
+        Returns {memories: [{id, type, key, content, score, tokens, tier, sessionId}],
+        totalTokens, resolution}; an empty list means nothing relevant is stored."""
+        request = engine_pb2.RetrieveRequest(api_key_id=await self._tenant(ctx, apiKeyId), query=query,
+                                             scope="apiKey")
+        if maxTokens is not None:
+            request.max_tokens = maxTokens
+        response = await self._call(ctx, self._upstream.engine.Retrieve, request)
+        kept = [m for m in response.memories if type is None or m.type == type][:limit]
+        del response.memories[:]
+        response.memories.extend(kept)
+        response.total_tokens = sum(m.tokens for m in kept)
+        return _json(response)
+
+    async def memory_add(
+        self, ctx: Context,
+        content: Annotated[str, Field(min_length=1, description="The memory itself, one self-contained "
+                                                                "statement (at most 32 KiB).")],
+        type: Annotated[MemoryType, Field(description=(
+            "factual: facts and preferences; episodic: events and decisions; procedural: "
+            "how-tos and habits; semantic: general knowledge and summaries."))],
+        key: Annotated[str | None, Field(max_length=512, description=(
+            "Stable name of the fact (e.g. 'preferred-language'). Adding again with the same key "
+            "replaces that memory instead of creating a second one."))] = None,
+        sessionId: Annotated[str | None, Field(description="The conversation this memory came from.")] = None,
+        apiKeyId: ApiKeyId = None,
+        metadata: Metadata = None,
+    ) -> str:
+        """Store a memory for the tenant. Returns {success, id, created}; created is false
+        when a memory with the same key was updated in place."""
+        request = memory_pb2.CreateMemoryRequest(api_key_id=await self._tenant(ctx, apiKeyId), content=content,
+                                                 type=type, metadata=dict_to_struct(metadata))
+        if key is not None:
+            request.key = key
+        if sessionId is not None:
+            request.session_id = sessionId
+        return _json(await self._call(ctx, self._upstream.memory.CreateMemory, request))
+
+    async def memory_clear(
+        self, ctx: Context,
+        apiKeyId: ApiKeyId = None,
+        type: Annotated[MemoryType | None, Field(description="Only memories of this type.")] = None,
+        olderThan: Annotated[str | None, Field(json_schema_extra={"format": "date-time"}, description=(
+            "Only memories created before this time (RFC 3339, e.g. 2026-01-31T00:00:00Z)."))] = None,
+    ) -> str:
+        """Delete every memory of the tenant that matches the filters, with its search index
+        entries (vectors included). Without filters this deletes ALL the tenant's memories:
+        it cannot be undone. Returns {success, deletedCount}."""
+        request = memory_pb2.ClearMemoriesRequest(api_key_id=await self._tenant(ctx, apiKeyId), type=type or "")
+        if olderThan is not None:
+            request.older_than.CopyFrom(_timestamp(olderThan, "olderThan"))
+        return _json(await self._call(ctx, self._upstream.memory.ClearMemories, request))
+
+    async def memory_list(
+        self, ctx: Context,
+        apiKeyId: ApiKeyId = None,
+        type: TypeFilter = None,
+        sessionId: Annotated[str | None, Field(description="Only memories of this conversation.")] = None,
+        contains: Annotated[str | None, Field(description=(
+            "Only memories whose content or key contains this text (case-insensitive)."))] = None,
+        limit: Annotated[int | None, Field(ge=1, le=200, description="Page size (default 50).")] = None,
+        offset: Annotated[int | None, Field(ge=0, description="Memories to skip (default 0).")] = None,
+    ) -> str:
+        """List the tenant's memories, newest first, a page at a time. Returns {data: [memory],
+        total, page, limit, totalPages, stats}; use memory_search to find memories by meaning."""
+        request = memory_pb2.ListMemoriesRequest(api_key_id=await self._tenant(ctx, apiKeyId), type=type or "",
+                                                 session_id=sessionId or "", q=contains or "")
+        if limit is not None:
+            request.limit = limit
+        if offset is not None:
+            request.offset = offset
+        return _json(await self._call(ctx, self._upstream.memory.ListMemories, request))
+
+    async def memory_get(self, ctx: Context, id: MemoryId) -> str:
+        """Read one memory by id: {id, apiKeyId, type, key, content, metadata, createdAt,
+        updatedAt, accessCount, ...}. A memory the token may not see is reported as not found."""
+        return _json(await self._call(ctx, self._upstream.memory.GetMemory, memory_pb2.GetMemoryRequest(id=id)))
+
+    async def memory_update(
+        self, ctx: Context, id: MemoryId,
+        content: Annotated[str | None, Field(min_length=1, description="New text of the memory.")] = None,
+        type: Annotated[MemoryType | None, Field(description="New type.")] = None,
+        key: Annotated[str | None, Field(max_length=512, description="New key.")] = None,
+        metadata: Annotated[dict[str, Any] | None, Field(description=(
+            "Keys to merge into the memory's metadata."))] = None,
+    ) -> str:
+        """Change the content, type, key and/or metadata of one memory; fields left out stay
+        as they are. Returns {success, memory}."""
+        if content is None and type is None and key is None and metadata is None:
+            raise ToolError("invalid argument: give at least one of content, type, key, metadata")
+        request = memory_pb2.UpdateMemoryRequest(id=id)
+        for name, value in (("content", content), ("type", type), ("key", key)):
+            if value is not None:
+                setattr(request, name, value)
+        if metadata is not None:
+            request.metadata.CopyFrom(dict_to_struct(metadata))
+        return _json(await self._call(ctx, self._upstream.memory.UpdateMemory, request))
+
+    async def memory_delete(self, ctx: Context, id: MemoryId) -> str:
+        """Delete one memory by id, with its search index entries. Returns {success}."""
+        return _json(await self._call(ctx, self._upstream.memory.DeleteMemory,
+                                      memory_pb2.DeleteMemoryRequest(id=id)))
+
+
+_ANNOTATIONS = {
+    "memory_search": ToolAnnotations(title="Search memories", read_only_hint=True),
+    "memory_list": ToolAnnotations(title="List memories", read_only_hint=True),
+    "memory_get": ToolAnnotations(title="Read a memory", read_only_hint=True),
+    "memory_add": ToolAnnotations(title="Add a memory", destructive_hint=False, idempotent_hint=False),
+    "memory_update": ToolAnnotations(title="Update a memory", destructive_hint=True, idempotent_hint=True),
+    "memory_delete": ToolAnnotations(title="Delete a memory", destructive_hint=True, idempotent_hint=True),
+    "memory_clear": ToolAnnotations(title="Clear memories", destructive_hint=True, idempotent_hint=True),
+}
+
+
+def build_server(upstream: Upstream, credential: Credential) -> MCPServer:
+    """The MCP server with the seven memory tools, each publishing a plain JSON schema that
+    is also what its arguments are checked against."""
+    tools = MemoryTools(upstream, credential)
+    registered = []
+    for name, annotations in _ANNOTATIONS.items():
+        tool = Tool.from_function(getattr(tools, name), name=name, annotations=annotations, structured_output=False)
+        tool.parameters = plain_schema(tool.parameters)
+        registered.append(tool)
+    return MCPServer("memsvc", instructions=INSTRUCTIONS, tools=registered, middleware=[ArgumentCheck(registered)])

@@ -1,0 +1,46 @@
+"""The MCP server's channel to memsvc's gRPC API, which forwards each caller's credential.
+
+One channel serves every caller; the credential travels per call as metadata, so two HTTP
+clients with different tokens never share one (and the stdio server, which has one caller,
+sends that caller's token from its environment).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Awaitable, Callable
+
+import grpc
+
+from memsvc.mcp.errors import tool_error
+from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc
+
+CALL_TIMEOUT_S = 30.0
+
+
+class Upstream:
+    """Async stubs of the memory and engine services on one channel to `address`."""
+
+    def __init__(self, address: str, max_message_bytes: int = 16 * 1024 * 1024):
+        self.address = address
+        self._channel = grpc.aio.insecure_channel(
+            address, options=[("grpc.max_receive_message_length", max_message_bytes),
+                              ("grpc.max_send_message_length", max_message_bytes)])
+        self.memory = memory_pb2_grpc.MemoryServiceStub(self._channel)
+        self.engine = engine_pb2_grpc.EngineServiceStub(self._channel)
+
+    async def call(self, method: Callable[..., Awaitable[Any]], request: Any, authorization: str | None) -> Any:
+        """One RPC with the caller's `authorization` value (as sent: `Bearer <token>`); a
+        failed RPC becomes a tool error carrying the server's reason."""
+        metadata = (("authorization", authorization),) if authorization else ()
+        try:
+            return await method(request, metadata=metadata, timeout=CALL_TIMEOUT_S)
+        except grpc.RpcError as err:
+            raise tool_error(err, self.address) from None
+
+    async def close(self) -> None:
+        await self._channel.close()
+
+
+def bearer(token: str | None) -> str | None:
+    """The authorization value for a token taken from configuration."""
+    return f"Bearer {token}" if token else None

@@ -1,0 +1,144 @@
+"""MCP sessions through the SDK's own client (`mcp.ClientSession`), over stdio (`memsvc mcp`
+launched as a subprocess) and streamable HTTP, and the checks both transports share: the
+tool listing, one call of every tool, bad arguments and refused tokens as tool errors."""
+
+from __future__ import annotations
+
+import json
+import sys
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any, AsyncIterator
+
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+
+from memsvc.core.models import MEMORY_TYPES
+
+BIN = Path(sys.executable).parent
+TOOLS = {"memory_search", "memory_add", "memory_clear", "memory_list", "memory_get", "memory_update",
+         "memory_delete"}
+
+
+@asynccontextmanager
+async def stdio_session(grpc_port: int, token: str | None, errlog_path: Path) -> AsyncIterator[ClientSession]:
+    """`memsvc mcp` as a desktop agent launches it, with MEMSVC_TOKEN in its environment;
+    the SDK ends the process when the session closes."""
+    env = {"MEMSVC_TOKEN": token} if token else {}
+    params = StdioServerParameters(command=str(BIN / "memsvc"), args=["mcp", "--grpc-port", str(grpc_port)], env=env)
+    with errlog_path.open("a") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await session.initialize()
+            yield session
+
+
+@asynccontextmanager
+async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
+    headers = {"authorization": f"Bearer {token}"} if token else {}
+    async with create_mcp_http_client(headers=headers) as http, \
+            streamable_http_client(url, http_client=http) as (read, write), \
+            ClientSession(read, write) as session:
+        await session.initialize()
+        yield session
+
+
+async def call(session: ClientSession, name: str, **arguments: Any) -> tuple[bool, str]:
+    """(is_error, text) of one tool call."""
+    result = await session.call_tool(name, arguments)
+    return bool(result.is_error), "".join(getattr(block, "text", "") for block in result.content)
+
+
+async def ok(session: ClientSession, name: str, **arguments: Any) -> Any:
+    """The JSON a successful call returned (fails the test with the tool's message otherwise)."""
+    is_error, text = await call(session, name, **arguments)
+    assert not is_error, f"{name} failed: {text}"
+    return json.loads(text)
+
+
+async def failure(session: ClientSession, name: str, **arguments: Any) -> str:
+    """The message of a call that must fail as a tool error (not a protocol error)."""
+    is_error, text = await call(session, name, **arguments)
+    assert is_error, f"{name} should have failed, returned {text[:200]}"
+    assert "Traceback" not in text
+    return text
+
+
+async def check_listing(session: ClientSession) -> None:
+    tools = {tool.name: tool for tool in (await session.list_tools()).tools}
+    assert set(tools) == TOOLS
+    for tool in tools.values():
+        schema = tool.input_schema
+        assert tool.description and len(tool.description) > 40, tool.name
+        assert schema["type"] == "object" and schema["additionalProperties"] is False
+        assert all(prop.get("description") for prop in schema["properties"].values()), tool.name
+        assert not any("anyOf" in prop for prop in schema["properties"].values()), tool.name
+    add = tools["memory_add"].input_schema
+    assert add["properties"]["type"]["enum"] == list(MEMORY_TYPES)
+    assert set(add["required"]) == {"content", "type"}
+    assert set(tools["memory_search"].input_schema["properties"]) == {"query", "apiKeyId", "type", "maxTokens",
+                                                                      "limit"}
+    assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
+    assert tools["memory_search"].annotations.read_only_hint is True
+    assert tools["memory_clear"].annotations.destructive_hint is True
+
+
+async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
+    """add → get → list → search → update → delete → clear, each checked by reading back."""
+    added = await ok(session, "memory_add", apiKeyId=tenant, content="The user prefers dark mode in every editor",
+                     type="factual", key="pref:theme", sessionId="s-1", metadata={"source": "mcp"})
+    other = await ok(session, "memory_add", apiKeyId=tenant, content="Deployed the billing service on Friday",
+                     type="episodic")
+    assert added["created"] is True and added["id"] != other["id"]
+    got = await ok(session, "memory_get", id=added["id"])
+    assert (got["apiKeyId"], got["type"], got["key"], got["sessionId"]) == (tenant, "factual", "pref:theme", "s-1")
+    assert got["metadata"] == {"source": "mcp"}
+    listed = await ok(session, "memory_list", apiKeyId=tenant, type="episodic")
+    assert [m["id"] for m in listed["data"]] == [other["id"]] and listed["total"] == 1
+    found = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor")
+    assert found["memories"] and found["memories"][0]["id"] == added["id"]
+    only_episodic = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor", type="episodic")
+    assert all(m["type"] == "episodic" for m in only_episodic["memories"])
+    updated = await ok(session, "memory_update", id=added["id"], content="The user prefers light mode", type="semantic")
+    assert (updated["memory"]["content"], updated["memory"]["type"]) == ("The user prefers light mode", "semantic")
+    assert (await ok(session, "memory_delete", id=other["id"]))["success"] is True
+    assert "not found" in await failure(session, "memory_get", id=other["id"])
+    cleared = await ok(session, "memory_clear", apiKeyId=tenant, olderThan="2999-01-01T00:00:00Z")
+    assert cleared["deletedCount"] == 1
+    assert (await ok(session, "memory_list", apiKeyId=tenant))["total"] == 0
+
+
+async def check_bad_arguments(session: ClientSession, tenant: str) -> None:
+    """Each refusal names the argument and what is wrong with it, and stores nothing."""
+    text = await failure(session, "memory_add", apiKeyId=tenant, content="x", type="opinion")
+    assert "type: 'opinion' is not one of ['factual', 'episodic', 'procedural', 'semantic']" in text
+    text = await failure(session, "memory_add", apikeyid=tenant, content="x", type="factual")
+    assert "'apikeyid' was unexpected" in text
+    assert "'content' is a required property" in await failure(session, "memory_add", apiKeyId=tenant, type="factual")
+    assert "limit: 0 is less than the minimum of 1" in await failure(session, "memory_search", apiKeyId=tenant,
+                                                                      query="x", limit=0)
+    assert "maxTokens: 'many' is not of type 'integer'" in await failure(session, "memory_search", apiKeyId=tenant,
+                                                                         query="x", maxTokens="many")
+    # Checked by the server: its field violation comes back as the message.
+    text = await failure(session, "memory_add", apiKeyId=tenant, content="x" * 40_000, type="factual")
+    assert "invalid argument: content: must be at most" in text
+    assert "olderThan: must be an RFC 3339 time" in await failure(session, "memory_clear", apiKeyId=tenant,
+                                                                  olderThan="last week")
+    assert "apiKeyId: is required" in await failure(session, "memory_add", content="x", type="factual")
+    assert "not found" in await failure(session, "memory_get", id="no-such-memory")
+    assert (await ok(session, "memory_list", apiKeyId=tenant))["total"] == 0
+
+
+async def check_tenant_isolation(session: ClientSession, own: str, other: str, other_id: str) -> None:
+    """A token of tenant `own` works on its tenant and cannot reach `other`'s memory
+    `other_id` through any tool: naming the tenant is refused, the id is not found."""
+    mine = await ok(session, "memory_add", apiKeyId=own, content="A's own note about the garden", type="factual")
+    assert (await ok(session, "memory_get", id=mine["id"]))["apiKeyId"] == own
+    for name, arguments in [("memory_add", {"content": "planted", "type": "factual"}), ("memory_list", {}),
+                            ("memory_search", {"query": "plan"}), ("memory_clear", {})]:
+        text = await failure(session, name, apiKeyId=other, **arguments)
+        assert text.startswith(f"Error executing tool {name}: permission denied"), text
+    for name, arguments in [("memory_get", {}), ("memory_update", {"content": "hijacked"}), ("memory_delete", {})]:
+        assert "not found" in await failure(session, name, id=other_id, **arguments), name
+    listed = await ok(session, "memory_list", apiKeyId=own)
+    assert [m["id"] for m in listed["data"]] == [mine["id"]]
