@@ -20,10 +20,16 @@ log = logging.getLogger("memsvc.cli")
 
 
 def _serve(conf: cfg.Config, args: argparse.Namespace) -> int:
+    """Exit 1 with the reason on stderr when the gateway cannot start or keeps exiting."""
+    from memsvc.gateway.launcher import GatewayError
     from memsvc.server import serve
 
     conf.validate()
-    asyncio.run(serve(conf))
+    try:
+        asyncio.run(serve(conf))
+    except GatewayError as exc:
+        print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -42,20 +48,28 @@ def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
 
 
 def _gateway(conf: cfg.Config, args: argparse.Namespace) -> int:
-    from memsvc.gateway.launcher import Gateway
+    """Envoy in the foreground for a server running elsewhere; it dies with this process
+    (started from the main thread, see memsvc.gateway.launcher). Returns Envoy's exit code."""
+    from memsvc.gateway.launcher import Gateway, GatewayError
 
     gateway = Gateway.for_config(conf, grpc_port=conf.grpc_port)
     if args.write_only:
         print(gateway.write_config())
         return 0
-    gateway.start()
-    log.info("gateway.started", extra={"rest_port": conf.rest_port, "grpc_port": conf.grpc_port})
+    try:
+        rest_port = gateway.start()
+    except GatewayError as exc:
+        print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
+        return 1
+    log.info("gateway.started", extra={"rest_port": rest_port, "grpc_port": conf.grpc_port, "pid": gateway.pid})
     signal.signal(signal.SIGTERM, lambda *_: gateway.stop())
     try:
-        return gateway.process.wait() if gateway.process else 1
+        code = gateway.process.wait() if gateway.process else 1
     except KeyboardInterrupt:
         gateway.stop()
         return 0
+    log.info("gateway.exited", extra={"pid": gateway.pid, "exit_code": code})
+    return code
 
 
 def build_parser() -> argparse.ArgumentParser:

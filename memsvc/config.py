@@ -66,7 +66,7 @@ class Config:
     grpc_port: int = _opt(50051, "MEMSVC_GRPC_PORT", "gRPC port (0 picks a free one)", flag="--grpc-port", parse=int)
     rest_host: str = _opt("127.0.0.1", "MEMSVC_REST_HOST", "REST (Envoy) bind address (non-loopback needs MEMSVC_API_TOKENS)", flag="--rest-host")
     rest_port: int = _opt(8080, "MEMSVC_REST_PORT", "REST port served by Envoy", flag="--rest-port", parse=int)
-    envoy_admin_port: int = _opt(9901, "MEMSVC_ENVOY_ADMIN_PORT", "Envoy admin port (always on loopback)", flag="--envoy-admin-port", parse=int)
+    envoy_admin_port: int = _opt(-1, "MEMSVC_ENVOY_ADMIN_PORT", "Envoy admin port on loopback, open to every local user (-1: only the unix socket <data-dir>/envoy-admin.sock, mode 0600)", flag="--envoy-admin-port", parse=int)
     gateway: bool = _opt(True, "MEMSVC_GATEWAY", "start the Envoy REST gateway with `serve` (--no-gateway to skip)", parse=_bool)
     api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated bearer tokens; none = no auth, loopback only", parse=_tokens)
     log_level: str = _opt("INFO", "MEMSVC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", flag="--log-level")
@@ -126,10 +126,12 @@ class Config:
         for name in ("metrics_port", "mcp_port"):
             if not -1 <= getattr(self, name) <= 65535:
                 raise ConfigError(f"{name} must be -1..65535, got {getattr(self, name)}")
-        for name in ("grpc_port", "rest_port", "envoy_admin_port"):
+        for name in ("grpc_port", "rest_port"):
             port = getattr(self, name)
             if not 0 <= port <= 65535:
                 raise ConfigError(f"{name} must be 0..65535, got {port}")
+        if not (self.envoy_admin_port == -1 or 1 <= self.envoy_admin_port <= 65535):
+            raise ConfigError(f"envoy_admin_port must be -1 (unix socket only) or 1..65535, got {self.envoy_admin_port}")
         if self.sqlite_synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
             raise ConfigError("MEMSVC_SQLITE_SYNCHRONOUS must be NORMAL, FULL or EXTRA")
         if self.workers < 1:

@@ -3,6 +3,8 @@
 `start` is what tests use (port 0, in-process); `serve` is `memsvc serve`: it also starts the
 Envoy gateway and waits for SIGTERM/SIGINT, then drains: health NOT_SERVING first so load
 balancers stop sending, in-flight RPCs get the grace period, the database closes last.
+Envoy is supervised while serving: restarted when it exits, and the server stops with an
+error when it cannot be started or keeps exiting.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Awaitable, Callable
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -26,6 +29,9 @@ from memsvc.app import App
 from memsvc.config import Config, ConfigError
 from memsvc.v1 import (credentials_pb2, credentials_pb2_grpc, engine_pb2, engine_pb2_grpc, memory_pb2, memory_pb2_grpc,
                        settings_pb2, settings_pb2_grpc)
+
+if TYPE_CHECKING:
+    from memsvc.gateway.launcher import GatewaySupervisor
 
 log = logging.getLogger("memsvc.server")
 
@@ -45,10 +51,13 @@ class RunningServer:
     health: health.aio.HealthServicer
     app: App
 
-    async def stop(self, grace_s: float) -> None:
-        """Stop taking work, let in-flight RPCs finish within the grace period, close the DB."""
+    async def stop(self, grace_s: float, drained: Callable[[], Awaitable[None]] | None = None) -> None:
+        """Stop taking work, let in-flight RPCs finish within the grace period, await
+        `drained` (serve stops Envoy there, so REST requests in flight finish too), close the DB."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+        if drained is not None:
+            await drained()
         await asyncio.get_running_loop().run_in_executor(None, self.app.close)
 
 
@@ -124,10 +133,48 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-async def serve(config: Config) -> None:
-    """Run until SIGTERM or SIGINT, with the gateway unless disabled."""
-    from memsvc.gateway.launcher import Gateway  # the gateway is optional at run time
+async def _start_gateway(config: Config, running: RunningServer) -> "GatewaySupervisor":
+    """Envoy in front of the running server, supervised: while REST is down the overall
+    gRPC health status is NOT_SERVING (the service answers only half its contract); the
+    per-service statuses stay SERVING, since gRPC still serves them."""
+    from memsvc.gateway.launcher import Gateway, GatewayError, GatewaySupervisor  # optional at run time
 
+    async def report(up: bool) -> None:
+        status = health_pb2.HealthCheckResponse.SERVING if up else health_pb2.HealthCheckResponse.NOT_SERVING
+        await running.health.set("", status)
+
+    supervisor = GatewaySupervisor(Gateway.for_config(config, grpc_port=running.port), report)
+    try:
+        rest_port = await supervisor.start()
+    except GatewayError as exc:
+        log.error("gateway.failed", extra={"error": str(exc)})
+        raise
+    log.info("gateway.started", extra={"rest_host": config.rest_host, "rest_port": rest_port,
+                                       "pid": supervisor.gateway.pid})
+    return supervisor
+
+
+async def _until_stopped(stop: asyncio.Event, supervisor: "GatewaySupervisor | None") -> None:
+    """Wait for SIGTERM/SIGINT, or for the gateway supervisor to give up (raised)."""
+    if supervisor is None:
+        await stop.wait()
+    else:
+        watch = asyncio.ensure_future(supervisor.run())
+        stopped = asyncio.ensure_future(stop.wait())
+        await asyncio.wait({watch, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if watch.done():
+            error = watch.exception()
+            if error is not None:
+                log.error("gateway.failed", extra={"error": str(error)})
+                raise error
+        watch.cancel()
+
+
+async def serve(config: Config) -> None:
+    """Run until SIGTERM or SIGINT, with the gateway unless disabled. A gateway that cannot
+    start, or keeps exiting, stops the server with GatewayError (REST is part of the
+    service; `--no-gateway` runs gRPC alone)."""
     _one_blas_thread()
     loop = asyncio.get_running_loop()
     app = await loop.run_in_executor(None, App.open, config)
@@ -137,19 +184,15 @@ async def serve(config: Config) -> None:
                                       "metrics_port": metrics_port,
                                       "auth": "bearer" if config.auth_enabled else "none (loopback only)",
                                       "sqlite_vec": app.database.vec_version or f"unavailable: {app.database.vec_error}"})
-    gateway = None
+    supervisor = None
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     try:
         if config.gateway:
-            gateway = Gateway.for_config(config, grpc_port=running.port)
-            await loop.run_in_executor(None, gateway.start)
-            log.info("gateway.started", extra={"rest_host": config.rest_host, "rest_port": config.rest_port})
-        await stop.wait()
+            supervisor = await _start_gateway(config, running)
+        await _until_stopped(stop, supervisor)
         log.info("server.stopping", extra={"grace_s": config.shutdown_grace_s})
     finally:
-        if gateway is not None:
-            await loop.run_in_executor(None, gateway.stop)
-        await running.stop(config.shutdown_grace_s)
+        await running.stop(config.shutdown_grace_s, supervisor.stop if supervisor is not None else None)
         log.info("server.stopped")

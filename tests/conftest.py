@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
 import threading
+import time
 import urllib.error
 import urllib.request
 from dataclasses import dataclass, field, replace
@@ -22,6 +24,7 @@ from memsvc.config import Config
 from memsvc.gateway.launcher import Gateway
 from memsvc.server import RunningServer, start
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
+from support.processes import leftovers
 
 
 @dataclass
@@ -108,6 +111,21 @@ def make_config(tmp_path: Path, **overrides: Any) -> Config:
     return replace(base, **overrides)
 
 
+@pytest.fixture(scope="session", autouse=True)
+def no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """Fails the run if an Envoy or memsvc process the suite started outlives it: a child of
+    this process, or an orphan (its parent killed) whose command line names this run's temp
+    dir. Processes get a generous bounded while to exit after their last test."""
+    marker = str(tmp_path_factory.getbasetemp())
+    yield
+    deadline = time.monotonic() + 30
+    while (left := leftovers(os.getpid(), marker)) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    if left:
+        pytest.fail("processes left behind by the test run:\n" + "\n".join(f"{pid}: {line}" for pid, line in left.items()),
+                    pytrace=False)
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[ServerHandle]:
     handle = start_server(make_config(tmp_path))
@@ -157,7 +175,7 @@ def _json_or_text(payload: bytes) -> Any:
 
 
 def start_gateway(handle: ServerHandle) -> Gateway:
-    conf = replace(handle.config, rest_port=free_port(), envoy_admin_port=free_port())
+    conf = replace(handle.config, rest_port=free_port())
     gateway = Gateway.for_config(conf, grpc_port=handle.port)
     gateway.start()
     return gateway

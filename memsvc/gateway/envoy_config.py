@@ -28,8 +28,13 @@ class EnvoySettings:
     listen_port: int = 8080
     upstream_host: str = "127.0.0.1"
     upstream_port: int = 50051
+    # Envoy's admin interface can stop Envoy (POST /quitquitquit) and has no authentication,
+    # so by default it listens only on a unix socket that only memsvc's user may open; a TCP
+    # port (loopback, reachable by every local user) is there only when asked for.
+    admin_socket: str = "data/envoy-admin.sock"
+    admin_port: int = -1
     admin_host: str = "127.0.0.1"
-    admin_port: int = 9901
+    health_path: str = "/healthz"
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_connections: int = 10_000
 
@@ -98,9 +103,22 @@ def _access_log() -> list[dict[str, Any]]:
 _LOCAL_REPLY_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 429: 8, 503: 14, 504: 4}
 
 
-def _local_replies() -> dict[str, Any]:
+def _health_replies(s: EnvoySettings) -> list[dict[str, Any]]:
+    """The probe's answer is the serving status alone: nothing about tenants or versions."""
+    path = {"header_filter": {"header": {"name": ":path", "string_match": {"exact": s.health_path}}}}
+    return [
+        {
+            "filter": {"and_filter": {"filters": [path, {"status_code_filter": {"comparison": {"op": "EQ", "value": {
+                "default_value": status, "runtime_key": f"memsvc.health_reply.{status}"}}}}]}},
+            "body_format_override": {"json_format": {"status": text}},
+        }
+        for status, text in ((200, "SERVING"), (503, "NOT_SERVING"))
+    ]
+
+
+def _local_replies(s: EnvoySettings) -> dict[str, Any]:
     return {
-        "mappers": [
+        "mappers": _health_replies(s) + [
             {
                 "filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": {
                     "default_value": status, "runtime_key": f"memsvc.local_reply.{status}"}}}},
@@ -109,6 +127,33 @@ def _local_replies() -> dict[str, Any]:
             for status, code in _LOCAL_REPLY_CODES.items()
         ],
     }
+
+
+def _health_probe(s: EnvoySettings) -> dict[str, Any]:
+    """`GET <health_path>` answered by Envoy itself, without a token: 200 while its active
+    gRPC health check of memsvc (the standard grpc.health.v1 service, overall status) passes,
+    503 once it fails (memsvc draining, down or unreachable). Other paths pass through."""
+    return {
+        "name": "envoy.filters.http.health_check",
+        "typed_config": _typed(
+            "envoy.extensions.filters.http.health_check.v3.HealthCheck",
+            pass_through_mode=False,
+            headers=[{"name": ":path", "string_match": {"exact": s.health_path}},
+                     {"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}],
+            cluster_min_healthy_percentages={CLUSTER: {"value": 100}},
+        ),
+    }
+
+
+def _health_checks() -> list[dict[str, Any]]:
+    """Envoy asks memsvc's grpc.health.v1 service every second, with or without traffic (the
+    default would be once a minute when idle), so the probe lags memsvc by about a second;
+    two failures in a row mark it down, one success up again."""
+    return [{
+        "timeout": "2s", "interval": "1s", "no_traffic_interval": "1s",
+        "unhealthy_threshold": 2, "healthy_threshold": 1,
+        "grpc_health_check": {},
+    }]
 
 
 def _listener(s: EnvoySettings) -> dict[str, Any]:
@@ -131,8 +176,9 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
             ],
         },
         stream_idle_timeout="300s",
-        local_reply_config=_local_replies(),
+        local_reply_config=_local_replies(s),
         http_filters=[
+            _health_probe(s),
             _transcoder(s),
             {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},
         ],
@@ -140,6 +186,9 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
     return {
         "name": "rest",
         "address": _address(s.listen_host, s.listen_port),
+        # Without this a second Envoy (say, one left over from a killed server) could share
+        # the port and answer half the connections.
+        "enable_reuse_port": False,
         "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": manager}]}],
     }
 
@@ -150,6 +199,7 @@ def _cluster(s: EnvoySettings) -> dict[str, Any]:
         "type": "STRICT_DNS",
         "connect_timeout": "1s",
         "lb_policy": "ROUND_ROBIN",
+        "health_checks": _health_checks(),
         "typed_extension_protocol_options": {
             "envoy.extensions.upstreams.http.v3.HttpProtocolOptions": _typed(
                 "envoy.extensions.upstreams.http.v3.HttpProtocolOptions",
@@ -176,10 +226,16 @@ def _overload_manager(s: EnvoySettings) -> dict[str, Any]:
     }
 
 
+def _admin_address(s: EnvoySettings) -> dict[str, Any]:
+    if s.admin_port >= 0:
+        return _address(s.admin_host, s.admin_port)
+    return {"pipe": {"path": s.admin_socket, "mode": 0o600}}
+
+
 def build(s: EnvoySettings) -> dict[str, Any]:
     """The whole bootstrap config as plain data."""
     return {
-        "admin": {"address": _address(s.admin_host, s.admin_port)},
+        "admin": {"address": _admin_address(s)},
         "overload_manager": _overload_manager(s),
         "static_resources": {"listeners": [_listener(s)], "clusters": [_cluster(s)]},
     }

