@@ -6,9 +6,6 @@ data directory; the Qdrant readiness probe ignores proxy variables."""
 
 from __future__ import annotations
 
-import json
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
@@ -17,6 +14,7 @@ import pytest
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import settings_pb2 as spb
+from tests.support.http_recorder import Recorder
 from tests.support.vectors import C, create, error, preview, set_memory, set_qdrant, status, struct, violated_fields
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning")]
@@ -101,46 +99,10 @@ def test_a_stored_qdrant_path_outside_the_data_dir_is_never_used(server, stubs, 
 # ---- the Qdrant readiness probe -----------------------------------------------------------------
 
 
-class Recorder:
-    """A loopback HTTP server answering 200 `{}` to everything, recording request paths."""
-
-    def __init__(self) -> None:
-        self.paths: list[str] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_GET(self) -> None:  # noqa: N802 - stdlib name
-                recorder.paths.append(self.path)
-                body = json.dumps({}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return self.httpd.server_address[1]
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
-
-
 @pytest.fixture
 def recorders() -> Iterator[tuple[Recorder, Recorder]]:
-    qdrant, proxy = Recorder(), Recorder()
-    yield qdrant, proxy
-    qdrant.stop()
-    proxy.stop()
+    with Recorder() as qdrant, Recorder() as proxy:
+        yield qdrant, proxy
 
 
 def test_the_qdrant_probe_ignores_proxy_variables(stubs, recorders, monkeypatch):

@@ -5,11 +5,8 @@ resolver is the production seam `PinnedBackend` takes (its default asks the syst
 
 from __future__ import annotations
 
-import json
 import ssl
 import subprocess
-import threading
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Iterator
 
@@ -18,57 +15,15 @@ import pytest
 
 from memsvc import outbound
 from memsvc.embedding import _http
+from tests.support.http_recorder import Recorder
 
 NAME = "rebind.test"   # reserved TLD: never resolves for real, so only the seam can answer
 
 
-class Recorder:
-    """A loopback HTTP(S) server that answers every POST/GET with `{"ok": true}` and records
-    the Host header of each request."""
-
-    def __init__(self, tls: ssl.SSLContext | None = None):
-        self.hosts: list[str | None] = []
-        recorder = self
-
-        class Handler(BaseHTTPRequestHandler):
-            protocol_version = "HTTP/1.1"  # keep-alive: one connection serves several requests
-
-            def _answer(self) -> None:
-                recorder.hosts.append(self.headers.get("Host"))
-                self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = json.dumps({"ok": True}).encode()
-                self.send_response(200)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-
-            do_POST = do_GET = _answer  # noqa: N815 - stdlib names
-
-            def log_message(self, *args) -> None:
-                pass
-
-        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        if tls is not None:
-            self.httpd.socket = tls.wrap_socket(self.httpd.socket, server_side=True)
-        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
-        self.thread.start()
-
-    @property
-    def port(self) -> int:
-        return self.httpd.server_address[1]
-
-    def stop(self) -> None:
-        self.httpd.shutdown()
-        self.httpd.server_close()
-        self.thread.join(5)
-
-
 @pytest.fixture
 def recorder() -> Iterator[Recorder]:
-    server = Recorder()
-    yield server
-    server.stop()
+    with Recorder() as server:
+        yield server
 
 
 class Rebinding:
@@ -89,7 +44,7 @@ def test_the_connection_goes_to_the_checked_address_and_dns_is_asked_once(record
     with _http.make_client(5, resolver) as client:
         for _ in range(3):
             answer = _http.post_json(client, f"http://{NAME}:{recorder.port}/v1/embeddings", {"input": ["a"]}, "k")
-            assert answer == {"ok": True}
+            assert answer == {}
     assert resolver.lookups == [NAME]  # one lookup: the one that was checked and connected to
     assert recorder.hosts == [f"{NAME}:{recorder.port}"] * 3  # the Host header keeps the name
 
@@ -135,8 +90,7 @@ def test_any_exception_in_the_call_path_is_a_call_failure(recorder):
 
 
 def test_proxy_variables_are_ignored(recorder, monkeypatch):
-    proxy = Recorder()
-    try:
+    with Recorder() as proxy:
         for name in ("ALL_PROXY", "HTTP_PROXY", "all_proxy", "http_proxy"):
             monkeypatch.setenv(name, f"http://127.0.0.1:{proxy.port}")
         for name in ("NO_PROXY", "no_proxy"):
@@ -144,8 +98,6 @@ def test_proxy_variables_are_ignored(recorder, monkeypatch):
         with outbound.make_client(5) as client:
             assert client.get(f"http://127.0.0.1:{recorder.port}/readyz").status_code == 200
         assert proxy.hosts == [] and len(recorder.hosts) == 1
-    finally:
-        proxy.stop()
 
 
 # ---- TLS: the certificate is checked against the name, the socket goes to the address ---------
@@ -167,18 +119,15 @@ def test_tls_verifies_the_host_name_while_connecting_to_the_pinned_address(certi
     server_context.load_cert_chain(cert, key)
     names: list[str | None] = []
     server_context.sni_callback = lambda sock, name, ctx: names.append(name)
-    server = Recorder(tls=server_context)
     trust = ssl.create_default_context(cafile=str(cert))
-    try:
+    with Recorder(tls=server_context) as server:
         resolver = Rebinding(["127.0.0.1"], ["169.254.169.254"])
         transport = outbound.pinned_transport(resolver, verify=trust)
         with httpx.Client(transport=transport, trust_env=False) as client:
-            assert client.get(f"https://{NAME}:{server.port}/").json() == {"ok": True}
+            assert client.get(f"https://{NAME}:{server.port}/").json() == {}
         assert names == [NAME] and resolver.lookups == [NAME]
         assert server.hosts == [f"{NAME}:{server.port}"]
         # The same certificate does not match the bare address: verification uses the name.
         with httpx.Client(transport=outbound.pinned_transport(verify=trust), trust_env=False) as client:
             with pytest.raises(httpx.ConnectError, match="certificate verify failed|match"):
                 client.get(f"https://127.0.0.1:{server.port}/")
-    finally:
-        server.stop()
