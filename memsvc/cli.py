@@ -62,13 +62,20 @@ def _gateway(conf: cfg.Config, args: argparse.Namespace) -> int:
         print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
         return 1
     log.info("gateway.started", extra={"rest_port": rest_port, "grpc_port": conf.grpc_port, "pid": gateway.pid})
-    signal.signal(signal.SIGTERM, lambda *_: gateway.stop())
+    stopping: list[bool] = []
+
+    def on_sigterm(*_: object) -> None:
+        stopping.append(True)
+        gateway.stop()
+
+    signal.signal(signal.SIGTERM, on_sigterm)
     try:
         code = gateway.process.wait() if gateway.process else 1
     except KeyboardInterrupt:
         gateway.stop()
         return 0
-    log.info("gateway.exited", extra={"pid": gateway.pid, "exit_code": code})
+    # Exiting on its own (not told to by SIGTERM) is a failure worth an error line.
+    log.log(logging.INFO if stopping else logging.ERROR, "gateway.exited", extra={"pid": gateway.pid, "exit_code": code})
     return code
 
 

@@ -123,6 +123,7 @@ class Gateway:
             descriptor_path=str(descriptor_path()),
             listen_host=config.rest_host, listen_port=config.rest_port,
             upstream_host=_connectable(config.grpc_host), upstream_port=grpc_port,
+            mcp_port=config.mcp_port,
             admin_socket=str(data_dir / ADMIN_SOCKET_NAME), admin_port=config.envoy_admin_port,
         )
         return cls(settings, data_dir / "envoy.yaml")
@@ -146,7 +147,10 @@ class Gateway:
         self.rest_port = None
         command = [envoy_binary(), "-c", str(self.config_path), "--disable-hot-restart",
                    "--log-level", "warn", "--log-format", LOG_FORMAT]
-        self.process = subprocess.Popen(_dying_with_parent(command), stdin=subprocess.DEVNULL, process_group=0)
+        try:
+            self.process = subprocess.Popen(_dying_with_parent(command), stdin=subprocess.DEVNULL, process_group=0)
+        except OSError as exc:
+            raise GatewayError(f"cannot run envoy: {exc}") from None
 
     def wait_ready(self, ready_timeout_s: float = 20.0) -> int:
         """Block until Envoy is live (its admin says so) and return the REST port it bound;

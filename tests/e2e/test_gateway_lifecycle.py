@@ -165,21 +165,46 @@ def test_envoy_dies_with_memsvc_killed_by_sigkill(serve):
         socket.create_connection(("127.0.0.1", _arg(process, "--rest-port")), timeout=5).close()
 
 
-def test_the_gateway_command_takes_envoy_with_it_when_killed(server, tmp_path):
-    data = tmp_path / "gw"
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path)}
-    proc = subprocess.Popen([sys.executable, "-m", "memsvc", "gateway", "--data-dir", str(data),
-                             "--grpc-port", str(server.port), "--rest-port", str(free_port())],
+def _gateway_command(grpc_port: int, data: Path) -> subprocess.Popen:
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data.parent)}
+    return subprocess.Popen([sys.executable, "-m", "memsvc", "gateway", "--data-dir", str(data),
+                             "--grpc-port", str(grpc_port), "--rest-port", str(free_port())],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def _started_envoy(proc: subprocess.Popen) -> int:
+    return json.loads(next(line for line in proc.stderr if '"gateway.started"' in line))["pid"]
+
+
+def test_the_gateway_command_takes_envoy_with_it_when_killed(server, tmp_path):
+    proc = _gateway_command(server.port, tmp_path / "gw")
     try:
-        started = next(line for line in proc.stderr if '"gateway.started"' in line)
-        envoy = json.loads(started)["pid"]
+        envoy = _started_envoy(proc)
         assert alive(envoy)
     finally:
         proc.kill()
         proc.wait(30)
         proc.stderr.close()
     assert wait_gone(envoy), "Envoy outlived the `memsvc gateway` that started it"
+
+
+def test_the_gateway_command_reports_an_envoy_that_exits_on_its_own(server, tmp_path):
+    proc = _gateway_command(server.port, tmp_path / "gw")
+    try:
+        envoy = _started_envoy(proc)
+        conn = UnixHTTPConnection(str(tmp_path / "gw" / "envoy-admin.sock"), 5)
+        conn.request("POST", "/quitquitquit")
+        assert conn.getresponse().status == 200
+        conn.close()
+        assert proc.wait(60) == 0  # Envoy's own exit code
+        exited = [json.loads(line) for line in proc.stderr if '"gateway.exited"' in line]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stderr.close()
+    assert exited and exited[0]["level"] == "error" and exited[0]["pid"] == envoy
+    assert wait_gone(envoy)
 
 
 def test_envoy_admin_is_a_private_unix_socket_and_no_tcp_port(serve):
