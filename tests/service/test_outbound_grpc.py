@@ -15,7 +15,19 @@ from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import settings_pb2 as spb
 from tests.support.http_recorder import Recorder
-from tests.support.vectors import C, create, error, preview, set_memory, set_qdrant, status, struct, violated_fields
+from tests.support.vectors import (
+    C,
+    create,
+    error,
+    models,  # noqa: F401 - fixture
+    preview,
+    set_memory,
+    set_qdrant,
+    status,
+    struct,
+    violated_fields,
+    warm,
+)
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning")]
 
@@ -60,6 +72,19 @@ def test_a_stored_unusable_url_never_fails_a_write_or_a_retrieval(server, stubs,
     assert injected.injected and list(injected.memory_ids) == [created]
     st = status(stubs)
     assert not st.embedding.available and "customBaseUrl" in st.embedding.reason
+
+
+def test_a_host_name_is_resolved_and_reached_through_the_pinned_connection(server, stubs, models):
+    """A name, not an address: the pinned connection resolves `localhost` itself, checks the
+    answer and connects to it; embeddings, the vector table and semantic search all work."""
+    set_memory(stubs, enabled=True, embeddingSource="remote", customBaseUrl=f"http://localhost:{models.port}/v1",
+               customModelId="minilm")
+    warm(server)
+    created = create(stubs, "key-localhost", "I prefer dark mode in my editor")
+    create(stubs, "key-localhost", "My cat is called Miso")
+    shown = preview(stubs, "What editor theme do I like?", "key-localhost", strategy="semantic")
+    assert shown.resolution.strategy_used == "vector" and shown.resolution.fallback_reason == ""
+    assert shown.memories[0].id == created and models.embed_calls >= 2
 
 
 # ---- the Qdrant folder --------------------------------------------------------------------------
