@@ -69,6 +69,15 @@ def test_a_name_with_any_forbidden_address_is_refused(recorder, answer):
     assert recorder.hosts == []
 
 
+def test_the_checked_addresses_are_tried_in_order(recorder):
+    """Nothing listens on 127.0.0.2 (the recorder binds 127.0.0.1): the connection moves on
+    to the next address of the same, single, checked answer."""
+    resolver = Rebinding(["127.0.0.2", "127.0.0.1"], ["169.254.169.254"])
+    with _http.make_client(5, resolver) as client:
+        assert _http.post_json(client, f"http://{NAME}:{recorder.port}/v1/embeddings", {}, None) == {}
+    assert resolver.lookups == [NAME] and len(recorder.hosts) == 1
+
+
 def test_a_name_that_does_not_resolve_is_a_connection_failure(recorder):
     def nothing(host, port):
         raise OSError("Name or service not known")
