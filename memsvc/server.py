@@ -20,6 +20,7 @@ import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
+from memsvc.api.decoding import DecodingInterceptor
 from memsvc.api.credential_servicer import CredentialServicer
 from memsvc.api.engine_servicer import EngineServicer
 from memsvc.api.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
@@ -67,6 +68,7 @@ def _interceptors(config: Config, app: App) -> list[grpc.aio.ServerInterceptor]:
     # from another process) turns authentication on from the next request.
     chain.append(AuthInterceptor(config.api_tokens, app.credentials, app.memories.owner_of))
     chain.append(ErrorInterceptor())
+    chain.append(DecodingInterceptor())  # innermost: refuses undecodable requests after auth
     return chain
 
 

@@ -47,14 +47,23 @@ def _number(value: Any) -> Any:
     return value
 
 
-def value_to_python(value: struct_pb2.Value) -> Any:
+# Free-form JSON (metadata, settings, chat bodies) may nest objects and arrays this deep: a
+# bound that every stored value can be read back within, since protobuf's decoder refuses
+# messages nested past 100 levels and each JSON object costs three of them.
+MAX_JSON_DEPTH = 32
+TOO_DEEP = f"is nested deeper than {MAX_JSON_DEPTH} levels of objects and arrays"
+
+
+def value_to_python(value: struct_pb2.Value, field: str = "value", depth: int = 0) -> Any:
     """Walked by hand rather than json_format.MessageToDict, which raises on NaN and
-    Infinity: those must reach validation and become a 400, not crash the call."""
+    Infinity: those must reach validation and become a 400, not crash the call. `depth` is
+    how many objects and arrays enclose `value` in the request field `field`."""
     kind = value.WhichOneof("kind")
     if kind == "struct_value":
-        return struct_to_dict(value.struct_value)
+        return struct_to_dict(value.struct_value, field, depth)
     if kind == "list_value":
-        return [value_to_python(v) for v in value.list_value.values]
+        _check_depth(field, depth + 1)
+        return [value_to_python(v, field, depth + 1) for v in value.list_value.values]
     if kind == "number_value":
         return _number(value.number_value)
     if kind in ("string_value", "bool_value"):
@@ -62,8 +71,15 @@ def value_to_python(value: struct_pb2.Value) -> Any:
     return None
 
 
-def struct_to_dict(struct: struct_pb2.Struct) -> dict[str, Any]:
-    return {key: value_to_python(v) for key, v in struct.fields.items()}
+def _check_depth(field: str, depth: int) -> None:
+    if depth > MAX_JSON_DEPTH:
+        raise ValidationError.single(field, TOO_DEEP)
+
+
+def struct_to_dict(struct: struct_pb2.Struct, field: str = "value", depth: int = 0) -> dict[str, Any]:
+    """The Struct as a dict; `field` names it in the refusal when it nests too deep."""
+    _check_depth(field, depth + 1)
+    return {key: value_to_python(v, field, depth + 1) for key, v in struct.fields.items()}
 
 
 def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
@@ -127,7 +143,7 @@ def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
     return NewMemory(
         api_key_id=req.api_key_id, content=req.content, type=req.type,
         session_id=optional(req, "session_id"), key=optional(req, "key"),
-        metadata=struct_to_dict(req.metadata), expires_at=_optional_time(req, "expires_at"),
+        metadata=struct_to_dict(req.metadata, "metadata"), expires_at=_optional_time(req, "expires_at"),
     )
 
 
@@ -143,7 +159,7 @@ def update_changes_from_pb(req: memory_pb2.UpdateMemoryRequest) -> dict[str, Any
             continue
         value = getattr(req, name)
         if isinstance(value, struct_pb2.Struct):
-            value = struct_to_dict(value)
+            value = struct_to_dict(value, _json_name(req, name))
         elif isinstance(value, timestamp_pb2.Timestamp):
             value = _valid_time(value, _json_name(req, name))
         changes[_json_name(req, name)] = value
@@ -212,7 +228,7 @@ def settings_to_pb(s: MemorySettings) -> settings_pb2.MemorySettings:
 
 
 def settings_patch_from_pb(req: settings_pb2.UpdateMemorySettingsRequest) -> dict[str, Any]:
-    return struct_to_dict(req.settings)
+    return struct_to_dict(req.settings, "settings")
 
 
 # ---- engine ----
@@ -257,7 +273,7 @@ def preview_to_pb(result: RetrievalResult) -> engine_pb2.RetrievePreviewResponse
 
 def inject_call_from_pb(req: engine_pb2.InjectRequest, metadata: Sequence[tuple[str, str]]) -> InjectCall:
     return InjectCall(
-        body=struct_to_dict(req.request), provider=req.provider, model=req.model, api_key_id=req.api_key_id,
+        body=struct_to_dict(req.request, "request"), provider=req.provider, model=req.model, api_key_id=req.api_key_id,
         session_id=req.session_id, no_memory=req.no_memory,
         options=InjectOptions(cache_safe=req.options.cache_safe,
                               system_message_must_be_first=req.options.system_message_must_be_first),
@@ -436,7 +452,7 @@ def legacy_scan_to_pb(s: LegacyScan) -> memory_pb2.ScanLegacyResponse:
 
 
 def purge_paths_from_pb(req: memory_pb2.PurgeLegacyRequest) -> list[Any]:
-    return [value_to_python(v) for v in req.paths]
+    return [value_to_python(v, "paths", 1) for v in req.paths]
 
 
 def purged_to_pb(r: PurgeResult) -> memory_pb2.PurgeLegacyResponse:
@@ -450,7 +466,7 @@ def toggle_to_pb(enabled: bool) -> settings_pb2.ToggleConfig:
 
 def toggle_value_from_pb(req: settings_pb2.SetToggleRequest) -> Any:
     """The JSON value sent as `enabled` (None when absent); the core insists on a boolean."""
-    return value_to_python(req.enabled) if req.HasField("enabled") else None
+    return value_to_python(req.enabled, "enabled") if req.HasField("enabled") else None
 
 
 def toggle_set_to_pb(enabled: bool) -> settings_pb2.SetToggleResponse:

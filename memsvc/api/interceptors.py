@@ -22,6 +22,7 @@ import grpc
 
 from memsvc.api.access import Grant, authorize, check_owner, requested_tenant
 from memsvc.api.blocking import run
+from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
 from memsvc.core.credentials import Credential, admin_credential, tenant_scope
 from memsvc.core.errors import MemsvcError
@@ -161,6 +162,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         try:
             if credential is None:
                 raise UnauthenticatedError("missing or invalid bearer token")
+            if is_undecodable(request):  # an authenticated caller's malformed request is a 400
+                raise request.error
             grant = authorize(method, credential, request)
             if grant.memory_id is not None:
                 owner = await run(self._owner_of, grant.memory_id) if self._owner_of else None

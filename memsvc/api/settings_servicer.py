@@ -23,7 +23,7 @@ class SettingsServicer(settings_pb2_grpc.SettingsServiceServicer):
         return convert.qdrant_settings_to_pb(await run(self._introspection.qdrant_settings))
 
     async def UpdateQdrantSettings(self, request: pb.UpdateQdrantSettingsRequest, context) -> pb.QdrantSettings:
-        patch = convert.struct_to_dict(request.settings)
+        patch = convert.struct_to_dict(request.settings, "settings")
         return convert.qdrant_settings_to_pb(await run(self._introspection.update_qdrant_settings, patch))
 
     async def CheckQdrantHealth(self, request: pb.CheckQdrantHealthRequest, context) -> pb.QdrantHealth:

@@ -103,6 +103,27 @@ def _access_log() -> list[dict[str, Any]]:
 _LOCAL_REPLY_CODES = {400: 3, 401: 16, 403: 7, 404: 5, 413: 8, 429: 8, 503: 14, 504: 4}
 
 
+def _strip_grpc_headers() -> dict[str, Any]:
+    """Drops client headers that gRPC would read as its own: names ending in `-bin` (binary
+    metadata, base64 on the wire) and names starting with `grpc-` (grpc-timeout,
+    grpc-encoding, ...).
+
+    The gRPC server's HTTP/2 layer fails the whole call with INTERNAL (a 500, before
+    authentication) on such a header whose value it cannot parse. A REST client has no gRPC
+    metadata to pass and memsvc reads none, so they are removed at the edge, before the
+    transcoder adds the gRPC headers of its own; their names cannot be listed in advance,
+    hence a suffix and a prefix match rather than the route's exact-name header removal.
+    """
+    matchers = ({"suffix": "-bin"}, {"prefix": "grpc-"})
+    return {
+        "name": "envoy.filters.http.header_mutation",
+        "typed_config": _typed(
+            "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+            mutations={"request_mutations": [{"remove_on_match": {"key_matcher": m}} for m in matchers]},
+        ),
+    }
+
+
 def _health_replies(s: EnvoySettings) -> list[dict[str, Any]]:
     """The probe's answer is the serving status alone: nothing about tenants or versions."""
     path = {"header_filter": {"header": {"name": ":path", "string_match": {"exact": s.health_path}}}}
@@ -179,6 +200,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
         local_reply_config=_local_replies(s),
         http_filters=[
             _health_probe(s),
+            _strip_grpc_headers(),
             _transcoder(s),
             {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},
         ],
