@@ -13,7 +13,7 @@ import asyncio
 import logging
 import signal
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Awaitable, Callable
 
 import grpc
@@ -181,6 +181,10 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     app = await loop.run_in_executor(None, App.open, config)
     running = await start(config, app)
+    from memsvc.mcp.http import start_http as start_mcp_http  # the MCP SDK loads for serve only
+
+    mcp_http = await start_mcp_http(config, running.port)
+    config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)  # where Envoy sends /mcp
     metrics_port = _serve_metrics(app, config)
     log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,
                                       "metrics_port": metrics_port,
@@ -196,5 +200,7 @@ async def serve(config: Config) -> None:
         await _until_stopped(stop, supervisor)
         log.info("server.stopping", extra={"grace_s": config.shutdown_grace_s})
     finally:
+        if mcp_http is not None:  # before gRPC: its calls in flight still need it
+            await mcp_http.stop()
         await running.stop(config.shutdown_grace_s, supervisor.stop if supervisor is not None else None)
         log.info("server.stopped")

@@ -28,6 +28,9 @@ class EnvoySettings:
     listen_port: int = 8080
     upstream_host: str = "127.0.0.1"
     upstream_port: int = 50051
+    # The loopback port of the MCP streamable-HTTP server `memsvc serve` runs beside gRPC;
+    # Envoy serves it at /mcp. -1 (or 0, a port not known in advance): no /mcp route.
+    mcp_port: int = 50052
     # Envoy's admin interface can stop Envoy (POST /quitquitquit) and has no authentication,
     # so by default it listens only on a unix socket that only memsvc's user may open; a TCP
     # port (loopback, reachable by every local user) is there only when asked for.
@@ -192,7 +195,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
                     "domains": ["*"],
                     # timeout 0s: the Reindex stream may run for minutes; idle streams are
                     # still cut by stream_idle_timeout.
-                    "routes": [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "0s"}}],
+                    "routes": _mcp_routes(s) + [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "0s"}}],
                 }
             ],
         },
@@ -235,6 +238,37 @@ def _cluster(s: EnvoySettings) -> dict[str, Any]:
     }
 
 
+MCP_CLUSTER = "memsvc_mcp"
+MCP_PATH = "/mcp"
+# Filters of the REST contract that do not apply to MCP's JSON-RPC body: the transcoder would
+# refuse the path as an unknown method, the guard would check the body against gRPC messages.
+_NOT_FOR_MCP = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
+
+
+def _mcp_routes(s: EnvoySettings) -> list[dict[str, Any]]:
+    """/mcp to the MCP server as it is (plain HTTP, the caller's Authorization header
+    included: the MCP server forwards it to gRPC, where it is checked)."""
+    if s.mcp_port <= 0:
+        return []
+    disabled = {name: _typed("envoy.config.route.v3.FilterConfig", disabled=True) for name in _NOT_FOR_MCP}
+    return [{"match": {"path": MCP_PATH}, "route": {"cluster": MCP_CLUSTER, "timeout": "0s"},
+             "typed_per_filter_config": disabled}]
+
+
+def _mcp_clusters(s: EnvoySettings) -> list[dict[str, Any]]:
+    if s.mcp_port <= 0:
+        return []
+    return [{
+        "name": MCP_CLUSTER,
+        "type": "STATIC",
+        "connect_timeout": "1s",
+        "load_assignment": {
+            "cluster_name": MCP_CLUSTER,
+            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address("127.0.0.1", s.mcp_port)}}]}],
+        },
+    }]
+
+
 def _overload_manager(s: EnvoySettings) -> dict[str, Any]:
     """Caps open client connections so a flood cannot exhaust file descriptors."""
     return {
@@ -259,7 +293,7 @@ def build(s: EnvoySettings) -> dict[str, Any]:
     return {
         "admin": {"address": _admin_address(s)},
         "overload_manager": _overload_manager(s),
-        "static_resources": {"listeners": [_listener(s)], "clusters": [_cluster(s)]},
+        "static_resources": {"listeners": [_listener(s)], "clusters": [_cluster(s), *_mcp_clusters(s)]},
     }
 
 

@@ -1,0 +1,120 @@
+"""The MCP tools over streamable HTTP: an ASGI app on a loopback port, served by uvicorn
+inside `memsvc serve`'s event loop and reached through Envoy at /mcp.
+
+Each tool call forwards the `Authorization` header of the HTTP request that carried it, so
+every caller is checked by the gRPC server with its own token; the HTTP server has no token
+of its own. It is stateless (no MCP session outlives a request), so nothing one caller
+set up can be used by another, and JSON replies need no long-lived streams through Envoy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from dataclasses import dataclass, replace
+from typing import Iterator
+
+import uvicorn
+from mcp.server.mcpserver import Context
+from mcp.server.transport_security import TransportSecuritySettings
+
+from memsvc.client import server_address
+from memsvc.config import Config, is_loopback
+from memsvc.mcp.tools import build_server
+from memsvc.mcp.upstream import Upstream
+
+log = logging.getLogger("memsvc.mcp")
+HOST = "127.0.0.1"
+PATH = "/mcp"
+
+
+def request_authorization(ctx: Context) -> str | None:
+    """The `Authorization` header of the HTTP request carrying this tool call."""
+    headers = ctx.headers
+    return headers.get("authorization") if headers is not None else None
+
+
+def _transport_security(config: Config) -> TransportSecuritySettings:
+    """When REST listens on loopback only, refuse requests whose Host or Origin is not
+    loopback, so a web page cannot reach the tools through DNS rebinding. A gateway on a
+    public address serves whatever host name clients use, and is reachable at all only
+    with tokens, which a web page cannot attach."""
+    if not is_loopback(config.rest_host):
+        return TransportSecuritySettings(enable_dns_rebinding_protection=False)
+    return TransportSecuritySettings(
+        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
+
+
+class _Uvicorn(uvicorn.Server):
+    """uvicorn without its own signal handling: `memsvc serve` owns SIGTERM/SIGINT and
+    stops this server as part of its ordered shutdown."""
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+def _bind(port: int) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((HOST, port))
+    except OSError:
+        sock.close()
+        raise
+    return sock
+
+
+@dataclass
+class McpHttp:
+    """A running MCP HTTP server; `port` is where Envoy sends /mcp."""
+
+    port: int
+    server: _Uvicorn
+    task: asyncio.Task
+    upstream: Upstream
+
+    @classmethod
+    async def start(cls, config: Config, grpc_port: int) -> "McpHttp":
+        """Serve on config.mcp_port (0 = any free port), as a client of the gRPC server on
+        `grpc_port`; returns once requests are accepted. Raises OSError when the port
+        cannot be bound."""
+        sock = _bind(config.mcp_port)
+        upstream = Upstream(server_address(replace(config, grpc_port=grpc_port)), config.max_message_bytes)
+        app = build_server(upstream, request_authorization).streamable_http_app(
+            streamable_http_path=PATH, stateless_http=True, json_response=True,
+            transport_security=_transport_security(config))
+        server = _Uvicorn(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
+                                         timeout_graceful_shutdown=config.shutdown_grace_s))
+        task = asyncio.create_task(server.serve(sockets=[sock]), name="memsvc-mcp-http")
+        while not server.started and not task.done():
+            await asyncio.sleep(0.01)
+        if task.done():
+            await upstream.close()
+            task.result()  # raises what stopped it
+            raise RuntimeError("the MCP HTTP server stopped while starting")
+        return cls(sock.getsockname()[1], server, task, upstream)
+
+    async def stop(self) -> None:
+        """Stop accepting, let calls in flight finish (within the grace period), close."""
+        self.server.should_exit = True
+        with contextlib.suppress(Exception):
+            await self.task
+        await self.upstream.close()
+
+
+async def start_http(config: Config, grpc_port: int) -> McpHttp | None:
+    """What `memsvc serve` calls: the MCP HTTP server, or None when it is turned off or its
+    port is taken (logged; the memory service itself matters more than this entry point)."""
+    if config.mcp_port < 0:
+        return None
+    try:
+        running = await McpHttp.start(config, grpc_port)
+    except OSError as exc:
+        log.error("mcp.bind_failed", extra={"port": config.mcp_port, "error": str(exc)})
+        return None
+    log.info("mcp.started", extra={"mcp_host": HOST, "mcp_port": running.port, "path": PATH})
+    return running
