@@ -184,7 +184,9 @@ def test_engine_status_providers_and_preview_in_camel_case(rest, models):
 
 def test_qdrant_settings_over_rest(rest, models):
     use_remote(rest, models)
-    for patch, field in (({"port": 65536}, "port"), ({"collection": ""}, "collection")):
+    for patch, field in (({"port": 65536}, "port"), ({"collection": ""}, "collection"),
+                         ({"enabled": True, "localPath": "/anywhere/qdrant"}, "localPath"),
+                         ({"enabled": True, "localPath": "~/qdrant"}, "localPath")):
         before = ok(rest, "GET", "/api/settings/qdrant")
         status, body = rest.call("PUT", "/api/settings/qdrant", patch)
         assert status == 400 and field in violations(body), body
@@ -231,6 +233,12 @@ def test_qdrant_settings_over_rest(rest, models):
     pytest.param("file:///etc/passwd", id="file-scheme"),
     pytest.param("http://169.254.169.254/", id="metadata-address"),
     pytest.param("http://2852039166/", id="name-resolving-to-link-local"),
+    pytest.param("http://0177.0.0.1:9/v1", id="octal-ipv4"),
+    pytest.param("http://1.2.3.04/v1", id="leading-zero-ipv4"),
+    pytest.param("http://" + "a" * 64 + ".example.com/v1", id="dns-label-over-63"),
+    pytest.param("http://100.100.100.200/", id="alibaba-metadata"),
+    pytest.param("http://[64:ff9b::a9fe:a9fe]/", id="nat64-metadata"),
+    pytest.param("http://[::169.254.169.254]/", id="ipv4-compatible-metadata"),
 ])
 def test_a_forbidden_custom_base_url_is_400_and_nothing_is_stored(rest, models, url):
     use_remote(rest, models)
