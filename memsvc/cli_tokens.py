@@ -52,7 +52,8 @@ def create(config: Config, args: argparse.Namespace, out: TextIO = sys.stdout) -
         out.write(json.dumps({**credential_dict(issued.credential), "token": issued.token}) + "\n")
         return 0
     c = issued.credential
-    out.write(f"created credential {c.id}: {', '.join(sorted(c.permissions))}; tenants {', '.join(c.tenant_list()) or '(none)'}; "
+    tenants = ", ".join(c.tenant_list()) or "(none)"
+    out.write(f"created credential {c.id}: {', '.join(sorted(c.permissions))}; tenants {tenants}; "
               f"character memory {'yes' if c.characters else 'no'}\n")
     out.write(f"token (shown once, store it now): {issued.token}\n")
     return 0

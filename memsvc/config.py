@@ -68,7 +68,7 @@ class Config:
     rest_port: int = _opt(8080, "MEMSVC_REST_PORT", "REST port served by Envoy", flag="--rest-port", parse=int)
     envoy_admin_port: int = _opt(-1, "MEMSVC_ENVOY_ADMIN_PORT", "Envoy admin port on loopback, open to every local user (-1: only the unix socket <data-dir>/envoy-admin.sock, mode 0600)", flag="--envoy-admin-port", parse=int)
     gateway: bool = _opt(True, "MEMSVC_GATEWAY", "start the Envoy REST gateway with `serve` (--no-gateway to skip)", parse=_bool)
-    api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated bearer tokens; none = no auth, loopback only", parse=_tokens)
+    api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated admin bearer tokens; with none and no stored credential (memsvc tokens), no auth and loopback binds only", parse=_tokens)
     log_level: str = _opt("INFO", "MEMSVC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", flag="--log-level")
     sqlite_synchronous: str = _opt("NORMAL", "MEMSVC_SQLITE_SYNCHRONOUS", "NORMAL survives process kills in WAL mode; FULL also survives power loss")
     sqlite_cache_mb: int = _opt(16, "MEMSVC_SQLITE_CACHE_MB", "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)", parse=int)

@@ -188,7 +188,8 @@ async def serve(config: Config) -> None:
     metrics_port = _serve_metrics(app, config)
     log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,
                                       "metrics_port": metrics_port,
-                                      "auth": "bearer" if config.auth_enabled else "none (loopback only)",
+                                      "auth": ("bearer" if config.auth_enabled or app.credentials.required()
+                                               else "none (loopback only)"),
                                       "sqlite_vec": app.database.vec_version or f"unavailable: {app.database.vec_error}"})
     supervisor = None
     stop = asyncio.Event()
