@@ -23,6 +23,7 @@ from tests.support.vectors import (
     preview,
     set_memory,
     set_qdrant,
+    sql,
     status,
     struct,
     violated_fields,
@@ -85,6 +86,24 @@ def test_a_host_name_is_resolved_and_reached_through_the_pinned_connection(serve
     shown = preview(stubs, "What editor theme do I like?", "key-localhost", strategy="semantic")
     assert shown.resolution.strategy_used == "vector" and shown.resolution.fallback_reason == ""
     assert shown.memories[0].id == created and models.embed_calls >= 2
+
+
+def test_an_answer_that_breaks_the_embedding_source_never_fails_a_write_or_a_retrieval(server, stubs):
+    """A number too large for a float32 makes numpy raise OverflowError while the answer is
+    read: not an error class the source expects. The write is kept (marked for reindexing)
+    and the retrieval falls back to keywords, saying why."""
+    with Recorder() as endpoint:
+        endpoint.answer = b'{"data": [{"index": 0, "embedding": [1' + b"0" * 400 + b']}]}'
+        set_memory(stubs, enabled=True, embeddingSource="remote", customBaseUrl=f"http://127.0.0.1:{endpoint.port}/v1",
+                   customModelId="m")
+        created = create(stubs, "key-overflow", "I prefer dark mode in my editor")
+        shown = preview(stubs, "dark mode", "key-overflow", strategy="semantic")
+        assert [m.id for m in shown.memories] == [created]
+        assert "OverflowError" in shown.resolution.fallback_reason
+        hot = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="key-overflow", query="dark mode", strategy="hybrid"))
+        assert [m.id for m in hot.memories] == [created]
+        assert endpoint.paths.count("/v1/embeddings") >= 2
+    assert sql(server, "SELECT needs_reindex FROM memories WHERE id = ?", (created,)) == [(1,)]
 
 
 # ---- the Qdrant folder --------------------------------------------------------------------------

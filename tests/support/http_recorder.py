@@ -1,9 +1,11 @@
-"""A loopback HTTP(S) server that answers every GET and POST with 200 `{}` and records what it
-was sent: the stand-in for an endpoint whose answers do not matter, only whether (and how)
-it was called — a proxy that must not be used, a Qdrant readiness route, a pinned address.
+"""A loopback HTTP(S) server that answers every GET and POST with 200 and a fixed JSON body
+(`answer`, `{}` by default) and records what it was sent: the stand-in for an endpoint whose
+answers do not matter, only whether (and how) it was called — a proxy that must not be used,
+a Qdrant readiness route, a pinned address — or for one that answers something hostile.
 
     with Recorder() as server:        # Recorder(tls=ssl_context) for https
         server.port, server.paths, server.hosts
+        server.answer = b'{"data": ...}'
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ class Recorder:
     def __init__(self, tls: ssl.SSLContext | None = None):
         self.paths: list[str] = []
         self.hosts: list[str | None] = []
+        self.answer = b"{}"
         recorder = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -26,7 +29,7 @@ class Recorder:
                 recorder.paths.append(self.path)
                 recorder.hosts.append(self.headers.get("Host"))
                 self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                body = b"{}"
+                body = recorder.answer
                 self.send_response(200)
                 self.send_header("Content-Type", "application/json")
                 self.send_header("Content-Length", str(len(body)))
