@@ -116,15 +116,6 @@ def address_problem(ip: IPAddress) -> str | None:
     return None
 
 
-def forbidden_address(address: str) -> bool:
-    """True for an IP literal (brackets and zone allowed) that `address_problem` refuses."""
-    try:
-        ip = ipaddress.ip_address(address.strip("[]").split("%")[0])
-    except ValueError:
-        return False
-    return address_problem(ip) is not None
-
-
 def host_problem(host: str) -> str | None:
     """Why a host (as the HTTP client will send it to the resolver: IDNA-encoded, IPv6
     without brackets) is refused, or None."""
