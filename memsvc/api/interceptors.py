@@ -159,6 +159,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     async def _admit(self, method: str, credential: Credential | None, request: Any,
                      context: grpc.aio.ServicerContext) -> Grant:
         """The grant for this call, or the call is ended (audited) with the refusal."""
+        tenant = requested_tenant(method, request)
         try:
             if credential is None:
                 raise UnauthenticatedError("missing or invalid bearer token")
@@ -167,11 +168,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             grant = authorize(method, credential, request)
             if grant.memory_id is not None:
                 owner = await run(self._owner_of, grant.memory_id) if self._owner_of else None
+                tenant = owner or ""
                 check_owner(credential, grant.memory_id, owner)
-                grant = replace(grant, tenant=owner or "")
+                grant = replace(grant, tenant=tenant)
             return grant
         except MemsvcError as exc:
-            _audit(credential, method, requested_tenant(method, request), status_for(exc).code)
+            _audit(credential, method, tenant, status_for(exc).code)
             await abort(context, exc, method)
             raise  # pragma: no cover - abort raises
 

@@ -183,19 +183,25 @@ def audit_lines():
 def test_refused_and_admin_calls_are_audited_without_secrets(secured, audit_lines):
     token = _token(secured, "t7-a", ["read:memory", "write:memory"], ["t7-A"])
     a = secured.stubs(token)
+    b_id = _create(secured.stubs(ADMIN_ENV), "t7-B", "B's diary")
+    audit_lines.clear()
     a.memory.CreateMemory(memory_pb2.CreateMemoryRequest(api_key_id="t7-A", content="ordinary write"), timeout=10)
     _code(a.memory.CreateMemory, memory_pb2.CreateMemoryRequest(api_key_id="t7-B", content="secret text"))
+    _code(a.memory.DeleteMemory, memory_pb2.DeleteMemoryRequest(id=b_id))
     _code(secured.stubs("msk_000000000000_" + "x" * 43).memory.ListMemories, memory_pb2.ListMemoriesRequest())
     secured.stubs(ADMIN_ENV).settings.GetMemorySettings(settings_pb2.GetMemorySettingsRequest(), timeout=10)
     audit = [{k: line[k] for k in ("logger", "event", "token_id", "method", "tenant", "status")} for line in audit_lines]
     assert audit == [
         {"logger": "memsvc.audit", "event": "audit", "token_id": "t7-a", "method": "/memsvc.v1.MemoryService/CreateMemory",
          "tenant": "t7-B", "status": "PERMISSION_DENIED"},
+        {"logger": "memsvc.audit", "event": "audit", "token_id": "t7-a", "method": "/memsvc.v1.MemoryService/DeleteMemory",
+         "tenant": "t7-B", "status": "NOT_FOUND"},
         {"logger": "memsvc.audit", "event": "audit", "token_id": None, "method": "/memsvc.v1.MemoryService/ListMemories",
          "tenant": None, "status": "UNAUTHENTICATED"},
         {"logger": "memsvc.audit", "event": "audit", "token_id": "env:1",
          "method": "/memsvc.v1.SettingsService/GetMemorySettings", "tenant": None, "status": "OK"},
     ]
     text = json.dumps(audit_lines)
-    assert token not in text and token.split("_")[2] not in text and "secret text" not in text
+    assert token not in text and token.split("_")[2] not in text
+    assert "secret text" not in text and "diary" not in text
     assert ADMIN_ENV not in text
