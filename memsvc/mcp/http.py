@@ -83,6 +83,8 @@ class McpHttp:
         `grpc_port`; returns once requests are accepted. Raises OSError when the port
         cannot be bound."""
         sock = _bind(config.mcp_port)
+        # uvicorn's own start/stop lines (with terminal colour codes) add nothing to mcp.started.
+        logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
         upstream = Upstream(server_address(replace(config, grpc_port=grpc_port)), config.max_message_bytes)
         app = build_server(upstream, request_authorization).streamable_http_app(
             streamable_http_path=PATH, stateless_http=True, json_response=True,

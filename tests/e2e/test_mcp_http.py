@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import urllib.error
 import urllib.request
 from dataclasses import replace
 
@@ -129,3 +130,27 @@ def test_serve_runs_the_mcp_server_behind_envoy_and_stops_it(tmp_path):
     assert process.exit_code() == 0
     with pytest.raises(OSError):  # the MCP port is closed with the server
         urllib.request.urlopen(f"http://127.0.0.1:{started['mcp_port']}/mcp", timeout=5)
+
+
+def test_a_taken_mcp_port_is_logged_and_leaves_mcp_out_while_rest_serves(tmp_path):
+    import socket
+
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        process = ServeProcess(tmp_path / "data", free_port(), free_port(), env_extra={"MEMSVC_API_TOKENS": TOKEN},
+                               extra_args=("--mcp-port", str(port)))
+        try:
+            assert process.wait_for("mcp.bind_failed")["port"] == port
+            rest = f"http://127.0.0.1:{process.wait_for('gateway.started')['rest_port']}"
+            request = urllib.request.Request(rest + "/api/memory?apiKeyId=t", headers={"authorization": f"Bearer {TOKEN}"})
+            with urllib.request.urlopen(request, timeout=30) as response:
+                assert response.status == 200
+            post = urllib.request.Request(rest + "/mcp", data=b"{}", method="POST", headers={
+                "content-type": "application/json", "authorization": f"Bearer {TOKEN}"})
+            with pytest.raises(urllib.error.HTTPError) as missing:  # no route to whatever holds the port
+                urllib.request.urlopen(post, timeout=30)
+            assert missing.value.code == 404
+        finally:
+            process.stop()
