@@ -1,5 +1,5 @@
 """Prometheus metrics: per-RPC latency and status, retrieval tiers and fallbacks, embedding
-cache, reindex progress and database size.
+cache, reindex progress, database size, free space and full-disk refusals.
 
 One registry per process (not the library's global one), so in-process test servers do not
 share counters. Gauges that mirror state elsewhere (cache counters, DB size, reindex) are
@@ -9,12 +9,15 @@ read at scrape time by a collector instead of being pushed on every change.
 from __future__ import annotations
 
 import os
+import shutil
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+
+from memsvc.core.errors import storage_full
 
 # Retrieval runs in a few milliseconds; the buckets resolve that range finely.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
@@ -38,6 +41,9 @@ class _StateCollector(Collector):
             size = GaugeMetricFamily("memsvc_db_size_bytes", "SQLite database size (main file + WAL)")
             size.add_metric([], _file_size(self._sources.db_path) + _file_size(self._sources.db_path + "-wal"))
             yield size
+            free = GaugeMetricFamily("memsvc_data_free_bytes", "Bytes left on the data directory's filesystem")
+            free.add_metric([], _free_bytes(os.path.dirname(self._sources.db_path) or "."))
+            yield free
         if self._sources.embedding_cache:
             stats = self._sources.embedding_cache()
             cache = GaugeMetricFamily("memsvc_embedding_cache", "Embedding cache counters", labels=["kind"])
@@ -49,6 +55,13 @@ class _StateCollector(Collector):
             for name, value in self._sources.reindex().items():
                 progress.add_metric([name], float(value))
             yield progress
+
+
+def _free_bytes(directory: str) -> float:
+    try:
+        return float(shutil.disk_usage(directory).free)
+    except OSError:
+        return 0.0
 
 
 def _file_size(path: str) -> float:
@@ -68,12 +81,21 @@ class Metrics:
                                       ["strategy_used"], registry=self.registry)
         self.retrieval_fallback = Counter("memsvc_retrieval_fallback", "Retrievals that fell back from the "
                                           "requested tier", registry=self.registry)
+        self.storage_full = Counter("memsvc_storage_full", "Requests refused because the data directory's "
+                                    "filesystem had no space left (RESOURCE_EXHAUSTED, reason STORAGE_FULL)",
+                                    registry=self.registry)
         self.registry.register(_StateCollector(sources or StateSources()))
         self._server = None
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)
         self.rpc_total.labels(method, code).inc()
+
+    def observe_failure(self, exc: BaseException) -> None:
+        """An exception an RPC failed with; a full disk is counted on its own, since only an
+        operator can clear it."""
+        if storage_full(exc) is not None:
+            self.storage_full.inc()
 
     def observe_retrieval(self, strategy_used: str, fell_back: bool) -> None:
         self.retrieval_tier.labels(strategy_used).inc()

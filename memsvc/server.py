@@ -67,7 +67,7 @@ def _interceptors(config: Config, app: App) -> list[grpc.aio.ServerInterceptor]:
     # Always in the chain: a credential created while the server runs (by `memsvc tokens`,
     # from another process) turns authentication on from the next request.
     chain.append(AuthInterceptor(config.api_tokens, app.credentials, app.memories.owner_of))
-    chain.append(ErrorInterceptor())
+    chain.append(ErrorInterceptor(app.metrics.observe_failure))
     chain.append(DecodingInterceptor())  # innermost: refuses undecodable requests after auth
     return chain
 

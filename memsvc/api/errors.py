@@ -47,6 +47,8 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
     (core.StorageVersionError, grpc.StatusCode.FAILED_PRECONDITION),
     (core.PermissionDeniedError, grpc.StatusCode.PERMISSION_DENIED),
     (core.UnavailableError, grpc.StatusCode.UNAVAILABLE),
+    # A full disk is not a bug: the write was refused whole, and succeeds once space is freed.
+    (core.StorageFullError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     # INTERNAL with the core's own message (what failed, what was rolled back).
     (core.OperationFailedError, grpc.StatusCode.INTERNAL),
     (UnauthenticatedError, grpc.StatusCode.UNAUTHENTICATED),
@@ -61,6 +63,7 @@ def _pack(message) -> any_pb2.Any:
 
 def status_for(exc: BaseException) -> grpc.Status:
     """The status (code, message, details trailer) a client receives for `exc`."""
+    exc = core.storage_full(exc) or exc  # "no space left" from any file write, too
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return _domain_status(exc, code)  # type: ignore[arg-type]
@@ -92,6 +95,8 @@ async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: s
     status = status_for(exc)
     if status.code is grpc.StatusCode.INTERNAL:
         log.error("rpc.internal_error", exc_info=exc, extra={"method": method})
+    elif core.storage_full(exc) is not None:
+        log.warning("rpc.storage_full", extra={"method": method})  # the operator must free space; no stack
     trailing = tuple(status.trailing_metadata) + _request_id_metadata()
     await context.abort(status.code, status.details, trailing_metadata=trailing)
 

@@ -224,6 +224,16 @@ def _audit(credential: Credential | None, method: str, tenant: str, code: Any) -
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
+    """`observe(exc)` (the metrics) sees every exception an RPC fails with."""
+
+    def __init__(self, observe: Callable[[BaseException], None] | None = None):
+        self._observe = observe
+
+    async def _fail(self, context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+        if self._observe is not None:
+            self._observe(exc)
+        await abort(context, exc, method)
+
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
         if handler is None or _is_exempt(details.method):
@@ -237,7 +247,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except (grpc.aio.AbortError, GeneratorExit):
                     raise
                 except Exception as exc:
-                    await abort(context, exc, method)
+                    await self._fail(context, exc, method)
             return run
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
@@ -248,7 +258,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                 except (grpc.aio.AbortError, GeneratorExit):
                     raise
                 except Exception as exc:
-                    await abort(context, exc, method)
+                    await self._fail(context, exc, method)
             return run
 
         return _wrap(handler, unary, stream)

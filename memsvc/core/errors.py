@@ -3,6 +3,7 @@ a status code and rich details in one place."""
 
 from __future__ import annotations
 
+import errno
 from dataclasses import dataclass, field
 
 
@@ -71,6 +72,33 @@ class UnavailableError(MemsvcError):
     """A dependency is down and no fallback exists."""
 
     reason = "UNAVAILABLE"
+
+
+class StorageFullError(MemsvcError):
+    """The data directory's filesystem (or the database's size limit) has no room for the
+    write. The write did not happen and nothing stored before it is lost; the same request
+    succeeds once space is freed, without a restart."""
+
+    reason = "STORAGE_FULL"
+
+    @classmethod
+    def no_space(cls) -> "StorageFullError":
+        return cls("storage is full (no space left in the data directory): the write was not made; "
+                   "free space and retry")
+
+
+# Errno values that mean "no room to write": the disk, or the user's quota, is full.
+NO_SPACE_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+def storage_full(exc: BaseException) -> StorageFullError | None:
+    """`exc` as a StorageFullError when it is one, or an OSError saying there is no space
+    (a history file, a registry, anything written under the data directory), else None."""
+    if isinstance(exc, StorageFullError):
+        return exc
+    if isinstance(exc, OSError) and exc.errno in NO_SPACE_ERRNOS:
+        return StorageFullError.no_space()
+    return None
 
 
 class OperationFailedError(MemsvcError):

@@ -15,7 +15,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
 from memsvc.core.credentials import confined
-from memsvc.core.errors import NotFoundError, Violations, shorten
+from memsvc.core.errors import NotFoundError, Violations, shorten, storage_full
 from memsvc.core.group_commit import GroupCommit
 from memsvc.core.models import (
     DEFAULT_MEMORY_TYPE,
@@ -44,6 +44,9 @@ RESERVED_OWNER_PREFIX = "__memsvc"
 HEALTH_OWNER = "__memsvc_health__"  # each probe adds ":<uuid>", so probes never collide
 HEALTH_KEY = "__extraction_test__"
 HEALTH_CONTENT = "pipeline verification test"
+# Under this much free space in the data directory, CheckHealth reports the store as not
+# working: writes are about to fail (or already fail) for lack of space.
+LOW_SPACE_BYTES = 1024 * 1024
 UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
 # At most this many concurrent creates share one transaction.
 CREATE_BATCH = 128
@@ -326,9 +329,11 @@ class Memories:
             found = self.backend.list(MemoryFilter(api_key_id=owner), limit=10, offset=0)
             if not any(m.id == created.id for m in found.data):
                 return HealthReport(False, _elapsed_ms(started), "created memory was not listed")
-            return HealthReport(True, _elapsed_ms(started))
+            problem = _space_problem(self.backend)
+            return HealthReport(problem is None, _elapsed_ms(started), problem)
         except Exception as exc:  # the probe reports failures; it must not raise them
-            return HealthReport(False, _elapsed_ms(started), f"{type(exc).__name__}: {exc}")
+            full = storage_full(exc)
+            return HealthReport(False, _elapsed_ms(started), full.message if full else f"{type(exc).__name__}: {exc}")
         finally:
             if created is not None:
                 try:
@@ -339,6 +344,16 @@ class Memories:
 
 def memory_not_found(memory_id: str) -> NotFoundError:
     return NotFoundError(f"memory {shorten(memory_id)!r} not found")
+
+
+def _space_problem(backend: MemoryBackend) -> str | None:
+    """Why the store is (nearly) full, or None: the round trip can still succeed in pages
+    SQLite already holds while history files and larger writes fail for lack of space."""
+    free = backend.health().get("free_bytes")
+    if isinstance(free, int) and free < LOW_SPACE_BYTES:
+        return (f"storage is nearly full: {free} bytes free in the data directory; writes are refused "
+                "(RESOURCE_EXHAUSTED, STORAGE_FULL) once none is left")
+    return None
 
 
 def _elapsed_ms(started: float) -> int:

@@ -15,6 +15,7 @@ gets its own reader connection and reads run in parallel.
 from __future__ import annotations
 
 import os
+import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -24,6 +25,7 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
+from memsvc.core.errors import StorageFullError
 from memsvc.storage import owner_terms
 
 # PRAGMA values cannot be bound as parameters, so the accepted ones are whitelisted.
@@ -36,6 +38,16 @@ CASEFOLD_FUNCTION = "memsvc_casefold"
 
 def _casefold(value: object) -> object:
     return value.casefold() if isinstance(value, str) else value
+
+
+def disk_full() -> StorageFullError:
+    """What a write that SQLite could not make for lack of space (SQLITE_FULL) raises."""
+    return StorageFullError.no_space()
+
+
+def as_domain_error(exc: Exception) -> Exception:
+    """apsw's disk-full error as the core's StorageFullError; any other error unchanged."""
+    return disk_full() if isinstance(exc, apsw.FullError) else exc
 
 
 def iso(dt: datetime | None) -> str | None:
@@ -217,7 +229,8 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[apsw.Connection]:
         """Yield the writer connection inside `BEGIN IMMEDIATE`; COMMIT on success, ROLLBACK
-        on any exception, so a block is applied entirely or not at all.
+        on any exception, so a block is applied entirely or not at all. A full disk raises
+        the core's StorageFullError (after the rollback), not apsw's error.
 
         Not re-entrant: a nested write() on the same thread raises instead of deadlocking.
         """
@@ -243,6 +256,8 @@ class Database:
                     self._run_rollback_hooks()
                     raise
                 self.commits += 1
+            except apsw.FullError as exc:  # rolled back above: nothing of the block was written
+                raise disk_full() from exc
             finally:
                 self._rollback_hooks = []
                 self._writer_thread = None
@@ -277,6 +292,11 @@ class Database:
     def _rollback(conn: apsw.Connection) -> None:
         if conn.in_transaction:
             conn.execute("ROLLBACK")
+
+    def free_bytes(self) -> int:
+        """Bytes left for writes on the database's filesystem: health reports a full disk by
+        it before the writes start failing."""
+        return shutil.disk_usage(self.path.parent).free
 
     def integrity_check(self) -> str:
         """Run `PRAGMA integrity_check` ("ok" when fine, else the problems, one a line).

@@ -31,7 +31,7 @@ from memsvc.core.models import (
     utcnow,
 )
 from memsvc.storage import keyword, owner_terms
-from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso, parse_iso
+from memsvc.storage.database import CASEFOLD_FUNCTION, Database, as_domain_error, iso, parse_iso
 from memsvc.storage.migrations import apply_migrations
 
 DeleteHook = Callable[[apsw.Connection, list[tuple[str, int]]], None]
@@ -180,6 +180,7 @@ class SqliteMemoryBackend:
         try:
             with self.db.read() as conn:
                 conn.execute("SELECT 1").fetchall()
+            result["free_bytes"] = self.db.free_bytes()
         except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
             result["ok"] = False
             result["error"] = f"{type(exc).__name__}: {exc}"
@@ -227,7 +228,7 @@ class SqliteMemoryBackend:
                 except apsw.Error as exc:
                     if not conn.in_transaction:  # I/O error, disk full, interrupt: all is undone
                         raise
-                    outcomes.append(exc)
+                    outcomes.append(as_domain_error(exc))
             if in_transaction is not None:
                 in_transaction(conn, [o.memory if isinstance(o, UpsertResult) else None for o in outcomes])
         return outcomes
