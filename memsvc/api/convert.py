@@ -20,7 +20,7 @@ from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOu
 from memsvc.core.injection import InjectOptions
 from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
 from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
-from memsvc.core.introspection import QdrantHit
+from memsvc.core.introspection import EmbeddingStatus, QdrantHit
 from memsvc.core.qdrant_settings import QdrantSettings, mask_api_key
 from memsvc.core.reindex import Progress
 from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
@@ -319,16 +319,20 @@ def budget_summary_to_pb(outcome: BudgetOutcome) -> engine_pb2.SummarizeResponse
 
 # ---- vectors: engine status, providers, reindex, qdrant ----
 
+def embedding_status_to_pb(emb: EmbeddingStatus) -> engine_pb2.EmbeddingStatus:
+    cache = emb.cache_stats
+    return engine_pb2.EmbeddingStatus(
+        source=emb.source, model=emb.model or "", dimensions=emb.dimensions or 0, available=emb.available,
+        reason=emb.reason or "", loaded=emb.loaded, signature=emb.signature or "", state=emb.state,
+        phase=emb.phase, progress=emb.progress or 0.0,
+        cache_stats=engine_pb2.EmbeddingCacheStats(hits=cache["hits"], misses=cache["misses"], size=cache["size"]))
+
+
 def engine_status_to_pb(status: dict[str, Any]) -> engine_pb2.EngineStatus:
     emb, vec, qd, rr = status["embedding"], status["vector_store"], status["qdrant"], status["rerank"]
-    cache = emb["cache_stats"]
     return engine_pb2.EngineStatus(
         keyword=engine_pb2.KeywordStatus(**status["keyword"]),
-        embedding=engine_pb2.EmbeddingStatus(
-            source=emb["source"], model=emb["model"] or "", dimensions=emb["dimensions"] or 0,
-            available=emb["available"], reason=emb["reason"] or "", loaded=emb["loaded"],
-            signature=emb["signature"] or "",
-            cache_stats=engine_pb2.EmbeddingCacheStats(hits=cache["hits"], misses=cache["misses"], size=cache["size"])),
+        embedding=embedding_status_to_pb(emb),
         vector_store=engine_pb2.VectorStoreStatus(
             backend=vec["backend"], available=vec["available"], row_count=vec["row_count"],
             needs_reindex=vec["needs_reindex"], reason=vec["reason"], signature=vec["signature"] or ""),

@@ -1,6 +1,6 @@
-"""GetEngineStatus, ListEmbeddingProviders and the Qdrant settings operations (ENGINE.md §7,
-§13): every field measured (a real FTS5 query, the resolver's state, real row counts, a real
-Qdrant probe), none assumed."""
+"""GetEngineStatus, ListEmbeddingProviders and the Qdrant settings operations: every field
+measured (a real FTS5 query, the resolver's state and whether its model is loading, real row
+counts, a real Qdrant probe), none assumed."""
 
 from __future__ import annotations
 
@@ -13,10 +13,14 @@ from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
 from memsvc.core.settings import MemorySettings, Settings
 from memsvc.core.vector_tier import VectorTier
 from memsvc.embedding.errors import EmbeddingError
+from memsvc.embedding.resolver import EmbeddingStatus
 from memsvc.vectors.index import VectorError
 
 SEARCH_TOP_K = (1, 20)
 DEFAULT_SEARCH_TOP_K = 5
+
+
+__all__ = ["EmbeddingStatus", "Introspection", "QdrantHit"]
 
 
 @dataclass(frozen=True)
@@ -41,6 +45,8 @@ class Introspection:
     # ---- engine status ----
 
     def engine_status(self) -> dict[str, Any]:
+        """Each part as measured now; "embedding" is an EmbeddingStatus (say `loading`,
+        not `available`, while a model loads)."""
         settings = self._settings.get()
         keyword_ok, keyword_error = self._keyword_probe()
         vector = self._vectors.state(settings)

@@ -8,13 +8,32 @@ teacher is a local folder, so model2vec never asks the hub for a model card eith
 
 from __future__ import annotations
 
+import ctypes
+import os
+import signal
 import sys
 from pathlib import Path
 
 import memsvc.embedding  # noqa: F401 - offline mode first
 
+PR_SET_PDEATHSIG = 1
+
+
+def die_with_parent() -> None:
+    """Linux: end this child when the process that started it dies (however it dies), so a
+    killed build leaves no distillation running on; its half-written folder is removed by
+    the next build, which starts again cleanly."""
+    parent = os.getppid()
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return  # not Linux: the lock and the temporary folder still keep the cache whole
+    if os.getppid() != parent:
+        sys.exit(1)  # the parent died before prctl took effect
+
 
 def main(argv: list[str]) -> int:
+    die_with_parent()
     if len(argv) != 3:
         print("usage: python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS", file=sys.stderr)
         return 2
@@ -22,6 +41,9 @@ def main(argv: list[str]) -> int:
     if not (teacher / "config.json").is_file():
         print("teacher is not a local model folder", file=sys.stderr)
         return 2
+    # This child's stderr is not our JSON log: it carries the distillation's progress bar
+    # (the parent parses it for the engine status and shows it during set-up).
+    os.environ.pop("TQDM_DISABLE", None)
     from model2vec.distill import distill
 
     model = distill(str(teacher), device="cpu", pca_dims=pca)

@@ -32,9 +32,11 @@ from memsvc.embedding.sources import (
     STATIC,
     TRANSFORMERS,
     EmbeddingSource,
+    LoadState,
     RemoteSource,
     StaticSource,
     TransformersSource,
+    default_static_cache_dir,
 )
 
 log = logging.getLogger("memsvc.embedding")
@@ -52,14 +54,14 @@ class EmbeddingConfig:
     cache_ttl_ms: int = 300_000
     transformers_model: str | None = None
     static_model: str | None = None
-    static_cache_dir: Path = Path("./data/embeddings")
+    static_cache_dir: Path = field(default_factory=default_static_cache_dir)
     vec_quantization: str = "none"
     remote_timeout_s: float = 10.0
     rerank_timeout_s: float = 5.0
 
     @classmethod
     def from_config(cls, config: Any) -> "EmbeddingConfig":
-        cache_dir = config.static_cache_dir or Path(config.data_dir) / "embeddings"
+        cache_dir = config.static_cache_dir or default_static_cache_dir()
         return cls(
             providers=tuple(config.embedding_providers),
             api_keys=tuple(config.embedding_api_keys),
@@ -71,6 +73,28 @@ class EmbeddingConfig:
             vec_quantization=config.vec_quantization,
             remote_timeout_s=config.embedding_timeout_s,
         )
+
+
+@dataclass(frozen=True)
+class EmbeddingStatus:
+    """GetEngineStatus' embedding part. `available` is true only when the source can answer
+    now (`state` ready): a model that is still loading or not loaded yet cannot, and requests
+    fall back to keywords meanwhile; `phase` and `progress` say how far a load has got."""
+
+    source: str
+    model: str | None
+    dimensions: int | None
+    state: str
+    phase: str
+    progress: float | None
+    loaded: bool
+    signature: str | None
+    reason: str
+    cache_stats: dict[str, int]
+
+    @property
+    def available(self) -> bool:
+        return self.state == "ready"
 
 
 @dataclass(frozen=True)
@@ -332,25 +356,23 @@ class Embeddings:
 
     # ------------------------------------------------------------------ introspection
 
-    def status(self, settings: MemorySettings) -> dict[str, Any]:
+    def status(self, settings: MemorySettings) -> EmbeddingStatus:
         """GetEngineStatus' embedding part. Measured: what resolves now, whether its package
-        and files are there, what the last call did; never loads a model or calls out."""
+        and files are there, whether it is loading, what the last call did; never loads a
+        model or calls out."""
         resolved = self.resolve(settings)
         source = resolved.source
+        load = source.load_state if source is not None else LoadState("none")
         last_error = getattr(source, "last_error", None) if source is not None else None
         reason = resolved.reason
-        if last_error:
+        if last_error and load.state == "failed":
             reason = f"{reason}; last embedding attempt failed: {last_error}"
-        return {
-            "source": resolved.name,
-            "model": resolved.model,
-            "dimensions": resolved.dimensions,
-            "available": source is not None and not last_error,
-            "loaded": bool(source is not None and source.loaded),
-            "signature": resolved.signature,
-            "reason": reason,
-            "cache_stats": self.cache.stats(),
-        }
+        elif load.state == "not_loaded":
+            reason = f"{reason}; not loaded yet: it loads on first use (requests fall back to keywords meanwhile)"
+        return EmbeddingStatus(
+            source=resolved.name, model=resolved.model, dimensions=resolved.dimensions, state=load.state,
+            phase=load.phase, progress=load.progress, loaded=bool(source is not None and source.loaded),
+            signature=resolved.signature, reason=reason, cache_stats=self.cache.stats())
 
     def providers(self) -> list[dict[str, Any]]:
         """ListEmbeddingProviders: the configured remote providers, then the local sources

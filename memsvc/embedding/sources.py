@@ -1,4 +1,4 @@
-"""Embedding sources (ENGINE.md §6): remote (OpenAI-compatible), static (model2vec), transformers
+"""Embedding sources: remote (OpenAI-compatible), static (model2vec), transformers
 (sentence-transformers all-MiniLM-L6-v2).
 
 Every source returns float32 rows of unit length (an all-zero row stays zero: a text with no
@@ -14,15 +14,18 @@ import importlib.util
 import json
 import logging
 import os
+import re
 import shutil
 import subprocess
 import sys
 import tempfile
 import threading
 import time
+from collections import deque
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Protocol, Sequence, runtime_checkable
+from typing import IO, Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -44,6 +47,44 @@ BUILD_MARKER = "memsvc-build.json"
 DEFAULT_REMOTE_BATCH = 256
 MAX_REMOTE_DIM = 65536
 
+# What a source is doing, for status: only READY answers requests (the others fall back).
+NOT_LOADED = "not_loaded"   # loads on first use (the first requests fall back meanwhile)
+LOADING = "loading"         # loading, or building the model first: see phase and progress
+READY = "ready"
+FAILED = "failed"           # the last attempt failed; the reason says why
+
+# tqdm's "Encoding tokens:  45%|####      | 13800/30522 [...]" lines from the distillation.
+_PROGRESS = re.compile(rb"(\d+)/(\d+) \[")
+
+
+@dataclass(frozen=True)
+class LoadState:
+    """Whether a source can answer now; while it cannot, what it is doing (`phase`) and how
+    far along (`progress` 0..1, None where it cannot be measured)."""
+
+    state: str
+    phase: str = ""
+    progress: float | None = None
+
+    @property
+    def ready(self) -> bool:
+        return self.state == READY
+
+
+def default_static_cache_dir() -> Path:
+    """Where the default static model is built when MEMORY_STATIC_CACHE_DIR is not set: in
+    the installation (the virtualenv), because the model is derived from the MiniLM installed
+    there, so every data dir and every run of that install shares one build; in the user's
+    cache folder when the installation is not writable."""
+    install = Path(sys.prefix) / "share" / "memsvc" / "embeddings"
+    probe = install
+    while not probe.exists() and probe != probe.parent:
+        probe = probe.parent
+    if os.access(probe, os.W_OK):
+        return install
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "memsvc" / "embeddings"
+
 
 @runtime_checkable
 class EmbeddingSource(Protocol):
@@ -58,6 +99,9 @@ class EmbeddingSource(Protocol):
 
     @property
     def loaded(self) -> bool: ...
+
+    @property
+    def load_state(self) -> LoadState: ...
 
     def warm(self) -> None: ...
 
@@ -141,6 +185,10 @@ class RemoteSource:
     @property
     def loaded(self) -> bool:
         return True  # nothing to load; the dimension arrives with the first answer
+
+    @property
+    def load_state(self) -> LoadState:
+        return LoadState(FAILED) if self.last_error else LoadState(READY)
 
     def warm(self) -> None:
         return None
@@ -230,10 +278,22 @@ class LocalModelSource:
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
         self.last_error: str | None = None
+        self._phase: str | None = None       # set while a load runs
+        self._progress: float | None = None
 
     @property
     def loaded(self) -> bool:
         return self._model is not None
+
+    @property
+    def load_state(self) -> LoadState:
+        """Read without the load lock (status must not wait for a load to finish)."""
+        if self._model is not None:
+            return LoadState(READY)
+        phase = self._phase
+        if phase is not None:
+            return LoadState(LOADING, phase, self._progress)
+        return LoadState(FAILED) if self.last_error else LoadState(NOT_LOADED)
 
     def unavailable(self) -> str | None:
         """Why this source cannot work here, measured without loading anything; None if it
@@ -266,7 +326,9 @@ class LocalModelSource:
                 problem = self.unavailable()
                 if problem:
                     raise EmbeddingError(f"{self.label} embedding source unavailable: {problem}")
+                self._phase = f"loading the {self.label} model {self.model}"
                 self._prepare()
+                self._phase, self._progress = f"loading the {self.label} model {self.model}", None
                 started = time.monotonic()
                 self._model = self._open()
             except EmbeddingError as exc:
@@ -275,6 +337,8 @@ class LocalModelSource:
             except Exception as exc:  # noqa: BLE001
                 self.last_error = f"{self.label} model could not be loaded ({type(exc).__name__})"
                 raise EmbeddingError(self.last_error) from None
+            finally:
+                self._phase = self._progress = None
             self.last_error = None
             log.info(f"embedding.{self.label}.loaded", extra={
                 "model": self.model, "dimensions": self._dim(self._model),
@@ -379,6 +443,20 @@ class StaticSource(LocalModelSource):
         if not self._user_path:
             self._ensure_built()
 
+    def build(self, echo: IO[bytes] | None = None) -> bool:
+        """Build the default model now if it is not built (the set-up does this, so a server
+        never distils on first use); `echo` receives the distillation's own progress output.
+        Returns whether a build ran. Raises EmbeddingError when it cannot be built here."""
+        if self._user_path or self.built:
+            return False
+        problem = self._problem()
+        if problem:
+            raise EmbeddingError(f"the static model cannot be built: {problem}")
+        try:
+            return self._ensure_built(echo)
+        finally:
+            self._phase = self._progress = None
+
     def _open(self) -> Any:
         from model2vec import StaticModel
 
@@ -394,45 +472,45 @@ class StaticSource(LocalModelSource):
         # microseconds per text).
         return model.encode(texts, show_progress_bar=False, use_multiprocessing=False)
 
-    def _ensure_built(self) -> None:
+    def _ensure_built(self, echo: IO[bytes] | None = None) -> bool:
         final = self.folder
         if (final / BUILD_MARKER).is_file():
-            return
+            return False
         self._cache_dir.mkdir(parents=True, exist_ok=True)
         lock_path = self._cache_dir / f"{STATIC_DEFAULT_MODEL}.lock"
         with open(lock_path, "a+") as lock_file:
             # flock locks belong to the open file, so this also excludes other threads of
-            # this process that opened the lock file themselves.
-            fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
+            # this process that opened the lock file themselves. A killed holder's lock is
+            # released with its file, so a build killed half-way never blocks the next one.
+            try:
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+            except BlockingIOError:
+                self._phase = "waiting for another process that is building the static model"
+                fcntl.flock(lock_file.fileno(), fcntl.LOCK_EX)
             try:
                 if (final / BUILD_MARKER).is_file():
-                    return  # another process or thread built it while we waited
+                    return False  # another process or thread built it while we waited
                 for stale in self._cache_dir.glob(f".{STATIC_DEFAULT_MODEL}.building-*"):
-                    shutil.rmtree(stale, ignore_errors=True)  # a crashed build's leftovers
-                self._build(final)
+                    shutil.rmtree(stale, ignore_errors=True)  # a killed build's leftovers
+                self._build(final, echo)
+                return True
             finally:
                 fcntl.flock(lock_file.fileno(), fcntl.LOCK_UN)
 
-    def _build(self, final: Path) -> None:
+    def _build(self, final: Path, echo: IO[bytes] | None) -> None:
         teacher = self._teacher_path()
         assert teacher is not None  # unavailable() checked it
+        self._phase, self._progress = f"distilling the static model {self.model} from MiniLM (once per install)", 0.0
         log.info("embedding.static.building", extra={
             "model": self.model, "teacher": MINILM_MODEL, "cache_dir": str(self._cache_dir),
             "note": "distilling a static model once from the shipped MiniLM; later starts load it from the cache"})
         started = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".{STATIC_DEFAULT_MODEL}.building-", dir=self._cache_dir))
         try:
-            # A child process: the distillation needs torch (≈ hundreds of MB this process
-            # need not keep) and prints progress bars that must not reach our JSON log.
-            result = subprocess.run(
-                [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(tmp), str(DISTILL_PCA_DIMS)],
-                stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                timeout=self._build_timeout_s, check=False)
-            if result.returncode != 0 or not (tmp / "config.json").is_file():
-                tail = result.stderr.decode("utf-8", "replace").strip().splitlines()[-1:] or [""]
-                log.warning("embedding.static.build_failed", extra={"returncode": result.returncode,
-                                                                    "stderr_tail": tail[0][:300]})
-                raise EmbeddingError(f"distilling the static model failed (exit code {result.returncode})")
+            returncode, tail = self._distill(teacher, tmp, echo)
+            if returncode != 0 or not (tmp / "config.json").is_file():
+                log.warning("embedding.static.build_failed", extra={"returncode": returncode, "stderr_tail": tail[:300]})
+                raise EmbeddingError(f"distilling the static model failed (exit code {returncode})")
             marker = {"teacher": MINILM_MODEL if self._teacher is None else teacher.name, "pca_dims": DISTILL_PCA_DIMS,
                       "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "seconds": round(time.monotonic() - started, 1)}
@@ -440,13 +518,46 @@ class StaticSource(LocalModelSource):
             if final.exists():
                 shutil.rmtree(final)  # an incomplete folder without a marker (we hold the lock)
             os.rename(tmp, final)
-        except subprocess.TimeoutExpired:
-            raise EmbeddingError(f"distilling the static model took longer than {self._build_timeout_s:.0f} s") from None
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
         log.info("embedding.static.built", extra={"model": self.model,
                                                   "seconds": round(time.monotonic() - started, 1)})
+
+    def _distill(self, teacher: Path, out: Path, echo: IO[bytes] | None) -> tuple[int, str]:
+        """Run the distillation in a child process (it needs torch, hundreds of MB this
+        process need not keep, and its progress bars must not reach our JSON log): its
+        progress feeds `load_state`, and `echo` if given. Returns (exit code, last line)."""
+        child = subprocess.Popen(
+            [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(out), str(DISTILL_PCA_DIMS)],
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        lines: deque[bytes] = deque(maxlen=1)
+        reader = threading.Thread(target=self._follow, args=(child.stderr, lines, echo), daemon=True)
+        reader.start()
+        try:
+            returncode = child.wait(timeout=self._build_timeout_s)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            child.wait()
+            raise EmbeddingError(f"distilling the static model took longer than {self._build_timeout_s:.0f} s") from None
+        finally:
+            reader.join(timeout=10)
+        return returncode, (lines[0] if lines else b"").decode("utf-8", "replace").strip()
+
+    def _follow(self, stream: IO[bytes], last: deque[bytes], echo: IO[bytes] | None) -> None:
+        """Read the child's stderr as it comes: the last progress fraction, the last line."""
+        pending = b""
+        for chunk in iter(lambda: stream.read1(4096), b""):
+            if echo is not None:
+                echo.write(chunk)
+                echo.flush()
+            pending += chunk
+            *done, pending = re.split(rb"[\r\n]", pending)
+            for line in (d for d in done if d.strip()):
+                last.append(line)
+                match = _PROGRESS.search(line)
+                if match and int(match.group(2)) > 0:
+                    self._progress = min(1.0, int(match.group(1)) / int(match.group(2)))
 
 
 # ---------------------------------------------------------------------------- transformers

@@ -516,7 +516,7 @@ def test_engine_status_with_a_static_model_folder(boot, static_model):
     set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True)
     st = status(stubs)
     assert st.embedding.source == "static" and st.embedding.model == STATIC_NAME
-    assert st.embedding.available and not st.embedding.loaded
+    assert st.embedding.state == "not_loaded" and not st.embedding.available and not st.embedding.loaded
     assert st.embedding.dimensions == STATIC_DIM and st.embedding.signature == f"static:{STATIC_NAME}:{STATIC_DIM}"
     warm(server)
     memory_id = create(stubs, "key-static", EDITOR)

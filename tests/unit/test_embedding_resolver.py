@@ -15,7 +15,7 @@ from memsvc.core.settings import MemorySettings
 from memsvc.embedding import NoEmbeddingSource
 from memsvc.embedding.providers import CATALOG, ProviderRegistry, split_provider_model
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
-from memsvc.embedding.sources import RemoteSource, StaticSource, TransformersSource
+from memsvc.embedding.sources import RemoteSource, StaticSource, TransformersSource, default_static_cache_dir
 from tests.support.model_server import shared
 
 KEY = "test-key-123"
@@ -181,7 +181,7 @@ def test_remote_signature_appears_after_the_first_embedding(tmp_path, server):
     assert resolved.signature == "remote:all-MiniLM-L6-v2:384"
     assert embeddings.resolve(settings).signature == "remote:all-MiniLM-L6-v2:384"
     status = embeddings.status(settings)
-    assert status["dimensions"] == 384 and status["available"] is True
+    assert status.dimensions == 384 and status.available is True and status.state == "ready"
 
 
 def test_int8_quantization_is_part_of_the_signature(tmp_path):
@@ -202,11 +202,13 @@ def test_static_signature_is_none_until_the_model_exists(tmp_path):
 def test_status_reports_the_resolution_and_cache_without_loading(tmp_path):
     embeddings = make(tmp_path)
     none = embeddings.status(AUTO)
-    assert none["source"] == "none" and none["available"] is False and none["model"] is None
-    assert none["cache_stats"] == {"hits": 0, "misses": 0, "size": 0}
+    assert none.source == "none" and none.available is False and none.model is None and none.state == "none"
+    assert none.cache_stats == {"hits": 0, "misses": 0, "size": 0}
     status = embeddings.status(replace(AUTO, transformers_enabled=True))
-    assert status["source"] == "transformers" and status["model"] == "all-MiniLM-L6-v2"
-    assert status["dimensions"] == 384 and status["available"] is True and status["loaded"] is False
+    assert status.source == "transformers" and status.model == "all-MiniLM-L6-v2"
+    # Known without loading, but it cannot answer before it loads: not available yet.
+    assert status.dimensions == 384 and status.state == "not_loaded"
+    assert status.available is False and status.loaded is False and "loads on first use" in status.reason
 
 
 def test_status_reports_a_failing_remote_without_its_key(tmp_path, server):
@@ -215,7 +217,7 @@ def test_status_reports_a_failing_remote_without_its_key(tmp_path, server):
     with pytest.raises(Exception):
         embeddings.embed(settings, ["x"])  # the server wants another key: 401
     status = embeddings.status(settings)
-    assert status["available"] is False and "401" in status["reason"]
+    assert status.available is False and status.state == "failed" and "401" in status.reason
     assert SECRET not in str(status)
 
 
@@ -274,7 +276,7 @@ def test_config_options_reach_the_embedding_config(tmp_path):
     assert dict(ec.api_keys) == {"openai": SECRET, "local": "abc=def"}
     assert (ec.cache_ttl_ms, ec.cache_max, ec.vec_quantization) == (1234, 7, "int8")
     assert ec.static_model is None and ec.transformers_model == "/models/minilm"
-    assert ec.static_cache_dir == tmp_path / "embeddings"
+    assert ec.static_cache_dir == default_static_cache_dir()  # per install, not per data dir
     assert (cfg.vec_top_k, cfg.rrf_k) == (15, 30)
     assert SECRET not in repr(ec)
 
@@ -283,7 +285,9 @@ def test_config_defaults():
     cfg = config_module.Config()
     assert (cfg.embedding_cache_ttl_ms, cfg.embedding_cache_max, cfg.vec_top_k, cfg.rrf_k,
             cfg.vec_quantization) == (300000, 1000, 20, 60, "none")
-    assert EmbeddingConfig.from_config(cfg).static_cache_dir == Path("./data/embeddings")
+    assert EmbeddingConfig.from_config(cfg).static_cache_dir == default_static_cache_dir()
+    explicit = config_module.load(env={"MEMORY_STATIC_CACHE_DIR": "/srv/models"})
+    assert EmbeddingConfig.from_config(explicit).static_cache_dir == Path("/srv/models")
 
 
 @pytest.mark.parametrize("env, fragment", [

@@ -199,7 +199,7 @@ def test_not_waiting_for_a_model_that_is_still_loading(built):
 def test_status_and_providers_with_the_cached_model(built):
     embeddings = Embeddings(EmbeddingConfig(static_cache_dir=built["cache"]))
     status = embeddings.status(replace(MemorySettings(), static_enabled=True))
-    assert status["source"] == "static" and status["dimensions"] == 256 and status["available"] is True
+    assert status.source == "static" and status.dimensions == 256 and status.state in ("not_loaded", "ready")
     static = next(p for p in embeddings.providers() if p["provider"] == "static")
     assert static["models"] == [{"id": f"static/{STATIC_DEFAULT_MODEL}", "name": STATIC_DEFAULT_MODEL,
                                  "dimensions": 256}]
@@ -220,3 +220,57 @@ def test_full_distillation_from_the_shipped_minilm(tmp_path):
     fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
                                        "I will use PostgreSQL"])
     assert float(query @ fact) > float(query @ other)
+
+
+def _processes_naming(path: Path) -> list[int]:
+    """Live processes whose command line mentions `path` (the distillation child does)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            cmdline = (entry / "cmdline").read_bytes()
+            state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
+        except OSError:
+            continue
+        if str(path).encode() in cmdline and "zombie" not in state:
+            found.append(int(entry.name))
+    return found
+
+
+def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_starts_cleanly(tmp_path, teacher):
+    import signal
+    from io import BytesIO
+
+    cache = tmp_path / "cache"
+    builder = subprocess.Popen([sys.executable, "-c", CHILD, str(cache), str(teacher)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 120
+        while not list(cache.glob(f".{STATIC_DEFAULT_MODEL}.building-*")) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert list(cache.glob(f".{STATIC_DEFAULT_MODEL}.building-*")), "the build never started"
+        builder.send_signal(signal.SIGKILL)
+        builder.wait(30)
+    finally:
+        if builder.poll() is None:
+            builder.kill()
+            builder.wait(30)
+    deadline = time.monotonic() + 30
+    while _processes_naming(cache) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert _processes_naming(cache) == []
+    half_built = list(cache.glob(f".{STATIC_DEFAULT_MODEL}.building-*"))
+    # The distillation died with the process that ran it (an orphan would have gone on to
+    # write its model into the temporary folder), and nothing a server would load is there.
+    assert half_built and not any((folder / "config.json").exists() for folder in half_built)
+    assert not (cache / STATIC_DEFAULT_MODEL).exists()
+
+    progress = BytesIO()
+    source = StaticSource(None, cache, teacher_path=teacher)
+    assert source.build(echo=progress) is True
+    assert b"Encoding tokens" in progress.getvalue()  # the distillation's own progress, passed on
+    assert (cache / STATIC_DEFAULT_MODEL / BUILD_MARKER).is_file() and source.built
+    assert not list(cache.glob(".*building-*"))  # the killed build's leftovers are gone
+    assert source.load_state.state == "not_loaded"  # built, not loaded: status shows no phase left
+    assert source.build() is False  # built once

@@ -245,7 +245,7 @@ class EmbeddingCacheStats(_message.Message):
     def __init__(self, hits: _Optional[int] = ..., misses: _Optional[int] = ..., size: _Optional[int] = ...) -> None: ...
 
 class EmbeddingStatus(_message.Message):
-    __slots__ = ("source", "model", "dimensions", "available", "reason", "cache_stats", "loaded", "signature")
+    __slots__ = ("source", "model", "dimensions", "available", "reason", "cache_stats", "loaded", "signature", "state", "phase", "progress")
     SOURCE_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
     DIMENSIONS_FIELD_NUMBER: _ClassVar[int]
@@ -254,6 +254,9 @@ class EmbeddingStatus(_message.Message):
     CACHE_STATS_FIELD_NUMBER: _ClassVar[int]
     LOADED_FIELD_NUMBER: _ClassVar[int]
     SIGNATURE_FIELD_NUMBER: _ClassVar[int]
+    STATE_FIELD_NUMBER: _ClassVar[int]
+    PHASE_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
     source: str
     model: str
     dimensions: int
@@ -262,7 +265,10 @@ class EmbeddingStatus(_message.Message):
     cache_stats: EmbeddingCacheStats
     loaded: bool
     signature: str
-    def __init__(self, source: _Optional[str] = ..., model: _Optional[str] = ..., dimensions: _Optional[int] = ..., available: _Optional[bool] = ..., reason: _Optional[str] = ..., cache_stats: _Optional[_Union[EmbeddingCacheStats, _Mapping]] = ..., loaded: _Optional[bool] = ..., signature: _Optional[str] = ...) -> None: ...
+    state: str
+    phase: str
+    progress: float
+    def __init__(self, source: _Optional[str] = ..., model: _Optional[str] = ..., dimensions: _Optional[int] = ..., available: _Optional[bool] = ..., reason: _Optional[str] = ..., cache_stats: _Optional[_Union[EmbeddingCacheStats, _Mapping]] = ..., loaded: _Optional[bool] = ..., signature: _Optional[str] = ..., state: _Optional[str] = ..., phase: _Optional[str] = ..., progress: _Optional[float] = ...) -> None: ...
 
 class VectorStoreStatus(_message.Message):
     __slots__ = ("backend", "available", "row_count", "needs_reindex", "reason", "signature")
