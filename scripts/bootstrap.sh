@@ -18,7 +18,9 @@ if [ ! -x "$VENV/bin/python" ]; then
 fi
 STAMP="$VENV/.memsvc-install-$(echo "$EXTRAS" | tr -c 'a-z0-9' '_')"
 WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
-if [ ! -f "$STAMP" ] || [ "$(cat "$STAMP")" != "$WANT" ]; then
+installed() { [ -f "$1" ] && [ "$(cat "$1")" = "$WANT" ]; }
+# The dev extra holds every other extra: a venv set up by test.sh serves run.sh as it is.
+if ! installed "$STAMP" && ! installed "$VENV/.memsvc-install-dev_"; then
   echo "setting up $VENV (memsvc${EXTRAS:+[$EXTRAS]}); the first time takes a minute or two" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
