@@ -72,6 +72,9 @@ def _interceptors(config: Config, app: App) -> list[grpc.aio.ServerInterceptor]:
     return chain
 
 
+MAX_METADATA_BYTES = 64 * 1024
+
+
 def _bind(server: grpc.aio.Server, host: str, port: int) -> int:
     address = f"[{host}]:{port}" if ":" in host and not host.startswith("[") else f"{host}:{port}"
     try:
@@ -95,6 +98,12 @@ async def start(config: Config, app: App) -> RunningServer:
             ("grpc.max_send_message_length", config.max_message_bytes),
             # Without this a second server could silently share the port.
             ("grpc.so_reuseport", 0),
+            # Request headers as metadata: gRPC's defaults (refuse some calls above 8 KiB, all
+            # above 16 KiB, as RESOURCE_EXHAUSTED) are below what Envoy forwards for a REST
+            # request it accepts (32 KiB of headers, the URL once more as
+            # x-envoy-original-path). Equal soft and hard limits: no call is refused at random.
+            ("grpc.max_metadata_size", MAX_METADATA_BYTES),
+            ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
         ],
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories, app.characters), server)

@@ -1,0 +1,356 @@
+"""Checks Envoy makes on a REST request before the transcoder sees it: the URL length, and
+that a JSON body names only fields the request message has.
+
+Why here: the transcoder drops unknown JSON body fields by design (its JSON parser is built
+with unknown fields ignored, and no option turns that off), so a misspelled `expiresAT`
+would silently create a memory that never expires, and memsvc never sees the name. The field
+lists come from the same descriptors the transcoder loads, so the check and the contract
+cannot drift. A URL is limited because the transcoder forwards it to memsvc as a header
+(`x-envoy-original-path`); past the limit the answer is 414, not a confusing
+RESOURCE_EXHAUSTED from gRPC's metadata limit.
+
+The check runs as a Lua filter (Envoy's own, no extra process). It only refuses: a body it
+cannot parse passes on, and the transcoder answers its own 400.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterable
+
+from google.api import annotations_pb2
+from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
+
+from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
+
+# The longest request target (path and query string, in bytes as sent) a client may use.
+MAX_URL_BYTES = 8192
+# Objects and arrays nested deeper than this are not walked (the transcoder refuses depth
+# 100 on its own; memsvc validates metadata depth itself).
+MAX_WALK_DEPTH = 128
+# Messages whose JSON objects may carry fields the message lacks (they are dropped): chat
+# items, which clients send as they hold them, with keys memsvc does not store.
+OPEN_MESSAGES = frozenset({"memsvc.v1.ChatItem"})
+# Well-known types that are free-form JSON: any key is legitimate inside them.
+FREE_FORM = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
+                       "google.protobuf.Any"})
+_FILES = (memory_pb2, engine_pb2, settings_pb2)
+# Set on a request the guard refuses, so the local-reply rewriting leaves its reply alone (a
+# client's own header of this name is removed first).
+GUARD_HEADER = "x-memsvc-guard"
+_VERBS = ("get", "put", "post", "delete", "patch")
+
+
+def _methods(service_names: Iterable[str]) -> list[MethodDescriptor]:
+    wanted = set(service_names)
+    found = []
+    for module in _FILES:
+        for service in module.DESCRIPTOR.services_by_name.values():
+            if service.full_name in wanted:
+                found.extend(service.methods)
+    return found
+
+
+def _bindings(method: MethodDescriptor) -> list[tuple[str, str, str]]:
+    """(HTTP method, path template, body selector) of every REST binding of `method`."""
+    rule = method.GetOptions().Extensions[annotations_pb2.http]
+    out = []
+    for r in [rule, *rule.additional_bindings]:
+        verb = r.WhichOneof("pattern")
+        if verb in _VERBS:
+            out.append((verb.upper(), getattr(r, verb), r.body))
+    return out
+
+
+def _lua_pattern(template: str) -> str:
+    """A Lua pattern for a path template: `{var}` is one segment; a trailing slash is
+    tolerated, as the transcoder tolerates it."""
+    parts = re.split(r"(\{[^}]*\})", template)
+    body = "".join("[^/]+" if p.startswith("{") else re.sub(r"([^\w/])", r"%\1", p) for p in parts if p)
+    return f"^{body}/?$"
+
+
+def _child(field: FieldDescriptor, schemas: dict[str, dict[str, Any]]) -> Any:
+    """What a field's JSON value is checked against: a message name, a map marker, or
+    False (a scalar or free-form value: nothing inside it is checked)."""
+    msg = field.message_type
+    if msg is None:
+        return False
+    if msg.GetOptions().map_entry:
+        return {"map": _child(msg.fields_by_name["value"], schemas)}
+    if msg.full_name in FREE_FORM or msg.full_name.startswith("google.protobuf."):
+        return False
+    _schema(msg, schemas)
+    return msg.full_name
+
+
+def _schema(msg: Descriptor, schemas: dict[str, dict[str, Any]]) -> None:
+    """Adds `msg` (and the messages it contains) to `schemas`: the JSON names the proto3 JSON
+    parser accepts for each field (its json_name and its proto name)."""
+    if msg.full_name in schemas:
+        return
+    fields: dict[str, Any] = {}
+    schemas[msg.full_name] = {"open": msg.full_name in OPEN_MESSAGES, "fields": fields}
+    for f in msg.fields:
+        child = _child(f, schemas)
+        fields[f.json_name] = child
+        fields[f.name] = child
+
+
+def tables(service_names: Iterable[str]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
+    """The routes that take a JSON body, each with the message its body is parsed into, and
+    the field table of every message reachable from those bodies."""
+    routes: list[dict[str, Any]] = []
+    schemas: dict[str, dict[str, Any]] = {}
+    for method in _methods(service_names):
+        for verb, template, body in _bindings(method):
+            if not body:
+                continue
+            target: Any = method.input_type.full_name
+            if body == "*":
+                _schema(method.input_type, schemas)
+            else:
+                target = _child(method.input_type.fields_by_name[body], schemas)
+            if target:
+                routes.append({"method": verb, "pattern": _lua_pattern(template), "schema": target})
+    # Literal paths before templated ones, so `/x/literal` is never read as `/x/{var}`.
+    routes.sort(key=lambda r: ("[^/]+" in r["pattern"], r["pattern"], r["method"]))
+    return routes, schemas
+
+
+def _lua_value(value: Any) -> str:
+    """Plain data as a Lua table constructor (JSON strings are valid Lua string literals for
+    the ASCII names and patterns used here)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return json.dumps(value)
+    if isinstance(value, (int, float)):
+        return repr(value)
+    if isinstance(value, list):
+        return "{" + ",".join(_lua_value(v) for v in value) + "}"
+    items = ",".join(f"[{json.dumps(k)}]={_lua_value(v)}" for k, v in sorted(value.items()))
+    return "{" + items + "}"
+
+
+def lua_source(service_names: Iterable[str]) -> str:
+    """The whole Lua filter: the generated tables followed by the fixed code."""
+    routes, schemas = tables(service_names)
+    lines = [f"local MAX_URL = {MAX_URL_BYTES}", f"local MAX_DEPTH = {MAX_WALK_DEPTH}",
+             f"local GUARD_HEADER = {json.dumps(GUARD_HEADER)}", "local ROUTES = {"]
+    lines += [f"  {_lua_value(r)}," for r in routes]
+    lines += ["}", "local SCHEMAS = {"]
+    lines += [f"  [{json.dumps(name)}] = {_lua_value(schemas[name])}," for name in sorted(schemas)]
+    lines += ["}"]
+    return "\n".join(lines) + "\n" + _LUA_CODE
+
+
+def lua_filter(service_names: Iterable[str]) -> dict[str, Any]:
+    """The Envoy HTTP filter entry; it must come before the transcoder."""
+    return {
+        "name": "envoy.filters.http.lua",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
+            "default_source_code": {"inline_string": lua_source(service_names)},
+        },
+    }
+
+
+def buffer_filter(max_request_bytes: int) -> dict[str, Any]:
+    """Buffers a whole request body (up to the transcoder's own limit) before the Lua check
+    reads it; without it the check could read no more than Envoy's 1 MiB default buffer and
+    a large recent-history save would be refused with 413."""
+    return {
+        "name": "envoy.filters.http.buffer",
+        "typed_config": {
+            "@type": "type.googleapis.com/envoy.extensions.filters.http.buffer.v3.Buffer",
+            "max_request_bytes": max_request_bytes,
+        },
+    }
+
+
+# The fixed part of the filter. It walks the JSON text without building it: strings are
+# skipped with string.find (C speed, so a 16 MiB save costs little), object keys are looked
+# up in the message's field table, and the walk stops at the first unknown key. Anything
+# malformed ends the walk quietly: the transcoder then reports the JSON error itself.
+_LUA_CODE = r'''
+local WS = "[^ \t\r\n]"
+local ESCAPES = {['"']='"', ['\\']='\\', ['/']='/', b='\b', f='\f', n='\n', r='\r', t='\t'}
+
+local function decode_key(raw)
+  -- Field names are ASCII, so only escapes of ASCII characters need decoding; any other
+  -- escape stays as written and cannot match a field name.
+  local out, i = {}, 1
+  while true do
+    local k = raw:find("\\", i, true)
+    if not k then out[#out + 1] = raw:sub(i); break end
+    out[#out + 1] = raw:sub(i, k - 1)
+    local c = raw:sub(k + 1, k + 1)
+    local hex = raw:sub(k + 2, k + 5)
+    if c == "u" and hex:match("^%x%x%x%x$") and tonumber(hex, 16) < 128 then
+      out[#out + 1], i = string.char(tonumber(hex, 16)), k + 6
+    else
+      out[#out + 1], i = ESCAPES[c] or ("\\" .. c), k + 2
+    end
+  end
+  return table.concat(out)
+end
+
+-- Returns the index just past the string that opens at i, and its raw text when wanted.
+local function skip_string(s, i, want)
+  local j, escaped = i + 1, false
+  while true do
+    local k = s:find('["\\]', j)
+    if not k then return nil end
+    if s:byte(k) == 92 then
+      escaped, j = true, k + 2
+    else
+      if want then
+        local raw = s:sub(i + 1, k - 1)
+        if escaped then raw = decode_key(raw) end
+        return k + 1, raw
+      end
+      return k + 1
+    end
+  end
+end
+
+local function field_of(schema, key)
+  -- schema: a message name, {map = child}, or false (free-form: nothing checked).
+  if not schema then return false, true end
+  if type(schema) == "table" then return schema.map, true end
+  local msg = SCHEMAS[schema]
+  local child = msg.fields[key]
+  if child ~= nil then return child, true end
+  return false, msg.open
+end
+
+-- The path of the first unknown field in the JSON text s parsed as `root`, or nil.
+local function unknown_field(s, root)
+  local i = s:find(WS)
+  local stack, depth = {}, 0
+  local want = root        -- the schema of the value that starts at i
+  local state = "value"
+  while i do
+    local c = s:byte(i)
+    if state == "value" then
+      if c == 123 or c == 91 then
+        depth = depth + 1
+        if depth > MAX_DEPTH then return nil end
+        local prefix = (depth > 1 and stack[depth - 1].at) or ""
+        stack[depth] = {obj = (c == 123), schema = want, path = prefix, at = prefix}
+        i = s:find(WS, i + 1)
+        if not i then return nil end
+        local close = s:byte(i)
+        if close == 125 or close == 93 then
+          depth, i, state = depth - 1, i + 1, "after"
+        elseif c == 123 then
+          state = "key"
+        end
+      elseif c == 34 then
+        i, state = skip_string(s, i, false), "after"
+      else
+        i, state = s:find("[,%]}]", i) or (#s + 1), "after"
+      end
+    elseif state == "key" then
+      if c ~= 34 then return nil end
+      local key
+      i, key = skip_string(s, i, true)
+      if not i then return nil end
+      local top = stack[depth]
+      local child, known = field_of(top.schema, key)
+      local at = top.path == "" and key or (top.path .. "." .. key)
+      if not known then return at end
+      top.at = at
+      i = s:find(WS, i)
+      if not i or s:byte(i) ~= 58 then return nil end
+      i, want, state = s:find(WS, i + 1), child, "value"
+    else -- after a value
+      if depth == 0 then return nil end
+      i = s:find(WS, i)
+      if not i then return nil end
+      c = s:byte(i)
+      local top = stack[depth]
+      if c == 44 then
+        i = s:find(WS, i + 1)
+        if top.obj then state = "key" else want, state = top.schema, "value" end
+      elseif c == 125 or c == 93 then
+        depth, i = depth - 1, i + 1
+      else
+        return nil
+      end
+    end
+  end
+  return nil
+end
+
+local function valid_utf8(s)
+  local i, n = 1, #s
+  while i <= n do
+    local b = s:byte(i)
+    local len = (b < 0x80 and 1) or (b >= 0xC2 and b < 0xE0 and 2) or (b >= 0xE0 and b < 0xF0 and 3)
+      or (b >= 0xF0 and b < 0xF5 and 4) or nil
+    if not len or i + len - 1 > n then return false end
+    for j = i + 1, i + len - 1 do
+      local cb = s:byte(j)
+      if cb < 0x80 or cb > 0xBF then return false end
+    end
+    i = i + len
+  end
+  return true
+end
+
+-- A JSON string literal of s; the bytes of invalid UTF-8 become \u00XX.
+local function json_string(s)
+  local high = valid_utf8(s) and "" or "\128-\255"
+  return '"' .. s:gsub('[%z\1-\31"\\' .. high .. ']', function(c)
+    return string.format("\\u%04x", c:byte())
+  end) .. '"'
+end
+
+local function refuse(handle, status, grpc_code, message, field)
+  local body = '{"code":' .. grpc_code .. ',"message":' .. json_string(message)
+  if field then
+    -- The same details as memsvc's own validation errors.
+    body = body .. ',"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",'
+      .. '"reason":"INVALID_ARGUMENT","domain":"memsvc","metadata":{}},'
+      .. '{"@type":"type.googleapis.com/google.rpc.BadRequest",'
+      .. '"fieldViolations":[{"field":' .. json_string(field) .. ',"description":"unknown field"}]}]'
+  end
+  -- Marks the request, which the local-reply rewriting can see (unlike response headers).
+  handle:headers():replace(GUARD_HEADER, "1")
+  handle:respond({[":status"] = tostring(status), ["content-type"] = "application/json"}, body .. "}")
+end
+
+local function route_schema(method, path)
+  local bare = path:match("^[^?]*")
+  for _, r in ipairs(ROUTES) do
+    if r.method == method and bare:find(r.pattern) then return r.schema end
+  end
+  return nil
+end
+
+function envoy_on_request(handle)
+  local headers = handle:headers()
+  headers:remove(GUARD_HEADER)
+  local path = headers:get(":path") or ""
+  if #path > MAX_URL then
+    refuse(handle, 414, 8, "the URL is " .. #path .. " bytes long; at most " .. MAX_URL .. " are accepted")
+    return
+  end
+  -- gRPC passes through untranscoded: the content type is exactly application/grpc or
+  -- application/grpc+<codec> (the transcoder's own test; application/grpc-web is not gRPC).
+  local ctype = headers:get("content-type") or ""
+  if ctype == "application/grpc" or ctype:find("^application/grpc%+") then return end
+  local schema = route_schema(headers:get(":method") or "", path)
+  if not schema then return end
+  local body = handle:body()
+  if not body or body:length() == 0 then return end
+  local field = unknown_field(body:getBytes(0, body:length()), schema)
+  if field then
+    field = field:sub(1, 128)
+    refuse(handle, 400, 3, "unknown field in the request body: " .. field, field)
+  end
+end
+'''
