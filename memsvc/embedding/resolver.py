@@ -288,7 +288,7 @@ class Embeddings:
             raise NoEmbeddingSource(resolved)
         if not wait and not source.loaded:
             self.warm_in_background(source)
-            raise EmbeddingNotReady(f"the {source.name} model {source.model} is still loading")
+            raise EmbeddingNotReady(f"the {source.name} model {source.model} is still loading{_loading_note(source)}")
         return resolved, self.embed_with(source, texts)
 
     def embed_one(self, settings: MemorySettings, text: str, *, wait: bool = True) -> tuple[Resolved, np.ndarray]:
@@ -449,6 +449,14 @@ def _embed_misses(source: EmbeddingSource, texts: list[str]) -> np.ndarray:
     except Exception as exc:  # noqa: BLE001 - see the docstring
         log.warning("embedding.unexpected_error", extra={"source": source.name, "error": type(exc).__name__})
         raise EmbeddingError(f"the {source.name} source failed ({type(exc).__name__})") from None
+
+
+def _loading_note(source: EmbeddingSource) -> str:
+    """What a loading model is doing, for the fallback reason: " (phase, 45%)" or ""."""
+    load = source.load_state
+    if load.state != "loading" or not load.phase:
+        return ""
+    return f" ({load.phase}{f', {load.progress:.0%}' if load.progress is not None else ''})"
 
 
 def _join(first: str | None, second: str) -> str:
