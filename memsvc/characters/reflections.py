@@ -78,7 +78,7 @@ class Reflections:
         with self.lock:
             now = self.clock()
             for fact in extract_facts(text):
-                self._observe(character, fact, clause_of(text, fact.content), powerful, now)
+                self._observe(character, fact, clause_of(text, fact.phrase), powerful, now)
             self._promote_due(now, character)
 
     def _observe(self, character: str, fact: Fact, clause: str, powerful: bool, now: datetime) -> None:

@@ -1,15 +1,32 @@
-"""Rule-based fact extraction: first-person preferences, decisions and habits.
+"""Rule-based fact extraction: what a user says about themselves, kept as statements that
+mean the same thing to a model that reads them cold.
 
 Extraction is regular expressions, not an LLM, so it is cheap enough to run on every reply.
 Pure Python: no I/O, no storage, no protocol types; the engine decides what to store.
 
-The rules are data: one table per language (English as the reference defines it, and ours
-for Japanese, Chinese and Russian), compiled once at import. English rules always run; the
-other tables run when their script appears in the text (see `detect_languages`).
+What a fact keeps:
+- the subject: the stored content names the user in the third person ("User prefers
+  concise answers", "ユーザーはVimが好き", "用户喜欢深色模式", "Пользователь любит чай"),
+  so an injected memory is never mistaken for the assistant's or the operator's own words;
+- the verb and the polarity: "I don't like long answers" becomes "User does not like long
+  answers", never "long answers";
+- a stable key: `category:slug(the user's words)` for open-ended facts
+  ("preference:long_answers"), a fixed slot for one-value facts ("name:user",
+  "location:home", "language:reply", "profession:job"). "I like tea" and "I don't like
+  tea anymore" share `preference:tea`, so the later statement replaces the earlier one when
+  it is stored (memories upsert on their key), and within one text the later one wins.
 
-Every rule has two named groups: `cue` (the trigger words, "I prefer", "が好き") and
-`content` (what is remembered). Where two cues overlap, the longer one wins, so "I really
-prefer tabs" or "Vimを使うことに決めました" give one fact, from their most specific rule.
+What never becomes a fact: questions ("do I like tea?"), hypotheticals ("if I liked tea",
+"もし…なら", "如果我…", "если бы я…"), and what others say about the user or about
+themselves ("my wife says I like tea", "彼はVimが好き"). A relative's own facts are family
+facts only when they are one ("my wife is a doctor" is `family:wife_profession`, not the
+user's profession).
+
+The rules are data: per language (English as the reference defines it, and ours for
+Japanese, Chinese and Russian) a table of preference/decision/habit cues and a table of
+everyday facts (name, location, diet, family, pets, reply language, profession), compiled
+once at import. English always runs; the other tables run when their script appears in the
+text (see `detect_languages`). Where two matches overlap, the longer cue wins.
 """
 
 from __future__ import annotations
@@ -20,7 +37,14 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
-CATEGORY_TYPES = {"preference": "factual", "decision": "episodic", "pattern": "factual"}
+from memsvc.core import extraction_rules as rules_data
+from memsvc.core.extraction_rules import CJK, LINE_BREAKS, NT, T, Slot, Table, expand, key_word
+from memsvc.core.extraction_statements import key_phrase, statement, value_in_statement
+
+_EVERYDAY = ("name", "location", "diet", "family", "pet", "language", "profession")
+CATEGORY_TYPES = {"preference": "factual", "decision": "episodic", "pattern": "factual",
+                  **{category: "factual" for category in _EVERYDAY}}
+POSITIVE, NEGATIVE = "positive", "negative"
 MAX_SCAN_BYTES = 64 * 1024
 MAX_CONTENT_CHARS = 500
 # A fact shorter than this says nothing ("it", "me"). CJK scripts pack a word into one or
@@ -33,210 +57,106 @@ SOURCE = "llm_response"
 
 @dataclass(frozen=True)
 class Fact:
-    category: str  # preference | decision | pattern
+    category: str  # preference | decision | pattern | name | location | diet | family | pet | ...
     type: str  # the memory type: factual | episodic
-    key: str  # category + ":" + slug(content)
-    content: str
+    key: str  # category + ":" + slot or slug of the phrase
+    content: str  # the self-contained statement that is stored ("User prefers vim")
     language: str  # "en" | "ja" | "zh" | "ru": which rule table found it
+    polarity: str = POSITIVE  # NEGATIVE for "I don't like", "I hate", "I never", "不喜欢", ...
+    phrase: str = ""  # the user's own words the fact is about ("vim"), as written
 
 
-# -- characters --------------------------------------------------------------------------------
-
-# Every line break str.splitlines() knows: a fact never spans lines.
-_LINE_BREAKS = "\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-# The reference stops a capture at ".", "," and newline. We also stop at "!", "?" and ";":
-# they end a clause just like "." does ("I prefer vim! Everyone should" is about vim, not
-# about everyone). The CJK full stop, commas and marks (and their half-width forms) and
-# the ellipsis play the same role in every language's text, mixed texts included.
-_TERMINATORS = ".,;!?…" + "。，、！？；．｡､" + _LINE_BREAKS
-_T = "[" + re.escape(_TERMINATORS) + "]"
-_NT = "[^" + re.escape(_TERMINATORS) + "]"
-# Horizontal whitespace only: a cue never jumps over a line break.
-_SP = r"[^\S" + re.escape(_LINE_BREAKS) + "]"
-_CJK = "\u3040-\u30ff\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\uff66-\uff9f"
-_CJK_CHAR = re.compile(f"[{_CJK}]")
-# The start of a word in an alphabetic script. Like \b, but a CJK character right before is
-# not "inside the word": "我说I prefer vim" still has a cue, "Hi prefer" has none.
-_B = rf"(?<![^\W{_CJK}])"
-_APOS = "['’]"  # the typographic apostrophe is as common as the ASCII one
-
+_CJK_CHAR = re.compile(f"[{CJK}]")
 # Kana (not the prolonged-sound mark or the middle dot, which Chinese text also uses).
 _KANA = re.compile("[\u3041-\u3096\u309d-\u309f\u30a1-\u30fa\u30fd-\u30ff\u31f0-\u31ff\uff66-\uff9d]")
 _HAN = re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003134f]")
 _CYRILLIC = re.compile("[\u0400-\u052f]")
 
 
-def _expand(template: str) -> str:
-    """Fill the placeholders of a rule table entry, which keeps the tables readable."""
-    for name, value in (("<SP>", _SP), ("<NT>", _NT), ("<B>", _B), ("<APOS>", _APOS)):
-        template = template.replace(name, value)
-    return template
-
-
-# -- rule tables -------------------------------------------------------------------------------
-
-_PREFIX, _SUFFIX = "prefix", "suffix"  # the content comes after the cue, or before it
-
-
-@dataclass(frozen=True)
-class _Table:
-    """One language's rules as written: (category, where the content is, cue pattern)."""
-
-    language: str
-    rules: tuple[tuple[str, str, str], ...]
-    # Anchor every match at a clause start, and capture what precedes a prefix cue as
-    # context. Needed where the subject may be dropped or comes first (Japanese).
-    anchored: bool = False
-    # What a suffix rule's content may consist of (the characters up to the cue).
-    suffix_content: str = "<NT>"
-    # Removed from the content's start (a topic such as "私は"); it becomes context.
-    strip_leading: str | None = None
-    # Removed from the content's end (sentence particles, nominalizers).
-    strip_trailing: str | None = None
-    # Context that shows the sentence is about someone else ("彼は…が好き"): no fact.
-    reject_context: str | None = None
-
-
-_EN_REALLY = "(?:really<SP>+)?"
-_EN = _Table(
-    language="en",
-    rules=(
-        ("preference", _PREFIX, rf"<B>I<SP>+{_EN_REALLY}prefer<SP>+"),
-        ("preference", _PREFIX, rf"<B>I<SP>+{_EN_REALLY}like<SP>+"),
-        ("preference", _PREFIX, r"<B>my<SP>+favou?rite<SP>+(?:is|are)<SP>+"),
-        ("preference", _PREFIX, r"<B>I<SP>+(?:don<APOS>?t|do<SP>+not)<SP>+like<SP>+"),
-        ("preference", _PREFIX, rf"<B>I<SP>+{_EN_REALLY}(?:hate|dislike|avoid)<SP>+"),
-        ("preference", _PREFIX, rf"<B>I<SP>+{_EN_REALLY}(?:enjoy|love)<SP>+"),
-        # The apostrophe is required: the reference's "I'?ll" also matched "ill use".
-        ("decision", _PREFIX, r"<B>I(?:<APOS>ll|<SP>+will)<SP>+use<SP>+"),
-        ("decision", _PREFIX, r"<B>I<SP>+(?:chose|selected|picked|went<SP>+with)<SP>+"),
-        ("decision", _PREFIX, r"<B>I(?:<SP>+have|<APOS>ve)?<SP>+decided<SP>+(?:to<SP>+)?"),
-        ("decision", _PREFIX, r"<B>I(?:<APOS>m|<SP>+am)<SP>+going<SP>+(?:to<SP>+(?:use|adopt)|with)<SP>+"),
-        ("pattern", _PREFIX, r"<B>I<SP>+(?:usually|always|never|typically|often|frequently|regularly)<SP>+"),
-        ("pattern", _PREFIX, r"<B>I<SP>+tend<SP>+to<SP>+"),
-    ),
-)
-
-# Habit adverbs. A preference or decision clause never swallows one: "いつもVimを使います"
-# is a habit, not the decision "いつもVim".
-_JA_HABIT = "いつも(?!の)|普段(?:は)?|ふだん(?:は)?|たいてい|大抵|常に|基本的に|決して|毎回"
-_JA_PAST = "(?:ました|た)"
-_JA = _Table(
-    language="ja",
-    anchored=True,
-    rules=(
-        # "好きな/好みの" + noun is attributive ("Vimが好きな人" = people who like Vim).
-        ("preference", _SUFFIX, r"<SP>*(?:が|は|も)<SP>*(?:大|一番|とても|すごく)?(?:好き|好み|嫌い|苦手)(?![なの](?!ん))"),
-        ("preference", _SUFFIX, r"<SP>*を<SP>*(?:好みます|好む|愛用しています|愛用している)"),
-        ("decision", _SUFFIX, rf"<SP>*を<SP>*(?:使う|使用する|採用する|導入する|選ぶ)ことに(?:し|決め|決定し){_JA_PAST}"),
-        ("decision", _SUFFIX, r"<SP>*を<SP>*(?:使う|使用する|採用する)(?:つもり|予定)"),
-        ("decision", _SUFFIX, r"<SP>*を<SP>*(?:使い|使用し|採用し|導入し)ます(?!か)"),
-        ("decision", _SUFFIX, rf"<SP>*を<SP>*(?:選びました|選んだ|選択し{_JA_PAST}|採用し{_JA_PAST}|導入し{_JA_PAST})"),
-        ("decision", _SUFFIX, rf"<SP>*に<SP>*(?:決め|決定し){_JA_PAST}"),
-        ("pattern", _PREFIX, rf"(?:{_JA_HABIT})<SP>*"),
-    ),
-    suffix_content=rf"(?:(?!{_JA_HABIT})<NT>)",
-    # The last topic: "私は", "わたしは", "エディタは", "家では", "Python は". A は right after
-    # hiragana is usually inside a word ("ごはん"), so it must follow another script.
-    strip_leading=(
-        r"^.*(?:(?:私|わたし|あたし|僕|ぼく|俺|おれ|うち|自分|これ|それ|あれ|ここ|そこ)(?:では|には|は|も|が|って)"
-        r"|(?<=[^ぁ-ゖ\s])<SP>*(?:では|には|とは|は))<SP>*"
-    ),
-    strip_trailing=r"(?:の(?:ほう|方)|(?<=[ぁ-ゖ])(?:の|こと))<SP>*$",
-    reject_context=(
-        r"(?:彼|彼女|彼ら|あの人|あいつ|みんな|皆|誰か|友達|友人|同僚|母|父|妻|夫|兄|姉|弟|妹|息子|娘)"
-        r"(?:さん|くん|ちゃん|たち)?(?:は|も|が|って)"
-    ),
-)
-
-_ZH_ADV = "(?:也|还|其实|真的|确实|很|非常|特别|最|比较|更|挺|一直|向来)*"
-_ZH_SETTLED = "(?:已经|最终|最后|还是|终于)*"
-_ZH = _Table(
-    language="zh",
-    rules=(
-        ("preference", _PREFIX, rf"我{_ZH_ADV}(?:喜欢|爱|偏爱)的<NT>{{0,12}}?是<SP>*"),  # 我最喜欢的编辑器是…
-        ("preference", _PREFIX, rf"我{_ZH_ADV}(?:不(?:太|怎么|是很|是太)?(?:喜欢|爱)|讨厌|厌恶|受不了|反感)<SP>*"),
-        ("preference", _PREFIX, rf"我{_ZH_ADV}(?:喜欢|喜爱|偏好|偏爱|钟爱|爱好|爱)<SP>*"),
-        ("decision", _PREFIX, rf"我{_ZH_SETTLED}(?:决定|打算|准备|计划)了?(?:要|先)?(?:使用|采用|选用|改用|换成|用)?<SP>*"),
-        ("decision", _PREFIX, rf"我{_ZH_SETTLED}(?:选择|选定|选用|挑选|选|挑)了?<SP>*"),
-        ("decision", _PREFIX, r"我(?:将会|将|要)(?:使用|采用|改用|用)<SP>*"),
-        ("pattern", _PREFIX, rf"我{_ZH_ADV}(?:通常|一般|总是|经常|常常|往往|平时|平常|习惯于?|从来不|从来没有|从不|很少)(?:都|会|要|是)*<SP>*"),
-    ),
-    strip_trailing=r"[了啊呀吧呢哦嘛]+<SP>*$",
-)
-
-_RU_DEGREE = "(?:(?:очень|действительно|больше|тоже|всё<SP>+же|все<SP>+же)<SP>+)?"
-_RU_USE = "(?:использовать|выбрать|взять|перейти<SP>+на|остановиться<SP>+на)"
-_RU = _Table(
-    language="ru",
-    rules=(
-        ("preference", _PREFIX, rf"<B>я<SP>+{_RU_DEGREE}(?:предпочитаю|люблю|обожаю)<SP>+"),
-        ("preference", _PREFIX, rf"<B>мне<SP>+{_RU_DEGREE}(?:нравится|нравятся)<SP>+"),
-        ("preference", _PREFIX, r"<B>я<SP>+(?:(?:совсем|очень|тоже)<SP>+)?не<SP>+(?:люблю|переношу)<SP>+"),
-        ("preference", _PREFIX, r"<B>мне<SP>+(?:(?:совсем|очень|тоже)<SP>+)?не<SP>+(?:нравится|нравятся)<SP>+"),
-        ("preference", _PREFIX, r"<B>я<SP>+(?:ненавижу|избегаю|терпеть<SP>+не<SP>+могу)<SP>+"),
-        ("preference", _PREFIX, r"<B>мо(?:й|я|ё|е|и)<SP>+любим(?:ый|ая|ое|ые)<SP>+(?:[^\W\d_]+<SP>*)?(?:[—–-]|это\b)<SP>*"),
-        ("decision", _PREFIX, rf"<B>я<SP>+(?:(?:уже|твёрдо|твердо|всё-таки|все-таки|в<SP>+итоге)<SP>+)?(?:решил|решила|решили)<SP>+(?:{_RU_USE}<SP>+)?"),
-        ("decision", _PREFIX, r"<B>я<SP>+(?:выбрал|выбрала|выбрали)<SP>+"),
-        ("decision", _PREFIX, r"<B>я<SP>+(?:остановился|остановилась)<SP>+на<SP>+"),
-        ("decision", _PREFIX, r"<B>я<SP>+(?:буду|собираюсь|планирую)<SP>+(?:использовать|перейти<SP>+на)<SP>+"),
-        ("pattern", _PREFIX, r"<B>я<SP>+(?:обычно|всегда|часто|постоянно|регулярно|как<SP>+правило|никогда<SP>+не|никогда)<SP>+"),
-        ("pattern", _PREFIX, r"<B>(?:обычно|всегда|часто|как<SP>+правило)<SP>+я<SP>+"),
-        ("pattern", _PREFIX, r"<B>я<SP>+(?:привык|привыкла|привыкли|склонен|склонна)<SP>+"),
-    ),
-)
-
-
 # -- compiled rules ----------------------------------------------------------------------------
+
+_PREFIX, _SUFFIX = rules_data.PREFIX, rules_data.SUFFIX
 
 
 @dataclass(frozen=True)
 class _Rule:
     category: str
+    direction: str
     regex: re.Pattern[str]  # named groups: cue, content (and lead, when anchored)
+
+
+@dataclass(frozen=True)
+class _SlotRule:
+    slot: Slot
+    regex: re.Pattern[str]  # named groups: x (the value) and optionally rel, s, n, neg
+    lead_reject: re.Pattern[str] | None
 
 
 @dataclass(frozen=True)
 class _RuleSet:
     language: str
     rules: tuple[_Rule, ...]
+    slots: tuple[_SlotRule, ...]
     strip_leading: re.Pattern[str] | None
     strip_trailing: re.Pattern[str] | None
     reject_context: re.Pattern[str] | None
+    negative: re.Pattern[str]
+    negation_after: re.Pattern[str] | None
+    guards: "_Guards"
 
 
-def _rule_regex(table: _Table, direction: str, cue: str) -> str:
+@dataclass(frozen=True)
+class _Guards:
+    """What makes a match not a statement of the user's: a question, a hypothetical, or
+    someone else's words."""
+
+    before: re.Pattern[str]  # in the sentence before the match: "if", "如果", "если", ...
+    reported: re.Pattern[str]  # in the clause before the match: "says", "说", "думает", ...
+    after: re.Pattern[str] | None  # in the sentence after the match: "なら", "吗", ...
+
+
+def _rule_regex(table: Table, direction: str, cue: str) -> str:
     """The full pattern of one rule: cue and content groups in the table's word order."""
-    start = rf"(?:^|(?<={_T}))" if table.anchored else ""
+    start = rf"(?:^|(?<={T}))" if table.anchored else ""
     if direction == _PREFIX:
-        lead = f"(?P<lead>{_NT}*?)" if table.anchored else ""
-        return f"{start}{lead}(?P<cue>{_expand(cue)})(?P<content>{_NT}+)"
-    return f"{start}(?P<content>{_expand(table.suffix_content)}+?)(?P<cue>{_expand(cue)})"
+        lead = f"(?P<lead>{NT}*?)" if table.anchored else ""
+        return f"{start}{lead}(?P<cue>{expand(cue)})(?P<content>{NT}+)"
+    return f"{start}(?P<content>{expand(table.suffix_content)}+?)(?P<cue>{expand(cue)})"
 
 
-def _optional(pattern: str | None) -> re.Pattern[str] | None:
-    return re.compile(_expand(pattern)) if pattern else None
+def _optional(pattern: str | None, flags: int = 0) -> re.Pattern[str] | None:
+    return re.compile(expand(pattern), flags) if pattern else None
 
 
-def _compile(table: _Table) -> _RuleSet:
+def _compile(table: Table) -> _RuleSet:
     """Compile a table once, at import: extraction runs on every chat reply."""
     for category, direction, _ in table.rules:
         if category not in CATEGORY_TYPES or direction not in (_PREFIX, _SUFFIX):
             raise ValueError(f"bad {table.language} rule: {category!r}, {direction!r}")
+    for slot in table.slots:
+        if slot.category not in CATEGORY_TYPES or not slot.key.startswith(slot.category + ":"):
+            raise ValueError(f"bad {table.language} slot: {slot.key!r}")
     rules = tuple(
-        _Rule(category, re.compile(_rule_regex(table, direction, cue), re.IGNORECASE))
+        _Rule(category, direction, re.compile(_rule_regex(table, direction, cue), re.IGNORECASE))
         for category, direction, cue in table.rules
     )
+    slots = tuple(
+        _SlotRule(s, re.compile(expand(s.pattern), re.IGNORECASE), _optional(s.lead_reject, re.IGNORECASE))
+        for s in table.slots
+    )
+    guards = _Guards(
+        re.compile(expand(table.hypothetical), re.IGNORECASE),
+        re.compile(expand(table.reported), re.IGNORECASE),
+        _optional(table.after_guard, re.IGNORECASE),
+    )
     return _RuleSet(
-        table.language,
-        rules,
-        _optional(table.strip_leading),
-        _optional(table.strip_trailing),
-        _optional(table.reject_context),
+        table.language, rules, slots, _optional(table.strip_leading), _optional(table.strip_trailing),
+        _optional(table.reject_context), re.compile(expand(table.negative), re.IGNORECASE),
+        _optional(table.negation_after), guards,
     )
 
 
-_RULE_SETS: dict[str, _RuleSet] = {t.language: _compile(t) for t in (_EN, _JA, _ZH, _RU)}
+_RULE_SETS: dict[str, _RuleSet] = {t.language: _compile(t) for t in rules_data.TABLES}
 
 
 # -- public helpers ----------------------------------------------------------------------------
@@ -290,19 +210,21 @@ def scan_window(text: str) -> str:
 
 
 def extract_facts(text: str) -> list[Fact]:
-    """The facts of a text, in text order, at most one per key (the first occurrence)."""
+    """The facts of a text, one per key, in the order their keys first appear. When a key
+    comes back ("I like tea. Actually, I don't like tea."), the later statement wins, as
+    it does across calls when the fact is stored again."""
     window = scan_window(text)
     candidates = [
         c for lang in detect_languages(window) for c in _candidates(window, _RULE_SETS[lang])
     ]
-    facts: list[Fact] = []
-    seen: set[str] = set()
+    facts: dict[str, Fact] = {}
     for candidate in _without_overlaps(candidates):
-        fact = _to_fact(candidate)
-        if fact is not None and fact.key not in seen:
-            seen.add(fact.key)
-            facts.append(fact)
-    return facts
+        if _guarded(window, candidate):
+            continue
+        fact = candidate.fact or _to_fact(candidate)
+        if fact is not None:
+            facts[fact.key] = fact
+    return list(facts.values())
 
 
 def fact_metadata(fact: Fact, extracted_at: datetime) -> dict[str, str]:
@@ -316,6 +238,7 @@ def fact_metadata(fact: Fact, extracted_at: datetime) -> dict[str, str]:
         "extractedAt": stamp.replace("+00:00", "Z"),
         "source": SOURCE,
         "language": fact.language,
+        "polarity": fact.polarity,
     }
 
 
@@ -324,15 +247,19 @@ def fact_metadata(fact: Fact, extracted_at: datetime) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class _Candidate:
-    """One rule match before cleaning: where its cue is, and the raw content."""
+    """One match before cleaning: where its cue is, and the raw content."""
 
     rule_set: _RuleSet
     category: str
+    direction: str
     cue: tuple[int, int]
     position: int  # where the fact starts in the text, for ordering
     order: int  # rule order, breaks ties at the same position
     content: str
     context: str  # text before the content in its clause (anchored tables only)
+    cue_text: str = ""
+    after: str = ""  # the text right after the cue (a Japanese negation follows its cue)
+    fact: Fact | None = None  # everyday facts are built at match time
 
 
 def _candidates(text: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
@@ -340,14 +267,19 @@ def _candidates(text: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
         for m in rule.regex.finditer(text):
             cue = m.span("cue")
             yield _Candidate(
-                rule_set=rule_set,
-                category=rule.category,
-                cue=cue,
-                position=min(cue[0], m.start("content")),
-                order=order,
-                content=m.group("content"),
-                context=(m.groupdict().get("lead") or ""),
+                rule_set=rule_set, category=rule.category, direction=rule.direction, cue=cue,
+                position=min(cue[0], m.start("content")), order=order,
+                content=m.group("content"), context=(m.groupdict().get("lead") or ""),
+                cue_text=m.group("cue"), after=text[cue[1]:cue[1] + 16],
             )
+    for order, slot_rule in enumerate(rule_set.slots, start=len(rule_set.rules)):
+        for m in slot_rule.regex.finditer(text):
+            if slot_rule.lead_reject is not None and slot_rule.lead_reject.search(_clause_before(text, m.start())):
+                continue
+            fact = _slot_fact(rule_set, slot_rule.slot, m)
+            if fact is not None:
+                yield _Candidate(rule_set, fact.category, _PREFIX, m.span(), m.start(), order,
+                                 m.group("x") or "", _clause_before(text, m.start()), fact=fact)
 
 
 def _without_overlaps(candidates: Iterable[_Candidate]) -> list[_Candidate]:
@@ -367,8 +299,55 @@ def _without_overlaps(candidates: Iterable[_Candidate]) -> list[_Candidate]:
     return sorted(kept, key=lambda c: (c.position, c.order))
 
 
+# -- what is not the user's statement ----------------------------------------------------------
+
+_SENTENCE_END = re.compile("[.!?;…。！？；．\n\r\u2028\u2029]")
+_QUESTION_END = "?？"
+_CLAUSE_END = re.compile("[" + re.escape(".,;!?…。，、！？；．､｡" + LINE_BREAKS) + "]")
+_COMPLEMENTIZER = re.compile(r"^\s*(?:that|что|чтобы|будто|мол)\b", re.IGNORECASE)
+
+
+def _clause_before(text: str, at: int) -> str:
+    start = max((m.end() for m in _CLAUSE_END.finditer(text, max(0, at - 300), at)), default=max(0, at - 300))
+    return text[start:at]
+
+
+def _guarded(text: str, c: _Candidate) -> bool:
+    """True when the match is a question, a hypothetical or reported speech: the user did
+    not state it as a fact about themselves."""
+    start, end = c.position, max(c.cue[1], c.position + len(c.content))
+    if c.fact is None:
+        end = c.cue[1] + len(c.content) if c.direction == _PREFIX else c.cue[1]
+    sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, max(0, start - 400), start)),
+                         default=max(0, start - 400))
+    closing = _SENTENCE_END.search(text, end)
+    if closing is not None and closing.group(0) in _QUESTION_END:
+        return True
+    guards = c.rule_set.guards
+    if guards.before.search(text[sentence_start:start]):
+        return True
+    if guards.after is not None and guards.after.search(text[end:closing.start() if closing else len(text)]):
+        return True
+    return _reported(text, start, guards.reported)
+
+
+def _reported(text: str, start: int, reported: re.Pattern[str]) -> bool:
+    """Someone else's words: a reporting verb earlier in the clause, or in the clause
+    before when this one opens with "that"/"что" ("она думает, что я люблю чай")."""
+    clause = _clause_before(text, start)
+    if reported.search(clause):
+        return True
+    if _COMPLEMENTIZER.search(clause):
+        clause_start = start - len(clause)
+        return bool(reported.search(_clause_before(text, max(0, clause_start - 1))))
+    return False
+
+
+# -- building facts ----------------------------------------------------------------------------
+
+
 def _to_fact(candidate: _Candidate) -> Fact | None:
-    """Clean a candidate into a fact, or None when nothing worth keeping is left."""
+    """Clean a cue match into a fact, or None when nothing worth keeping is left."""
     rules = candidate.rule_set
     raw, context = candidate.content, candidate.context
     if rules.strip_leading is not None and (topic := rules.strip_leading.match(raw)):
@@ -377,12 +356,47 @@ def _to_fact(candidate: _Candidate) -> Fact | None:
         return None
     if rules.strip_trailing is not None:
         raw = rules.strip_trailing.sub("", raw.strip())
-    content = _sanitize(raw)
-    slug = slugify(content) if content else ""
+    phrase = _sanitize(raw)
+    slug = slugify(key_phrase(rules.language, phrase)) if phrase else ""
     if not slug:  # only punctuation: no key that could tell two such facts apart
         return None
     category = candidate.category
-    return Fact(category, CATEGORY_TYPES[category], f"{category}:{slug}", content, rules.language)
+    negated = bool(rules.negation_after is not None and rules.negation_after.match(candidate.after))
+    negative = bool(rules.negative.search(candidate.cue_text)) != negated
+    content = statement(rules.language, category, candidate.direction == _SUFFIX, candidate.cue_text, phrase, negated)
+    return Fact(category, CATEGORY_TYPES[category], f"{category}:{slug}", content[:MAX_CONTENT_CHARS].rstrip(),
+                rules.language, NEGATIVE if negative else POSITIVE, phrase)
+
+
+_FORMAT_FIELD = re.compile(r"\{(\w+)\}")
+# What a place or name may not end with: the connectors a capitalized run lets in.
+_TRAILING_CONNECTORS = re.compile(r"(?:\s+(?:de|da|do|del|upon|am|la|the))+$")
+
+
+def _slot_fact(rule_set: _RuleSet, slot: Slot, m: re.Match[str]) -> Fact | None:
+    """An everyday fact from a slot match: its key from the slugs of the groups the key
+    names, its statement from the groups themselves. None when a key part is empty."""
+    language = rule_set.language
+    values = {name: _TRAILING_CONNECTORS.sub("", " ".join((value or "").split()))
+              for name, value in m.groupdict().items()}
+    parts: dict[str, str] = {}
+    for name in _FORMAT_FIELD.findall(slot.key):
+        parts[name] = slugify(key_word(key_phrase(language, values.get(name, ""))))
+        if not parts[name]:
+            return None
+    if values.get("x") and _sanitize(values["x"]) is None:
+        return None
+    negative = bool(values.get("neg"))
+    template = slot.negative if negative and slot.negative else slot.statement
+    said = {name: value_in_statement(language, value) for name, value in values.items()}
+    for name in ("rel", "s"):
+        word = said.get(name, "")
+        said[name] = word.lower() if language in ("en", "ru") else word
+        said[name.capitalize()] = said[name][:1].upper() + said[name][1:]
+    content = " ".join(template.format(**said).split())[:MAX_CONTENT_CHARS].rstrip()
+    category = slot.category
+    return Fact(category, CATEGORY_TYPES[category], slot.key.format(**parts), content, language,
+                NEGATIVE if negative else POSITIVE, values.get("x") or values.get("rel") or values.get("s") or "")
 
 
 def _sanitize(raw: str) -> str | None:

@@ -162,7 +162,7 @@ def test_extract_inject_retrieve_in_camel_case(rest):
 
     retrieved = ok(rest, "POST", "/api/memory/retrieve", {"apiKeyId": OWNER, "query": "concise answers",
                                                           "maxTokens": 50, "strategy": "hybrid"})
-    assert retrieved["memories"][0]["content"] == "concise answers"
+    assert retrieved["memories"][0]["content"] == "User prefers concise answers"
     assert retrieved["totalTokens"] == sum(m["tokens"] for m in retrieved["memories"]) <= 50
     assert retrieved["resolution"]["strategyUsed"]
     assert_camel_case(retrieved)

@@ -175,8 +175,8 @@ def test_pending_then_confirmed_then_promoted_by_evidence(handle, stubs, clock):
     r = reflections(handle, "Mia")[("preference:green_tea", 1)]
     assert r.status == "promoted" and r.memory_id
     [memory] = memories_of(stubs, "Mia")
-    assert (memory.id, memory.key, memory.content, memory.type) == (r.memory_id, "preference:green_tea", "green tea",
-                                                                   "factual")
+    assert (memory.id, memory.key, memory.content, memory.type) == (
+        r.memory_id, "preference:green_tea", "User loves green tea", "factual")
     assert memory.metadata["source"] == "reflection" and memory.metadata["polarity"] == "positive"
 
 

@@ -131,13 +131,14 @@ def test_extract_stores_facts_and_next_inject_uses_them(server, stubs):
     enable(stubs)
     extracted = extract(stubs)
     assert extracted.stored == 2 and extracted.accepted is False and extracted.skipped_reason == ""
+    # Each fact is stored as a statement that stands alone: subject, verb and object.
     assert {(f.key, f.content, f.type) for f in extracted.facts} == {
-        ("preference:concise_answers", "concise answers", "factual"),
-        ("pattern:answer_in_bullet_points", "answer in bullet points", "factual"),
+        ("preference:concise_answers", "User prefers concise answers", "factual"),
+        ("pattern:answer_in_bullet_points", "User usually answers in bullet points", "factual"),
     }
     listed = listing(stubs)
     assert listed.total == 2
-    assert {m.content for m in listed.data} == {"concise answers", "answer in bullet points"}
+    assert {m.content for m in listed.data} == {"User prefers concise answers", "User usually answers in bullet points"}
     for m in listed.data:
         assert m.api_key_id == OWNER and m.type == "factual"
         assert dict(m.metadata)["source"] == "llm_response"
@@ -156,6 +157,70 @@ def test_extract_stores_facts_and_next_inject_uses_them(server, stubs):
     # Extracting the same text again updates in place: the table does not grow.
     assert extract(stubs).stored == 2
     assert listing(stubs).total == 2
+
+
+def test_a_contradiction_replaces_the_old_fact_instead_of_adding_one(server, stubs):
+    enable(stubs)
+    assert extract(stubs, "I like tea.").stored == 1
+    [before] = listing(stubs).data
+    assert (before.key, before.content, dict(before.metadata)["polarity"]) == ("preference:tea", "User likes tea",
+                                                                               "positive")
+    assert extract(stubs, "I don't like tea anymore.").stored == 1
+    [after] = listing(stubs).data
+    assert after.id == before.id and after.key == "preference:tea"
+    assert after.content == "User does not like tea anymore" and dict(after.metadata)["polarity"] == "negative"
+    # The same in Russian: one fact about tea, now negative.
+    extract(stubs, "Я люблю чай.", api_key_id="key-ru")
+    extract(stubs, "Я больше не люблю чай.", api_key_id="key-ru")
+    [ru] = listing(stubs, "key-ru").data
+    assert (ru.key, ru.content) == ("preference:чай", "Пользователь больше не любит чай")
+
+
+EVERYDAY_TEXT = (
+    "Hi, my name is Anna. I live in Lyon. I'm vegetarian and I'm allergic to peanuts. "
+    "I have two kids and a cat named Miso. I'm a nurse. Always reply in French. "
+    "I don't like long answers. My wife is a doctor. My wife prefers tea. "
+    "If I liked coffee, I would say so. Do I like jazz?"
+)
+
+
+def test_extract_stores_self_contained_everyday_facts_and_nothing_else(server, stubs):
+    enable(stubs)
+    out = extract(stubs, EVERYDAY_TEXT)
+    stored = {m.key: m.content for m in listing(stubs).data}
+    assert out.stored == len(stored) == 9
+    assert stored == {
+        "name:user": "User's name is Anna",
+        "location:home": "User lives in Lyon",
+        "diet:vegetarian": "User is vegetarian",
+        "diet:allergy_peanuts": "User is allergic to peanuts",
+        "family:children": "User has two kids",
+        "profession:job": "User is a nurse",
+        "language:reply": "User wants replies in French",
+        "preference:long_answers": "User does not like long answers",
+        "family:wife_profession": "User's wife is a doctor",
+    }
+    # The memory that reaches the model keeps the negation.
+    body = {"model": "gpt-4o", "messages": [{"role": "user", "content": "long answers"}]}
+    messages = as_dict(inject(stubs, body).request)["messages"]
+    assert "User does not like long answers" in messages[0]["content"]
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    ("私の名前は田中です。東京に住んでいます。子供が二人います。日本語で返事してください。もし猫が好きなら教えて。",
+     {"name:user": "ユーザーの名前は田中", "location:home": "ユーザーは東京に住んでいる",
+      "family:children": "ユーザーには子供が二人いる", "language:reply": "ユーザーは日本語での返答を希望している"}),
+    ("我叫李明。我住在北京。我是素食者。请用中文回答。他说我喜欢茶。",
+     {"name:user": "用户的名字是李明", "location:home": "用户住在北京", "diet:vegetarian": "用户是素食者",
+      "language:reply": "用户希望用中文回复"}),
+    ("Меня зовут Анна. Я живу в Москве. Я работаю врачом. Отвечай на русском. Я люблю чай?",
+     {"name:user": "Пользователя зовут Анна", "location:home": "Пользователь живёт в Москве",
+      "profession:job": "Пользователь работает врачом", "language:reply": "Пользователь просит отвечать на русском"}),
+], ids=["ja", "zh", "ru"])
+def test_extract_stores_everyday_facts_in_every_language(server, stubs, text, expected):
+    enable(stubs)
+    assert extract(stubs, text).stored == len(expected)
+    assert {m.key: m.content for m in listing(stubs).data} == expected
 
 
 def test_inject_fits_the_max_tokens_setting(server, stubs):
@@ -200,7 +265,7 @@ def test_disabled_memory_neither_extracts_nor_injects(server, stubs):
     resp = extract(stubs, "I prefer green tea.", wait=False)
     assert resp.accepted is False and "disabled" in resp.skipped_reason
     assert listing(stubs).total == 2
-    assert "green tea" not in {m.content for m in listing(stubs).data}
+    assert not any("green tea" in m.content for m in listing(stubs).data)
 
     injected = inject(stubs)
     assert_unchanged(injected, CHAT)
@@ -239,8 +304,8 @@ def test_opt_out_header_with_other_values_keeps_memory_on(enabled, value):
 
 def test_session_scope_keeps_sessions_apart(server, stubs):
     enable(stubs, scope="session")
-    assert extract(stubs, "I prefer tea", session_id="s1").stored == 1
-    assert extract(stubs, "I prefer coffee", session_id="s2").stored == 1
+    assert extract(stubs, "I like tea", session_id="s1").stored == 1
+    assert extract(stubs, "I like coffee", session_id="s2").stored == 1
     body = {"messages": [{"role": "user", "content": "Do I like tea or coffee?"}]}
 
     s1 = as_dict(inject(stubs, body, session_id="s1").request)["messages"][0]["content"]
@@ -284,7 +349,8 @@ def test_extract_without_wait_acknowledges_then_stores(server, stubs):
     resp = extract(stubs, wait=False)
     assert resp.accepted is True and resp.stored == 0 and len(resp.facts) == 2
     wait_until(lambda: listing(stubs).total == 2, what="background extraction to store 2 memories")
-    assert {m.content for m in listing(stubs).data} == {"concise answers", "answer in bullet points"}
+    assert {m.content for m in listing(stubs).data} == {"User prefers concise answers",
+                                                         "User usually answers in bullet points"}
 
 
 def test_background_extraction_failure_is_logged_never_returned(server, stubs, caplog):

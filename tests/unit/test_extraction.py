@@ -22,7 +22,8 @@ from memsvc.core.extraction import (
 
 
 def summary(text: str) -> list[tuple[str, str, str, str]]:
-    return [(f.key, f.content, f.type, f.category) for f in extract_facts(text)]
+    """(key, the user's words the fact is about, type, category) of each fact."""
+    return [(f.key, f.phrase, f.type, f.category) for f in extract_facts(text)]
 
 
 # -- the reference's examples, exactly ---------------------------------------------------------------
@@ -115,7 +116,7 @@ ENGLISH = [
 @pytest.mark.parametrize(("text", "category", "content"), ENGLISH, ids=[t for t, _, _ in ENGLISH])
 def test_english_rules(text: str, category: str, content: str) -> None:
     [fact] = extract_facts(text)
-    assert (fact.category, fact.content, fact.type, fact.language) == (
+    assert (fact.category, fact.phrase, fact.type, fact.language) == (
         category,
         content,
         CATEGORY_TYPES[category],
@@ -132,8 +133,8 @@ def test_cues_only_at_word_boundaries_and_within_a_line(text: str) -> None:
 
 
 def test_a_capture_stops_at_a_clause_end() -> None:
-    for end in ".,;!?\n。，":
-        assert [f.content for f in extract_facts(f"I prefer vim{end}and more")] == ["vim"]
+    for end in ".,;!\n。，":
+        assert [f.phrase for f in extract_facts(f"I prefer vim{end}and more")] == ["vim"]
 
 
 def test_cues_do_not_swallow_each_other() -> None:
@@ -141,20 +142,20 @@ def test_cues_do_not_swallow_each_other() -> None:
     assert summary("I don't like cilantro") == [
         ("preference:cilantro", "cilantro", "factual", "preference")
     ]
-    assert [f.content for f in extract_facts("I'm going to use Bun")] == ["Bun"]
+    assert [f.phrase for f in extract_facts("I'm going to use Bun")] == ["Bun"]
 
 
 def test_a_cue_inside_another_facts_content_still_counts() -> None:
-    assert [(f.category, f.content) for f in extract_facts("I always say I prefer tabs")] == [
+    assert [(f.category, f.phrase) for f in extract_facts("I always say I prefer tabs")] == [
         ("pattern", "say I prefer tabs"),
         ("preference", "tabs"),
     ]
 
 
-def test_dedup_keeps_the_first_occurrence_in_text_order() -> None:
+def test_one_fact_per_key_in_first_appearance_order_and_the_later_statement_wins() -> None:
     facts = extract_facts("I prefer Vim. I always test. I prefer vim! I chose Rust. I prefer VIM")
-    assert [(f.key, f.content) for f in facts] == [
-        ("preference:vim", "Vim"),
+    assert [(f.key, f.phrase) for f in facts] == [
+        ("preference:vim", "VIM"),
         ("pattern:test", "test"),
         ("decision:rust", "Rust"),
     ]
@@ -167,24 +168,24 @@ def test_same_content_in_two_categories_gives_two_facts() -> None:
 
 def test_content_is_cut_at_500_characters() -> None:
     [fact] = extract_facts("I prefer " + "a" * 600 + ". done")
-    assert fact.content == "a" * 500
+    assert fact.phrase == "a" * 500
     assert fact.key == "preference:" + "a" * 40
 
 
 def test_a_cut_never_leaves_trailing_space() -> None:
     [fact] = extract_facts("I prefer " + "word " * 200)
-    assert len(fact.content) == 499 and fact.content == fact.content.strip()
+    assert len(fact.phrase) == 499 and fact.phrase == fact.phrase.strip()
 
 
 def test_whitespace_is_collapsed() -> None:
     [fact] = extract_facts("I prefer   dark \t mode   ")
-    assert fact.content == "dark mode"
+    assert fact.phrase == "dark mode"
 
 
 def test_minimum_length_is_3_for_alphabetic_and_2_for_cjk() -> None:
     assert extract_facts("I like Go") == []
-    assert [f.content for f in extract_facts("I like Vue")] == ["Vue"]
-    assert [f.content for f in extract_facts("I like 香菜")] == ["香菜"]
+    assert [f.phrase for f in extract_facts("I like Vue")] == ["Vue"]
+    assert [f.phrase for f in extract_facts("I like 香菜")] == ["香菜"]
     assert extract_facts("I like 猫") == []
 
 
@@ -234,12 +235,8 @@ OTHER_LANGUAGES = [
 )
 def test_other_language_rules(language: str, text: str, category: str, content: str) -> None:
     [fact] = extract_facts(text)
-    assert fact == Fact(
-        category=category,
-        type=CATEGORY_TYPES[category],
-        key=f"{category}:{slugify(content)}",
-        content=content,
-        language=language,
+    assert (fact.category, fact.type, fact.key, fact.phrase, fact.language) == (
+        category, CATEGORY_TYPES[category], f"{category}:{slugify(content)}", content, language,
     )
 
 
@@ -265,7 +262,7 @@ def test_the_seed_paragraph_in_japanese() -> None:
         "TypeScript が好みです。このプロジェクトでは Postgres を使います。"
         "私は常にプッシュ前にコミットします。Python は好きではありません。"
     )
-    assert [(f.category, f.content) for f in extract_facts(text)] == [
+    assert [(f.category, f.phrase) for f in extract_facts(text)] == [
         ("preference", "TypeScript"),
         ("decision", "Postgres"),
         ("pattern", "プッシュ前にコミットします"),
@@ -288,7 +285,7 @@ def test_the_seed_paragraph_in_russian() -> None:
 
 def test_mixed_text_runs_english_and_the_detected_language() -> None:
     facts = extract_facts("I prefer dark mode. 私はコーヒーが好きです。")
-    assert [(f.language, f.content) for f in facts] == [("en", "dark mode"), ("ja", "コーヒー")]
+    assert [(f.language, f.phrase) for f in facts] == [("en", "dark mode"), ("ja", "コーヒー")]
 
 
 @pytest.mark.parametrize(
@@ -337,6 +334,7 @@ def test_fact_metadata_shape() -> None:
         "extractedAt": "2024-05-01T12:30:15.123Z",
         "source": "llm_response",
         "language": "en",
+        "polarity": "positive",
     }
     assert datetime.fromisoformat(meta["extractedAt"].replace("Z", "+00:00")) == when.replace(
         microsecond=123000
@@ -375,9 +373,9 @@ def test_extraction_invariants(text: str) -> None:
         assert fact.category in CATEGORY_TYPES
         assert fact.type == CATEGORY_TYPES[fact.category]
         assert fact.key.startswith(fact.category + ":")
-        assert fact.key == f"{fact.category}:{slugify(fact.content)}"
-        assert 2 <= len(fact.content) <= 500
-        assert fact.content == fact.content.strip()
+        assert fact.key == f"{fact.category}:{slugify(fact.phrase)}"
+        assert 2 <= len(fact.phrase) <= 500
+        assert fact.phrase == fact.phrase.strip()
         assert fact.language in ("en", "ja", "zh", "ru")
 
 
