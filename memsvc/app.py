@@ -8,9 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from memsvc.backends import create_backend
 from memsvc.characters.service import Characters
 from memsvc.config import Config
 from memsvc.core.background import BackgroundWriter
+from memsvc.core.backend_manager import BackendManager, RoutedEvents
 from memsvc.core.credentials import Credentials
 from memsvc.core.engine import Engine
 from memsvc.core.introspection import Introspection
@@ -45,6 +47,7 @@ class App:
     reindexer: Reindexer
     metrics: Metrics
     credentials: Credentials
+    backends: BackendManager
 
     @classmethod
     def open(cls, config: Config) -> "App":
@@ -61,7 +64,11 @@ class App:
         settings = Settings(store)
         background = BackgroundWriter()
         vectors, qdrant_settings = cls._vector_tier(config, database, backend, settings, store, background)
-        memories = Memories(backend, events=vectors)
+        backends = BackendManager(backend, settings, create_backend, health_interval_s=config.backend_health_s,
+                                  retry_s=config.backend_retry_s)
+        backends.initialize()
+        events = RoutedEvents(vectors, backends)
+        memories = Memories(backends, events=events)
         retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
                               rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion])
         characters = Characters(config, database, memories)
@@ -69,15 +76,16 @@ class App:
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex)
         metrics = Metrics(StateSources(db_path=str(config.db_path), embedding_cache=vectors.embeddings.cache.stats,
                                        reindex=lambda: _reindex_gauges(reindexer)))
-        engine = Engine(backend, settings, background, retriever, events=vectors,
+        engine = Engine(backend, settings, background, retriever, events=events,
                         on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)),
-                        access_delay_s=config.access_flush_s)
+                        access_delay_s=config.access_flush_s, writer=backends, backend_retrieval=backends.retrieve)
         return cls(config=config, database=database, backend=backend, memories=memories, settings=settings,
                    engine=engine, background=background, characters=characters, vectors=vectors,
                    qdrant_settings=qdrant_settings,
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
-                                               retrieval=retriever.status),
-                   reindexer=reindexer, metrics=metrics, credentials=Credentials(SqliteCredentialStore(database)))
+                                               retrieval=retriever.status, backends=backends.check_all),
+                   reindexer=reindexer, metrics=metrics, credentials=Credentials(SqliteCredentialStore(database)),
+                   backends=backends)
 
     @staticmethod
     def _vector_tier(config: Config, database: Database, backend: SqliteMemoryBackend, settings: Settings,
@@ -100,6 +108,7 @@ class App:
         included), then close the database."""
         self.metrics.close()
         self.characters.close()
+        self.backends.shutdown()
         self.engine.access.flush()
         self.background.drain()
         self.vectors.qdrant.close()

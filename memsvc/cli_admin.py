@@ -71,6 +71,9 @@ def status_table(status: dict[str, Any]) -> str:
     """Engine status as aligned `section  field  value` rows."""
     rows = []
     for section, fields in status.items():
+        if isinstance(fields, list):  # one row per item (the backends), named by its name
+            fields = {str(item.get("name", i)): {k: v for k, v in item.items() if k != "name"}
+                      for i, item in enumerate(fields)}
         for name, value in fields.items():
             if isinstance(value, dict):
                 value = ", ".join(f"{k}={v}" for k, v in value.items())

@@ -74,6 +74,8 @@ class Config:
     sqlite_cache_mb: int = _opt(16, "MEMSVC_SQLITE_CACHE_MB", "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)", parse=int)
     workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models)", parse=int)
     max_message_bytes: int = _opt(16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int)
+    backend_health_s: float = _opt(30.0, "MEMSVC_BACKEND_HEALTH_S", "seconds between health checks of the configured memory backends (a fallback found healthy gets its pending updates and deletes at once)", parse=float)
+    backend_retry_s: float = _opt(1.0, "MEMSVC_BACKEND_RETRY_S", "first retry delay, in seconds, of an update or delete replayed on a fallback backend that failed (doubling, at most 60 s, 50 attempts)", parse=float)
     access_flush_s: float = _opt(1.0, "MEMSVC_ACCESS_FLUSH_S", "seconds retrieval access counters gather before one background write (0 = right after each retrieval)", parse=float)
     metrics_host: str = _opt("127.0.0.1", "MEMSVC_METRICS_HOST", "Prometheus /metrics bind address")
     metrics_port: int = _opt(9464, "MEMSVC_METRICS_PORT", "Prometheus /metrics port (0 picks a free one, -1 turns it off)", flag="--metrics-port", parse=int)
@@ -138,6 +140,8 @@ class Config:
             raise ConfigError("MEMSVC_WORKERS must be at least 1")
         if not 0 <= self.access_flush_s <= 3600:
             raise ConfigError("MEMSVC_ACCESS_FLUSH_S must be 0..3600")
+        if not (0.05 <= self.backend_health_s <= 86400 and 0.01 <= self.backend_retry_s <= 3600):
+            raise ConfigError("MEMSVC_BACKEND_HEALTH_S must be 0.05..86400 and MEMSVC_BACKEND_RETRY_S 0.01..3600")
         if self.sqlite_cache_mb < 1:
             raise ConfigError("MEMSVC_SQLITE_CACHE_MB must be at least 1")
         if self.storage_mode not in ("read-write", "read-only", "maintenance"):

@@ -16,6 +16,7 @@ from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeR
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
 from memsvc.core.credentials import Credential, IssuedCredential
 from memsvc.core.errors import ValidationError
+from memsvc.core.backend_manager import BackendStatus
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection import InjectOptions
 from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
@@ -218,7 +219,7 @@ def settings_to_pb(s: MemorySettings) -> settings_pb2.MemorySettings:
         scope=s.scope, skills_enabled=s.skills_enabled, embedding_source=s.embedding_source,
         transformers_enabled=s.transformers_enabled, static_enabled=s.static_enabled,
         rerank_enabled=s.rerank_enabled, vector_store=s.vector_store, primary_backend=s.primary_backend,
-        fallback_backends=list(s.fallback_backends), backend_configs=dict_to_struct(s.backend_configs),
+        fallback_backends=list(s.fallback_backends), backend_configs=dict_to_struct(s.public_backend_configs()),
     )
     for name in ("embedding_provider_model", "custom_base_url", "custom_model_id", "rerank_provider_model"):
         value = getattr(s, name)
@@ -247,7 +248,8 @@ def retrieved_to_pb(item: RetrievedItem) -> engine_pb2.RetrievedMemory:
 def resolution_to_pb(r: Resolution) -> engine_pb2.Resolution:
     return engine_pb2.Resolution(embedding_source=r.embedding_source, embedding_model=r.embedding_model,
                                  vector_store=r.vector_store, strategy_used=r.strategy_used,
-                                 rerank_applied=r.rerank_applied, fallback_reason=r.fallback_reason)
+                                 rerank_applied=r.rerank_applied, fallback_reason=r.fallback_reason,
+                                 backend=r.backend)
 
 
 def retrieve_args_from_pb(req: engine_pb2.RetrieveRequest) -> dict[str, Any]:
@@ -341,7 +343,16 @@ def engine_status_to_pb(status: dict[str, Any]) -> engine_pb2.EngineStatus:
         rerank=engine_pb2.RerankStatus(enabled=rr["enabled"], provider=rr["provider"] or "", model=rr["model"] or "",
                                        available=rr["available"], reason=rr["reason"] or ""),
         retrieval=engine_pb2.RetrievalStatus(**status["retrieval"]),
+        backends=[backend_status_to_pb(b) for b in status.get("backends", [])],
     )
+
+
+def backend_status_to_pb(b: BackendStatus) -> engine_pb2.BackendStatus:
+    pb = engine_pb2.BackendStatus(name=b.name, type=b.kind, role=b.role, healthy=b.healthy, latency_ms=b.latency_ms,
+                                  error=b.error, pending_syncs=b.pending_syncs)
+    if b.checked_at is not None:
+        pb.checked_at.CopyFrom(to_timestamp(b.checked_at))
+    return pb
 
 
 def _models_pb(models: list[dict[str, Any]]) -> list[engine_pb2.EmbeddingModel]:

@@ -97,11 +97,21 @@ def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
         v.add(name, f"must be at most {limit} characters")
 
 
+#: Retrieval through a pluggable primary backend's own search; None when SQLite is the
+#: primary (see memsvc.core.backend_manager.BackendManager.retrieve).
+BackendRetrieval = Callable[[RetrievalRequest], "RetrievalResult | None"]
+
+
 class Engine:
     def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter,
                  retriever: Retriever | None = None, events: MemoryEvents | None = None,
-                 on_retrieval: Callable[[Resolution], None] | None = None, access_delay_s: float = 0.0):
+                 on_retrieval: Callable[[Resolution], None] | None = None, access_delay_s: float = 0.0,
+                 writer: Any = None, backend_retrieval: BackendRetrieval | None = None):
+        """`writer` stores extracted facts (the backend router: the primary backend), by
+        default `backend`; `backend_retrieval` answers retrievals when the primary is not SQLite."""
         self._backend = backend
+        self._writer = writer or backend
+        self._backend_retrieval: BackendRetrieval = backend_retrieval or (lambda request: None)
         self._settings = settings
         self._retriever = retriever or Retriever(backend)
         self._background = background
@@ -131,7 +141,7 @@ class Engine:
             raise PermissionDeniedError("scope global is not enabled in the memory settings")
         if not settings.enabled:
             return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="memory is disabled"))
-        result = self._retriever.retrieve(RetrievalRequest(
+        result = self._run(RetrievalRequest(
             api_key_id=api_key_id, query=query, strategy=strategy or settings.strategy,
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
             scope=retrieval_scope(scope or settings.scope), session_id=session_id or None,
@@ -155,11 +165,16 @@ class Engine:
         v.raise_if_any()
         settings = self._settings.get()
         scope = retrieval_scope(settings.scope if api_key_id else "global")
-        return self._retriever.retrieve(RetrievalRequest(
+        return self._run(RetrievalRequest(
             api_key_id=api_key_id or None, query=query, strategy=strategy or "hybrid",
             max_tokens=2000 if max_tokens is None else max_tokens, scope=scope, session_id=session_id or None,
             retention_days=settings.retention_days, limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
         ))
+
+    def _run(self, request: RetrievalRequest) -> RetrievalResult:
+        """The primary backend's own search when it is not SQLite, else SQLite's tiers."""
+        result = self._backend_retrieval(request)
+        return result if result is not None else self._retriever.retrieve(request)
 
     # ---- injection ----
 
@@ -210,7 +225,7 @@ class Engine:
 
     def _store(self, drafts: list[NewMemory]) -> int:
         """All facts of a call or none, with their vectors, in one transaction."""
-        return len(store_drafts(self._backend, self._events, drafts, each=False))
+        return len(store_drafts(self._writer, self._events, drafts, each=False))
 
     @staticmethod
     def _facts(*texts: str) -> list[Fact]:

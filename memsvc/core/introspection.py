@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from memsvc.core.backend_manager import BackendStatus
 from memsvc.core.errors import PreconditionError, UnavailableError, ValidationError, Violations
 from memsvc.core.models import SearchScope, utcnow
 from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
@@ -35,12 +36,14 @@ class QdrantHit:
 
 class Introspection:
     def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
-                 qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]]):
+                 qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]],
+                 backends: Callable[[], list[BackendStatus]] | None = None):
         self._keyword_probe = keyword_probe
         self._vectors = vectors
         self._settings = settings
         self._qdrant_settings = qdrant_settings
         self._retrieval = retrieval  # Retriever.status: the fusion in use
+        self._backends = backends or (lambda: [])  # BackendManager.check_all: every backend probed now
 
     # ---- engine status ----
 
@@ -59,6 +62,7 @@ class Introspection:
             "qdrant": self._qdrant_status(),
             "rerank": self._vectors.embeddings.rerank_status(settings),
             "retrieval": self._retrieval(),
+            "backends": self._backends(),
         }
 
     def _qdrant_status(self) -> dict[str, Any]:

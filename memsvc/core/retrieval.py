@@ -104,6 +104,8 @@ class Resolution:
     embedding_model: str = ""
     vector_store: str = "none"
     rerank_applied: bool = False
+    #: The memory backend whose data answered: sqlite, or the backend whose own search ran.
+    backend: str = "sqlite"
 
 
 @dataclass(frozen=True)

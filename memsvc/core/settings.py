@@ -14,6 +14,7 @@ import threading
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
+from memsvc.core import backend_settings
 from memsvc.core.errors import Violations
 from memsvc.core.url_policy import check_resolved
 
@@ -21,7 +22,6 @@ STRATEGIES = ("recent", "semantic", "hybrid")
 SCOPES = ("apiKey", "session", "global")
 EMBEDDING_SOURCES = ("remote", "static", "transformers", "auto")
 VECTOR_STORES = ("sqlite-vec", "qdrant", "auto")
-BACKENDS = ("sqlite",)
 MAX_TOKENS_RANGE = (0, 16000)
 RETENTION_RANGE = (1, 365)
 MAX_STRING = 2048
@@ -57,11 +57,18 @@ class MemorySettings:
     vector_store: str = "auto"
     primary_backend: str = "sqlite"
     fallback_backends: tuple[str, ...] = ()
-    backend_configs: dict[str, Any] = field(default_factory=dict)
+    #: Holds backend keys: never in repr; clients see `public_backend_configs()`.
+    backend_configs: dict[str, Any] = field(default_factory=dict, repr=False)
 
     def to_api(self) -> dict[str, Any]:
-        """Every field under its API (camelCase) name."""
-        return {s.api: getattr(self, s.attr) for s in SPECS}
+        """Every field under its API (camelCase) name, backend keys masked."""
+        out = {s.api: getattr(self, s.attr) for s in SPECS}
+        out["backendConfigs"] = self.public_backend_configs()
+        return out
+
+    def public_backend_configs(self) -> dict[str, Any]:
+        """backendConfigs without the keys (hasApiKey and apiKeyMasked instead)."""
+        return backend_settings.masked(self.backend_configs)
 
 
 # ---- field kinds: (lenient read, strict write) pairs ----
@@ -147,19 +154,22 @@ def _provider_model(value: str) -> str | None:
     return None if provider and model else 'must look like "provider/model"'
 
 
-def _list_kind(allowed: tuple[str, ...]):
+def _backend_name_kind():
+    """A backend name; whether it is defined is checked with backendConfigs (see
+    `normalize` and `validate_update`)."""
+    def read(value: Any, default: str) -> str:
+        return value if backend_settings.is_name(value) else default
+
+    return read, backend_settings.name_problem
+
+
+def _backend_list_kind():
     def read(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
         if not isinstance(value, list):
             return default
-        return tuple(v for v in value if isinstance(v, str) and v in allowed)
+        return tuple(dict.fromkeys(v for v in value if backend_settings.is_name(v)))
 
-    def write(value: Any) -> str | None:
-        if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-            return "must be a list of strings"
-        unknown = [v for v in value if v not in allowed]
-        return f"unknown backends {unknown}; available: {', '.join(allowed)}" if unknown else None
-
-    return read, write
+    return read, backend_settings.names_problem
 
 
 def _object_kind():
@@ -220,20 +230,28 @@ SPECS: tuple[Spec, ...] = (
     spec("rerankEnabled", "rerank_enabled", _BOOL),
     spec("rerankProviderModel", "rerank_provider_model", _nullable_str_kind(_provider_model)),
     spec("vectorStore", "vector_store", _enum_kind(VECTOR_STORES)),
-    spec("primaryBackend", "primary_backend", _enum_kind(BACKENDS)),
-    spec("fallbackBackends", "fallback_backends", _list_kind(BACKENDS)),
+    spec("primaryBackend", "primary_backend", _backend_name_kind()),
+    spec("fallbackBackends", "fallback_backends", _backend_list_kind()),
     spec("backendConfigs", "backend_configs", _object_kind()),
 )
 _BY_API = {s.api: s for s in SPECS}
 
 
 def normalize(stored: Mapping[str, Any]) -> MemorySettings:
-    """Lenient: whatever is stored becomes a valid MemorySettings."""
-    return read_specs(SPECS, MemorySettings, stored)
+    """Lenient: whatever is stored becomes a valid MemorySettings; a primary or fallback
+    that backendConfigs does not define is dropped (the primary becomes sqlite)."""
+    settings = read_specs(SPECS, MemorySettings, stored)
+    known = {backend_settings.SQLITE, *settings.backend_configs}
+    return replace(settings, primary_backend=settings.primary_backend if settings.primary_backend in known else
+                   backend_settings.SQLITE,
+                   fallback_backends=tuple(f for f in settings.fallback_backends if f in known))
 
 
-def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
-    """Strict: every violation at once; returns the values to store ("" → None)."""
+def validate_update(patch: Mapping[str, Any], current: MemorySettings | None = None) -> dict[str, Any]:
+    """Strict: every violation at once; returns the values to store ("" → None). The
+    backend fields are checked together, against `current` for those the patch leaves out,
+    and a backend entry without apiKey keeps the key `current` holds."""
+    current = current or MemorySettings()
     v = Violations()
     if not patch:
         v.add("settings", "nothing to update")
@@ -245,8 +263,14 @@ def validate_update(patch: Mapping[str, Any]) -> dict[str, Any]:
         problem = known.write(value)
         if problem:
             v.add(name, problem)
+    if not any(item.field in ("primaryBackend", "fallbackBackends", "backendConfigs") for item in v.items):
+        backend_settings.check(v.add, patch, current.backend_configs, current.primary_backend,
+                               current.fallback_backends)
     v.raise_if_any()
-    return {name: (None if value == "" else value) for name, value in patch.items()}
+    out = {name: (None if value == "" else value) for name, value in patch.items()}
+    if "backendConfigs" in out:
+        out["backendConfigs"] = backend_settings.with_stored_keys(out["backendConfigs"], current.backend_configs)
+    return out
 
 
 class NamespaceSettings(Generic[T]):
@@ -286,7 +310,7 @@ class Settings(NamespaceSettings[MemorySettings]):
     """Cached access to the memory settings of one store."""
 
     def __init__(self, store: SettingsStore):
-        super().__init__(store, NAMESPACE, normalize, validate_update)
+        super().__init__(store, NAMESPACE, normalize, lambda patch: validate_update(patch, self.get()))
 
     def update(self, patch: Mapping[str, Any]) -> MemorySettings:
         return self.save(patch)

@@ -1,5 +1,8 @@
+import datetime
+
 from google.api import annotations_pb2 as _annotations_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
+from google.protobuf import timestamp_pb2 as _timestamp_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -49,20 +52,22 @@ class RetrievedMemory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason")
+    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend")
     EMBEDDING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_USED_FIELD_NUMBER: _ClassVar[int]
     RERANK_APPLIED_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
+    BACKEND_FIELD_NUMBER: _ClassVar[int]
     embedding_source: str
     embedding_model: str
     vector_store: str
     strategy_used: str
     rerank_applied: bool
     fallback_reason: str
-    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ...) -> None: ...
+    backend: str
+    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("memories", "total_tokens", "resolution")
@@ -323,20 +328,42 @@ class RetrievalStatus(_message.Message):
     def __init__(self, fusion: _Optional[str] = ..., rrf_k: _Optional[int] = ..., list_top_k: _Optional[int] = ...) -> None: ...
 
 class EngineStatus(_message.Message):
-    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval")
+    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval", "backends")
     KEYWORD_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
     QDRANT_FIELD_NUMBER: _ClassVar[int]
     RERANK_FIELD_NUMBER: _ClassVar[int]
     RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
+    BACKENDS_FIELD_NUMBER: _ClassVar[int]
     keyword: KeywordStatus
     embedding: EmbeddingStatus
     vector_store: VectorStoreStatus
     qdrant: QdrantStatus
     rerank: RerankStatus
     retrieval: RetrievalStatus
-    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ...) -> None: ...
+    backends: _containers.RepeatedCompositeFieldContainer[BackendStatus]
+    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ..., backends: _Optional[_Iterable[_Union[BackendStatus, _Mapping]]] = ...) -> None: ...
+
+class BackendStatus(_message.Message):
+    __slots__ = ("name", "type", "role", "healthy", "latency_ms", "error", "pending_syncs", "checked_at")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    TYPE_FIELD_NUMBER: _ClassVar[int]
+    ROLE_FIELD_NUMBER: _ClassVar[int]
+    HEALTHY_FIELD_NUMBER: _ClassVar[int]
+    LATENCY_MS_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    PENDING_SYNCS_FIELD_NUMBER: _ClassVar[int]
+    CHECKED_AT_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    type: str
+    role: str
+    healthy: bool
+    latency_ms: float
+    error: str
+    pending_syncs: int
+    checked_at: _timestamp_pb2.Timestamp
+    def __init__(self, name: _Optional[str] = ..., type: _Optional[str] = ..., role: _Optional[str] = ..., healthy: _Optional[bool] = ..., latency_ms: _Optional[float] = ..., error: _Optional[str] = ..., pending_syncs: _Optional[int] = ..., checked_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class SummarizeRequest(_message.Message):
     __slots__ = ("older_than_days", "api_key_id", "dry_run", "all_tenants", "budget_tokens", "session_id")

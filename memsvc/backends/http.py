@@ -1,0 +1,150 @@
+"""The generic HTTP backend: adapts any REST memory API to memsvc's backends.
+
+Defaults follow the common memory REST shape: `POST /memories` creates, `GET /memories`
+lists (query parameters apiKeyId, sessionId, type, query, limit, offset), `GET|PUT|DELETE
+/memories/{id}` read, update and delete, `GET /memories/search` searches (query, apiKeyId,
+sessionId, limit, strategy, maxTokens, and `options` as one JSON text), `GET /health`
+answers 2xx when the store is usable. Every endpoint can be moved, every query parameter
+renamed, and the `{id}` placeholder renamed (`pathParams: {"id": "memoryId"}` fills
+`{memoryId}`). 404 means "not there" (get → None, update/delete → False); any other error
+status raises BackendError."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+from memsvc.backends.base import (
+    Connection,
+    RemoteBackend,
+    memory_from_json,
+    new_memory_json,
+    page_of,
+    patch_json,
+    path_segment,
+    to_iso,
+    unwrap_list,
+)
+from memsvc.core.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
+from memsvc.core.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult
+
+DEFAULT_ENDPOINTS: dict[str, str] = {
+    "search": "/memories/search", "create": "/memories", "list": "/memories", "get": "/memories/{id}",
+    "update": "/memories/{id}", "delete": "/memories/{id}", "health": "/health",
+}
+QUERY_PARAM_NAMES = ("query", "apiKeyId", "sessionId", "type", "limit", "offset", "strategy", "maxTokens",
+                     "options", "orderBy", "orderDir")
+PATH_PARAM_NAMES = ("id",)
+LIST_KEYS = ("data", "memories", "results", "items")
+
+
+@dataclass(frozen=True)
+class HttpBackendConfig:
+    connection: Connection
+    endpoints: Mapping[str, str] = field(default_factory=dict)
+    query_params: Mapping[str, str] = field(default_factory=dict)
+    path_params: Mapping[str, str] = field(default_factory=dict)
+
+    def endpoint(self, name: str) -> str:
+        return self.endpoints.get(name) or DEFAULT_ENDPOINTS[name]
+
+    def param(self, name: str) -> str:
+        return self.query_params.get(name) or name
+
+    def placeholder(self, name: str = "id") -> str:
+        return "{" + (self.path_params.get(name) or name) + "}"
+
+
+class HttpBackend(RemoteBackend):
+    kind = "http"
+
+    def __init__(self, name: str, config: HttpBackendConfig):
+        super().__init__(name, config.connection)
+        self.config = config
+
+    def _item_path(self, endpoint: str, memory_id: str) -> str:
+        return self.config.endpoint(endpoint).replace(self.config.placeholder(), path_segment(memory_id))
+
+    def _params(self, **values: Any) -> dict[str, Any]:
+        return {self.config.param(name): value for name, value in values.items()}
+
+    def health(self) -> BackendHealth:
+        return self.http.probe("GET", self.config.endpoint("health"))[0]
+
+    def create(self, memory: NewMemory) -> UpsertResult:
+        body = self.http.json(self.http.call("POST", self.config.endpoint("create"), json_body=new_memory_json(memory)))
+        body = body.get("data", body) if isinstance(body, Mapping) and isinstance(body.get("data"), Mapping) else body
+        if not isinstance(body, Mapping) or not isinstance(body.get("id"), str) or not body["id"]:
+            raise BackendError(f"{self.http.host} answered a create without the new memory's id")
+        created = body.get("created")
+        stored = memory_from_json(body, memory.api_key_id) if isinstance(body.get("content"), str) else None
+        return UpsertResult(body["id"], created if isinstance(created, bool) else True, stored)
+
+    def get(self, memory_id: str) -> Memory | None:
+        response = self.http.call("GET", self._item_path("get", memory_id))
+        if response.status_code == 404:
+            return None
+        return memory_from_json(_one(self.http.json(response)))
+
+    def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
+        response = self.http.call("PUT", self._item_path("update", memory_id), json_body=patch_json(patch))
+        if response.status_code == 404:
+            return None
+        body = _one(self.http.json(response))
+        if isinstance(body, Mapping) and isinstance(body.get("content"), str) and body.get("id"):
+            return memory_from_json(body)
+        return self.get(memory_id)
+
+    def delete(self, memory_id: str) -> bool:
+        response = self.http.call("DELETE", self._item_path("delete", memory_id))
+        if response.status_code == 404:
+            return False
+        self.http.expect(response)
+        return True
+
+    def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
+        params = self._params(apiKeyId=flt.api_key_id, sessionId=flt.session_id, type=flt.type, query=flt.q,
+                              limit=limit, offset=offset)
+        body = self.http.json(self.http.call("GET", self.config.endpoint("list"), params=params))
+        memories = [memory_from_json(item) for item in unwrap_list(body, *LIST_KEYS)]
+        total = body.get("total") if isinstance(body, Mapping) else None
+        by_type = body.get("byType") if isinstance(body, Mapping) else None
+        if by_type is None and isinstance(body, Mapping) and isinstance(body.get("stats"), Mapping):
+            by_type = body["stats"].get("byType")
+        return page_of(memories, total if isinstance(total, int) else None,
+                       by_type if isinstance(by_type, Mapping) else None)
+
+    def search(self, request: BackendSearch) -> list[ScoredMemory]:
+        scope = request.scope
+        params = self._params(query=request.query, apiKeyId=scope.api_key_id, sessionId=scope.session_id,
+                              limit=request.limit, strategy=request.strategy, maxTokens=request.max_tokens,
+                              options=search_options(request))
+        body = self.http.json(self.http.call("GET", self.config.endpoint("search"), params=params))
+        return scored(unwrap_list(body, *LIST_KEYS), scope.api_key_id or "")
+
+
+def search_options(request: BackendSearch) -> dict[str, Any]:
+    """The rest of the scope, for APIs that can apply it (sent as one JSON value)."""
+    scope = request.scope
+    options: dict[str, Any] = {"scope": "session" if scope.session_only else "apiKey" if scope.api_key_id else "global"}
+    if scope.created_after is not None:
+        options["createdAfter"] = to_iso(scope.created_after)
+    return options
+
+
+def scored(items: list[Any], owner: str) -> list[ScoredMemory]:
+    out = []
+    for item in items:
+        score = item.get("score") if isinstance(item, Mapping) else None
+        inner = item.get("memory") if isinstance(item, Mapping) and isinstance(item.get("memory"), Mapping) else item
+        out.append(ScoredMemory(memory_from_json(inner, owner), float(score) if isinstance(score, (int, float)) else 0.0))
+    return out
+
+
+def _one(body: Any) -> Any:
+    """A single memory, bare or wrapped as {"data": ...} or {"memory": ...}."""
+    if isinstance(body, Mapping):
+        for name in ("data", "memory"):
+            if isinstance(body.get(name), Mapping):
+                return body[name]
+    return body

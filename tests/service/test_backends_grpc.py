@@ -1,0 +1,250 @@
+"""Memory backends through the real gRPC server, against loopback stand-ins of Obsidian's
+Local REST API and Notion's API (real HTTP, their published request and answer shapes):
+settings (keys write-only and masked, every violation listed), the routing rules (create
+and list on the primary, get falling back while not found, update/delete replayed on the
+fallbacks in the background and retried while one is down, search falling back on error,
+Retrieve and Inject on the backend's search with the backend named in the resolution,
+the owner filter applied to whatever a backend answers) and each backend's health in
+engine status."""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import grpc
+import pytest
+from google.protobuf import json_format, struct_pb2
+
+from conftest import make_config, start_server
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import memory_pb2 as mpb
+from memsvc.v1 import settings_pb2 as spb
+from support.backend_fixtures import notion, obsidian  # noqa: F401 - fixtures
+from support.fake_notion import FakeNotion
+from support.fake_obsidian import FakeObsidian
+from support.rpc_errors import error, violated_fields
+
+C = grpc.StatusCode
+OWNER = "alice"
+
+
+# ---- helpers ---------------------------------------------------------------------------------
+
+
+def struct(value: dict[str, Any]) -> struct_pb2.Struct:
+    s = struct_pb2.Struct()
+    s.update(value)
+    return s
+
+
+def put_settings(stubs, **values: Any) -> dict[str, Any]:
+    answer = stubs.settings.UpdateMemorySettings(spb.UpdateMemorySettingsRequest(settings=struct(values)))
+    return json_format.MessageToDict(answer)
+
+
+def obsidian_config(api: FakeObsidian, **extra: Any) -> dict[str, Any]:
+    return {"baseUrl": api.base_url, "apiKey": api.api_key, "timeoutMs": 2000, **extra}
+
+
+def notion_config(api: FakeNotion, **extra: Any) -> dict[str, Any]:
+    return {"baseUrl": api.base_url, "apiKey": api.token, "databaseId": api.database_id, "timeoutMs": 2000, **extra}
+
+
+def use(stubs, obsidian: FakeObsidian, notion: FakeNotion, primary: str, fallbacks: list[str],
+        **values: Any) -> dict[str, Any]:
+    return put_settings(stubs, primaryBackend=primary, fallbackBackends=fallbacks,
+                        backendConfigs={"obsidian": obsidian_config(obsidian), "notion": notion_config(notion)},
+                        **values)
+
+
+def create(stubs, content: str, owner: str = OWNER, **fields: Any) -> str:
+    return stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id=owner, content=content, **fields)).id
+
+
+def statuses(stubs) -> dict[str, epb.BackendStatus]:
+    return {b.name: b for b in stubs.engine.GetEngineStatus(epb.GetEngineStatusRequest()).backends}
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 20.0) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.02)
+    pytest.fail(f"timed out waiting for {what}")
+
+
+def note_for(memory_id: str, owner: str, content: str) -> str:
+    """A memory note as a vault holds it (what a mirror of the memory would have written)."""
+    return (f"---\nmemsvc: 1\nid: {memory_id}\napiKeyId: {owner}\ntype: factual\nmetadata: '{{}}'\n"
+            f"createdAt: '2026-01-01T00:00:00Z'\n---\n{content}")
+
+
+
+@pytest.fixture
+def server(tmp_path):
+    handle = start_server(make_config(tmp_path, backend_health_s=0.2, backend_retry_s=0.05))
+    yield handle
+    handle.stop()
+
+
+# ---- settings --------------------------------------------------------------------------------
+
+
+def test_a_backend_key_is_write_only_masked_and_kept_when_left_out(stubs, obsidian, notion):
+    answer = use(stubs, obsidian, notion, "obsidian", [])
+    shown = answer["backendConfigs"]["obsidian"]
+    assert "apiKey" not in shown and shown["hasApiKey"] is True and shown["apiKeyMasked"] == "***" + obsidian.api_key[-4:]
+    got = json_format.MessageToDict(stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest()))
+    assert got["backendConfigs"] == answer["backendConfigs"] and obsidian.api_key not in str(got)
+    # Sending back what GET returned keeps the key: the vault still accepts the calls.
+    put_settings(stubs, backendConfigs=got["backendConfigs"])
+    assert statuses(stubs)["obsidian"].healthy
+    removed = put_settings(stubs, backendConfigs={"obsidian": {**obsidian_config(obsidian), "apiKey": ""}})
+    assert removed["backendConfigs"]["obsidian"]["hasApiKey"] is False
+    assert "did not accept the API key" in statuses(stubs)["obsidian"].error
+
+
+def test_invalid_backend_settings_list_every_violation_and_save_nothing(stubs, obsidian):
+    before = stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest())
+    err = error(stubs.settings.UpdateMemorySettings, spb.UpdateMemorySettingsRequest(settings=struct({
+        "primaryBackend": "vault", "fallbackBackends": ["notion", "nowhere"], "backendConfigs": {
+            "obsidian": {"baseUrl": "http://169.254.169.254/", "apiKey": "has space", "timeoutMs": 1, "bogus": 1},
+            "notion": {"databaseId": "not-an-id"},
+            "custom": {"type": "http", "endpoints": {"get": "memories"}, "queryParams": {"limit": "a b"}},
+            "other": {"type": "ftp"}}})))
+    assert err.code() == C.INVALID_ARGUMENT
+    assert violated_fields(err) >= {
+        "primaryBackend", "fallbackBackends", "backendConfigs.obsidian.baseUrl", "backendConfigs.obsidian.apiKey",
+        "backendConfigs.obsidian.timeoutMs", "backendConfigs.obsidian.bogus", "backendConfigs.notion.databaseId",
+        "backendConfigs.custom.baseUrl", "backendConfigs.custom.endpoints.get", "backendConfigs.custom.queryParams.limit",
+        "backendConfigs.other.type"}
+    assert "has space" not in err.details()
+    assert stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest()) == before
+    assert not obsidian.requests
+
+
+# ---- routing ---------------------------------------------------------------------------------
+
+
+def test_create_and_list_go_to_the_primary_only(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "obsidian", ["notion"])
+    memory_id = create(stubs, "User prefers dark mode", key="pref:theme", session_id="s1", metadata=struct({"n": 1}))
+    note = obsidian.note(f"memsvc/{memory_id}.md")
+    assert note is not None and note.endswith("\nUser prefers dark mode") and "apiKeyId: alice" in note
+    assert notion.live_pages() == []
+    listed = stubs.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id=OWNER))
+    assert [m.id for m in listed.data] == [memory_id] and listed.total == 1 and listed.data[0].session_id == "s1"
+    # The same key upserts the same note.
+    again = stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id=OWNER, content="User prefers light mode",
+                                                              key="pref:theme"))
+    assert again.id == memory_id and not again.created
+    assert stubs.memory.GetMemory(mpb.GetMemoryRequest(id=memory_id)).content == "User prefers light mode"
+
+
+def test_get_tries_each_fallback_while_not_found(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "notion", [])
+    in_notion = create(stubs, "Lives in Lisbon")
+    use(stubs, obsidian, notion, "obsidian", ["sqlite", "notion"])
+    got = stubs.memory.GetMemory(mpb.GetMemoryRequest(id=in_notion))
+    assert got.content == "Lives in Lisbon" and got.api_key_id == OWNER
+    assert obsidian.calls("GET", "/vault/memsvc/")  # the primary was asked first
+    obsidian.fault = "500"  # a failing primary: the fallback still answers
+    assert stubs.memory.GetMemory(mpb.GetMemoryRequest(id=in_notion)).content == "Lives in Lisbon"
+    err = error(stubs.memory.GetMemory, mpb.GetMemoryRequest(id="0b3c2a5e-0000-4000-8000-000000000000"))
+    assert err.code() == C.UNAVAILABLE and "obsidian" in err.details()
+    obsidian.fault = None
+    assert error(stubs.memory.GetMemory, mpb.GetMemoryRequest(id="no-such-memory")).code() == C.NOT_FOUND
+
+
+def test_update_and_delete_are_replayed_on_the_fallbacks(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "sqlite", ["obsidian"])
+    memory_id = create(stubs, "Drinks coffee")
+    obsidian.put_note(f"memsvc/{memory_id}.md", note_for(memory_id, OWNER, "Drinks coffee"))
+    stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=memory_id, content="Drinks tea"))
+    wait_for(lambda: (obsidian.note(f"memsvc/{memory_id}.md") or "").endswith("\nDrinks tea"), "the replayed update")
+    stubs.memory.DeleteMemory(mpb.DeleteMemoryRequest(id=memory_id))
+    wait_for(lambda: obsidian.note(f"memsvc/{memory_id}.md") is None, "the replayed delete")
+    assert wait_for(lambda: statuses(stubs)["obsidian"].pending_syncs == 0 or None, "no pending replays") is True
+
+
+def test_a_fallback_down_during_a_delete_receives_it_when_it_comes_back(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "sqlite", ["obsidian"])
+    memory_id = create(stubs, "Plays chess on Sundays")
+    obsidian.put_note(f"memsvc/{memory_id}.md", note_for(memory_id, OWNER, "Plays chess on Sundays"))
+    obsidian.down()
+    stubs.memory.DeleteMemory(mpb.DeleteMemoryRequest(id=memory_id))
+    assert error(stubs.memory.GetMemory, mpb.GetMemoryRequest(id=memory_id)).code() == C.NOT_FOUND
+    status = statuses(stubs)["obsidian"]
+    assert not status.healthy and status.pending_syncs == 1 and "could not reach" in status.error
+    assert obsidian.note(f"memsvc/{memory_id}.md") is not None
+    obsidian.up()
+    wait_for(lambda: obsidian.note(f"memsvc/{memory_id}.md") is None, "the delete replayed after the fallback came back")
+    status = statuses(stubs)["obsidian"]
+    assert status.healthy and status.pending_syncs == 0
+
+
+def test_retrieve_and_inject_use_the_primary_search_then_the_fallbacks(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "notion", [], enabled=True)
+    create(stubs, "The user likes green tea in the morning")
+    use(stubs, obsidian, notion, "obsidian", ["notion"], enabled=True)
+    in_vault = create(stubs, "The user likes jasmine tea")
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="which tea does the user like"))
+    assert [m.id for m in answer.memories] == [in_vault] and answer.memories[0].tier == "backend"
+    assert (answer.resolution.backend, answer.resolution.strategy_used, answer.resolution.fallback_reason) == \
+        ("obsidian", "backend-search", "")
+    obsidian.fault = "500"
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="green tea"))
+    assert [m.content for m in answer.memories] == ["The user likes green tea in the morning"]
+    assert answer.resolution.backend == "notion" and "'obsidian' failed" in answer.resolution.fallback_reason
+    injected = stubs.engine.Inject(epb.InjectRequest(api_key_id=OWNER, provider="openai", request=struct(
+        {"model": "gpt-4o", "messages": [{"role": "user", "content": "recommend me a green tea"}]})))
+    assert injected.injected and "green tea in the morning" in json_format.MessageToJson(injected.request)
+    notion.down()
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="green tea"))
+    assert not answer.memories and "no backend answered" in answer.resolution.fallback_reason
+
+
+def test_a_backend_search_never_returns_another_owners_memories(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "obsidian", [], enabled=True)
+    create(stubs, "Alice keeps bees", owner="alice")
+    hits = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="bob", query="bees"))
+    assert obsidian.calls("POST", "/search/simple/") and not hits.memories  # the vault search is vault-wide
+
+
+def test_extracted_facts_are_stored_on_the_primary(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "notion", [], enabled=True)
+    out = stubs.engine.Extract(epb.ExtractRequest(api_key_id=OWNER, user_message="I prefer window seats.", wait=True))
+    assert out.stored == 1
+    assert [notion.text_of(p, "Content") for p in notion.live_pages()] == [out.facts[0].content]
+
+
+# ---- health ----------------------------------------------------------------------------------
+
+
+def test_engine_status_shows_each_backends_health(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "obsidian", ["notion", "sqlite"])
+    status = statuses(stubs)
+    assert [(b.name, b.type, b.role, b.healthy) for b in status.values()] == [
+        ("obsidian", "obsidian", "primary", True), ("notion", "notion", "fallback", True),
+        ("sqlite", "sqlite", "fallback", True)]
+    assert all(b.latency_ms > 0 and b.checked_at.seconds > 0 for b in status.values())
+    notion.fault = "timeout"
+    obsidian.fault = "500"
+    status = statuses(stubs)
+    assert "HTTP 500" in status["obsidian"].error and not status["obsidian"].healthy
+    assert "did not answer in time" in status["notion"].error and status["sqlite"].healthy
+    notion.fault = None
+    notion.schema.pop("Session")
+    assert "the database lacks the properties Session (rich_text)" in statuses(stubs)["notion"].error
+
+
+def test_a_primary_that_is_down_makes_memory_calls_unavailable_with_the_reason(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "obsidian", [])
+    obsidian.down()
+    err = error(stubs.memory.CreateMemory, mpb.CreateMemoryRequest(api_key_id=OWNER, content="x"))
+    assert err.code() == C.UNAVAILABLE and "could not reach 127.0.0.1" in err.details()
+    assert obsidian.api_key not in err.details()
+    assert error(stubs.memory.ListMemories, mpb.ListMemoriesRequest(api_key_id=OWNER)).code() == C.UNAVAILABLE

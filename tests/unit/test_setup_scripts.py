@@ -1,0 +1,65 @@
+"""The set-up scripts install what the README tells a user to run after them: every
+`.venv/bin/<tool>` the README names comes from a package that `scripts/run.sh` installs (its
+default extras), and `scripts/test.sh` installs at least as much."""
+
+from __future__ import annotations
+
+import importlib.metadata
+import re
+import tomllib
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _name(requirement: str) -> str:
+    return re.split(r"[\s\[<>=!~;]", requirement.strip(), maxsplit=1)[0].lower().replace("_", "-")
+
+
+def installed_by(extras: set[str]) -> set[str]:
+    """Distribution names pip installs for memsvc[extras], self-references expanded."""
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    optional = project["optional-dependencies"]
+    names, pending, seen = {"memsvc"} | {_name(r) for r in project["dependencies"]}, list(extras), set()
+    while pending:
+        extra = pending.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for requirement in optional[extra]:
+            match = re.fullmatch(r"memsvc\[([\w,-]+)\]", requirement.strip())
+            if match:
+                pending.extend(match.group(1).split(","))
+            else:
+                names.add(_name(requirement))
+    return names
+
+
+def script_extras(script: str) -> set[str]:
+    """The extras a set-up script hands to bootstrap.sh (run.sh: its MEMSVC_EXTRAS default)."""
+    text = (ROOT / "scripts" / script).read_text()
+    match = re.search(r'bootstrap\.sh" "(?:\$\{MEMSVC_EXTRAS-)?([\w,-]*)\}?"', text)
+    assert match, f"{script} does not call bootstrap.sh with its extras"
+    return {e for e in match.group(1).split(",") if e}
+
+
+def provider_of(tool: str) -> str:
+    """The installed distribution that puts `tool` in the venv's bin folder."""
+    for dist in importlib.metadata.distributions():
+        if any(Path(str(f)).parts[-2:] == ("bin", tool) for f in dist.files or []):
+            return dist.metadata["Name"].lower().replace("_", "-")
+    raise AssertionError(f"no installed package provides bin/{tool}")
+
+
+def test_every_tool_the_readme_runs_is_installed_by_run_sh_and_test_sh():
+    tools = set(re.findall(r"\.venv/bin/([\w.-]+)", (ROOT / "README.md").read_text())) - {"python", "pip"}
+    assert "grpcurl" in tools and "memsvc" in tools
+    by_run, by_test = installed_by(script_extras("run.sh")), installed_by(script_extras("test.sh"))
+    for tool in sorted(tools):
+        provider = provider_of(tool)
+        assert provider in by_run, f"README runs .venv/bin/{tool} after run.sh, which does not install {provider}"
+        assert provider in by_test, f"test.sh does not install {provider} (.venv/bin/{tool})"
+
+
+def test_test_sh_installs_everything_run_sh_does():
+    assert installed_by(script_extras("run.sh")) <= installed_by(script_extras("test.sh"))
