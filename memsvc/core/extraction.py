@@ -90,6 +90,7 @@ class _SlotRule:
     slot: Slot
     regex: re.Pattern[str]  # named groups: x (the value) and optionally rel, s, n, neg
     lead_reject: re.Pattern[str] | None
+    lead_require: re.Pattern[str] | None
 
 
 @dataclass(frozen=True)
@@ -141,7 +142,8 @@ def _compile(table: Table) -> _RuleSet:
         for category, direction, cue in table.rules
     )
     slots = tuple(
-        _SlotRule(s, re.compile(expand(s.pattern), re.IGNORECASE), _optional(s.lead_reject, re.IGNORECASE))
+        _SlotRule(s, re.compile(expand(s.pattern), re.IGNORECASE), _optional(s.lead_reject, re.IGNORECASE),
+                  _optional(s.lead_require, re.IGNORECASE))
         for s in table.slots
     )
     guards = _Guards(
@@ -274,12 +276,20 @@ def _candidates(text: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
             )
     for order, slot_rule in enumerate(rule_set.slots, start=len(rule_set.rules)):
         for m in slot_rule.regex.finditer(text):
-            if slot_rule.lead_reject is not None and slot_rule.lead_reject.search(_clause_before(text, m.start())):
+            if not _lead_allows(slot_rule, _clause_before(text, m.start())):
                 continue
             fact = _slot_fact(rule_set, slot_rule.slot, m)
             if fact is not None:
                 yield _Candidate(rule_set, fact.category, _PREFIX, m.span(), m.start(), order,
                                  m.group("x") or "", _clause_before(text, m.start()), fact=fact)
+
+
+def _lead_allows(slot_rule: _SlotRule, lead: str) -> bool:
+    """The clause before a slot match: some show it is someone else's ("妻は"), some
+    continuation slots need it ("I have a cat" before "and two hamsters")."""
+    if slot_rule.lead_reject is not None and slot_rule.lead_reject.search(lead):
+        return False
+    return slot_rule.lead_require is None or bool(slot_rule.lead_require.search(lead))
 
 
 def _without_overlaps(candidates: Iterable[_Candidate]) -> list[_Candidate]:
@@ -326,7 +336,7 @@ def _guarded(text: str, c: _Candidate) -> bool:
     guards = c.rule_set.guards
     if guards.before.search(text[sentence_start:start]):
         return True
-    if guards.after is not None and guards.after.search(text[end:closing.start() if closing else len(text)]):
+    if guards.after is not None and guards.after.search(text[start:closing.start() if closing else len(text)]):
         return True
     return _reported(text, start, guards.reported)
 
@@ -384,9 +394,7 @@ def _slot_fact(rule_set: _RuleSet, slot: Slot, m: re.Match[str]) -> Fact | None:
         parts[name] = slugify(key_word(key_phrase(language, values.get(name, ""))))
         if not parts[name]:
             return None
-    if values.get("x") and _sanitize(values["x"]) is None:
-        return None
-    negative = bool(values.get("neg"))
+    negative = bool(values.get("neg")) != (slot.polarity == NEGATIVE)
     template = slot.negative if negative and slot.negative else slot.statement
     said = {name: value_in_statement(language, value) for name, value in values.items()}
     for name in ("rel", "s"):

@@ -61,8 +61,10 @@ class Slot:
     pattern: str
     key: str
     statement: str
-    negative: str = ""  # the statement when `neg` matched; the fact is then negative
+    negative: str = ""  # the statement when `neg` matched, which turns the polarity around
     lead_reject: str | None = None  # the clause before the match shows it is not the user's
+    lead_require: str | None = None  # the clause before the match must show this
+    polarity: str = "positive"  # "negative" for a slot that states what the user does not do
 
 
 @dataclass(frozen=True)
@@ -73,9 +75,9 @@ class Table:
     rules: tuple[tuple[str, str, str], ...]
     slots: tuple[Slot, ...]
     negative: str  # in a cue: the fact is negative ("don't like", "嫌い", "не люблю")
-    hypothetical: str  # before a match in its sentence: not a statement ("if", "もし")
+    hypothetical: str  # before a match in its sentence: not a statement ("if", "もし", "according to")
     reported: str  # before a match in its clause: someone else's words ("says", "说")
-    after_guard: str | None = None  # after a match in its sentence ("なら", "吗")
+    after_guard: str | None = None  # the sentence from the match on ("…なら", "…吗")
     # Anchor every match at a clause start, and capture what precedes a prefix cue as
     # context. Needed where the subject may be dropped or comes first (Japanese).
     anchored: bool = False
@@ -96,12 +98,12 @@ class Table:
 KEY_WORDS: dict[str, str] = {
     **dict.fromkeys(("kid", "kids", "child", "children", "子供", "子ども", "孩子", "дети", "детей",
                      "ребёнок", "ребенок", "ребёнка", "ребенка"), "children"),
-    **dict.fromkeys(("son", "sons", "息子", "儿子", "сын", "сына", "сыновья", "сыновей", "сына"), "sons"),
-    **dict.fromkeys(("daughter", "daughters", "娘", "女儿", "дочь", "дочери", "дочерей"), "daughters"),
+    **dict.fromkeys(("son", "sons", "息子", "儿子", "сын", "сына", "сыновья", "сыновей", "сына"), "son"),
+    **dict.fromkeys(("daughter", "daughters", "娘", "女儿", "дочь", "дочери", "дочерей"), "daughter"),
     **dict.fromkeys(("brother", "brothers", "兄", "弟", "兄弟", "哥哥", "弟弟", "брат", "брата", "братьев"),
-                    "brothers"),
+                    "brother"),
     **dict.fromkeys(("sister", "sisters", "姉", "妹", "姉妹", "姐姐", "妹妹", "сестра", "сестры", "сестёр"),
-                    "sisters"),
+                    "sister"),
     **dict.fromkeys(("wife", "妻", "妻子", "老婆", "太太", "жена", "жену"), "wife"),
     **dict.fromkeys(("husband", "夫", "丈夫", "老公", "муж", "мужа"), "husband"),
     **dict.fromkeys(("partner", "spouse"), "partner"),
@@ -161,6 +163,7 @@ _EN_SPECIES_ANY = (r"(?P<s>dogs?|puppy|puppies|cats?|kittens?|rabbits?|bunny|ham
                    r"guinea<SP>+pigs?|fish|goldfish|turtles?|tortoises?|snakes?|lizards?|horses?|ferrets?|"
                    r"geckos?|chickens?)")
 _EN_COUNT = r"(?P<n>a|an|one|two|three|four|five|six|\d+)"
+_EN_HAVE = r"<B>I<SP>+(?:have|own)<SP>"  # "I have a cat and two hamsters": the list goes on
 _EN_NAMED = r"(?:<APOS>s<SP>+name<SP>+is|<SP>+is<SP>+(?:called|named)|<SP>+name<SP>+is)<SP>+"
 _EN_REPLY_LEAD = (r"(?:^|(?<=[.,;!?:\n]))<SP>*(?:(?:please|kindly|and|so|also|just|now|from<SP>+now<SP>+on|"
                   r"going<SP>+forward)<SP>+)*(?:always<SP>+)?(?:you<SP>+(?:should|must)<SP>+|"
@@ -189,12 +192,14 @@ _EN_SLOTS = (
          "diet:allergy_{x}", "User is allergic to {x}"),
     Slot("diet", r"<B>I<SP>+have<SP>+(?:an?<SP>+|severe<SP>+)?(?P<x>[\w-]+(?:<SP>+[\w-]+)?)<SP>+allergy<END>",
          "diet:allergy_{x}", "User has a {x} allergy"),
-    Slot("diet", r"<B>I<SP>+(?:don<APOS>?t|do<SP>+not)<SP>+(?:eat|drink)<SP>+(?P<x><NT>+)",
-         "diet:{x}", "User does not eat or drink {x}"),
+    Slot("diet", r"<B>I<SP>+(?:don<APOS>?t|do<SP>+not)<SP>+(?P<v>eat|drink)<SP>+(?P<x><NT>+)",
+         "diet:{x}", "User does not {v} {x}", polarity="negative"),
     Slot("family", rf"<B>I<SP>+have<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|young|grown|grown-up|adult|"
                    r"teenage|lovely|wonderful|beautiful|older|younger)<SP>+)?(?P<rel>kids?|children|child|sons?|"
                    r"daughters?|brothers?|sisters?|grandchildren|grandkids)(?![\w-])(?P<x>)",
          "family:{rel}", "User has {n} {rel}"),
+    Slot("family", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?P<rel>kids?|children|child|sons?|daughters?|brothers?|sisters?)"
+                   r"(?![\w-])(?P<x>)", "family:{rel}", "User has {n} {rel}", lead_require=_EN_HAVE),
     Slot("family", rf"{_EN_I_AM}(?P<neg>not<SP>+)?(?:happily<SP>+)?(?P<x>married|single|divorced|engaged|"
                    r"widowed|separated)" + _EN_END,
          "family:marital", "User is {x}", "User is not {x}"),
@@ -209,6 +214,10 @@ _EN_SLOTS = (
     Slot("pet", rf"<B>I<SP>+(?:have|own)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|old|young|big|small|rescue|"
                 rf"black|white|tabby|ginger|grey|gray|pet|lovely)<SP>+)?{_EN_SPECIES_ANY}(?![\w-])(?P<x>)",
          "pet:{s}", "User has {n} {s}"),
+    Slot("pet", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}<SP>+(?:named|called)<SP>+{_EN_NAME}",
+         "pet:{x}", "User has {n} {s} named {x}", lead_require=_EN_HAVE),
+    Slot("pet", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}(?![\w-])(?P<x>)", "pet:{s}",
+         "User has {n} {s}", lead_require=_EN_HAVE),
     Slot("pet", rf"<B>my<SP>+{_EN_SPECIES_ONE}{_EN_NAMED}{_EN_NAME}", "pet:{x}", "User's {s} is named {x}"),
     Slot("pet", rf"<B>my<SP>+{_EN_SPECIES_ONE},?<SP>+{_EN_NAME}(?=,|<SP>|{T}|$)",
          "pet:{x}", "User's {s} is named {x}"),
@@ -255,11 +264,11 @@ _EN = Table(
     slots=_EN_SLOTS,
     negative=r"\bnot\b|n<APOS>?t\b|\b(?:hate|dislike|avoid|never|no<SP>+longer|cannot)\b",
     hypothetical=(r"\b(?:if|unless|suppose|supposing|imagine|pretend|whether|wish|would|were|in<SP>+case|"
-                  r"what<SP>+if|as<SP>+if|even<SP>+if|maybe|perhaps|might)\b"),
+                  r"what<SP>+if|as<SP>+if|even<SP>+if|maybe|perhaps|might|according<SP>+to)\b"),
     reported=(r"\b(?<!\bI<SP>)(?:says|said|thinks|thought|believes|claims|claimed|told|tells|insists|assumes|"
               r"mentioned|according<SP>+to|wonders|asked|asks|heard|guesses|reckons)\b"
-              r"|\b(?:he|she|they|we|you|people|everyone|everybody)<SP>+(?:all<SP>+)?(?:say|think|believe|claim|"
-              r"assume)\b"),
+              r"|\b(?:he|she|they|we|you|people|everyone|everybody|others|friends|colleagues|parents|my<SP>+\w+)"
+              r"<SP>+(?:all<SP>+|always<SP>+|often<SP>+)?(?:say|think|believe|claim|assume)\b"),
 )
 
 # -- Japanese ----------------------------------------------------------------------------------
@@ -300,8 +309,10 @@ _JA_SLOTS = (
                  "(?:です|だ)?(?!の|な)", "diet:{x}", "ユーザーは{x}", "ユーザーは{x}ではない"),
     Slot("diet", f"{_JA_PLACE}(?:の|に)?アレルギー(?:があります|がある|です|持ち)", "diet:allergy_{x}",
          "ユーザーは{x}アレルギーがある", lead_reject=_JA_OTHERS),
-    Slot("diet", f"{_JA_CLAUSE}{_JA_PLACE}(?:は|を)(?:食べ|飲み)ません(?!か)", "diet:{x}",
-         "ユーザーは{x}を食べない・飲まない"),
+    Slot("diet", f"{_JA_CLAUSE}{_JA_PLACE}(?:は|を)食べません(?!か)", "diet:{x}", "ユーザーは{x}を食べない",
+         polarity="negative"),
+    Slot("diet", f"{_JA_CLAUSE}{_JA_PLACE}(?:は|を)飲みません(?!か)", "diet:{x}", "ユーザーは{x}を飲まない",
+         polarity="negative"),
     Slot("family", "(?P<rel>子供|子ども|息子|娘|兄弟|姉妹|孫)が<SP>*(?P<n>[一二三四五六1-9１-９]人|ひとり|ふたり)?"
                    "(?:います|いる)(?P<x>)", "family:{rel}", "ユーザーには{rel}が{n}いる", lead_reject=_JA_OTHERS),
     Slot("family", f"(?:{_JA_SELF}の|うちの)?{_JA_REL}の名前は<SP>*{_JA_NAME}<SP>*(?:です|だ)",
@@ -387,7 +398,8 @@ _ZH_SLOTS = (
     Slot("diet", "我(?P<neg>不)?(?:是)?(?:一个|一名|个)?(?P<x>素食者|素食主义者|纯素食者|吃素)(?:的)?<END>", "diet:{x}",
          "用户是{x}", "用户不是{x}"),
     Slot("diet", f"我对<SP>*(?P<x>{_ZH_WORD}{{1,12}}?)过敏", "diet:allergy_{x}", "用户对{x}过敏"),
-    Slot("diet", f"我(?:从来)?不(?:吃|喝)<SP>*(?P<x>{_ZH_WORD}{{1,12}}?)<END>", "diet:{x}", "用户不吃（喝）{x}"),
+    Slot("diet", f"我(?:从来)?不(?P<v>吃|喝)<SP>*(?P<x>{_ZH_WORD}{{1,12}}?)<END>", "diet:{x}", "用户不{v}{x}",
+         polarity="negative"),
     Slot("family", f"我有{_ZH_COUNT}个(?P<rel>孩子|儿子|女儿|兄弟|姐妹|哥哥|姐姐|弟弟|妹妹|孙子|孙女)(?P<x>)",
          "family:{rel}", "用户有{n}个{rel}"),
     Slot("family", f"我(?:的)?{_ZH_REL}叫<SP>*{_ZH_NAME}", "family:{rel}_name", "用户的{rel}叫{x}"),
@@ -466,7 +478,9 @@ _RU_SLOTS = (
          "Пользователь — {x}", "Пользователь не {x}"),
     Slot("diet", r"<B>у<SP>+меня<SP>+(?:сильная<SP>+)?аллергия<SP>+на<SP>+(?P<x><NT>+)", "diet:allergy_{x}",
          "У пользователя аллергия на {x}"),
-    Slot("diet", r"<B>я<SP>+не<SP>+(?:ем|пью)<SP>+(?P<x><NT>+)", "diet:{x}", "Пользователь не ест и не пьёт {x}"),
+    Slot("diet", r"<B>я<SP>+не<SP>+ем<SP>+(?P<x><NT>+)", "diet:{x}", "Пользователь не ест {x}", polarity="negative"),
+    Slot("diet", r"<B>я<SP>+не<SP>+пью<SP>+(?P<x><NT>+)", "diet:{x}", "Пользователь не пьёт {x}",
+         polarity="negative"),
     Slot("family", r"<B>у<SP>+меня<SP>+(?:есть<SP>+)?(?P<n>один|одна|двое|трое|четверо|два|две|три|\d+)?<SP>*"
                    r"(?P<rel>дети|детей|ребёнок|ребенок|сын|сына|сыновья|дочь|дочери|брат|брата|сестра|сестры)"
                    r"(?![\w-])(?P<x>)", "family:{rel}", "У пользователя есть {n} {rel}"),

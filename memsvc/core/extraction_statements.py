@@ -138,6 +138,8 @@ def _ru_third_person(word: str) -> str | None:
         return low[:-3] + "ется"  # занимаюсь → занимается
     if low.endswith("ю") and len(low) > 2 and low[-2] in _RU_VOWELS:
         return low[:-1] + "ет"  # делаю → делает, использую → использует
+    if low.endswith("лю") and len(low) > 3 and low[-3] in "бпвфм":
+        return low[:-2] + "ит"  # ставлю → ставит, готовлю → готовит
     if low.endswith("ю") and len(low) > 3:
         return low[:-1] + "ит"  # говорю → говорит
     return None
