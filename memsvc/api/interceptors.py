@@ -58,6 +58,15 @@ def _metadata(details: grpc.HandlerCallDetails, key: str) -> str | None:
     return None
 
 
+def _request_id(incoming: str | None) -> str:
+    """The caller's request id when gRPC can send it back (it is echoed in the x-request-id
+    trailer, and a metadata value must be printable ASCII: anything else fails the call with
+    INTERNAL after it ran), at most 128 characters; otherwise a new one."""
+    if incoming and len(incoming) <= 128 and incoming.isascii() and incoming.isprintable():
+        return incoming
+    return uuid.uuid4().hex
+
+
 def _is_exempt(method: str) -> bool:
     return method.startswith(EXEMPT_PREFIXES)
 
@@ -82,7 +91,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
             return handler
         method = details.method
         incoming = _metadata(details, "x-request-id")
-        rid = incoming if incoming and len(incoming) <= 128 else uuid.uuid4().hex
+        rid = _request_id(incoming)
 
         def unary(behavior: UnaryBehavior) -> UnaryBehavior:
             async def run(request, context):

@@ -178,9 +178,19 @@ _LUA_CODE = r'''
 local WS = "[^ \t\r\n]"
 local ESCAPES = {['"']='"', ['\\']='\\', ['/']='/', b='\b', f='\f', n='\n', r='\r', t='\t'}
 
+local function utf8_char(n)
+  if n < 0x80 then return string.char(n) end
+  if n < 0x800 then return string.char(0xC0 + math.floor(n / 0x40), 0x80 + n % 0x40) end
+  if n < 0x10000 then
+    return string.char(0xE0 + math.floor(n / 0x1000), 0x80 + math.floor(n / 0x40) % 0x40, 0x80 + n % 0x40)
+  end
+  return string.char(0xF0 + math.floor(n / 0x40000), 0x80 + math.floor(n / 0x1000) % 0x40,
+                     0x80 + math.floor(n / 0x40) % 0x40, 0x80 + n % 0x40)
+end
+
+-- The key as the transcoder's JSON parser reads it: escapes decoded, \uD83E\uDDE0 pairs
+-- joined. A lone surrogate stays as written (it matches no field name either way).
 local function decode_key(raw)
-  -- Field names are ASCII, so only escapes of ASCII characters need decoding; any other
-  -- escape stays as written and cannot match a field name.
   local out, i = {}, 1
   while true do
     local k = raw:find("\\", i, true)
@@ -188,8 +198,18 @@ local function decode_key(raw)
     out[#out + 1] = raw:sub(i, k - 1)
     local c = raw:sub(k + 1, k + 1)
     local hex = raw:sub(k + 2, k + 5)
-    if c == "u" and hex:match("^%x%x%x%x$") and tonumber(hex, 16) < 128 then
-      out[#out + 1], i = string.char(tonumber(hex, 16)), k + 6
+    if c == "u" and hex:match("^%x%x%x%x$") then
+      local n, j = tonumber(hex, 16), k + 6
+      local low = raw:match("^\\u(%x%x%x%x)", j)
+      if n >= 0xD800 and n < 0xDC00 and low and tonumber(low, 16) >= 0xDC00 and tonumber(low, 16) < 0xE000 then
+        n, j = 0x10000 + (n - 0xD800) * 0x400 + (tonumber(low, 16) - 0xDC00), j + 6
+      end
+      if n >= 0xD800 and n < 0xE000 then
+        out[#out + 1] = raw:sub(k, k + 5)
+      else
+        out[#out + 1] = utf8_char(n)
+      end
+      i = j
     else
       out[#out + 1], i = ESCAPES[c] or ("\\" .. c), k + 2
     end

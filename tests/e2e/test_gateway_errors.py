@@ -54,9 +54,12 @@ def test_misspelled_body_field_is_a_400_naming_it_and_stores_nothing(rest):
     assert _memories(rest, "k") == []
 
 
-def test_unknown_field_is_found_however_the_key_is_escaped(rest):
-    status, body = rest.call("POST", "/api/memory", raw=b'{"apiKeyId":"k","content":"x","exp\\u0069resAT":1}')
-    assert status == 400 and _violations(body)[0]["field"] == "expiresAT", body
+@pytest.mark.parametrize("raw_key,field", [("exp\\u0069resAT", "expiresAT"), ("\\u00e9t\\u00e9", "été"),
+                                           ("\\ud83e\\udde0", "🧠"), ("\\ud83e", "\\ud83e")])
+def test_unknown_field_is_named_as_decoded_however_the_key_is_escaped(rest, raw_key, field):
+    raw = '{"apiKeyId":"k","content":"x","%s":1}' % raw_key
+    status, body = rest.call("POST", "/api/memory", raw=raw.encode())
+    assert status == 400 and _violations(body)[0]["field"] == field, body
 
 
 @pytest.mark.parametrize("method,path,body,field", [
@@ -134,3 +137,11 @@ def test_a_bad_te_header_does_not_break_later_requests(rest):
     statuses = [rest.call("GET", "/api/memory/health", headers={"x-pad": "p" * size})[0]
                 for size in (10, 1000, 9000) for _ in range(4)]
     assert statuses == [200] * len(statuses)
+
+
+@pytest.mark.parametrize("request_id", ["\x80", "caf\xe9", "a\tb", "r" * 129])
+def test_a_request_id_grpc_cannot_send_back_is_replaced_not_a_500(rest, request_id):
+    """An error echoes the request id in its trailers; one gRPC cannot send made the answer
+    a 500 instead of the error."""
+    status, body = rest.call("POST", "/api/memory", {"apiKeyId": "k"}, headers={"x-request-id": request_id})
+    assert status == 400 and body["message"].startswith("content:"), body
