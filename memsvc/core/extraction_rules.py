@@ -157,13 +157,16 @@ _EN_PROF = (
 _EN_PROF_PHRASE = rf"(?P<x>(?P<art>an?)<SP>+{_EN_PROF})(?![\w'’-])"
 _EN_REL = (r"(?P<rel>wife|husband|partner|spouse|girlfriend|boyfriend|son|daughter|mother|father|mom|mum|"
            r"dad|brother|sister)")
-_EN_SPECIES_ONE = (r"(?P<s>dog|puppy|cat|kitten|rabbit|bunny|hamster|parrot|budgie|guinea<SP>+pig|goldfish|"
+# Breeds people name instead of the species ("a golden retriever called Max").
+_EN_BREEDS = (r"(?:golden<SP>+)?retriever|labrador|poodle|terrier|beagle|bulldog|spaniel|husky|collie|dachshund|"
+              r"corgi|chihuahua|pug|sheepdog|greyhound|siamese|persian")
+_EN_SPECIES_ONE = (rf"(?P<s>{_EN_BREEDS}|dog|puppy|cat|kitten|rabbit|bunny|hamster|parrot|budgie|guinea<SP>+pig|goldfish|"
                    r"turtle|tortoise|snake|lizard|horse|ferret|gecko)")
-_EN_SPECIES_ANY = (r"(?P<s>dogs?|puppy|puppies|cats?|kittens?|rabbits?|bunny|hamsters?|parrots?|budgies?|"
+_EN_SPECIES_ANY = (rf"(?P<s>(?:{_EN_BREEDS})s?|dogs?|puppy|puppies|cats?|kittens?|rabbits?|bunny|hamsters?|parrots?|budgies?|"
                    r"guinea<SP>+pigs?|fish|goldfish|turtles?|tortoises?|snakes?|lizards?|horses?|ferrets?|"
                    r"geckos?|chickens?)")
 _EN_COUNT = r"(?P<n>a|an|one|two|three|four|five|six|\d+)"
-_EN_HAVE = r"<B>I<SP>+(?:have|own)<SP>"  # "I have a cat and two hamsters": the list goes on
+_EN_HAVE = r"<B>I(?:<SP>+(?:have|own)|<APOS>ve)<SP>"  # "I have a cat and two hamsters": the list goes on
 _EN_NAMED = r"(?:<APOS>s<SP>+name<SP>+is|<SP>+is<SP>+(?:called|named)|<SP>+name<SP>+is)<SP>+"
 _EN_REPLY_LEAD = (r"(?:^|(?<=[.,;!?:\n]))<SP>*(?:(?:please|kindly|and|so|also|just|now|from<SP>+now<SP>+on|"
                   r"going<SP>+forward)<SP>+)*(?:always<SP>+)?(?:you<SP>+(?:should|must)<SP>+|"
@@ -194,7 +197,7 @@ _EN_SLOTS = (
          "diet:allergy_{x}", "User has a {x} allergy"),
     Slot("diet", r"<B>I<SP>+(?:don<APOS>?t|do<SP>+not)<SP>+(?P<v>eat|drink)<SP>+(?P<x><NT>+)",
          "diet:{x}", "User does not {v} {x}", polarity="negative"),
-    Slot("family", rf"<B>I<SP>+have<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|young|grown|grown-up|adult|"
+    Slot("family", rf"<B>I(?:<SP>+have|<APOS>ve)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|young|grown|grown-up|adult|"
                    r"teenage|lovely|wonderful|beautiful|older|younger)<SP>+)?(?P<rel>kids?|children|child|sons?|"
                    r"daughters?|brothers?|sisters?|grandchildren|grandkids)(?![\w-])(?P<x>)",
          "family:{rel}", "User has {n} {rel}"),
@@ -208,10 +211,10 @@ _EN_SLOTS = (
          "family:{rel}_name", "User's {rel} is named {x}"),
     Slot("family", rf"<B>my<SP>+{_EN_REL}<SP>+(?:is|works<SP>+as)<SP>+{_EN_PROF_PHRASE}",
          "family:{rel}_profession", "User's {rel} is {x}"),
-    Slot("pet", rf"<B>I<SP>+(?:have|own)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}"
+    Slot("pet", rf"<B>I(?:<SP>+(?:have|own)|<APOS>ve)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}"
                 rf"<SP>+(?:named|called)<SP>+{_EN_NAME}",
          "pet:{x}", "User has {n} {s} named {x}"),
-    Slot("pet", rf"<B>I<SP>+(?:have|own)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|old|young|big|small|rescue|"
+    Slot("pet", rf"<B>I(?:<SP>+(?:have|own)|<APOS>ve)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|old|young|big|small|rescue|"
                 rf"black|white|tabby|ginger|grey|gray|pet|lovely)<SP>+)?{_EN_SPECIES_ANY}(?![\w-])(?P<x>)",
          "pet:{s}", "User has {n} {s}"),
     Slot("pet", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}<SP>+(?:named|called)<SP>+{_EN_NAME}",
