@@ -1,13 +1,22 @@
-"""The set-up scripts install what the README tells a user to run after them: every
-`.venv/bin/<tool>` the README names comes from a package that `scripts/run.sh` installs (its
-default extras), and `scripts/test.sh` installs at least as much."""
+"""The set-up: the scripts install what the README tells a user to run after them (every
+`.venv/bin/<tool>` it names comes from a package `scripts/run.sh` installs, and
+`scripts/test.sh` installs at least as much), and `memsvc build-models`, which they call,
+leaves a built model alone (the build itself is tested with the static source)."""
 
 from __future__ import annotations
 
 import importlib.metadata
+import os
 import re
+import shutil
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
+
+from memsvc.embedding.sources import BUILD_MARKER, STATIC_DEFAULT_MODEL
+
+from tests.support.vectors import static_model  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -63,3 +72,27 @@ def test_every_tool_the_readme_runs_is_installed_by_run_sh_and_test_sh():
 
 def test_test_sh_installs_everything_run_sh_does():
     assert installed_by(script_extras("run.sh")) <= installed_by(script_extras("test.sh"))
+
+
+def build_models(env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    """The installed `memsvc build-models`, as bootstrap.sh runs it."""
+    env = {**os.environ, **env_extra}
+    return subprocess.run([str(Path(sys.executable).parent / "memsvc"), "build-models"], capture_output=True,
+                          text=True, env=env, timeout=120)
+
+
+def test_build_models_finds_a_built_model_and_leaves_it_alone(tmp_path, static_model):
+    folder = tmp_path / STATIC_DEFAULT_MODEL
+    shutil.copytree(static_model, folder)
+    (folder / BUILD_MARKER).write_text("{}", encoding="utf-8")
+    before = sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir())
+    result = build_models({"MEMORY_STATIC_CACHE_DIR": str(tmp_path)})
+    assert result.returncode == 0, result.stderr
+    assert result.stdout == f"static model {STATIC_DEFAULT_MODEL}: already built in {folder}\n"
+    assert sorted((p.name, p.stat().st_mtime_ns) for p in folder.iterdir()) == before
+
+
+def test_build_models_has_nothing_to_build_for_a_given_model_folder(tmp_path, static_model):
+    result = build_models({"MEMORY_STATIC_MODEL": str(static_model), "MEMORY_STATIC_CACHE_DIR": str(tmp_path / "c")})
+    assert result.returncode == 0 and "no static model to build" in result.stdout, result.stderr
+    assert not (tmp_path / "c").exists()
