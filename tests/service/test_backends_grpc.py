@@ -9,7 +9,10 @@ engine status."""
 
 from __future__ import annotations
 
+import ssl
+import subprocess
 import time
+from pathlib import Path
 from typing import Any, Callable
 
 import grpc
@@ -219,6 +222,43 @@ def test_extracted_facts_are_stored_on_the_primary(stubs, obsidian, notion):
     out = stubs.engine.Extract(epb.ExtractRequest(api_key_id=OWNER, user_message="I prefer window seats.", wait=True))
     assert out.stored == 1
     assert [notion.text_of(p, "Content") for p in notion.live_pages()] == [out.facts[0].content]
+
+
+def test_a_primary_that_times_out_leaves_retrieval_to_the_sqlite_fallback(stubs, obsidian):
+    put_settings(stubs, enabled=True, primaryBackend="sqlite", backendConfigs={"obsidian": obsidian_config(obsidian)})
+    kept = create(stubs, "The user rides a red bicycle")
+    put_settings(stubs, primaryBackend="obsidian", fallbackBackends=["sqlite"],
+                 backendConfigs={"obsidian": obsidian_config(obsidian, timeoutMs=300)})
+    obsidian.fault = "timeout"
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="red bicycle"))
+    assert [m.id for m in answer.memories] == [kept] and answer.resolution.backend == "sqlite"
+    assert "did not answer in time" in answer.resolution.fallback_reason
+
+
+# ---- TLS: the Obsidian plugin's own https port, with its self-signed certificate ------------
+
+
+def self_signed(folder: Path) -> tuple[Path, Path]:
+    cert, key = folder / "cert.pem", folder / "key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
+                    "/CN=Obsidian Local REST API", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
+                    "-out", str(cert)], check=True, capture_output=True)
+    return cert, key
+
+
+def test_obsidian_over_https_trusts_the_given_certificate_only(stubs, tmp_path):
+    cert, key = self_signed(tmp_path)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(cert, key)
+    with FakeObsidian(tls=context) as vault:
+        config = {"baseUrl": vault.base_url, "apiKey": vault.api_key}
+        put_settings(stubs, primaryBackend="obsidian", backendConfigs={"obsidian": config})
+        status = statuses(stubs)["obsidian"]
+        assert not status.healthy and "could not reach 127.0.0.1" in status.error  # not in the system store
+        put_settings(stubs, backendConfigs={"obsidian": {**config, "caCertificate": cert.read_text()}})
+        assert statuses(stubs)["obsidian"].healthy
+        memory_id = create(stubs, "Works from Porto")
+        assert vault.note(f"memsvc/{memory_id}.md").endswith("\nWorks from Porto")
 
 
 # ---- health ----------------------------------------------------------------------------------

@@ -6,11 +6,12 @@ that records every request and whose faults a test switches on and off:
     api.fault = "timeout"   every request is held until the client gives up (released at stop)
     api.down() / api.up()   the port closes (connection refused) and opens again, same port
 
-Subclasses implement `route(request) -> Reply`."""
+With `tls` (a server SSLContext) it serves https. Subclasses implement `route(request) -> Reply`."""
 
 from __future__ import annotations
 
 import json
+import ssl
 import threading
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -43,7 +44,8 @@ class Reply:
 
 
 class FakeApi:
-    def __init__(self) -> None:
+    def __init__(self, tls: ssl.SSLContext | None = None) -> None:
+        self.tls = tls
         self.requests: list[Request] = []
         self.fault: str | None = None
         self._lock = threading.Lock()
@@ -60,11 +62,13 @@ class FakeApi:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._port}"
+        return f"{'https' if self.tls else 'http'}://127.0.0.1:{self._port}"
 
     def up(self) -> None:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", self._port), self._handler())
         self._httpd.daemon_threads = True
+        if self.tls is not None:
+            self._httpd.socket = self.tls.wrap_socket(self._httpd.socket, server_side=True)
         self._port = self._httpd.server_address[1]
         threading.Thread(target=self._httpd.serve_forever, args=(0.05,), name=type(self).__name__, daemon=True).start()
 

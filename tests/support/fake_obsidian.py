@@ -8,6 +8,7 @@ Errors are {"errorCode", "message"}, 401 without the bearer key."""
 
 from __future__ import annotations
 
+import ssl
 import time
 
 import yaml
@@ -27,11 +28,11 @@ def frontmatter(text: str) -> dict:
 
 
 class FakeObsidian(FakeApi):
-    def __init__(self, api_key: str = "obsidian-test-key-1234"):
+    def __init__(self, api_key: str = "obsidian-test-key-1234", tls: ssl.SSLContext | None = None):
         self.api_key = api_key
         self.vault: dict[str, str] = {}
         self.times: dict[str, tuple[float, float]] = {}
-        super().__init__()
+        super().__init__(tls)
 
     def note(self, path: str) -> str | None:
         with self._lock:
