@@ -1,0 +1,188 @@
+// Engine: the status of each part with its reason, reindex with live progress, the
+// embedding source, the Qdrant card and the rerank card. Every route here needs admin.
+
+import { api, stream } from "./api.js";
+import { attempt, clear, confirmAction, field, h, indicator, showNote } from "./ui.js";
+
+const SOURCES = ["auto", "remote", "static", "transformers"];
+const state = { panel: null, running: false };
+
+function el(name) { return state.panel.querySelector(`[data-el="${name}"]`); }
+
+export function reset() { if (state.panel) clear(state.panel); }
+
+export function init(panel, caller) {
+  state.panel = panel;
+  if (!caller.admin) {
+    clear(panel, h("p", { class: "note" }, "The engine's status and settings need an admin token; this one is not."));
+    return;
+  }
+  clear(panel, h("h2", { class: "sr-only" }, "Engine"),
+    h("div", { class: "card wide" }, h("div", { class: "card-head" }, h("h3", {}, "Status"),
+      h("button", { type: "button", onclick: refresh }, "Refresh")),
+      h("div", { class: "indicators", dataset: { el: "indicators" } }), h("div", { dataset: { el: "status-msg" } })),
+    h("div", { class: "grid" }, settingsCard(), reindexCard(), qdrantCard(), rerankCard()));
+  refresh();
+}
+
+export function shown() { if (state.panel && el("indicators")) refresh(); }
+
+async function refresh() {
+  const [status, settings, qdrant] = await Promise.all([
+    attempt(el("status-msg"), () => api("GET", "/api/memory/engine-status")),
+    attempt(el("settings-msg"), () => api("GET", "/api/settings/memory")),
+    attempt(el("qdrant-msg"), () => api("GET", "/api/settings/qdrant")),
+  ]);
+  if (status) renderStatus(status);
+  if (settings) fillSettings(settings);
+  if (qdrant) fillQdrant(qdrant);
+}
+
+function renderStatus(s) {
+  const e = s.embedding || {}, v = s.vectorStore || {}, q = s.qdrant || {}, r = s.rerank || {}, k = s.keyword || {};
+  clear(el("indicators"),
+    indicator(k.available, "Keyword index", k.reason || k.backend),
+    indicator(e.available, "Embeddings", e.reason || [e.source, e.model, e.dimensions ? `${e.dimensions} dims` : ""].filter(Boolean).join(" · ")),
+    indicator(v.available, "Vector store", v.reason || `${v.backend} · ${v.rowCount} vectors · ${v.needsReindex} need reindex`),
+    indicator(q.enabled && q.healthy, "Qdrant", q.enabled ? (q.error || `healthy · ${q.latencyMs} ms`) : "disabled"),
+    indicator(r.enabled && r.available, "Rerank", r.enabled ? (r.reason || `${r.provider} ${r.model}`) : (r.reason || "disabled")));
+}
+
+function settingsCard() {
+  const enabled = h("input", { type: "checkbox", dataset: { el: "enabled" } });
+  const source = h("select", { dataset: { el: "source" } }, SOURCES.map((s) => h("option", { value: s }, s)));
+  const baseUrl = h("input", { type: "url", dataset: { el: "base-url" }, placeholder: "https://… (remote source)" });
+  const model = h("input", { type: "text", dataset: { el: "model-id" }, placeholder: "model id (remote source)" });
+  const form = h("form", { class: "card" }, h("h3", {}, "Memory and embeddings"),
+    h("label", { class: "switch" }, enabled, " Memory enabled (retrieval, injection, extraction)"),
+    field("Embedding source", source), field("Remote base URL", baseUrl), field("Remote model", model),
+    h("button", { type: "submit", class: "primary" }, "Save"), h("div", { dataset: { el: "settings-msg" } }));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const body = { enabled: enabled.checked, embeddingSource: source.value };
+    if (baseUrl.value.trim()) body.customBaseUrl = baseUrl.value.trim();
+    if (model.value.trim()) body.customModelId = model.value.trim();
+    const saved = await attempt(el("settings-msg"), () => api("PUT", "/api/settings/memory", { body }));
+    if (saved) { fillSettings(saved); showNote(el("settings-msg"), "Settings saved."); refresh(); }
+  });
+  return form;
+}
+
+function fillSettings(s) {
+  el("enabled").checked = Boolean(s.enabled);
+  el("source").value = s.embeddingSource;
+  el("base-url").value = s.customBaseUrl || "";
+  el("model-id").value = s.customModelId || "";
+  el("rerank-enabled").checked = Boolean(s.rerankEnabled);
+  el("rerank-model").value = s.rerankProviderModel || "";
+}
+
+function reindexCard() {
+  const force = h("input", { type: "checkbox", dataset: { el: "force" } });
+  return h("div", { class: "card" }, h("h3", {}, "Reindex"),
+    h("label", { class: "switch" }, force, " Re-embed every memory (not only those missing a vector)"),
+    h("button", { type: "button", class: "primary", dataset: { el: "reindex" }, onclick: reindex }, "Reindex now"),
+    h("progress", { max: 1, value: 0, dataset: { el: "progress" }, "aria-label": "reindex progress" }),
+    h("p", { dataset: { el: "progress-text" }, "aria-live": "polite" }, "idle"),
+    h("div", { dataset: { el: "reindex-msg" } }));
+}
+
+async function reindex() {
+  if (state.running) return;
+  state.running = true;
+  el("reindex").disabled = true;
+  const bar = el("progress"), text = el("progress-text");
+  let total = 0, last = null;
+  const done = await attempt(el("reindex-msg"), () => stream("POST", "/api/memory/reindex", { force: el("force").checked }, (m) => {
+    last = m;
+    if (m.started) total = m.pending;
+    const processed = m.processed || 0;
+    bar.max = Math.max(1, total);
+    bar.value = Math.min(processed, bar.max);
+    text.textContent = `${m.state || "running"} · ${processed} of ${total} · ${m.errors} errors` +
+      (m.ratePerSecond ? ` · ${m.ratePerSecond.toFixed(1)}/s` : "") + (m.error ? ` · ${m.error}` : "");
+  }).then(() => true));
+  state.running = false;
+  el("reindex").disabled = false;
+  if (done && last) {
+    if (last.state === "done") bar.value = bar.max;
+    showNote(el("reindex-msg"), last.state === "done" ? `Reindexed ${last.processed} memories.` :
+      `Reindex ended: ${last.state}${last.error ? ` (${last.error})` : ""}`, last.state === "done" ? "note" : "error");
+    refresh();
+  }
+}
+
+function qdrantCard() {
+  const enabled = h("input", { type: "checkbox", dataset: { el: "q-enabled" } });
+  const host = h("input", { type: "text", dataset: { el: "q-host" }, autocomplete: "off" });
+  const port = h("input", { type: "number", min: 1, max: 65535, dataset: { el: "q-port" } });
+  const collection = h("input", { type: "text", dataset: { el: "q-collection" }, autocomplete: "off" });
+  const key = h("input", { type: "password", dataset: { el: "q-key" }, autocomplete: "new-password" });
+  const query = h("input", { type: "text", dataset: { el: "q-query" }, placeholder: "a test query" });
+  const days = h("input", { type: "number", min: 1, max: 365, value: 30, dataset: { el: "q-days" } });
+  const form = h("form", { class: "card" }, h("h3", {}, "Qdrant"),
+    h("label", { class: "switch" }, enabled, " Use Qdrant as the vector store"),
+    h("div", { class: "row" }, field("Host", host), field("Port", port)),
+    field("Collection", collection), field("API key", key, "write-only; leave empty to keep the stored key"),
+    h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Save"),
+      h("button", { type: "button", onclick: testConnection }, "Test connection")),
+    h("div", { class: "row" }, field("Test search", query), h("button", { type: "button", onclick: testSearch }, "Search")),
+    h("div", { class: "row" }, field("Clean up points older than (days)", days),
+      h("button", { type: "button", class: "danger", onclick: cleanup }, "Clean up…")),
+    h("div", { dataset: { el: "qdrant-msg" } }));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const body = { enabled: enabled.checked, host: host.value.trim(), port: Number(port.value), collection: collection.value.trim() };
+    if (key.value) body.apiKey = key.value;
+    const saved = await attempt(el("qdrant-msg"), () => api("PUT", "/api/settings/qdrant", { body }));
+    if (saved) { fillQdrant(saved); key.value = ""; showNote(el("qdrant-msg"), "Qdrant settings saved."); refresh(); }
+  });
+  return form;
+}
+
+function fillQdrant(q) {
+  el("q-enabled").checked = Boolean(q.enabled);
+  el("q-host").value = q.host || "";
+  el("q-port").value = q.port || "";
+  el("q-collection").value = q.collection || "";
+  el("q-key").placeholder = q.hasApiKey ? `stored: ${q.apiKeyMasked}` : "none stored";
+}
+
+async function testConnection() {
+  const health = await attempt(el("qdrant-msg"), () => api("GET", "/api/settings/qdrant/health"));
+  if (!health) return;
+  showNote(el("qdrant-msg"), health.ok ? `Connected (${health.mode}) in ${health.latencyMs.toFixed(0)} ms; collection ` +
+    `${health.collectionExists ? `exists with ${health.pointsCount} points` : "does not exist yet"}.` :
+    `Not reachable: ${health.error}`, health.ok ? "note" : "error");
+}
+
+async function testSearch() {
+  const answer = await attempt(el("qdrant-msg"), () => api("POST", "/api/settings/qdrant/search", { body: { query: el("q-query").value } }));
+  if (!answer) return;
+  clear(el("qdrant-msg"), h("p", {}, `${answer.results.length} hits in ${answer.latencyMs} ms`),
+    h("ol", {}, answer.results.map((r) => h("li", {}, `${r.score.toFixed(3)} · ${r.apiKeyId} · ${r.content}`))));
+}
+
+async function cleanup() {
+  const days = Number(el("q-days").value);
+  const ok = await confirmAction("Clean up Qdrant?", `Deletes the Qdrant points of memories older than ${days} days.`);
+  if (!ok) return;
+  const done = await attempt(el("qdrant-msg"), () => api("POST", "/api/settings/qdrant/cleanup", { body: { retentionDays: days } }));
+  if (done) showNote(el("qdrant-msg"), `Removed ${done.deletedCount} points.`);
+}
+
+function rerankCard() {
+  const enabled = h("input", { type: "checkbox", dataset: { el: "rerank-enabled" } });
+  const model = h("input", { type: "text", dataset: { el: "rerank-model" }, placeholder: "provider/model" });
+  const form = h("form", { class: "card" }, h("h3", {}, "Rerank"),
+    h("label", { class: "switch" }, enabled, " Rerank retrieved memories"),
+    field("Rerank provider/model", model),
+    h("button", { type: "submit", class: "primary" }, "Save"), h("div", { dataset: { el: "rerank-msg" } }));
+  form.addEventListener("submit", async (ev) => {
+    ev.preventDefault();
+    const body = { rerankEnabled: enabled.checked, rerankProviderModel: model.value.trim() || null };
+    const saved = await attempt(el("rerank-msg"), () => api("PUT", "/api/settings/memory", { body }));
+    if (saved) { fillSettings(saved); showNote(el("rerank-msg"), "Rerank settings saved."); refresh(); }
+  });
+  return form;
+}
