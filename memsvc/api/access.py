@@ -12,6 +12,9 @@ How a tenant is found:
 - `MemoryById(name)`: the call names a memory id; a memory of another tenant is NOT_FOUND,
   exactly as a missing id, so existence is not revealed.
 - `characters=True`: character memory, which needs the credential's character access.
+- permission `ANYONE`: any caller, even one without a token (then as the credential-less
+  `ANONYMOUS`): the caller asking about itself, which tells a tokenless caller only that a
+  token is needed. A token that is sent must still be valid.
 - `widens`: request fields that reach every tenant (`scope: global`, `allTenants`): set,
   they need `admin`.
 """
@@ -28,6 +31,8 @@ from memsvc.core.errors import PermissionDeniedError, shorten
 from memsvc.core.memories import memory_not_found
 
 CORE, CONFINE, ADMIN_ONLY = "core", "confine", "admin"
+# Not a permission a credential holds: the rule of a call anyone may make.
+ANYONE = "anyone"
 
 
 @dataclass(frozen=True)
@@ -104,6 +109,7 @@ RULES: dict[str, Rule] = {
     _C + "CreateCredential": _admin(),
     _C + "ListCredentials": _admin(),
     _C + "RevokeCredential": _admin(),
+    _C + "GetCaller": Rule(ANYONE),
 }
 
 
@@ -124,7 +130,7 @@ def authorize(method: str, credential: Credential, request: Any) -> Grant:
     rule = RULES.get(method)
     if rule is None:  # fail closed; a test keeps every RPC in the table
         raise PermissionDeniedError("this method has no access rule")
-    if not credential.allows(rule.permission):
+    if rule.permission != ANYONE and not credential.allows(rule.permission):
         raise PermissionDeniedError(f"credential {credential.id!r} lacks the {rule.permission} permission")
     if rule.characters and not credential.characters:
         raise PermissionDeniedError(f"credential {credential.id!r} has no access to character memory")
@@ -154,6 +160,12 @@ def _tenant_grant(source: NoTenant | TenantField | MemoryById, credential: Crede
     if source.when_empty == ADMIN_ONLY and not credential.is_admin:
         raise PermissionDeniedError("without an apiKeyId this reaches every tenant and needs the admin permission")
     return Grant(scope, "", audited)
+
+
+def admits_anonymous(method: str) -> bool:
+    """Whether a call that carries no token at all may still run (as ANONYMOUS)."""
+    rule = RULES.get(method)
+    return rule is not None and rule.permission == ANYONE
 
 
 def check_owner(credential: Credential, memory_id: str, owner: str | None) -> None:

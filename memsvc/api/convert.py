@@ -14,7 +14,7 @@ from google.protobuf.message import Message
 
 from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
-from memsvc.core.credentials import Credential, IssuedCredential
+from memsvc.core.credentials import OPEN_CALLER, Credential, IssuedCredential
 from memsvc.core.errors import ValidationError
 from memsvc.core.backend_manager import BackendStatus
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
@@ -512,3 +512,9 @@ def credentials_to_pb(items: Sequence[Credential]) -> credentials_pb2.ListCreden
 
 def revoked_to_pb(c: Credential) -> credentials_pb2.RevokeCredentialResponse:
     return credentials_pb2.RevokeCredentialResponse(success=True, credential=credential_to_pb(c))
+
+
+def caller_to_pb(c: Credential | None) -> credentials_pb2.GetCallerResponse:
+    """None is a call accepted without authentication: it may do everything. (A tokenless
+    call on a server that needs a token comes as ANONYMOUS: no permission, no tenant.)"""
+    return credentials_pb2.GetCallerResponse(auth_required=c is not None, credential=credential_to_pb(c or OPEN_CALLER))

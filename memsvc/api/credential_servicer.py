@@ -1,11 +1,11 @@
 """memsvc.v1.CredentialService: credential management for admin callers (the access rule
-table makes every RPC here admin-only)."""
+table makes every RPC here admin-only, but GetCaller, which any caller may ask about itself)."""
 
 from __future__ import annotations
 
 from memsvc.api import convert
 from memsvc.api.blocking import run
-from memsvc.core.credentials import Credentials
+from memsvc.core.credentials import Credentials, current_caller
 from memsvc.v1 import credentials_pb2 as pb
 from memsvc.v1 import credentials_pb2_grpc
 
@@ -23,3 +23,6 @@ class CredentialServicer(credentials_pb2_grpc.CredentialServiceServicer):
 
     async def RevokeCredential(self, request: pb.RevokeCredentialRequest, context) -> pb.RevokeCredentialResponse:
         return convert.revoked_to_pb(await run(self._credentials.revoke, request.id))
+
+    async def GetCaller(self, request: pb.GetCallerRequest, context) -> pb.GetCallerResponse:
+        return convert.caller_to_pb(current_caller())

@@ -20,11 +20,11 @@ from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
 
 import grpc
 
-from memsvc.api.access import Grant, authorize, check_owner, requested_tenant
+from memsvc.api.access import Grant, admits_anonymous, authorize, check_owner, requested_tenant
 from memsvc.api.blocking import run
 from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
-from memsvc.core.credentials import Credential, admin_credential, tenant_scope
+from memsvc.core.credentials import ANONYMOUS, Credential, admin_credential, caller, tenant_scope
 from memsvc.core.errors import MemsvcError
 from memsvc.logs import request_id_var
 
@@ -191,7 +191,10 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if handler is None or _is_exempt(details.method) or not self._enabled():
             return handler
         method = details.method
-        credential = self._authenticate(_metadata(details, "authorization"))
+        header = _metadata(details, "authorization")
+        credential = self._authenticate(header)
+        if credential is None and header is None and admits_anonymous(method):
+            credential = ANONYMOUS
 
         def finished(grant: Grant, context: grpc.aio.ServicerContext) -> None:
             if grant.audited:
@@ -204,6 +207,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             async def run_checked(request, context):
                 grant = await self._admit(method, credential, request, context)
                 tenant_scope.set(grant.scope)
+                caller.set(credential)
                 try:
                     return await behavior(request, context)
                 finally:
@@ -214,6 +218,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             async def run_checked(request, context):
                 grant = await self._admit(method, credential, request, context)
                 tenant_scope.set(grant.scope)
+                caller.set(credential)
                 try:
                     async for item in behavior(request, context):
                         yield item

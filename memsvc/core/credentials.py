@@ -102,6 +102,21 @@ tenant_scope: contextvars.ContextVar[TenantScope | None] = contextvars.ContextVa
                                                                                   default=None)
 
 
+# The verified credential of the calling request, set by the auth interceptor beside
+# `tenant_scope`; None when authentication is off (every call is accepted).
+caller: contextvars.ContextVar[Credential | None] = contextvars.ContextVar("memsvc_caller", default=None)
+# What a caller may do when authentication is off: everything, under no name.
+OPEN_CALLER = Credential("", frozenset(PERMISSIONS), None, True)
+# A call without any token on a server that requires one, admitted only where the access
+# rules let anyone in (asking whether a token is needed): no permission, no tenant.
+ANONYMOUS = Credential("", frozenset(), frozenset(), False)
+
+
+def current_caller() -> Credential | None:
+    """The calling request's credential; None when the server takes calls without a token."""
+    return caller.get()
+
+
 def current_scope() -> TenantScope | None:
     """The calling request's confinement; None for an admin (or with authentication off)."""
     return tenant_scope.get()

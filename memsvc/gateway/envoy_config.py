@@ -7,9 +7,12 @@ server was generated from, so there is one contract and no hand-written HTTP han
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import yaml
+
+from memsvc import studio
 
 from memsvc.gateway import request_guard
 
@@ -42,6 +45,10 @@ class EnvoySettings:
     health_path: str = "/healthz"
     max_request_bytes: int = MAX_REQUEST_BYTES
     max_connections: int = 10_000
+    # Where Envoy reads the studio's static files: relative to the repository root in
+    # deploy/envoy.yaml (like the descriptor set), the installed package folder at run time.
+    studio_dir: str = "memsvc/studio"
+
 
     @classmethod
     def committed(cls, descriptor_path: str) -> "EnvoySettings":
@@ -212,9 +219,11 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
                     "domains": ["*"],
                     # timeout 0s: the Reindex stream may run for minutes; idle streams are
                     # still cut by stream_idle_timeout.
-                    "routes": _mcp_routes(s) + [{"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "0s"}}],
+                    "routes": _mcp_routes(s) + _studio_routes(s) + [
+                        {"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "0s"}}],
                 }
             ],
+            "max_direct_response_body_size_bytes": STUDIO_MAX_FILE_BYTES,
         },
         stream_idle_timeout="300s",
         max_request_headers_kb=MAX_REQUEST_HEADERS_KB,
@@ -287,6 +296,47 @@ def _mcp_clusters(s: EnvoySettings) -> list[dict[str, Any]]:
             "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address("127.0.0.1", s.mcp_port)}}]}],
         },
     }]
+
+
+STUDIO_PATH = "/studio/"
+# Envoy reads each file once, at start-up, and refuses a direct response above this size
+# (its own default is 4 KiB).
+STUDIO_MAX_FILE_BYTES = 1024 * 1024
+_STUDIO_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
+                 ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
+# Same origin as the API it calls, so nothing is allowed from elsewhere; no inline script or
+# style, no framing.
+_STUDIO_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+                  "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+# The transcoder would refuse a studio path as an unknown method and the guard would check
+# it against gRPC messages; a static file needs neither.
+_NOT_FOR_STUDIO = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
+
+
+def _studio_route(path: str, **action: Any) -> dict[str, Any]:
+    return {"match": {"path": path}, **action,
+            "typed_per_filter_config": {f: _typed("envoy.config.route.v3.FilterConfig", disabled=True)
+                                        for f in _NOT_FOR_STUDIO}}
+
+
+def _studio_file_route(s: EnvoySettings, path: str, name: str) -> dict[str, Any]:
+    headers = {"content-type": _STUDIO_TYPES[Path(name).suffix], "cache-control": "no-cache",
+               "x-content-type-options": "nosniff", "content-security-policy": _STUDIO_POLICY}
+    return _studio_route(
+        path, direct_response={"status": 200, "body": {"filename": f"{s.studio_dir}/{name}"}},
+        response_headers_to_add=[{"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+                                 for k, v in headers.items()])
+
+
+def _studio_routes(s: EnvoySettings) -> list[dict[str, Any]]:
+    """The studio (the web dashboard), answered by Envoy itself: one exact route per file of
+    the memsvc.studio package, `/studio/` being its index.html and `/studio` a redirect to
+    it. No token is needed for these files; every call the page makes needs one."""
+    names = studio.file_names()
+    routes = [_studio_route(STUDIO_PATH.rstrip("/"), redirect={"path_redirect": STUDIO_PATH}),
+              _studio_file_route(s, STUDIO_PATH, "index.html")]
+    routes += [_studio_file_route(s, STUDIO_PATH + name, name) for name in names if name != "index.html"]
+    return routes
 
 
 def _overload_manager(s: EnvoySettings) -> dict[str, Any]:

@@ -34,6 +34,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Awaitable, Callable
 
+from memsvc import studio
 from memsvc.config import Config
 from memsvc.gateway.envoy_config import EnvoySettings, render_yaml
 
@@ -125,6 +126,7 @@ class Gateway:
             upstream_host=_connectable(config.grpc_host), upstream_port=grpc_port,
             mcp_port=config.mcp_port,
             admin_socket=str(data_dir / ADMIN_SOCKET_NAME), admin_port=config.envoy_admin_port,
+            studio_dir=str(studio.package_dir()),
         )
         return cls(settings, data_dir / "envoy.yaml")
 

@@ -25,7 +25,8 @@ from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 MODULES = (memory_pb2, engine_pb2, settings_pb2, credentials_pb2)
 
 # What each RPC is, in the policy's words. tenant-*: names an apiKeyId; byid-*: names a
-# memory id; open-read: touches no tenant; char-*: character memory; admin: admin only.
+# memory id; open-read: touches no tenant; char-*: character memory; admin: admin only;
+# self: the caller asking about itself, which anyone may do (a token sent must be valid).
 KINDS = {
     "MemoryService/ListMemories": "tenant-read", "MemoryService/CreateMemory": "tenant-write",
     "MemoryService/ClearMemories": "tenant-write", "MemoryService/CheckHealth": "open-read",
@@ -45,7 +46,7 @@ KINDS = {
     "SettingsService/GetReviewConfig": "char-read", "SettingsService/SetReviewConfig": "admin",
     "SettingsService/GetPowerfulMemoryConfig": "char-read", "SettingsService/SetPowerfulMemoryConfig": "admin",
     "CredentialService/CreateCredential": "admin", "CredentialService/ListCredentials": "admin",
-    "CredentialService/RevokeCredential": "admin",
+    "CredentialService/RevokeCredential": "admin", "CredentialService/GetCaller": "self",
 }
 
 # Refusals first: the admin case last, since what an admin call starts (a reindex) may
@@ -59,6 +60,8 @@ SUCCEEDS = {"tenant-read", "tenant-write", "byid-read", "byid-write", "open-read
 
 def expected(kind: str, case: str) -> str:
     """The outcome the policy demands (a status name, or ALLOWED)."""
+    if kind == "self":
+        return UNAUTH if case in ("wrong-token", "revoked-token") else OK
     if case in ("no-token", "wrong-token", "revoked-token"):
         return UNAUTH
     if case == "admin":

@@ -26,7 +26,7 @@ from google.api import annotations_pb2 as google_dot_api_dot_annotations__pb2
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmemsvc/v1/credentials.proto\x12\tmemsvc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb2\x01\n\nCredential\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0bpermissions\x18\x02 \x03(\t\x12\x0f\n\x07tenants\x18\x03 \x03(\t\x12\x12\n\ncharacters\x18\x04 \x01(\x08\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nrevoked_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x17\x43reateCredentialRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0bpermissions\x18\x02 \x03(\t\x12\x0f\n\x07tenants\x18\x03 \x03(\t\x12\x12\n\ncharacters\x18\x04 \x01(\x08\"e\n\x18\x43reateCredentialResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12)\n\ncredential\x18\x02 \x01(\x0b\x32\x15.memsvc.v1.Credential\x12\r\n\x05token\x18\x03 \x01(\t\"\x18\n\x16ListCredentialsRequest\"E\n\x17ListCredentialsResponse\x12*\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x15.memsvc.v1.Credential\"%\n\x17RevokeCredentialRequest\x12\n\n\x02id\x18\x01 \x01(\t\"V\n\x18RevokeCredentialResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12)\n\ncredential\x18\x02 \x01(\x0b\x32\x15.memsvc.v1.Credential2\xfd\x02\n\x11\x43redentialService\x12x\n\x10\x43reateCredential\x12\".memsvc.v1.CreateCredentialRequest\x1a#.memsvc.v1.CreateCredentialResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x10/api/credentials:\x01*\x12r\n\x0fListCredentials\x12!.memsvc.v1.ListCredentialsRequest\x1a\".memsvc.v1.ListCredentialsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/api/credentials\x12z\n\x10RevokeCredential\x12\".memsvc.v1.RevokeCredentialRequest\x1a#.memsvc.v1.RevokeCredentialResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/api/credentials/{id}b\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1bmemsvc/v1/credentials.proto\x12\tmemsvc.v1\x1a\x1cgoogle/api/annotations.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xb2\x01\n\nCredential\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0bpermissions\x18\x02 \x03(\t\x12\x0f\n\x07tenants\x18\x03 \x03(\t\x12\x12\n\ncharacters\x18\x04 \x01(\x08\x12.\n\ncreated_at\x18\x05 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12.\n\nrevoked_at\x18\x06 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"_\n\x17\x43reateCredentialRequest\x12\n\n\x02id\x18\x01 \x01(\t\x12\x13\n\x0bpermissions\x18\x02 \x03(\t\x12\x0f\n\x07tenants\x18\x03 \x03(\t\x12\x12\n\ncharacters\x18\x04 \x01(\x08\"e\n\x18\x43reateCredentialResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12)\n\ncredential\x18\x02 \x01(\x0b\x32\x15.memsvc.v1.Credential\x12\r\n\x05token\x18\x03 \x01(\t\"\x18\n\x16ListCredentialsRequest\"E\n\x17ListCredentialsResponse\x12*\n\x0b\x63redentials\x18\x01 \x03(\x0b\x32\x15.memsvc.v1.Credential\"%\n\x17RevokeCredentialRequest\x12\n\n\x02id\x18\x01 \x01(\t\"V\n\x18RevokeCredentialResponse\x12\x0f\n\x07success\x18\x01 \x01(\x08\x12)\n\ncredential\x18\x02 \x01(\x0b\x32\x15.memsvc.v1.Credential\"\x12\n\x10GetCallerRequest\"U\n\x11GetCallerResponse\x12\x15\n\rauth_required\x18\x01 \x01(\x08\x12)\n\ncredential\x18\x02 \x01(\x0b\x32\x15.memsvc.v1.Credential2\xe2\x03\n\x11\x43redentialService\x12x\n\x10\x43reateCredential\x12\".memsvc.v1.CreateCredentialRequest\x1a#.memsvc.v1.CreateCredentialResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\"\x10/api/credentials:\x01*\x12r\n\x0fListCredentials\x12!.memsvc.v1.ListCredentialsRequest\x1a\".memsvc.v1.ListCredentialsResponse\"\x18\x82\xd3\xe4\x93\x02\x12\x12\x10/api/credentials\x12z\n\x10RevokeCredential\x12\".memsvc.v1.RevokeCredentialRequest\x1a#.memsvc.v1.RevokeCredentialResponse\"\x1d\x82\xd3\xe4\x93\x02\x17*\x15/api/credentials/{id}\x12\x63\n\tGetCaller\x12\x1b.memsvc.v1.GetCallerRequest\x1a\x1c.memsvc.v1.GetCallerResponse\"\x1b\x82\xd3\xe4\x93\x02\x15\x12\x13/api/credentials/meb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -39,6 +39,8 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_CREDENTIALSERVICE'].methods_by_name['ListCredentials']._serialized_options = b'\202\323\344\223\002\022\022\020/api/credentials'
   _globals['_CREDENTIALSERVICE'].methods_by_name['RevokeCredential']._loaded_options = None
   _globals['_CREDENTIALSERVICE'].methods_by_name['RevokeCredential']._serialized_options = b'\202\323\344\223\002\027*\025/api/credentials/{id}'
+  _globals['_CREDENTIALSERVICE'].methods_by_name['GetCaller']._loaded_options = None
+  _globals['_CREDENTIALSERVICE'].methods_by_name['GetCaller']._serialized_options = b'\202\323\344\223\002\025\022\023/api/credentials/me'
   _globals['_CREDENTIAL']._serialized_start=106
   _globals['_CREDENTIAL']._serialized_end=284
   _globals['_CREATECREDENTIALREQUEST']._serialized_start=286
@@ -53,6 +55,10 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_REVOKECREDENTIALREQUEST']._serialized_end=620
   _globals['_REVOKECREDENTIALRESPONSE']._serialized_start=622
   _globals['_REVOKECREDENTIALRESPONSE']._serialized_end=708
-  _globals['_CREDENTIALSERVICE']._serialized_start=711
-  _globals['_CREDENTIALSERVICE']._serialized_end=1092
+  _globals['_GETCALLERREQUEST']._serialized_start=710
+  _globals['_GETCALLERREQUEST']._serialized_end=728
+  _globals['_GETCALLERRESPONSE']._serialized_start=730
+  _globals['_GETCALLERRESPONSE']._serialized_end=815
+  _globals['_CREDENTIALSERVICE']._serialized_start=818
+  _globals['_CREDENTIALSERVICE']._serialized_end=1300
 # @@protoc_insertion_point(module_scope)

@@ -71,3 +71,15 @@ class RevokeCredentialResponse(_message.Message):
     success: bool
     credential: Credential
     def __init__(self, success: _Optional[bool] = ..., credential: _Optional[_Union[Credential, _Mapping]] = ...) -> None: ...
+
+class GetCallerRequest(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class GetCallerResponse(_message.Message):
+    __slots__ = ("auth_required", "credential")
+    AUTH_REQUIRED_FIELD_NUMBER: _ClassVar[int]
+    CREDENTIAL_FIELD_NUMBER: _ClassVar[int]
+    auth_required: bool
+    credential: Credential
+    def __init__(self, auth_required: _Optional[bool] = ..., credential: _Optional[_Union[Credential, _Mapping]] = ...) -> None: ...

@@ -49,6 +49,11 @@ class CredentialServiceStub:
                 request_serializer=memsvc_dot_v1_dot_credentials__pb2.RevokeCredentialRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_credentials__pb2.RevokeCredentialResponse.FromString,
                 _registered_method=True)
+        self.GetCaller = channel.unary_unary(
+                '/memsvc.v1.CredentialService/GetCaller',
+                request_serializer=memsvc_dot_v1_dot_credentials__pb2.GetCallerRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_credentials__pb2.GetCallerResponse.FromString,
+                _registered_method=True)
 
 
 class CredentialServiceServicer:
@@ -77,6 +82,19 @@ class CredentialServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def GetCaller(self, request, context):
+        """The calling token itself: its id, permissions, tenants and character access, so a
+        client (the studio) offers only what the token may do. Any valid token may ask, and so
+        may a call with no token at all: on a server that needs one the answer is authRequired
+        with an empty credential (no permission, no tenant); a token that is sent but not valid
+        is UNAUTHENTICATED as everywhere. With authentication off (no token configured, no
+        credential stored) authRequired is false and the answer grants everything, since every
+        call is accepted.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CredentialServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -94,6 +112,11 @@ def add_CredentialServiceServicer_to_server(servicer, server):
                     servicer.RevokeCredential,
                     request_deserializer=memsvc_dot_v1_dot_credentials__pb2.RevokeCredentialRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_credentials__pb2.RevokeCredentialResponse.SerializeToString,
+            ),
+            'GetCaller': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetCaller,
+                    request_deserializer=memsvc_dot_v1_dot_credentials__pb2.GetCallerRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_credentials__pb2.GetCallerResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -177,6 +200,33 @@ class CredentialService:
             '/memsvc.v1.CredentialService/RevokeCredential',
             memsvc_dot_v1_dot_credentials__pb2.RevokeCredentialRequest.SerializeToString,
             memsvc_dot_v1_dot_credentials__pb2.RevokeCredentialResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetCaller(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.CredentialService/GetCaller',
+            memsvc_dot_v1_dot_credentials__pb2.GetCallerRequest.SerializeToString,
+            memsvc_dot_v1_dot_credentials__pb2.GetCallerResponse.FromString,
             options,
             channel_credentials,
             insecure,
