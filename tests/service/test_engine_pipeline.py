@@ -188,13 +188,14 @@ def test_extract_stores_self_contained_everyday_facts_and_nothing_else(server, s
     enable(stubs)
     out = extract(stubs, EVERYDAY_TEXT)
     stored = {m.key: m.content for m in listing(stubs).data}
-    assert out.stored == len(stored) == 9
+    assert out.stored == len(stored) == 10
     assert stored == {
         "name:user": "User's name is Anna",
         "location:home": "User lives in Lyon",
         "diet:vegetarian": "User is vegetarian",
         "diet:allergy_peanuts": "User is allergic to peanuts",
         "family:children": "User has two kids",
+        "pet:miso": "User has a cat named Miso",
         "profession:job": "User is a nurse",
         "language:reply": "User wants replies in French",
         "preference:long_answers": "User does not like long answers",
