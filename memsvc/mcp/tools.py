@@ -20,10 +20,12 @@ from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memsvc.api.convert import dict_to_struct
+from memsvc.core.credentials import ALL_TENANTS
 from memsvc.core.models import MEMORY_TYPES
 from memsvc.mcp.arguments import ArgumentCheck, plain_schema
+from memsvc.mcp.errors import UNAUTHENTICATED_HINT
 from memsvc.mcp.upstream import Upstream
-from memsvc.v1 import engine_pb2, memory_pb2
+from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2
 
 # The value of the `authorization` header to forward for the caller of this tool call.
 Credential = Callable[[Context], str | None]
@@ -73,14 +75,24 @@ class MemoryTools:
         return await self._upstream.call(method, request, self._credential(ctx))
 
     async def _tenant(self, ctx: Context, api_key_id: str | None) -> str:
-        """The named tenant, else the token's only one.
-
-        TODO: ask the server which tenants the token addresses once it can say (the
-        credentials work); until then the caller names the tenant.
-        """
+        """The named tenant, else the token's only one, as the server reports the caller's
+        credential. A token that may address several tenants (or every one) must name it:
+        guessing would put memories where the agent did not mean them."""
         if api_key_id:
             return api_key_id
-        raise ToolError("invalid argument: apiKeyId: is required (this token may address several tenants)")
+        caller = await self._call(ctx, self._upstream.credentials.GetCaller, credentials_pb2.GetCallerRequest())
+        if caller.auth_required and not caller.credential.id:  # no token sent, and one is needed
+            raise ToolError(f"not authorized: {UNAUTHENTICATED_HINT}")
+        tenants = list(caller.credential.tenants)
+        if len(tenants) == 1 and tenants[0] != ALL_TENANTS:
+            return tenants[0]
+        if not tenants:
+            reach = "no tenant"
+        elif ALL_TENANTS in tenants or not caller.auth_required:
+            reach = "every tenant"
+        else:
+            reach = f"{len(tenants)} tenants ({', '.join(tenants[:5])}{', ...' if len(tenants) > 5 else ''})"
+        raise ToolError(f"invalid argument: apiKeyId: is required, since this token may address {reach}")
 
     async def memory_search(
         self, ctx: Context,

@@ -12,13 +12,13 @@ from typing import Any, Awaitable, Callable
 import grpc
 
 from memsvc.mcp.errors import tool_error
-from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc
+from memsvc.v1 import credentials_pb2_grpc, engine_pb2_grpc, memory_pb2_grpc
 
 CALL_TIMEOUT_S = 30.0
 
 
 class Upstream:
-    """Async stubs of the memory and engine services on one channel to `address`."""
+    """Async stubs of the memory, engine and credential services on one channel to `address`."""
 
     def __init__(self, address: str, max_message_bytes: int = 16 * 1024 * 1024):
         self.address = address
@@ -27,6 +27,7 @@ class Upstream:
                               ("grpc.max_send_message_length", max_message_bytes)])
         self.memory = memory_pb2_grpc.MemoryServiceStub(self._channel)
         self.engine = engine_pb2_grpc.EngineServiceStub(self._channel)
+        self.credentials = credentials_pb2_grpc.CredentialServiceStub(self._channel)
 
     async def call(self, method: Callable[..., Awaitable[Any]], request: Any, authorization: str | None) -> Any:
         """One RPC with the caller's `authorization` value (as sent: `Bearer <token>`); a

@@ -58,6 +58,8 @@ def test_a_refused_token_is_a_clear_tool_error(authed, tmp_path, token):
         text = await failure(session, "memory_add", apiKeyId="t", content="x", type="factual")
         assert "not authorized: the memsvc server refused the bearer token" in text
         assert "not authorized" in await failure(session, "memory_get", id="any")
+        # Without apiKeyId the tool first asks the server who the caller is: refused alike.
+        assert "not authorized" in await failure(session, "memory_list")
     run(authed.port, token, scenario, tmp_path)
     assert authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest()).total == 0
 
@@ -103,3 +105,17 @@ def test_a_read_only_token_cannot_write(authed, tmp_path):
         assert "permission denied" in text and "write:memory" in text
         assert (await ok(session, "memory_list", apiKeyId="tenant-R"))["total"] == 0
     run(authed.port, token, scenario, tmp_path)
+
+
+def test_a_token_of_several_tenants_must_name_one(authed, tmp_path):
+    token = authed.app.credentials.create("mcp-two", ["read:memory", "write:memory"], ["tenant-X", "tenant-Y"],
+                                          False).token
+
+    async def scenario(session):
+        for name, arguments in [("memory_add", {"content": "x", "type": "factual"}), ("memory_list", {}),
+                                ("memory_clear", {})]:
+            text = await failure(session, name, **arguments)
+            assert "apiKeyId: is required, since this token may address 2 tenants (tenant-X, tenant-Y)" in text
+        assert (await ok(session, "memory_add", apiKeyId="tenant-Y", content="y", type="factual"))["created"]
+    run(authed.port, token, scenario, tmp_path)
+    assert authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="tenant-Y")).total == 1

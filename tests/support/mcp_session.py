@@ -132,7 +132,8 @@ async def check_bad_arguments(session: ClientSession, tenant: str) -> None:
 async def check_tenant_isolation(session: ClientSession, own: str, other: str, other_id: str) -> None:
     """A token of tenant `own` works on its tenant and cannot reach `other`'s memory
     `other_id` through any tool: naming the tenant is refused, the id is not found."""
-    mine = await ok(session, "memory_add", apiKeyId=own, content="A's own note about the garden", type="factual")
+    # Its only tenant is the default where apiKeyId is left out.
+    mine = await ok(session, "memory_add", content="A's own note about the garden", type="factual")
     assert (await ok(session, "memory_get", id=mine["id"]))["apiKeyId"] == own
     for name, arguments in [("memory_add", {"content": "planted", "type": "factual"}), ("memory_list", {}),
                             ("memory_search", {"query": "plan"}), ("memory_clear", {})]:
@@ -140,5 +141,6 @@ async def check_tenant_isolation(session: ClientSession, own: str, other: str, o
         assert text.startswith(f"Error executing tool {name}: permission denied"), text
     for name, arguments in [("memory_get", {}), ("memory_update", {"content": "hijacked"}), ("memory_delete", {})]:
         assert "not found" in await failure(session, name, id=other_id, **arguments), name
-    listed = await ok(session, "memory_list", apiKeyId=own)
-    assert [m["id"] for m in listed["data"]] == [mine["id"]]
+    for listed in (await ok(session, "memory_list", apiKeyId=own), await ok(session, "memory_list")):
+        assert [m["id"] for m in listed["data"]] == [mine["id"]]
+    assert [m["id"] for m in (await ok(session, "memory_search", query="garden note"))["memories"]] == [mine["id"]]
