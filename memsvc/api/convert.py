@@ -24,6 +24,7 @@ from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, es
 from memsvc.core.introspection import EmbeddingStatus, QdrantHit
 from memsvc.core.qdrant_settings import QdrantSettings, mask_api_key
 from memsvc.core.reindex import Progress
+from memsvc.core.relevance_floor import FlooredResult
 from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
 from memsvc.core.settings import MemorySettings
 from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
@@ -253,13 +254,18 @@ def resolution_to_pb(r: Resolution) -> engine_pb2.Resolution:
 
 
 def retrieve_args_from_pb(req: engine_pb2.RetrieveRequest) -> dict[str, Any]:
+    """An unset minScore is Retrieve's default, 0 (no floor)."""
+    min_score = optional(req, "min_score")
     return dict(api_key_id=req.api_key_id, query=req.query, session_id=req.session_id, strategy=req.strategy,
-                max_tokens=optional(req, "max_tokens"), scope=req.scope)
+                max_tokens=optional(req, "max_tokens"), scope=req.scope, limit=optional(req, "limit"),
+                min_score=0.0 if min_score is None else min_score)
 
 
-def retrieval_to_pb(result: RetrievalResult) -> engine_pb2.RetrieveResponse:
+def retrieval_to_pb(result: FlooredResult) -> engine_pb2.RetrieveResponse:
+    resolution = resolution_to_pb(result.resolution)
+    resolution.below_min_score = result.below_min_score
     return engine_pb2.RetrieveResponse(memories=[retrieved_to_pb(i) for i in result.items],
-                                       total_tokens=result.total_tokens, resolution=resolution_to_pb(result.resolution))
+                                       total_tokens=result.total_tokens, resolution=resolution)
 
 
 def preview_args_from_pb(req: engine_pb2.RetrievePreviewRequest) -> dict[str, Any]:
@@ -279,7 +285,7 @@ def inject_call_from_pb(req: engine_pb2.InjectRequest, metadata: Sequence[tuple[
         session_id=req.session_id, no_memory=req.no_memory,
         options=InjectOptions(cache_safe=req.options.cache_safe,
                               system_message_must_be_first=req.options.system_message_must_be_first),
-        headers=tuple(metadata),
+        headers=tuple(metadata), limit=optional(req, "limit"), min_score=optional(req, "min_score"),
     )
 
 
@@ -287,7 +293,8 @@ def injected_to_pb(outcome: InjectOutcome) -> engine_pb2.InjectResponse:
     return engine_pb2.InjectResponse(
         request=dict_to_struct(outcome.injection.body), injected=outcome.injection.injected,
         memory_ids=outcome.memory_ids, tokens=outcome.tokens, role=outcome.injection.role or "",
-        skipped_reason=outcome.skipped_reason)
+        skipped_reason=outcome.skipped_reason, format=outcome.injection.format or "",
+        below_min_score=outcome.below_min_score)
 
 
 def extract_call_from_pb(req: engine_pb2.ExtractRequest, metadata: Sequence[tuple[str, str]]) -> ExtractCall:

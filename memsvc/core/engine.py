@@ -4,7 +4,7 @@ protobuf and never opens the database itself."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol, Sequence
 
 from memsvc.core.access import AccessRecorder
@@ -13,9 +13,10 @@ from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import retrieval_scope
 from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
-from memsvc.core.injection import InjectOptions, Injection, inject, last_user_text, no_memory_requested
+from memsvc.core.injection import InjectOptions, Injection, detect_format, inject, no_memory_requested
 from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, store_drafts, validate_new
 from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
+from memsvc.core.relevance_floor import FlooredResult, above_floor, floor_for, limit_problem, min_score_problem
 from memsvc.core.retrieval import (
     BUDGET_RANGE,
     STRATEGY_ALIASES,
@@ -24,6 +25,7 @@ from memsvc.core.retrieval import (
     RetrievalResult,
     Retriever,
     SearchBackend,
+    apply_budget,
 )
 from memsvc.core.settings import SCOPES, Settings
 from memsvc.core.summarization import BudgetOutcome, SummaryBackend, SummaryOutcome, summarize, summarize_to_budget
@@ -51,6 +53,8 @@ class InjectCall:
     no_memory: bool = False
     options: InjectOptions = InjectOptions()
     headers: Sequence[tuple[str, str]] = ()
+    limit: int | None = None          # at most this many memories (1..100)
+    min_score: float | None = None    # relevance floor 0..1; None: Inject's default floor
 
 
 @dataclass(frozen=True)
@@ -59,6 +63,7 @@ class InjectOutcome:
     memory_ids: list[str] = field(default_factory=list)
     tokens: int = 0
     skipped_reason: str = ""
+    below_min_score: int = 0
 
 
 @dataclass(frozen=True)
@@ -97,6 +102,12 @@ def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
         v.add(name, f"must be at most {limit} characters")
 
 
+def _check_selection(v: Violations, limit: int | None, min_score: float | None) -> None:
+    for name, problem in (("limit", limit_problem(limit)), ("minScore", min_score_problem(min_score))):
+        if problem:
+            v.add(name, problem)
+
+
 #: Retrieval through a pluggable primary backend's own search; None when SQLite is the
 #: primary (see memsvc.core.backend_manager.BackendManager.retrieve).
 BackendRetrieval = Callable[[RetrievalRequest], "RetrievalResult | None"]
@@ -122,11 +133,14 @@ class Engine:
     # ---- retrieval ----
 
     def retrieve(self, api_key_id: str, query: str = "", session_id: str = "", strategy: str = "",
-                 max_tokens: int | None = None, scope: str = "") -> RetrievalResult:
-        """The hot path. Records access on what it returns."""
+                 max_tokens: int | None = None, scope: str = "", limit: int | None = None,
+                 min_score: float | None = 0.0) -> FlooredResult:
+        """The hot path. Records access on what it returns. `min_score` None means Inject's
+        default floor; Retrieve's own default, 0, keeps every ranked candidate."""
         v = Violations()
         _check_strategy(v, strategy)
         _check_budget(v, max_tokens)
+        _check_selection(v, limit, min_score)
         _check_text(v, "query", query, MAX_QUERY_CHARS)
         if scope and scope not in SCOPES:
             v.add("scope", f"must be one of {', '.join(SCOPES)}")
@@ -140,16 +154,29 @@ class Engine:
             # never a caller's.
             raise PermissionDeniedError("scope global is not enabled in the memory settings")
         if not settings.enabled:
-            return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="memory is disabled"))
-        result = self._run(RetrievalRequest(
+            return FlooredResult([], 0, Resolution(strategy_used="none", fallback_reason="memory is disabled"))
+        result = self._floored(RetrievalRequest(
             api_key_id=api_key_id, query=query, strategy=strategy or settings.strategy,
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
             scope=retrieval_scope(scope or settings.scope), session_id=session_id or None,
             retention_days=settings.retention_days,
-        ))
+        ), limit, min_score)
         self.access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
         return result
+
+    def _floored(self, request: RetrievalRequest, limit: int | None, min_score: float | None) -> FlooredResult:
+        """The relevance floor first, then the budget and the limit: candidates are fetched
+        with the widest budget, so an item below the floor never takes budget or a place in
+        the limit that an item above it needs."""
+        if request.max_tokens <= 0:
+            raw = self._run(request)
+            return FlooredResult(raw.items, raw.budget, raw.resolution)
+        raw = self._run(replace(request, max_tokens=BUDGET_RANGE[1]))
+        floor = floor_for(min_score, raw.resolution.embedding_source)
+        kept, dropped = above_floor(raw.items, request.query, floor, raw.resolution.vector_store)
+        budget = min(BUDGET_RANGE[1], max(BUDGET_RANGE[0], request.max_tokens))
+        return FlooredResult(apply_budget(kept, budget, limit), budget, raw.resolution, below_min_score=dropped)
 
     def preview(self, query: str, api_key_id: str = "", session_id: str = "", strategy: str = "",
                 max_tokens: int | None = None, limit: int | None = None) -> RetrievalResult:
@@ -180,22 +207,28 @@ class Engine:
 
     def inject(self, call: InjectCall) -> InjectOutcome:
         """Never fails the chat request over memory: every reason not to inject returns the
-        body unchanged with the reason."""
+        body unchanged with the reason. Only an out-of-range `limit` or `minScore` is refused,
+        as any bad argument is, before anything else happens."""
+        v = Violations()
+        _check_selection(v, call.limit, call.min_score)
+        v.raise_if_any()
         unchanged = Injection(call.body, False, None, None)
+        fmt = detect_format(call.body, call.provider)
         reason = self._skip_reason(call.api_key_id, call.no_memory, call.headers)
-        settings = self._settings.get()
-        if not reason and settings.max_tokens <= 0:
+        if not reason and self._settings.get().max_tokens <= 0:
             reason = "maxTokens is 0"
-        if not reason and not isinstance(call.body.get("messages"), list):
-            reason = "the request has no messages list"
-        if reason:
+        if not reason and fmt is None:
+            reason = "the request is in no known chat format (messages, input or contents)"
+        if reason or fmt is None:
             return InjectOutcome(unchanged, skipped_reason=reason)
-        result = self.retrieve(call.api_key_id[:MAX_ID_CHARS], last_user_text(call.body)[:MAX_QUERY_CHARS],
-                               call.session_id[:MAX_ID_CHARS])
+        result = self.retrieve(call.api_key_id[:MAX_ID_CHARS], fmt.query(call.body)[:MAX_QUERY_CHARS],
+                               call.session_id[:MAX_ID_CHARS], limit=call.limit, min_score=call.min_score)
+        below = result.below_min_score
         if not result.items:
-            return InjectOutcome(unchanged, skipped_reason="no relevant memories")
+            why = f"no memory reached the relevance floor ({below} below minScore)" if below else "no relevant memories"
+            return InjectOutcome(unchanged, skipped_reason=why, below_min_score=below)
         injection = inject(call.body, [i.memory.content for i in result.items], call.provider, call.model, call.options)
-        return InjectOutcome(injection, [i.memory.id for i in result.items], result.total_tokens)
+        return InjectOutcome(injection, [i.memory.id for i in result.items], result.total_tokens, below_min_score=below)
 
     def _skip_reason(self, api_key_id: str, no_memory: bool, headers: Sequence[tuple[str, str]]) -> str:
         if no_memory or no_memory_requested(headers):

@@ -1,14 +1,18 @@
-"""Memory injection: turning retrieved memories into one extra chat message.
+"""Memory injection: putting retrieved memories into a chat request body.
 
-Pure functions over OpenAI-style request bodies (`{"messages": [...], ...}`); no grpc, no SQL,
-no I/O, so the RPC layer, the MCP tools and tests can all share them.
+Pure functions over provider request bodies: OpenAI chat completions (`messages`), OpenAI
+Responses (`instructions`/`input`), Anthropic Messages (top-level `system`) and Gemini
+`generateContent` (`systemInstruction`/`contents`); the format handlers live in
+memsvc.core.injection_formats. No grpc, no SQL, no I/O, so the RPC layer, the MCP tools and
+tests can all share them.
 
 Invariants, because callers forward the result straight to an LLM provider:
 
 * No usable memories -> the caller's body object itself comes back (`is`), nothing added, so a
   no-op costs nothing and cannot change what the provider sees.
-* The input body is never mutated, at any depth: only the `messages` list and the one message
-  that is merged into are copied; everything else is shared read-only with the input.
+* The input body is never mutated, at any depth: only the containers on the path to the
+  change (the turn list, the one turn or system slot merged into) are copied; everything
+  else is shared read-only with the input.
 * Malformed bodies never raise: a gateway must not fail a chat request over memory.
 """
 
@@ -16,6 +20,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
+
+from memsvc.core.injection_formats import ROLE_SYSTEM, ROLE_USER, BodyFormat, detect
 
 NO_MEMORY_HEADERS = ("x-omniroute-no-memory", "x-memsvc-no-memory")
 """Per-request opt-out headers: the reference's name and our own alias."""
@@ -32,16 +38,15 @@ PROVIDERS_WITHOUT_SYSTEM_MESSAGE = frozenset(
 MODEL_PREFIXES_WITHOUT_SYSTEM_MESSAGE = ("glm-", "ernie-")
 """GLM/Zhipu and Baidu ERNIE model families reject `system` whatever provider routes them."""
 
-ROLE_SYSTEM = "system"
-ROLE_USER = "user"
-
 
 @dataclass(frozen=True)
 class InjectOptions:
     """Placement options. `cache_safe` keeps the provider's prompt-cache prefix
-    stable; `system_message_must_be_first` serves providers that want a single leading system
-    message. When both apply to a system-role injection, `system_message_must_be_first` wins:
-    it is a hard provider constraint, cache friendliness is only an optimisation."""
+    stable (the memory goes into or just before the last user turn instead of first);
+    `system_message_must_be_first` serves providers that want a single leading system
+    message (merged into the body's own system slot). When both apply to a system-role
+    injection, `system_message_must_be_first` wins: it is a hard provider constraint, cache
+    friendliness is only an optimisation."""
 
     cache_safe: bool = False
     system_message_must_be_first: bool = False
@@ -53,8 +58,9 @@ class Injection:
 
     body: dict  # the (new) request body
     injected: bool
-    role: str | None  # "system" | "user" | None
-    text: str | None  # the memory message text
+    role: str | None  # "system" (the format's system slot) | "user" (a user turn) | None
+    text: str | None  # the memory text
+    format: str | None = None  # openai-chat | openai-responses | anthropic | gemini
 
 
 # -- opt-out -----------------------------------------------------------------------------------
@@ -134,18 +140,24 @@ def inject(
     model: str = "",
     options: InjectOptions = InjectOptions(),
 ) -> Injection:
-    """Add one memory message to an OpenAI-style body without mutating it.
+    """Add the memory text to a chat request body, in the body's own format, without
+    mutating it (see memsvc.core.injection_formats for where it goes in each format).
 
     When `model` is empty the body's own string `model` field is used for the role decision,
     so callers that only know the provider still route GLM/ERNIE models correctly."""
     text = memory_text(contents)
-    messages = body.get("messages") if isinstance(body, Mapping) else None
-    if text is None or not isinstance(messages, list):
+    fmt = detect_format(body, provider)
+    if text is None or fmt is None:
         return Injection(body=body, injected=False, role=None, text=None)  # type: ignore[arg-type]
     role = role_for(provider, model or _body_model(body))
-    new_body = dict(body)
-    new_body["messages"] = _place(messages, text, role, options)
-    return Injection(body=new_body, injected=True, role=role, text=text)
+    new_body, placed_role = fmt.place(body, text, role, options)
+    return Injection(body=new_body, injected=True, role=placed_role, text=text, format=fmt.name)
+
+
+def detect_format(body: Any, provider: Any = "") -> BodyFormat | None:
+    """The body's wire format: the provider's when the body fits it, else the one its shape
+    shows; None when the body is no chat request (nothing to inject into)."""
+    return detect(body, provider)
 
 
 def _body_model(body: Mapping[str, Any]) -> str:
@@ -154,60 +166,9 @@ def _body_model(body: Mapping[str, Any]) -> str:
     return model if isinstance(model, str) else ""
 
 
-def _place(messages: list[Any], text: str, role: str, options: InjectOptions) -> list[Any]:
-    """A new message list with the memory placed per the options; `messages` is untouched."""
-    if role == ROLE_SYSTEM and options.system_message_must_be_first:
-        merged = _merge_into_first_system(messages, text)
-        if merged is not None:
-            return merged
-        return [{"role": role, "content": text}, *messages]
-    index = _last_user_index(messages) if options.cache_safe else None
-    result = list(messages)
-    result.insert(0 if index is None else index, {"role": role, "content": text})
-    return result
-
-
-def _merge_into_first_system(messages: list[Any], text: str) -> list[Any] | None:
-    """Merge into messages[0] when it is a system message with string or content-part-list
-    content (copying that one message); None when there is nothing to merge into."""
-    if not messages or not isinstance(messages[0], dict):
-        return None
-    first = messages[0]
-    if first.get("role") != ROLE_SYSTEM:
-        return None
-    content = first.get("content")
-    if isinstance(content, str):
-        new_content: Any = text + "\n\n" + content
-    elif isinstance(content, list):
-        new_content = [{"type": "text", "text": text}, *content]
-    else:
-        return None
-    return [{**first, "content": new_content}, *messages[1:]]
-
-
-def _last_user_index(messages: list[Any]) -> int | None:
-    """Index of the last user message, or None (then cache_safe falls back to prepending)."""
-    for i in range(len(messages) - 1, -1, -1):
-        msg = messages[i]
-        if isinstance(msg, dict) and msg.get("role") == ROLE_USER:
-            return i
-    return None
-
-
-def last_user_text(body: Mapping[str, Any]) -> str:
-    """The text of the last user message: the retrieval query for this request. Content
-    may be a string or a list of parts ({"type": "text", "text": ...}); other parts (images)
-    are ignored. Anything malformed gives ""."""
-    messages = body.get("messages") if isinstance(body, Mapping) else None
-    if not isinstance(messages, list):
-        return ""
-    index = _last_user_index(messages)
-    if index is None:
-        return ""
-    content = messages[index].get("content")
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "\n".join(part["text"] for part in content
-                         if isinstance(part, dict) and isinstance(part.get("text"), str))
-    return ""
+def last_user_text(body: Mapping[str, Any], provider: str = "") -> str:
+    """The text of the last user turn that has text, in the body's format: the retrieval
+    query for this request. Content may be a string or a list of parts; non-text parts
+    (images, tool results) are ignored. Anything malformed gives ""."""
+    fmt = detect_format(body, provider)
+    return fmt.query(body) if fmt is not None else ""

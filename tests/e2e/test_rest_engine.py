@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from conftest import Rest
+from support.provider_schemas import anthropic_body, anthropic_problems, gemini_body, gemini_problems
 
 pytestmark = pytest.mark.e2e
 
@@ -166,6 +167,50 @@ def test_extract_inject_retrieve_in_camel_case(rest):
     assert retrieved["totalTokens"] == sum(m["tokens"] for m in retrieved["memories"]) <= 50
     assert retrieved["resolution"]["strategyUsed"]
     assert_camel_case(retrieved)
+
+
+DB_QUESTION = "Which database will I use for this project?"
+
+
+def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(rest):
+    """An Anthropic body keeps its system prompt top-level (no system role in messages), a
+    Gemini body gets systemInstruction (no provider given: its shape says so); an unrelated
+    question injects nothing; limit and minScore are checked as any other field."""
+    enable(rest)
+    db = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "type": "episodic", "key": "decision:db",
+                                          "content": "I will use PostgreSQL for this project"})["id"]
+    ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "User lives in Berlin"})
+
+    anthropic = anthropic_body(DB_QUESTION)
+    resp = ok(rest, "POST", "/api/memory/inject", {"request": anthropic, "provider": "anthropic", "apiKeyId": OWNER,
+                                                   "limit": 5, "minScore": 0.25})
+    assert resp["injected"] is True and resp["format"] == "anthropic" and resp["role"] == "system"
+    assert resp["memoryIds"] == [db] and resp["belowMinScore"] >= 0
+    assert anthropic_problems(resp["request"]) == []
+    assert resp["request"]["messages"] == anthropic["messages"]
+    assert resp["request"]["system"] == ("Memory context: I will use PostgreSQL for this project\n\n"
+                                         + anthropic["system"])
+
+    gemini = gemini_body(DB_QUESTION)
+    resp = ok(rest, "POST", "/api/memory/inject", {"request": gemini, "apiKeyId": OWNER})
+    assert resp["injected"] is True and resp["format"] == "gemini" and resp["memoryIds"] == [db]
+    assert gemini_problems(resp["request"]) == []
+    assert resp["request"]["contents"] == gemini["contents"]
+    assert resp["request"]["systemInstruction"]["parts"][0] == {
+        "text": "Memory context: I will use PostgreSQL for this project"}
+
+    unrelated = gemini_body("Write a haiku about the ocean at night")
+    resp = ok(rest, "POST", "/api/memory/inject", {"request": unrelated, "provider": "gemini", "apiKeyId": OWNER})
+    assert resp["injected"] is False and resp["request"] == unrelated and resp["format"] == ""
+
+    floored = ok(rest, "POST", "/api/memory/retrieve", {"apiKeyId": OWNER, "query": DB_QUESTION, "minScore": 0.5})
+    assert [m["id"] for m in floored["memories"]] == [db]
+    assert "belowMinScore" in floored["resolution"]
+    for field, value in (("limit", 0), ("limit", 101), ("minScore", 1.5), ("minScore", -1)):
+        for path, body in (("/api/memory/retrieve", {"apiKeyId": OWNER, "query": DB_QUESTION}),
+                           ("/api/memory/inject", {"request": gemini, "apiKeyId": OWNER})):
+            status, payload = rest.call("POST", path, {**body, field: value})
+            assert_400(status, payload, field)
 
 
 @pytest.mark.parametrize("how", ["noMemory", "x-omniroute-no-memory", "x-memsvc-no-memory"])

@@ -23,6 +23,15 @@ from hypothesis import strategies as st
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
+from tests.support.provider_schemas import (
+    VALIDATORS,
+    anthropic_body,
+    anthropic_problems,
+    gemini_body,
+    gemini_problems,
+    responses_body,
+    responses_problems,
+)
 from tests.support.rpc_errors import violated_fields
 
 C = grpc.StatusCode
@@ -387,7 +396,6 @@ ROLE_MATRIX = [
     ("openrouter", "glm-4.7", "user"),
     ("baidu", "ernie-4", "user"),
     ("openai", "", "system"),
-    ("anthropic", "", "system"),
     ("deepseek", "", "system"),
     ("unknown-provider", "", "system"),
 ]

@@ -12,20 +12,24 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("api_key_id", "session_id", "query", "strategy", "max_tokens", "scope")
+    __slots__ = ("api_key_id", "session_id", "query", "strategy", "max_tokens", "scope", "limit", "min_score")
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     SCOPE_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     api_key_id: str
     session_id: str
     query: str
     strategy: str
     max_tokens: int
     scope: str
-    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., scope: _Optional[str] = ...) -> None: ...
+    limit: int
+    min_score: float
+    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., scope: _Optional[str] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
 
 class RetrievedMemory(_message.Message):
     __slots__ = ("id", "type", "key", "content", "score", "tokens", "tier", "vec_score", "fts_score", "session_id")
@@ -52,7 +56,7 @@ class RetrievedMemory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend")
+    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score")
     EMBEDDING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
@@ -60,6 +64,7 @@ class Resolution(_message.Message):
     RERANK_APPLIED_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
+    BELOW_MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     embedding_source: str
     embedding_model: str
     vector_store: str
@@ -67,7 +72,8 @@ class Resolution(_message.Message):
     rerank_applied: bool
     fallback_reason: str
     backend: str
-    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ...) -> None: ...
+    below_min_score: int
+    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ..., below_min_score: _Optional[int] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("memories", "total_tokens", "resolution")
@@ -88,7 +94,7 @@ class InjectOptions(_message.Message):
     def __init__(self, cache_safe: _Optional[bool] = ..., system_message_must_be_first: _Optional[bool] = ...) -> None: ...
 
 class InjectRequest(_message.Message):
-    __slots__ = ("request", "provider", "model", "api_key_id", "session_id", "no_memory", "options")
+    __slots__ = ("request", "provider", "model", "api_key_id", "session_id", "no_memory", "options", "limit", "min_score")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -96,6 +102,8 @@ class InjectRequest(_message.Message):
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     NO_MEMORY_FIELD_NUMBER: _ClassVar[int]
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     request: _struct_pb2.Struct
     provider: str
     model: str
@@ -103,23 +111,29 @@ class InjectRequest(_message.Message):
     session_id: str
     no_memory: bool
     options: InjectOptions
-    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., no_memory: _Optional[bool] = ..., options: _Optional[_Union[InjectOptions, _Mapping]] = ...) -> None: ...
+    limit: int
+    min_score: float
+    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., no_memory: _Optional[bool] = ..., options: _Optional[_Union[InjectOptions, _Mapping]] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
 
 class InjectResponse(_message.Message):
-    __slots__ = ("request", "injected", "memory_ids", "tokens", "role", "skipped_reason")
+    __slots__ = ("request", "injected", "memory_ids", "tokens", "role", "skipped_reason", "format", "below_min_score")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     INJECTED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
     TOKENS_FIELD_NUMBER: _ClassVar[int]
     ROLE_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_REASON_FIELD_NUMBER: _ClassVar[int]
+    FORMAT_FIELD_NUMBER: _ClassVar[int]
+    BELOW_MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
     request: _struct_pb2.Struct
     injected: bool
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
     tokens: int
     role: str
     skipped_reason: str
-    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., injected: _Optional[bool] = ..., memory_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[int] = ..., role: _Optional[str] = ..., skipped_reason: _Optional[str] = ...) -> None: ...
+    format: str
+    below_min_score: int
+    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., injected: _Optional[bool] = ..., memory_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[int] = ..., role: _Optional[str] = ..., skipped_reason: _Optional[str] = ..., format: _Optional[str] = ..., below_min_score: _Optional[int] = ...) -> None: ...
 
 class ExtractRequest(_message.Message):
     __slots__ = ("text", "user_message", "assistant_message", "api_key_id", "session_id", "dry_run", "wait", "no_memory")
