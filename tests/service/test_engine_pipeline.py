@@ -23,15 +23,6 @@ from hypothesis import strategies as st
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
-from tests.support.provider_schemas import (
-    VALIDATORS,
-    anthropic_body,
-    anthropic_problems,
-    gemini_body,
-    gemini_problems,
-    responses_body,
-    responses_problems,
-)
 from tests.support.rpc_errors import violated_fields
 
 C = grpc.StatusCode
@@ -386,6 +377,7 @@ def test_background_extraction_failure_is_logged_never_returned(server, stubs, c
 
 # ---- injection placement through the RPC ----------------------------------------------------
 
+# OpenAI chat bodies; the other formats (Anthropic, Gemini, Responses) are in test_inject_formats.py.
 ROLE_MATRIX = [
     ("o1", "", "user"),
     ("O1-MINI", "", "user"),
