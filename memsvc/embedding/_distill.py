@@ -17,19 +17,21 @@ from pathlib import Path
 import memsvc.embedding  # noqa: F401 - offline mode first
 
 PR_SET_PDEATHSIG = 1
+PARENT_ENV = "MEMSVC_DISTILL_PARENT"  # the pid of the process that started this one
 
 
 def die_with_parent() -> None:
     """Linux: end this child when the process that started it dies (however it dies), so a
     killed build leaves no distillation running on; its half-written folder is removed by
-    the next build, which starts again cleanly."""
-    parent = os.getppid()
+    the next build, which starts again cleanly. The parent passes its pid, so a parent that
+    died before this ran is noticed too (this process then has another parent)."""
+    parent = int(os.environ.get(PARENT_ENV) or os.getppid())
     try:
         ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     except (OSError, AttributeError):
-        return  # not Linux: the lock and the temporary folder still keep the cache whole
+        pass  # not Linux: the lock and the temporary folder still keep the cache whole
     if os.getppid() != parent:
-        sys.exit(1)  # the parent died before prctl took effect
+        sys.exit(1)
 
 
 def main(argv: list[str]) -> int:

@@ -530,7 +530,8 @@ class StaticSource(LocalModelSource):
         progress feeds `load_state`, and `echo` if given. Returns (exit code, last line)."""
         child = subprocess.Popen(
             [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(out), str(DISTILL_PCA_DIMS)],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+            env={**os.environ, "MEMSVC_DISTILL_PARENT": str(os.getpid())})  # it dies with us
         lines: deque[bytes] = deque(maxlen=1)
         reader = threading.Thread(target=self._follow, args=(child.stderr, lines, echo), daemon=True)
         reader.start()

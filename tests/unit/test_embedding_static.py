@@ -268,7 +268,18 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_starts_cleanl
 
     progress = BytesIO()
     source = StaticSource(None, cache, teacher_path=teacher)
-    assert source.build(echo=progress) is True
+    outcome: list[bool] = []
+    builder_thread = threading.Thread(target=lambda: outcome.append(source.build(echo=progress)))
+    builder_thread.start()
+    seen = []  # what status would show while the build runs
+    while builder_thread.is_alive():
+        state = source.load_state
+        if state.state == "loading" and state.progress:
+            seen.append(state)
+        time.sleep(0.01)
+    builder_thread.join()
+    assert outcome == [True]
+    assert seen and all("distilling the static model" in s.phase and 0 < s.progress <= 1 for s in seen)
     assert b"Encoding tokens" in progress.getvalue()  # the distillation's own progress, passed on
     assert (cache / STATIC_DEFAULT_MODEL / BUILD_MARKER).is_file() and source.built
     assert not list(cache.glob(".*building-*"))  # the killed build's leftovers are gone
