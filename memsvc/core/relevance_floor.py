@@ -38,11 +38,13 @@ place of one above the floor.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Sequence
 
 from memsvc.core.retrieval import TIER_HYBRID, RetrievalResult, RetrievedItem
-from memsvc.core.text import scoring_tokens
+from memsvc.core.text import STOPWORDS, scoring_tokens
 
 MIN_SCORE_RANGE = (0.0, 1.0)
 LIMIT_RANGE = (1, 100)
@@ -50,7 +52,10 @@ KEYWORD_FLOOR = 0.25
 VECTOR_FLOORS = {"static": 0.55, "transformers": 0.35}
 DEFAULT_VECTOR_FLOOR = 0.35  # remote (OpenAI-compatible) embedding models
 IGNORED_TERMS = frozenset({"user", "users"})
-WORD_ENDINGS = frozenset({"", "s", "es", "d", "ed", "ing"})
+WORD_ENDINGS = ("s", "es", "d", "ed", "ing")
+MIN_STEM = 3
+TERMS_CACHE = 8192  # texts whose terms are kept: the same memories come back request after request
+_ASCII_WORD = re.compile(r"[a-z0-9]+")
 TIER_QDRANT = "qdrant"
 TIER_SQLITE_VEC = "vector"
 
@@ -92,28 +97,50 @@ def limit_problem(limit: int | None) -> str:
     return "" if limit is None or low <= limit <= high else f"must be between {low} and {high}"
 
 
-def terms_of(text: str) -> set[str]:
-    """The terms the overlap counts: scoring tokens without the ignored subject words."""
-    return {t for t in scoring_tokens(text) if t not in IGNORED_TERMS}
+@lru_cache(maxsize=TERMS_CACHE)
+def _stems(word: str) -> frozenset[str]:
+    """The word and the word without one plural/tense ending: two words match when their
+    stems meet ("lives"/"live", "answers"/"answer"; "user" keeps its r)."""
+    stems = [word]
+    for ending in WORD_ENDINGS:
+        if word.endswith(ending) and len(word) - len(ending) >= MIN_STEM:
+            stems.append(word[:-len(ending)])
+    return frozenset(stems)
 
 
-def _same_word(a: str, b: str) -> bool:
-    short, long = (a, b) if len(a) <= len(b) else (b, a)
-    return long.startswith(short) and long[len(short):] in WORD_ENDINGS
+@dataclass(frozen=True)
+class TermStems:
+    """A text's terms (scoring tokens without the ignored subject words), each as its stems."""
+
+    stems: tuple[frozenset[str], ...]
+    all_stems: frozenset[str]
+
+    def __len__(self) -> int:
+        return len(self.stems)
 
 
-def _matches(term: str, words: set[str]) -> bool:
-    return term in words or any(_same_word(term, w) for w in words)
+def tokens_of(text: str) -> list[str]:
+    """The relevance score's tokens (memsvc.core.text.scoring_tokens); ASCII text, the usual
+    case, takes a shortcut that gives the same words several times faster."""
+    if not text.isascii():
+        return scoring_tokens(text)
+    return [w for w in _ASCII_WORD.findall(text.lower()) if (len(w) >= 2 or w.isdigit()) and w not in STOPWORDS]
 
 
-def keyword_overlap(query_terms: set[str], item: RetrievedItem) -> float:
+@lru_cache(maxsize=TERMS_CACHE)
+def terms_of(text: str) -> TermStems:
+    stems = tuple(_stems(t) for t in dict.fromkeys(tokens_of(text)) if t not in IGNORED_TERMS)
+    return TermStems(stems, frozenset().union(*stems))
+
+
+def keyword_overlap(query: TermStems, item: RetrievedItem) -> float:
     """Dice coefficient of the question's and the memory's terms, 0..1."""
-    content_terms = terms_of(item.memory.content)
-    if not query_terms or not content_terms:
+    content = terms_of(item.memory.content)
+    if not len(query) or not len(content):
         return 0.0
-    named = content_terms | terms_of(item.memory.key or "")
-    shared = sum(1 for q in query_terms if _matches(q, named))
-    return min(1.0, 2 * shared / (len(query_terms) + len(content_terms)))
+    named = content.all_stems | terms_of(item.memory.key or "").all_stems
+    shared = sum(1 for stems in query.stems if not stems.isdisjoint(named))
+    return min(1.0, 2 * shared / (len(query) + len(content)))
 
 
 def vector_similarity(item: RetrievedItem, vector_store: str) -> float | None:
@@ -127,19 +154,22 @@ def vector_similarity(item: RetrievedItem, vector_store: str) -> float | None:
     return 2.0 - 1.0 / score if score > 0 else None
 
 
-def passes(item: RetrievedItem, query_terms: set[str], floor: Floor, vector_store: str) -> bool:
+def passes(item: RetrievedItem, query: TermStems, floor: Floor, vector_store: str) -> bool:
+    """Either signal reaches the floor (the cheap vector check first)."""
     if floor.off:
         return True
-    overlap = keyword_overlap(query_terms, item)
-    if overlap > 0 and overlap >= floor.keyword:
-        return True
     similarity = vector_similarity(item, vector_store)
-    return similarity is not None and similarity > 0 and similarity >= floor.vector
+    if similarity is not None and similarity > 0 and similarity >= floor.vector:
+        return True
+    overlap = keyword_overlap(query, item)
+    return overlap > 0 and overlap >= floor.keyword
 
 
 def above_floor(items: Sequence[RetrievedItem], query: str, floor: Floor,
                 vector_store: str) -> tuple[list[RetrievedItem], int]:
     """The items that pass, in their order, and how many did not."""
+    if floor.off:
+        return list(items), 0
     query_terms = terms_of(query)
     kept = [item for item in items if passes(item, query_terms, floor, vector_store)]
     return kept, len(items) - len(kept)

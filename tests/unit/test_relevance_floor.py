@@ -6,10 +6,13 @@ import math
 from datetime import datetime, timezone
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from memsvc.core.models import Memory
 from memsvc.core.relevance_floor import (
     KEYWORD_FLOOR,
+    tokens_of,
     Floor,
     above_floor,
     floor_for,
@@ -20,6 +23,7 @@ from memsvc.core.relevance_floor import (
     vector_similarity,
 )
 from memsvc.core.retrieval import RetrievedItem
+from memsvc.core.text import scoring_tokens
 
 
 def memory(content: str, key: str = "") -> Memory:
@@ -100,3 +104,14 @@ def test_min_score_range(value: float | None, ok: bool) -> None:
 @pytest.mark.parametrize("value,ok", [(None, True), (1, True), (100, True), (0, False), (101, False), (-1, False)])
 def test_limit_range(value: int | None, ok: bool) -> None:
     assert (limit_problem(value) == "") is ok
+
+
+@settings(max_examples=300)
+@given(st.text(alphabet=st.characters(max_codepoint=127), max_size=80))
+def test_the_ascii_shortcut_gives_the_relevance_scores_own_terms(text: str) -> None:
+    assert list(dict.fromkeys(tokens_of(text))) == scoring_tokens(text)
+
+
+def test_non_ascii_text_uses_the_full_tokenizer() -> None:
+    assert overlap("Ｐｏｓｔｇｒｅｓ？", "Postgres") == pytest.approx(1.0)  # full-width letters fold
+    assert overlap("数据库", "我用数据库") > 0  # CJK bigrams
