@@ -653,3 +653,32 @@ def test_anthropic_only_fields_show_the_format_without_a_provider(extra: dict[st
     plain = {**anthropic_body(QUESTION, system=None)}
     assert detect_format(plain).name == "openai-chat", "without evidence it is indistinguishable from chat"
     assert detect_format({**plain, **extra}).name == "anthropic"
+
+
+format_bodies = st.fixed_dictionaries({}, optional={
+    "messages": st.lists(message_like, max_size=4) | json_values,
+    "system": st.text(max_size=10) | st.lists(json_values, max_size=3) | json_values,
+    "contents": st.lists(st.fixed_dictionaries({}, optional={
+        "role": st.sampled_from(["user", "model"]) | json_values,
+        "parts": st.lists(st.fixed_dictionaries({}, optional={"text": st.text(max_size=10) | json_values,
+                                                              "functionResponse": json_values}), max_size=3)
+        | json_values}) | json_values, max_size=4) | json_values,
+    "systemInstruction": json_values | st.fixed_dictionaries({"parts": st.lists(json_values, max_size=2)}),
+    "input": st.text(max_size=10) | st.lists(message_like, max_size=4) | json_values,
+    "instructions": st.text(max_size=10) | json_values,
+    "top_k": st.integers(),
+})
+
+
+@settings(max_examples=400)
+@given(format_bodies, st.lists(st.text(max_size=20), max_size=3), providers, models, option_sets)
+def test_every_format_handler_never_raises_and_never_mutates(
+    body: dict[str, Any], contents: list[str], provider: str, model: str, options: InjectOptions
+) -> None:
+    result = run_unmutated(body, contents, provider, model, options)
+    assert last_user_text(body, provider) is not None
+    if result.injected:
+        touched = TOUCHED_KEYS[result.format]
+        assert {k: v for k, v in result.body.items() if k not in touched} == \
+            {k: v for k, v in body.items() if k not in touched}
+        assert any(result.text in s for s in strings_in(result.body))
