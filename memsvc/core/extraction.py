@@ -216,8 +216,9 @@ def extract_facts(text: str) -> list[Fact]:
     comes back ("I like tea. Actually, I don't like tea."), the later statement wins, as
     it does across calls when the fact is stored again."""
     window = scan_window(text)
+    lowered = window.casefold()
     candidates = [
-        c for lang in detect_languages(window) for c in _candidates(window, _RULE_SETS[lang])
+        c for lang in detect_languages(window) for c in _candidates(window, lowered, _RULE_SETS[lang])
     ]
     facts: dict[str, Fact] = {}
     for candidate in _without_overlaps(candidates):
@@ -264,7 +265,7 @@ class _Candidate:
     fact: Fact | None = None  # everyday facts are built at match time
 
 
-def _candidates(text: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
+def _candidates(text: str, lowered: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
     for order, rule in enumerate(rule_set.rules):
         for m in rule.regex.finditer(text):
             cue = m.span("cue")
@@ -274,7 +275,11 @@ def _candidates(text: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
                 content=m.group("content"), context=(m.groupdict().get("lead") or ""),
                 cue_text=m.group("cue"), after=text[cue[1]:cue[1] + 16],
             )
+    present: dict[tuple[str, ...], bool] = {}  # slots share word lists: test each list once
     for order, slot_rule in enumerate(rule_set.slots, start=len(rule_set.rules)):
+        needs = slot_rule.slot.needs
+        if needs and not present.setdefault(needs, any(word in lowered for word in needs)):
+            continue
         for m in slot_rule.regex.finditer(text):
             if not _lead_allows(slot_rule, _clause_before(text, m.start())):
                 continue
@@ -311,15 +316,23 @@ def _without_overlaps(candidates: Iterable[_Candidate]) -> list[_Candidate]:
 
 # -- what is not the user's statement ----------------------------------------------------------
 
-_SENTENCE_END = re.compile("[.!?;…。！？；．\n\r\u2028\u2029]")
+_SENTENCE_ENDS = ".!?;…。！？；．\n\r\u2028\u2029"
+_SENTENCE_END = re.compile("[" + re.escape(_SENTENCE_ENDS) + "]")
 _QUESTION_END = "?？"
-_CLAUSE_END = re.compile("[" + re.escape(".,;!?…。，、！？；．､｡" + LINE_BREAKS) + "]")
+_CLAUSE_ENDS = ".,;!?…。，、！？；．､｡" + LINE_BREAKS
 _COMPLEMENTIZER = re.compile(r"^\s*(?:that|что|чтобы|будто|мол)\b", re.IGNORECASE)
+_LOOK_BACK = 400  # characters: a clause or sentence that starts further back is cut there
+
+
+def _start_after(text: str, at: int, ends: str) -> int:
+    """Where the clause or sentence that holds position `at` starts: after the last of
+    `ends` before it (str.rfind per character: much cheaper than a regex scan)."""
+    low = max(0, at - _LOOK_BACK)
+    return max(max(text.rfind(ch, low, at) for ch in ends) + 1, low)
 
 
 def _clause_before(text: str, at: int) -> str:
-    start = max((m.end() for m in _CLAUSE_END.finditer(text, max(0, at - 300), at)), default=max(0, at - 300))
-    return text[start:at]
+    return text[_start_after(text, at, _CLAUSE_ENDS):at]
 
 
 def _guarded(text: str, c: _Candidate) -> bool:
@@ -328,8 +341,7 @@ def _guarded(text: str, c: _Candidate) -> bool:
     start, end = c.position, max(c.cue[1], c.position + len(c.content))
     if c.fact is None:
         end = c.cue[1] + len(c.content) if c.direction == _PREFIX else c.cue[1]
-    sentence_start = max((m.end() for m in _SENTENCE_END.finditer(text, max(0, start - 400), start)),
-                         default=max(0, start - 400))
+    sentence_start = _start_after(text, start, _SENTENCE_ENDS)
     closing = _SENTENCE_END.search(text, end)
     if closing is not None and closing.group(0) in _QUESTION_END:
         return True

@@ -36,8 +36,15 @@ APOS = "['’]"  # the typographic apostrophe is as common as the ASCII one
 END = rf"(?=<SP>*(?:{T}|$))"
 
 
+# A word start followed by a letter: the letter is checked first, as a lookahead, which lets
+# the regex engine skip most positions before it evaluates the (costly) lookbehind.
+_B_LETTER = re.compile(r"<B>(?=([^\W\d_]))")
+
+
 def expand(template: str) -> str:
     """Fill the placeholders of a rule table entry."""
+    template = _B_LETTER.sub(lambda m: f"(?={m.group(1)})<B>", template)
+    template = template.replace("<B>(", r"(?=\w)<B>(")
     for name, value in (("<END>", END), ("<SP>", SP), ("<NT>", NT), ("<TC>", TC), ("<T>", T), ("<B>", B),
                         ("<APOS>", APOS)):
         template = template.replace(name, value)
@@ -64,6 +71,7 @@ class Slot:
     negative: str = ""  # the statement when `neg` matched, which turns the polarity around
     lead_reject: str | None = None  # the clause before the match shows it is not the user's
     lead_require: str | None = None  # the clause before the match must show this
+    needs: tuple[str, ...] = ()  # lower-case words one of which the text must contain; () = always run
     polarity: str = "positive"  # "negative" for a slot that states what the user does not do
 
 
@@ -173,74 +181,86 @@ _EN_REPLY_LEAD = (r"(?:^|(?<=[.,;!?:\n]))<SP>*(?:(?:please|kindly|and|so|also|ju
                   r"I<SP>+(?:want|need|would<SP>+like)<SP>+you<SP>+to<SP>+|I<APOS>d<SP>+like<SP>+you<SP>+to<SP>+|"
                   r"(?:can|could)<SP>+you<SP>+(?:always<SP>+)?)?")
 
+# Words one of which a text must contain before a rule runs at all: a substring test is far
+# cheaper than a regex scan of 64 KiB, and most replies have none of them.
+_NEEDS_NAME = ("name", "call me", "go by", "called")
+_NEEDS_RELATIVE = ("wife", "husband", "partner", "spouse", "friend", "son", "daughter", "mother", "father", "mom",
+                   "mum", "dad", "brother", "sister", "kid", "child", "grand")
+_NEEDS_PET = ("dog", "pupp", "cat", "kitt", "rabbit", "bunny", "hamster", "parrot", "budgie", "guinea", "fish",
+              "turtle", "tortoise", "snake", "lizard", "horse", "ferret", "gecko", "chicken", "retriever", "labrador",
+              "poodle", "terrier", "beagle", "bulldog", "spaniel", "husky", "collie", "dachshund", "corgi",
+              "chihuahua", "pug", "sheepdog", "greyhound", "siamese", "persian")
+_NEEDS_LANGUAGE = tuple(_EN_LANG[len("(?P<x>"):-1].lower().split("|"))
+_NEEDS_PROFESSION = ("i am a", "i'm a", "i’m a", "i am an", "i'm an", "i’m an")
+
 _EN_SLOTS = (
     Slot("name", rf"<B>(?:my<SP>+name<SP>+is|my<SP>+name<APOS>s|call<SP>+me|I<APOS>m<SP>+called|"
                  rf"I<SP>+am<SP>+called|I<SP>+go<SP>+by|people<SP>+call<SP>+me)<SP>+{_EN_NAME}",
-         "name:user", "User's name is {x}"),
+         "name:user", "User's name is {x}", needs=_NEEDS_NAME),
     Slot("location", rf"<B>I(?:<SP>+(?:currently<SP>+|now<SP>+)?live|<APOS>m<SP>+(?:living|based)|<SP>+am<SP>+"
                      rf"(?:living|based)|<SP>+reside)<SP>+in<SP>+{_EN_PLACE}",
-         "location:home", "User lives in {x}"),
+         "location:home", "User lives in {x}", needs=("live", "living", "based", "reside")),
     Slot("location", rf"<B>I(?:<SP>+(?:have<SP>+|just<SP>+|recently<SP>+)?|<APOS>ve<SP>+(?:just<SP>+)?)"
                      rf"(?:moved|relocated)<SP>+to<SP>+{_EN_PLACE}",
-         "location:home", "User moved to {x}"),
+         "location:home", "User moved to {x}", needs=("moved", "relocated")),
     Slot("location", rf"(?:{_EN_I_AM}(?:originally<SP>+)?from|<B>I<SP>+(?:originally<SP>+)?come<SP>+from|"
                      rf"<B>I<SP>+grew<SP>+up<SP>+in)<SP>+{_EN_PLACE}",
-         "location:origin", "User is from {x}"),
+         "location:origin", "User is from {x}", needs=("from", "grew up")),
     Slot("diet", rf"{_EN_I_AM}(?P<neg>not<SP>+|no<SP>+longer<SP>+)?(?:an?<SP>+)?(?:strict<SP>+)?"
                  r"(?P<x>vegetarian|vegan|pescatarian|pescetarian|lactose<SP>+intolerant|gluten<SP>+intolerant|"
                  r"celiac|coeliac|teetotal|diabetic)(?!<SP>+(?:food|dish|dishes|recipes?|options?|meals?|"
                  r"restaurants?|cook|cooking))" + _EN_END,
-         "diet:{x}", "User is {x}", "User is not {x}"),
+         "diet:{x}", "User is {x}", "User is not {x}", needs=("vegetarian", "vegan", "pesc", "intolerant", "celiac", "coeliac", "teetotal", "diabetic")),
     Slot("diet", rf"{_EN_I_AM}(?:severely<SP>+|very<SP>+)?allergic<SP>+to<SP>+(?P<x><NT>+)",
-         "diet:allergy_{x}", "User is allergic to {x}"),
+         "diet:allergy_{x}", "User is allergic to {x}", needs=("allergic",)),
     Slot("diet", r"<B>I<SP>+have<SP>+(?:an?<SP>+|severe<SP>+)?(?P<x>[\w-]+(?:<SP>+[\w-]+)?)<SP>+allergy<END>",
-         "diet:allergy_{x}", "User has a {x} allergy"),
+         "diet:allergy_{x}", "User has a {x} allergy", needs=("allergy",)),
     Slot("diet", r"<B>I<SP>+(?:don<APOS>?t|do<SP>+not)<SP>+(?P<v>eat|drink)<SP>+(?P<x><NT>+)",
-         "diet:{x}", "User does not {v} {x}", polarity="negative"),
+         "diet:{x}", "User does not {v} {x}", polarity="negative", needs=("eat", "drink")),
     Slot("family", rf"<B>I(?:<SP>+have|<APOS>ve)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|young|grown|grown-up|adult|"
                    r"teenage|lovely|wonderful|beautiful|older|younger)<SP>+)?(?P<rel>kids?|children|child|sons?|"
                    r"daughters?|brothers?|sisters?|grandchildren|grandkids)(?![\w-])(?P<x>)",
-         "family:{rel}", "User has {n} {rel}"),
+         "family:{rel}", "User has {n} {rel}", needs=_NEEDS_RELATIVE),
     Slot("family", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?P<rel>kids?|children|child|sons?|daughters?|brothers?|sisters?)"
-                   r"(?![\w-])(?P<x>)", "family:{rel}", "User has {n} {rel}", lead_require=_EN_HAVE),
+                   r"(?![\w-])(?P<x>)", "family:{rel}", "User has {n} {rel}", lead_require=_EN_HAVE, needs=_NEEDS_RELATIVE),
     Slot("family", rf"{_EN_I_AM}(?P<neg>not<SP>+)?(?:happily<SP>+)?(?P<x>married|single|divorced|engaged|"
                    r"widowed|separated)" + _EN_END,
-         "family:marital", "User is {x}", "User is not {x}"),
-    Slot("family", rf"<B>my<SP>+{_EN_REL}{_EN_NAMED}{_EN_NAME}", "family:{rel}_name", "User's {rel} is named {x}"),
+         "family:marital", "User is {x}", "User is not {x}", needs=("married", "single", "divorced", "engaged", "widowed", "separated")),
+    Slot("family", rf"<B>my<SP>+{_EN_REL}{_EN_NAMED}{_EN_NAME}", "family:{rel}_name", "User's {rel} is named {x}", needs=_NEEDS_RELATIVE),
     Slot("family", rf"<B>my<SP>+{_EN_REL},?<SP>+{_EN_NAME}(?=,|<SP>|{T}|$)",
-         "family:{rel}_name", "User's {rel} is named {x}"),
+         "family:{rel}_name", "User's {rel} is named {x}", needs=_NEEDS_RELATIVE),
     Slot("family", rf"<B>my<SP>+{_EN_REL}<SP>+(?:is|works<SP>+as)<SP>+{_EN_PROF_PHRASE}",
-         "family:{rel}_profession", "User's {rel} is {x}"),
+         "family:{rel}_profession", "User's {rel} is {x}", needs=_NEEDS_RELATIVE),
     Slot("pet", rf"<B>I(?:<SP>+(?:have|own)|<APOS>ve)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}"
                 rf"<SP>+(?:named|called)<SP>+{_EN_NAME}",
-         "pet:{x}", "User has {n} {s} named {x}"),
+         "pet:{x}", "User has {n} {s} named {x}", needs=_NEEDS_PET),
     Slot("pet", rf"<B>I(?:<SP>+(?:have|own)|<APOS>ve)<SP>+(?:got<SP>+)?{_EN_COUNT}<SP>+(?:(?:little|old|young|big|small|rescue|"
                 rf"black|white|tabby|ginger|grey|gray|pet|lovely)<SP>+)?{_EN_SPECIES_ANY}(?![\w-])(?P<x>)",
-         "pet:{s}", "User has {n} {s}"),
+         "pet:{s}", "User has {n} {s}", needs=_NEEDS_PET),
     Slot("pet", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}<SP>+(?:named|called)<SP>+{_EN_NAME}",
-         "pet:{x}", "User has {n} {s} named {x}", lead_require=_EN_HAVE),
+         "pet:{x}", "User has {n} {s} named {x}", lead_require=_EN_HAVE, needs=_NEEDS_PET),
     Slot("pet", rf"<B>and<SP>+{_EN_COUNT}<SP>+(?:[\w-]+<SP>+)?{_EN_SPECIES_ANY}(?![\w-])(?P<x>)", "pet:{s}",
-         "User has {n} {s}", lead_require=_EN_HAVE),
-    Slot("pet", rf"<B>my<SP>+{_EN_SPECIES_ONE}{_EN_NAMED}{_EN_NAME}", "pet:{x}", "User's {s} is named {x}"),
+         "User has {n} {s}", lead_require=_EN_HAVE, needs=_NEEDS_PET),
+    Slot("pet", rf"<B>my<SP>+{_EN_SPECIES_ONE}{_EN_NAMED}{_EN_NAME}", "pet:{x}", "User's {s} is named {x}", needs=_NEEDS_PET),
     Slot("pet", rf"<B>my<SP>+{_EN_SPECIES_ONE},?<SP>+{_EN_NAME}(?=,|<SP>|{T}|$)",
-         "pet:{x}", "User's {s} is named {x}"),
+         "pet:{x}", "User's {s} is named {x}", needs=_NEEDS_PET),
     Slot("language", rf"{_EN_REPLY_LEAD}(?:reply|respond|answer|write|talk|speak)(?:<SP>+to<SP>+me)?"
                      rf"(?:<SP>+always)?<SP>+(?:only<SP>+)?in<SP>+{_EN_LANG}",
-         "language:reply", "User wants replies in {x}"),
+         "language:reply", "User wants replies in {x}", needs=_NEEDS_LANGUAGE),
     Slot("language", rf"<B>I<SP>+(?:prefer|want|need|would<SP>+like)<SP>+(?:you<SP>+to<SP>+(?:reply|respond|answer)|"
                      rf"(?:answers|replies|responses))<SP>+(?:only<SP>+)?in<SP>+{_EN_LANG}",
-         "language:reply", "User wants replies in {x}"),
+         "language:reply", "User wants replies in {x}", needs=_NEEDS_LANGUAGE),
     Slot("language", rf"<B>my<SP>+(?:native<SP>+language|mother<SP>+tongue|first<SP>+language)<SP>+is<SP>+{_EN_LANG}",
-         "language:native", "User's native language is {x}"),
+         "language:native", "User's native language is {x}", needs=_NEEDS_LANGUAGE),
     Slot("language", rf"<B>I<SP>+(?:can<SP>+)?speak<SP>+(?:fluent<SP>+)?{_EN_LANG}", "language:speaks_{x}",
-         "User speaks {x}"),
+         "User speaks {x}", needs=_NEEDS_LANGUAGE),
     Slot("language", rf"(?:{_EN_I_AM}(?:currently<SP>+)?learning|<B>I<SP>+study)<SP>+{_EN_LANG}",
-         "language:learning_{x}", "User is learning {x}"),
-    Slot("profession", rf"{_EN_I_AM}{_EN_PROF_PHRASE}", "profession:job", "User is {x}"),
-    Slot("profession", rf"<B>I<SP>+work<SP>+as<SP>+(?P<x>(?:an?<SP>+)?<NT>+)", "profession:job", "User works as {x}"),
-    Slot("profession", rf"{_EN_I_AM}(?P<x>retired|unemployed|self-employed)" + _EN_END, "profession:job", "User is {x}"),
+         "language:learning_{x}", "User is learning {x}", needs=_NEEDS_LANGUAGE),
+    Slot("profession", rf"{_EN_I_AM}{_EN_PROF_PHRASE}", "profession:job", "User is {x}", needs=_NEEDS_PROFESSION),
+    Slot("profession", rf"<B>I<SP>+work<SP>+as<SP>+(?P<x>(?:an?<SP>+)?<NT>+)", "profession:job", "User works as {x}", needs=("work as",)),
+    Slot("profession", rf"{_EN_I_AM}(?P<x>retired|unemployed|self-employed)" + _EN_END, "profession:job", "User is {x}", needs=("retired", "unemployed", "self-employed")),
     Slot("profession", rf"<B>I<SP>+work<SP>+(?:at|for)<SP>+(?-i:(?P<x>[A-Z][\w&'’.-]*(?:<SP>+[A-Z][\w&'’.-]*){{0,3}}))",
-         "profession:employer", "User works at {x}"),
+         "profession:employer", "User works at {x}", needs=("work at", "work for")),
 )
 
 _EN = Table(
