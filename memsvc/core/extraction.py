@@ -257,21 +257,24 @@ class _Candidate:
     direction: str
     cue: tuple[int, int]
     position: int  # where the fact starts in the text, for ordering
+    end: int  # where the match ends
     order: int  # rule order, breaks ties at the same position
     content: str
     context: str  # text before the content in its clause (anchored tables only)
     cue_text: str = ""
     after: str = ""  # the text right after the cue (a Japanese negation follows its cue)
     fact: Fact | None = None  # everyday facts are built at match time
+    request: bool = False  # a request to the assistant: a question mark does not void it
 
 
 def _candidates(text: str, lowered: str, rule_set: _RuleSet) -> Iterator[_Candidate]:
+    """Every match of a language's cue rules and everyday-fact slots, unfiltered."""
     for order, rule in enumerate(rule_set.rules):
         for m in rule.regex.finditer(text):
             cue = m.span("cue")
             yield _Candidate(
                 rule_set=rule_set, category=rule.category, direction=rule.direction, cue=cue,
-                position=min(cue[0], m.start("content")), order=order,
+                position=min(cue[0], m.start("content")), end=m.end(), order=order,
                 content=m.group("content"), context=(m.groupdict().get("lead") or ""),
                 cue_text=m.group("cue"), after=text[cue[1]:cue[1] + 16],
             )
@@ -281,12 +284,11 @@ def _candidates(text: str, lowered: str, rule_set: _RuleSet) -> Iterator[_Candid
         if needs and not present.setdefault(needs, any(word in lowered for word in needs)):
             continue
         for m in slot_rule.regex.finditer(text):
-            if not _lead_allows(slot_rule, _clause_before(text, m.start())):
-                continue
-            fact = _slot_fact(rule_set, slot_rule.slot, m)
+            lead = _clause_before(text, m.start())
+            fact = _slot_fact(rule_set, slot_rule.slot, m) if _lead_allows(slot_rule, lead) else None
             if fact is not None:
-                yield _Candidate(rule_set, fact.category, _PREFIX, m.span(), m.start(), order,
-                                 m.group("x") or "", _clause_before(text, m.start()), fact=fact)
+                yield _Candidate(rule_set, fact.category, _PREFIX, m.span(), m.start(), m.end(), order,
+                                 m.group("x") or "", lead, fact=fact, request=slot_rule.slot.request)
 
 
 def _lead_allows(slot_rule: _SlotRule, lead: str) -> bool:
@@ -338,15 +340,15 @@ def _clause_before(text: str, at: int) -> str:
 def _guarded(text: str, c: _Candidate) -> bool:
     """True when the match is a question, a hypothetical or reported speech: the user did
     not state it as a fact about themselves."""
-    start, end = c.position, max(c.cue[1], c.position + len(c.content))
-    if c.fact is None:
-        end = c.cue[1] + len(c.content) if c.direction == _PREFIX else c.cue[1]
+    start, end = c.position, c.end
     sentence_start = _start_after(text, start, _SENTENCE_ENDS)
     closing = _SENTENCE_END.search(text, end)
-    if closing is not None and closing.group(0) in _QUESTION_END:
-        return True
     guards = c.rule_set.guards
     if guards.before.search(text[sentence_start:start]):
+        return True
+    if c.request:  # "Can you reply in French?" asks for something: the question is the point
+        return False
+    if closing is not None and closing.group(0) in _QUESTION_END:
         return True
     if guards.after is not None and guards.after.search(text[start:closing.start() if closing else len(text)]):
         return True

@@ -72,6 +72,7 @@ class Slot:
     lead_reject: str | None = None  # the clause before the match shows it is not the user's
     lead_require: str | None = None  # the clause before the match must show this
     needs: tuple[str, ...] = ()  # lower-case words one of which the text must contain; () = always run
+    request: bool = False  # an instruction to the assistant: "Can you reply in French?" still counts
     polarity: str = "positive"  # "negative" for a slot that states what the user does not do
 
 
@@ -246,7 +247,7 @@ _EN_SLOTS = (
          "pet:{x}", "User's {s} is named {x}", needs=_NEEDS_PET),
     Slot("language", rf"{_EN_REPLY_LEAD}(?:reply|respond|answer|write|talk|speak)(?:<SP>+to<SP>+me)?"
                      rf"(?:<SP>+always)?<SP>+(?:only<SP>+)?in<SP>+{_EN_LANG}",
-         "language:reply", "User wants replies in {x}", needs=_NEEDS_LANGUAGE),
+         "language:reply", "User wants replies in {x}", needs=_NEEDS_LANGUAGE, request=True),
     Slot("language", rf"<B>I<SP>+(?:prefer|want|need|would<SP>+like)<SP>+(?:you<SP>+to<SP>+(?:reply|respond|answer)|"
                      rf"(?:answers|replies|responses))<SP>+(?:only<SP>+)?in<SP>+{_EN_LANG}",
          "language:reply", "User wants replies in {x}", needs=_NEEDS_LANGUAGE),
@@ -435,7 +436,7 @@ _ZH_SLOTS = (
     Slot("pet", f"我(?:的|家的?)?{_ZH_SPECIES}叫<SP>*{_ZH_NAME}", "pet:{x}", "用户的{s}叫{x}"),
     Slot("language", f"(?:请)?(?:以后|今后|从现在开始)?(?:一直|总是|始终|都|只)?用<SP>*{_ZH_LANG}<SP>*"
                      "(?:回答|回复|回我|跟我说|和我说|跟我交流|和我交流|交流|写)", "language:reply", "用户希望用{x}回复",
-         lead_reject="[我他她]"),
+         lead_reject="[我他她]", request=True),
     Slot("language", f"我的母语是<SP>*{_ZH_LANG}", "language:native", "用户的母语是{x}"),
     Slot("language", f"我(?:会说|说)<SP>*{_ZH_LANG}", "language:speaks_{x}", "用户会说{x}"),
     Slot("language", f"我(?:在|正在)学(?:习)?<SP>*{_ZH_LANG}", "language:learning_{x}", "用户在学{x}"),

@@ -611,3 +611,18 @@ def test_the_user_still_speaks_beside_someone_else() -> None:
     assert [f.key for f in extract_facts("My wife prefers tea, but I prefer coffee.")] == ["preference:coffee"]
     assert [f.key for f in extract_facts("I always say I prefer tabs")] == ["pattern:say_i_prefer_tabs",
                                                                              "preference:tabs"]
+
+
+@pytest.mark.parametrize(("text", "content"), [
+    ("Can you always reply in Spanish?", "User wants replies in Spanish"),
+    ("Could you answer in German from now on?", "User wants replies in German"),
+    ("可以用英语回答吗？", "用户希望用英语回复"),
+])
+def test_a_request_phrased_as_a_question_still_sets_the_reply_language(text: str, content: str) -> None:
+    assert statements(text) == [("language:reply", content, "positive")]
+
+
+@pytest.mark.parametrize("text", ["Do you reply in French?", "Should I reply in French?", "Do I speak French?",
+                                  "If you can, reply in French."])
+def test_a_question_about_a_language_is_no_request(text: str) -> None:
+    assert extract_facts(text) == []
