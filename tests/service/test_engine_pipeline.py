@@ -207,6 +207,19 @@ def test_extract_stores_self_contained_everyday_facts_and_nothing_else(server, s
     assert "User does not like long answers" in messages[0]["content"]
 
 
+@pytest.mark.parametrize("text", [
+    "Do I like jazz? If I liked coffee, I would say so. My wife prefers tea. My husband says I love sushi.",
+    "猫が好きですか？もし東京に住んでいたら楽しい。彼はVimが好きだと言っています。",
+    "我喜欢茶吗？如果我喜欢猫，我就会养一只。他说我喜欢吃辣。",
+    "Я люблю джаз? Если бы я любил кошек, я бы завёл кошку. Жена думает, что я люблю сладкое.",
+], ids=["en", "ja", "zh", "ru"])
+def test_questions_hypotheticals_and_reported_speech_store_nothing(server, stubs, text):
+    enable(stubs)
+    out = extract(stubs, text)
+    assert (out.stored, list(out.facts), out.skipped_reason) == (0, [], "no facts found")
+    assert listing(stubs).total == 0
+
+
 @pytest.mark.parametrize(("text", "expected"), [
     ("私の名前は田中です。東京に住んでいます。子供が二人います。日本語で返事してください。もし猫が好きなら教えて。",
      {"name:user": "ユーザーの名前は田中", "location:home": "ユーザーは東京に住んでいる",
