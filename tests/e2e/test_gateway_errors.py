@@ -145,3 +145,19 @@ def test_a_request_id_grpc_cannot_send_back_is_replaced_not_a_500(rest, request_
     a 500 instead of the error."""
     status, body = rest.call("POST", "/api/memory", {"apiKeyId": "k"}, headers={"x-request-id": request_id})
     assert status == 400 and body["message"].startswith("content:"), body
+
+
+# Brackets, quotes and backslashes inside strings of a free-form object, which the guard
+# skips without parsing: the body's own fields after it are still checked, and nothing in it
+# is taken for a field.
+_TRICKY_METADATA = (b'{"a": "x\\"}{[", "b": ["\\\\", {"c": "]\\\\\\""}], "\\"bogus\\"": {"d": "}"}, '
+                    b'"e": "\\\\"}')
+
+
+def test_strings_inside_free_form_objects_cannot_hide_or_fake_a_field(rest):
+    body = b'{"apiKeyId": "k", "content": "x\\\\", "metadata": ' + _TRICKY_METADATA + b', "bogus": 1}'
+    status, answer = rest.call("POST", "/api/memory", raw=body)
+    assert status == 400 and _violations(answer)[0]["field"] == "bogus", answer
+    body = b'{"apiKeyId": "k", "content": "x", "metadata": ' + _TRICKY_METADATA + b', "key": "k1"}'
+    status, answer = rest.call("POST", "/api/memory", raw=body)
+    assert status == 200, answer
