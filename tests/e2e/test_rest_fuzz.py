@@ -13,9 +13,10 @@ deep nesting, huge strings, odd unicode, garbage bytes). Whatever is sent:
 - a refusal carries the JSON error body `{"code", "message"}`, whoever made it (memsvc or
   Envoy).
 
-A second property: a body field the request message does not have is refused with 400 that
-names it, on every route whose JSON body is the request message, whatever else the body holds
-and whatever content type (other than gRPC's own) it is sent with.
+Two more properties of the check on JSON bodies, on every route whose body is the request
+message: a field the message does not have is refused with 400 that names it, whatever else
+the body holds and whatever content type (other than gRPC's own) it comes with; a body of
+known fields only is never refused for an unknown one.
 """
 
 from __future__ import annotations
@@ -164,13 +165,13 @@ def _scalar_for(field: FieldDescriptor) -> st.SearchStrategy[Any]:
     return st.one_of(st.integers(-(2**31), 2**31 - 1), st.sampled_from([0, 1, 50, 201, -1, "12", 2**40]))
 
 
-def _value_for(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
-    """A value of the field's own type (mostly), else anything."""
+def _value_for(field: FieldDescriptor, depth: int, loose: bool = True) -> st.SearchStrategy[Any]:
+    """A value of the field's own type (mostly, or only when not `loose`), else anything."""
     msg = field.message_type
     if msg is None:
         own = _scalar_for(field)
     elif msg.GetOptions().map_entry:
-        own = st.dictionaries(TEXT, _value_for(msg.fields_by_name["value"], depth + 1), max_size=3)
+        own = st.dictionaries(TEXT, _value_for(msg.fields_by_name["value"], depth + 1, loose), max_size=3)
     elif msg.full_name == "google.protobuf.Timestamp":
         own = TIMESTAMP
     elif msg.full_name in FREE_FORM:
@@ -179,15 +180,15 @@ def _value_for(field: FieldDescriptor, depth: int) -> st.SearchStrategy[Any]:
     elif depth > 3:
         own = st.just({})
     else:
-        own = message_body(msg, depth + 1)
+        own = message_body(msg, depth + 1, loose)
     if field.is_repeated and not (msg and msg.GetOptions().map_entry):
         own = st.lists(own, max_size=3)
-    return st.one_of(own, own, own, ANY_JSON)
+    return st.one_of(own, own, own, ANY_JSON) if loose else own
 
 
-def message_body(msg: Descriptor, depth: int = 0) -> st.SearchStrategy[dict[str, Any]]:
+def message_body(msg: Descriptor, depth: int = 0, loose: bool = True) -> st.SearchStrategy[dict[str, Any]]:
     """A JSON object shaped like `msg`: a random subset of its fields, each under its JSON
-    name or its proto name, with values of the field's type or not."""
+    name or its proto name, with values of the field's type or (when `loose`) not."""
     fields = list(msg.fields)
     if not fields:
         return st.just({})
@@ -195,7 +196,7 @@ def message_body(msg: Descriptor, depth: int = 0) -> st.SearchStrategy[dict[str,
     @st.composite
     def build(draw) -> dict[str, Any]:
         chosen = draw(st.lists(st.sampled_from(fields), unique_by=lambda f: f.number, max_size=len(fields)))
-        return {draw(st.sampled_from([f.json_name, f.name])): draw(_value_for(f, depth)) for f in chosen}
+        return {draw(st.sampled_from([f.json_name, f.name])): draw(_value_for(f, depth, loose)) for f in chosen}
 
     return build()
 
@@ -353,5 +354,30 @@ def test_fuzz_unknown_body_field_is_a_400_naming_it_on_every_route(stack):
         assert violations == [{"field": key, "description": "unknown field"}], (route, body, error)
         assert key in error["message"]
         assert snapshot(server) == before
+
+    run()
+
+
+def test_fuzz_a_body_of_known_fields_is_never_refused_for_an_unknown_one(stack):
+    """The other side of the guard: every field the message has, under its JSON name or its
+    proto name, with free-form values (`metadata`, an inject `request`) holding any keys,
+    passes it."""
+    server, port = stack
+
+    @fuzz_settings(60)
+    @given(route=st.sampled_from(STAR_ROUTES), data=st.data())
+    def run(route, data):
+        body = data.draw(message_body(_input_type(route), loose=False))
+        target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
+        status, payload = send(port, route.method, target,
+                               [(b"content-type", b"application/json"),
+                                (b"authorization", b"Bearer " + TOKEN.encode())],
+                               _encode(body, data.draw(st.booleans())))
+        assert status < 500, (route, body, payload[:300])
+        if status == 400:
+            error = json.loads(payload)
+            unknown = [v for d in error.get("details", []) for v in d.get("fieldViolations", [])
+                       if v.get("description") == "unknown field"]
+            assert not unknown, (route, body, error)
 
     run()
