@@ -15,14 +15,17 @@ cannot parse passes on, and the transcoder answers its own 400.
 
 from __future__ import annotations
 
+import importlib
 import json
+import pkgutil
 import re
 from typing import Any, Iterable
 
 from google.api import annotations_pb2
+from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 
-from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
+import memsvc.v1
 
 # The longest request target (path and query string, in bytes as sent) a client may use.
 MAX_URL_BYTES = 8192
@@ -35,21 +38,20 @@ OPEN_MESSAGES = frozenset({"memsvc.v1.ChatItem"})
 # Well-known types that are free-form JSON: any key is legitimate inside them.
 FREE_FORM = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
                        "google.protobuf.Any"})
-_FILES = (memory_pb2, engine_pb2, settings_pb2)
 # Set on a request the guard refuses, so the local-reply rewriting leaves its reply alone (a
 # client's own header of this name is removed first).
 GUARD_HEADER = "x-memsvc-guard"
 _VERBS = ("get", "put", "post", "delete", "patch")
 
 
-def _methods(service_names: Iterable[str]) -> list[MethodDescriptor]:
-    wanted = set(service_names)
-    found = []
-    for module in _FILES:
-        for service in module.DESCRIPTOR.services_by_name.values():
-            if service.full_name in wanted:
-                found.extend(service.methods)
-    return found
+def service_methods(service_names: Iterable[str]) -> list[MethodDescriptor]:
+    """Every method of the named services, as the generated modules describe them (each
+    module is imported, so a service added later is found by its name alone)."""
+    for info in pkgutil.iter_modules(memsvc.v1.__path__):
+        if info.name.endswith("_pb2"):
+            importlib.import_module(f"memsvc.v1.{info.name}")
+    pool = descriptor_pool.Default()
+    return [m for name in service_names for m in pool.FindServiceByName(name).methods]
 
 
 def _bindings(method: MethodDescriptor) -> list[tuple[str, str, str]]:
@@ -103,7 +105,7 @@ def tables(service_names: Iterable[str]) -> tuple[list[dict[str, Any]], dict[str
     the field table of every message reachable from those bodies."""
     routes: list[dict[str, Any]] = []
     schemas: dict[str, dict[str, Any]] = {}
-    for method in _methods(service_names):
+    for method in service_methods(service_names):
         for verb, template, body in _bindings(method):
             if not body:
                 continue

@@ -71,6 +71,7 @@ def test_unknown_field_is_named_as_decoded_however_the_key_is_escaped(rest, raw_
      "options.bogus"),
     ("POST", "/api/memory/recent_file/append", {"character": "Mia", "messages": [], "msgs": []}, "msgs"),
     ("POST", "/api/memory/review_config", {"enabled": False, "enable": True}, "enable"),
+    ("POST", "/api/credentials", {"id": "agent", "permissions": ["read"], "tenantz": ["a"]}, "tenantz"),
 ])
 def test_unknown_body_field_is_refused_on_other_routes_too(rest, method, path, body, field):
     status, answer = rest.call(method, path, body)

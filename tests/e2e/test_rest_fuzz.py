@@ -37,13 +37,28 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from conftest import ServerHandle, make_config, start_gateway, start_server
-from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
-from test_rest_routes import Route, descriptor_routes
+from google.api import annotations_pb2
+from google.protobuf import descriptor_pool
+from memsvc.gateway.envoy_config import SERVICES
+from memsvc.gateway.request_guard import service_methods
+from test_rest_routes import Route, _rule_route
 
 pytestmark = pytest.mark.e2e
 
 TOKEN = "rest-fuzz-token"
-ROUTES = descriptor_routes()
+
+
+def _routes() -> list[Route]:
+    """Every REST binding of every service Envoy transcodes (additional bindings included)."""
+    routes = []
+    for method in service_methods(SERVICES):
+        rule = method.GetOptions().Extensions[annotations_pb2.http]
+        if rule.WhichOneof("pattern"):
+            routes += [_rule_route(r, method.full_name) for r in [rule, *rule.additional_bindings]]
+    return routes
+
+
+ROUTES = _routes()
 BODY_ROUTES = [r for r in ROUTES if r.has_body]
 # Free-form JSON: any key is legitimate inside these.
 FREE_FORM = {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue"}
@@ -57,12 +72,7 @@ def fuzz_settings(n: int) -> settings:
 
 
 def _input_type(route: Route) -> Descriptor:
-    service_name, method_name = route.rpc.rsplit(".", 1)
-    for module in (memory_pb2, engine_pb2, settings_pb2):
-        for service in module.DESCRIPTOR.services_by_name.values():
-            if service.full_name == service_name:
-                return service.methods_by_name[method_name].input_type
-    raise KeyError(route.rpc)
+    return descriptor_pool.Default().FindMethodByName(route.rpc).input_type
 
 
 # ---- the stack and the store ---------------------------------------------------------------
@@ -103,6 +113,8 @@ def snapshot(server: ServerHandle) -> dict[str, Any]:
                 (horizon,)).fetchall(),
             "settings": db.execute("SELECT key, value FROM settings ORDER BY key").fetchall(),
             "pending": db.execute("SELECT id, character, role, text FROM recent_pending ORDER BY id").fetchall(),
+            "credentials": db.execute("SELECT id, permissions, tenants, characters, revoked_at FROM credentials"
+                                      " ORDER BY id").fetchall(),
         }
     finally:
         db.close()
