@@ -7,7 +7,8 @@ The first run also builds what later runs reuse from bench/.cache/: the static m
 database (about 8–9 minutes) and the 100k-vector KNN databases (about 1 minute). With those
 cached, the whole run takes under 10 minutes on the 2-core machine. Each script can also be
 run alone (bench/hot_path.py, knn_bench.py, writes_bench.py, reindex_bench.py,
-startup_bench.py, quality_bench.py, extraction_bench.py).
+startup_bench.py, quality_bench.py, extraction_bench.py, realtalk_bench.py — the last reads
+the REALTALK conversations from ../shared/data/realtalk/, or REALTALK_DIR).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import (  # noqa: E402
-    extraction_bench, hot_path, knn_bench, quality_bench, reindex_bench, startup_bench, writes_bench,
+    extraction_bench, hot_path, knn_bench, quality_bench, realtalk_bench, reindex_bench, startup_bench, writes_bench,
 )
 from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
 from bench.dataset import ensure_all  # noqa: E402
@@ -35,6 +36,7 @@ STEPS = [
     ("reindex", "Reindex throughput", reindex_bench),
     ("quality", "Retrieval quality", quality_bench),
     ("extraction", "Extraction quality", extraction_bench),
+    ("realtalk", "Conversational retrieval (REALTALK)", realtalk_bench),
 ]
 
 

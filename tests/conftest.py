@@ -107,7 +107,9 @@ def start_server(config: Config) -> ServerHandle:
 
 
 def make_config(tmp_path: Path, **overrides: Any) -> Config:
-    base = Config(data_dir=tmp_path / "data", grpc_port=0, gateway=False, workers=4, log_level="WARNING")
+    # auto_static off: tests choose their embedding source; tests of the out-of-box default turn it on.
+    base = Config(data_dir=tmp_path / "data", grpc_port=0, gateway=False, workers=4, log_level="WARNING",
+                  auto_static=False)
     return replace(base, **overrides)
 
 

@@ -128,7 +128,7 @@ def memory_to_pb(m: Memory) -> memory_pb2.Memory:
     pb = memory_pb2.Memory(
         id=m.id, api_key_id=m.api_key_id, type=m.type, content=m.content,
         metadata=dict_to_struct(m.metadata), created_at=to_timestamp(m.created_at),
-        updated_at=to_timestamp(m.updated_at), access_count=m.access_count,
+        updated_at=to_timestamp(m.updated_at), access_count=m.access_count, keep=m.keep,
     )
     if m.session_id is not None:
         pb.session_id = m.session_id
@@ -146,6 +146,7 @@ def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
         api_key_id=req.api_key_id, content=req.content, type=req.type,
         session_id=optional(req, "session_id"), key=optional(req, "key"),
         metadata=struct_to_dict(req.metadata, "metadata"), expires_at=_optional_time(req, "expires_at"),
+        keep=optional(req, "keep"),
     )
 
 
@@ -250,7 +251,7 @@ def resolution_to_pb(r: Resolution) -> engine_pb2.Resolution:
     return engine_pb2.Resolution(embedding_source=r.embedding_source, embedding_model=r.embedding_model,
                                  vector_store=r.vector_store, strategy_used=r.strategy_used,
                                  rerank_applied=r.rerank_applied, fallback_reason=r.fallback_reason,
-                                 backend=r.backend)
+                                 backend=r.backend, skipped_for_age=r.skipped_for_age)
 
 
 def retrieve_args_from_pb(req: engine_pb2.RetrieveRequest) -> dict[str, Any]:
@@ -294,7 +295,7 @@ def injected_to_pb(outcome: InjectOutcome) -> engine_pb2.InjectResponse:
         request=dict_to_struct(outcome.injection.body), injected=outcome.injection.injected,
         memory_ids=outcome.memory_ids, tokens=outcome.tokens, role=outcome.injection.role or "",
         skipped_reason=outcome.skipped_reason, format=outcome.injection.format or "",
-        below_min_score=outcome.below_min_score)
+        below_min_score=outcome.below_min_score, skipped_for_age=outcome.skipped_for_age)
 
 
 def extract_call_from_pb(req: engine_pb2.ExtractRequest, metadata: Sequence[tuple[str, str]]) -> ExtractCall:

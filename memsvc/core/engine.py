@@ -64,6 +64,8 @@ class InjectOutcome:
     tokens: int = 0
     skipped_reason: str = ""
     below_min_score: int = 0
+    #: Memories the retrieval behind the injection left out for their age (retentionDays).
+    skipped_for_age: int = 0
 
 
 @dataclass(frozen=True)
@@ -223,12 +225,13 @@ class Engine:
             return InjectOutcome(unchanged, skipped_reason=reason)
         result = self.retrieve(call.api_key_id[:MAX_ID_CHARS], fmt.query(call.body)[:MAX_QUERY_CHARS],
                                call.session_id[:MAX_ID_CHARS], limit=call.limit, min_score=call.min_score)
-        below = result.below_min_score
+        below, aged = result.below_min_score, result.resolution.skipped_for_age
         if not result.items:
             why = f"no memory reached the relevance floor ({below} below minScore)" if below else "no relevant memories"
-            return InjectOutcome(unchanged, skipped_reason=why, below_min_score=below)
+            return InjectOutcome(unchanged, skipped_reason=why, below_min_score=below, skipped_for_age=aged)
         injection = inject(call.body, [i.memory.content for i in result.items], call.provider, call.model, call.options)
-        return InjectOutcome(injection, [i.memory.id for i in result.items], result.total_tokens, below_min_score=below)
+        return InjectOutcome(injection, [i.memory.id for i in result.items], result.total_tokens, below_min_score=below,
+                             skipped_for_age=aged)
 
     def _skip_reason(self, api_key_id: str, no_memory: bool, headers: Sequence[tuple[str, str]]) -> str:
         if no_memory or no_memory_requested(headers):

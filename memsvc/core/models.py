@@ -38,6 +38,8 @@ class Memory:
     access_count: int = 0
     last_accessed_at: datetime | None = None
     needs_reindex: bool = False
+    #: Kept with no age limit: retention (retentionDays) never hides it; expiry still applies.
+    keep: bool = False
 
     @cached_property
     def folded(self) -> tuple[str, str, str]:
@@ -68,6 +70,8 @@ class NewMemory:
     key: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     expires_at: datetime | None = None
+    #: Kept with no age limit. None: not said — false for a new memory, unchanged by an upsert.
+    keep: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -118,7 +122,7 @@ class MemoryPage:
 class SearchScope:
     """Which memories retrieval may return: one owner (None = every
     owner, scope global), optionally one session, never expired, never older than the
-    retention window."""
+    retention window (`created_after`; None = no age limit) unless kept."""
 
     api_key_id: str | None
     now: datetime

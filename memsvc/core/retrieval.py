@@ -13,7 +13,7 @@ from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 
 from memsvc.core.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
-from memsvc.core.text import normalize, scoring_tokens
+from memsvc.core.text import is_sentence, normalize, scoring_tokens
 
 RECENT_LIMIT = 100
 KEYWORD_LIMIT = 100
@@ -27,7 +27,13 @@ DEFAULT_RRF_K = 60
 DEFAULT_VEC_TOP_K = 20
 FUSION_GATED = "gated-rrf"
 FUSION_RRF = "rrf"
-DEFAULT_FUSION = FUSION_GATED
+FUSION_GATED_CONVEX = "gated-convex"
+DEFAULT_FUSION = FUSION_GATED_CONVEX
+# The keyword list's share of a gated-convex score, fitted on half of the REALTALK
+# conversations and checked on the other half (bench/realtalk_bench.py).
+KEYWORD_WEIGHT = 0.8
+# For a sentence query the substring relevance only breaks ties between equal bm25 shares.
+RELEVANCE_TIEBREAK = 1000.0
 # A keyword match is strong (worth fusing) with the whole query phrase or this many distinct query terms.
 STRONG_MIN_TERMS = 2
 
@@ -73,6 +79,10 @@ class SearchBackend(Protocol):
 
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]: ...
 
+    def count_aged(self, scope: SearchScope) -> int:
+        """Memories the scope hides for their age alone (older than retention, not kept)."""
+        ...
+
 
 @dataclass(frozen=True)
 class RetrievalRequest:
@@ -82,7 +92,7 @@ class RetrievalRequest:
     max_tokens: int = 2000
     scope: str = "apiKey"             # apiKey | session | global
     session_id: str | None = None
-    retention_days: int = 30
+    retention_days: int = 30          # 0 = no age limit
     limit: int | None = None
 
 
@@ -106,6 +116,8 @@ class Resolution:
     rerank_applied: bool = False
     #: The memory backend whose data answered: sqlite, or the backend whose own search ran.
     backend: str = "sqlite"
+    #: Memories of the scope not considered because they are older than retentionDays (and not kept).
+    skipped_for_age: int = 0
 
 
 @dataclass(frozen=True)
@@ -137,6 +149,18 @@ def relevance(memory: Memory, phrase: str, tokens: Sequence[str]) -> float:
     return score
 
 
+def keyword_score(rel: float, bm25_share: float, sentence: bool) -> float:
+    """The keyword tier's score of a row from its substring relevance and its bm25 as a share
+    of the best hit's (0 for a row FTS5 did not find).
+
+    Keywords ("dark mode"): relevance first, the share breaking ties, as the substring rule
+    says. A sentence ("What did Kevin cook last week?"): bm25 first, relevance / 1000 breaking
+    ties — counting substrings rewards long rows that repeat the question's commonest words,
+    which bm25 weighs down (on real conversations, bm25-first finds more of the right turns:
+    bench/realtalk_bench.py)."""
+    return bm25_share + rel / RELEVANCE_TIEBREAK if sentence else rel + bm25_share
+
+
 def apply_budget(items: Sequence[RetrievedItem], budget: int, limit: int | None = None) -> list[RetrievedItem]:
     """Take every item that still fits, skipping (not stopping at) one that does not: a
     large memory early in the ranking must not hide smaller relevant ones after it."""
@@ -152,10 +176,11 @@ def apply_budget(items: Sequence[RetrievedItem], budget: int, limit: int | None 
 
 
 def scope_for(req: RetrievalRequest, now: datetime) -> SearchScope:
+    """What the request may see; retention_days 0 sets no age limit."""
     return SearchScope(
         api_key_id=None if req.scope == "global" else req.api_key_id,
         now=now,
-        created_after=now - timedelta(days=req.retention_days),
+        created_after=now - timedelta(days=req.retention_days) if req.retention_days > 0 else None,
         session_only=req.scope == "session",
         session_id=req.session_id or None,
     )
@@ -218,8 +243,29 @@ def _gated_rrf(keyword: Sequence[Candidate], vector: Sequence[Candidate], k: int
     return _equal_rrf([c for c in keyword if c.strong], vector, k)
 
 
-# MEMORY_FUSION: gated-rrf (default; measured in bench/quality_bench.py) or rrf (plain equal-weight RRF).
-FUSIONS: dict[str, Fusion] = {f.name: f for f in (Fusion(FUSION_GATED, _gated_rrf), Fusion(FUSION_RRF, _equal_rrf))}
+def _shares(candidates: Sequence[Candidate]) -> dict[str, float]:
+    """Each candidate's score as a share of the list's best (1.0 for the best)."""
+    best = max((c.score for c in candidates), default=0.0)
+    return {c.id: c.score / best if best > 0 else 1.0 for c in candidates}
+
+
+def gated_convex(weight: float = KEYWORD_WEIGHT) -> Callable[[Sequence[Candidate], Sequence[Candidate], int], dict[str, float]]:
+    """weight × (keyword score / best keyword score) + (1 − weight) × (vector score / best
+    vector score), the keyword list gated as in gated-rrf (strong matches only). Unlike
+    RRF it keeps how far apart two candidates are: a turn that matches the question's rare
+    words far better than the next one stays ahead of it, while a paraphrase with no strong
+    keyword match is ranked by the vector list alone."""
+    def fuse(keyword: Sequence[Candidate], vector: Sequence[Candidate], k: int) -> dict[str, float]:
+        kw, vec = _shares([c for c in keyword if c.strong]), _shares(vector)
+        return {i: weight * kw.get(i, 0.0) + (1.0 - weight) * vec.get(i, 0.0) for i in kw | vec}
+
+    return fuse
+
+
+# MEMORY_FUSION: gated-convex (default), gated-rrf or rrf (plain equal-weight RRF); measured in
+# bench/quality_bench.py and bench/realtalk_bench.py.
+FUSIONS: dict[str, Fusion] = {f.name: f for f in (Fusion(FUSION_GATED_CONVEX, gated_convex()),
+                                                  Fusion(FUSION_GATED, _gated_rrf), Fusion(FUSION_RRF, _equal_rrf))}
 
 
 class Retriever:
@@ -255,6 +301,7 @@ class Retriever:
             ranked, resolution = self._hybrid(scope, query)
         if self._reranker is not None and query and ranked and strategy != "exact":
             ranked, resolution = self._rerank(query, ranked, resolution)
+        resolution = replace(resolution, skipped_for_age=self._backend.count_aged(scope))
         return RetrievalResult(apply_budget(ranked, budget, req.limit), budget, resolution)
 
     def _vector_result(self, scope: SearchScope, query: str) -> VectorResult:
@@ -314,16 +361,18 @@ class Retriever:
         if not hits:
             return []
         best = max(h.score for h in hits) or 1.0
-        phrase, tokens = _phrase(query), scoring_tokens(query)
-        return [RetrievedItem(h.memory, relevance(h.memory, phrase, tokens) + max(h.score, 0.0) / best,
+        phrase, tokens, sentence = _phrase(query), scoring_tokens(query), is_sentence(query)
+        return [RetrievedItem(h.memory, keyword_score(relevance(h.memory, phrase, tokens), max(h.score, 0.0) / best,
+                                                      sentence),
                               estimate_tokens(h.memory.content), TIER_FTS, fts_score=h.score) for h in hits]
 
-    def _scored(self, items: list[RetrievedItem], query: str) -> list[RetrievedItem]:
-        """Relevance-score items that have no score yet; drop those scoring 0."""
+    def _scored(self, items: list[RetrievedItem], query: str, sentence: bool = False) -> list[RetrievedItem]:
+        """Relevance-score items that have no score yet (as `keyword_score` with no bm25
+        share when `sentence`); drop those scoring 0."""
         phrase, tokens = _phrase(query), scoring_tokens(query)
         out = []
         for item in items:
-            score = item.score or relevance(item.memory, phrase, tokens)
+            score = item.score or keyword_score(relevance(item.memory, phrase, tokens), 0.0, sentence)
             if score > 0:
                 out.append(RetrievedItem(item.memory, score, item.tokens, item.tier, item.fts_score, item.vec_score))
         return out
@@ -350,4 +399,4 @@ class Retriever:
             return self._recent_items(scope), resolution
         merged = {item.memory.id: item for item in self._recent_items(scope)}
         merged.update({item.memory.id: item for item in self._keyword_items(scope, query)})
-        return _rank(self._scored(list(merged.values()), query)), resolution
+        return _rank(self._scored(list(merged.values()), query, is_sentence(query))), resolution

@@ -23,7 +23,8 @@ SCOPES = ("apiKey", "session", "global")
 EMBEDDING_SOURCES = ("remote", "static", "transformers", "auto")
 VECTOR_STORES = ("sqlite-vec", "qdrant", "auto")
 MAX_TOKENS_RANGE = (0, 16000)
-RETENTION_RANGE = (1, 365)
+# retentionDays 0 = no age limit; 1..365 = days a memory stays retrievable after it was created.
+RETENTION_RANGE = (0, 365)
 MAX_STRING = 2048
 MAX_CONFIG_BYTES = 16 * 1024
 NAMESPACE = "memory"

@@ -66,6 +66,13 @@ def terms(text: str) -> Terms:
     return Terms(tuple(words), tuple(runs))
 
 
+def is_sentence(text: str) -> bool:
+    """Whether the text reads as a sentence rather than keywords: it has function words
+    ("What did Kevin cook last week?"), which a list of keywords ("dark mode") does not.
+    Ranking treats the two differently (see memsvc.core.retrieval.keyword_score)."""
+    return any(word in STOPWORDS for word in _WORD.findall(normalize(text)))
+
+
 def cjk_runs(text: str) -> list[str]:
     """The CJK runs of the normalized text, in order (repeats kept), as `terms` finds them."""
     return [run for token in _WORD.findall(normalize(text)) for run in _CJK_RUN.findall(token)]

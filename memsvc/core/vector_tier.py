@@ -356,4 +356,4 @@ def _in_scope(memory: Memory, scope: SearchScope) -> bool:
         return False
     if memory.expires_at is not None and memory.expires_at <= scope.now:
         return False
-    return scope.created_after is None or memory.created_at >= scope.created_after
+    return scope.created_after is None or memory.keep or memory.created_at >= scope.created_after

@@ -58,6 +58,8 @@ class EmbeddingConfig:
     vec_quantization: str = "none"
     remote_timeout_s: float = 10.0
     rerank_timeout_s: float = 5.0
+    #: auto takes the static model when it is built, even with staticEnabled false.
+    auto_static: bool = False
 
     @classmethod
     def from_config(cls, config: Any) -> "EmbeddingConfig":
@@ -72,6 +74,7 @@ class EmbeddingConfig:
             static_cache_dir=Path(cache_dir),
             vec_quantization=config.vec_quantization,
             remote_timeout_s=config.embedding_timeout_s,
+            auto_static=config.auto_static,
         )
 
 
@@ -184,6 +187,8 @@ class Embeddings:
             if source is not None:
                 return source, f"auto: static, {why} ({'; '.join(skipped)})"
             skipped.append(f"static: {why}")
+        elif (built := self._static_if_built()) is not None:
+            return built, f"auto: static, {built.model} is built and ready (staticEnabled is false; MEMORY_AUTO_STATIC) ({'; '.join(skipped)})"
         else:
             skipped.append("static: staticEnabled is false")
         if settings.transformers_enabled:
@@ -243,9 +248,7 @@ class Embeddings:
     def _static(self, settings: MemorySettings) -> tuple[EmbeddingSource | None, str]:
         if not settings.static_enabled:
             return None, "staticEnabled is false"
-        source = self._source((STATIC, self.config.static_model, str(self.config.static_cache_dir)),
-                              lambda: StaticSource(self.config.static_model, self.config.static_cache_dir,
-                                                   teacher_path=self._teacher_path))
+        source = self._static_source()
         problem = source.unavailable()  # type: ignore[attr-defined]
         if problem:
             return None, problem
@@ -255,6 +258,22 @@ class Embeddings:
             return source, f"staticEnabled, {source.model} distilled from the shipped MiniLM (cached)"
         return source, (f"staticEnabled, {source.model} will be distilled once from the shipped MiniLM "
                         "on first use")
+
+    def _static_if_built(self) -> EmbeddingSource | None:
+        """The static source for auto without staticEnabled: only when MEMORY_AUTO_STATIC is
+        on and its model needs no build (a local folder, or the default model built at set-up),
+        so the fast path runs out of the box and a request never starts a distillation."""
+        if not self.config.auto_static:
+            return None
+        source = self._static_source()
+        if source.unavailable() or not (self.config.static_model or source.built):  # type: ignore[attr-defined]
+            return None
+        return source
+
+    def _static_source(self) -> EmbeddingSource:
+        return self._source((STATIC, self.config.static_model, str(self.config.static_cache_dir)),
+                            lambda: StaticSource(self.config.static_model, self.config.static_cache_dir,
+                                                 teacher_path=self._teacher_path))
 
     def _transformers(self, settings: MemorySettings) -> tuple[EmbeddingSource | None, str]:
         if not settings.transformers_enabled:

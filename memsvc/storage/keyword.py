@@ -44,7 +44,25 @@ def cjk_query(t: Terms) -> str | None:
 
 def scope_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]]:
     """WHERE fragments that select the memories a retrieval may see (owner, session, not
-    expired, inside retention), on table alias `alias`."""
+    expired, inside retention or kept), on table alias `alias`."""
+    where, params = _visible_clause(scope, alias)
+    if scope.created_after is not None:
+        where += f" AND ({alias}.created_at >= ? OR {alias}.keep = 1)"
+        params.append(iso(scope.created_after))
+    return where, params
+
+
+def aged_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]] | None:
+    """WHERE fragments for the memories the scope would see but for their age (older than
+    the retention window and not kept); None when the scope has no age limit."""
+    if scope.created_after is None:
+        return None
+    where, params = _visible_clause(scope, alias)
+    return where + f" AND {alias}.created_at < ? AND {alias}.keep = 0", [*params, iso(scope.created_after)]
+
+
+def _visible_clause(scope: SearchScope, alias: str) -> tuple[str, list[Any]]:
+    """Owner, session and expiry: the scope's limits other than age."""
     clauses = [f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)"]
     params: list[Any] = [iso(scope.now)]
     if scope.api_key_id is not None:
@@ -53,9 +71,6 @@ def scope_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]]:
     if scope.session_only:
         clauses.append(f"{alias}.session_id IS ?")
         params.append(scope.session_id)
-    if scope.created_after is not None:
-        clauses.append(f"{alias}.created_at >= ?")
-        params.append(iso(scope.created_after))
     return " AND ".join(clauses), params
 
 

@@ -41,7 +41,7 @@ WriteHook = Callable[[apsw.Connection, list[Memory | None]], None]
 
 _COLUMNS = (
     "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
-    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex"
+    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep"
 )
 _SELECT = f"SELECT {_COLUMNS} FROM memories"
 # A write returns the row it left, so nothing has to read it back.
@@ -53,8 +53,8 @@ _NEWEST_FIRST = " ORDER BY created_at DESC, memory_id DESC"
 # database's write lock, so two inserts can never pick the same value.
 _INSERT = (
     "INSERT INTO memories (id, memory_id, api_key_id, session_id, type, key, content, "
-    "metadata, created_at, updated_at, expires_at) "
-    "VALUES (?, (SELECT value + 1 FROM sequences WHERE name = 'memory_id'), ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "metadata, created_at, updated_at, expires_at, keep) "
+    "VALUES (?, (SELECT value + 1 FROM sequences WHERE name = 'memory_id'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 # Case-insensitive substring on content or key. instr() has no wildcards, so "%" and "_" in
@@ -80,7 +80,7 @@ def _row_to_memory(row: Sequence[Any]) -> Memory:
 @functools.lru_cache(maxsize=16384)
 def _memory_of_row(row: tuple[Any, ...]) -> Memory:
     (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at,
-     updated_at, expires_at, access_count, last_accessed_at, needs_reindex) = row
+     updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep) = row
     return Memory(
         id=id_,
         memory_id=int(memory_id),
@@ -96,6 +96,7 @@ def _memory_of_row(row: tuple[Any, ...]) -> Memory:
         access_count=int(access_count),
         last_accessed_at=parse_iso(last_accessed_at),
         needs_reindex=bool(needs_reindex),
+        keep=bool(keep),
     )
 
 
@@ -247,7 +248,8 @@ class SqliteMemoryBackend:
         row = conn.execute(
             _INSERT + _RETURNING,
             (str(uuid.uuid4()), memory.api_key_id, memory.session_id, memory.type, memory.key,
-             memory.content, _dump_metadata(memory.metadata), now, now, iso(memory.expires_at)),
+             memory.content, _dump_metadata(memory.metadata), now, now, iso(memory.expires_at),
+             int(bool(memory.keep))),
         ).fetchall()[0]
         stored = _row_to_memory(row)
         return UpsertResult(id=stored.id, created=True, memory=stored)
@@ -278,9 +280,9 @@ class SqliteMemoryBackend:
         merged = {**(json.loads(stored) if stored else {}), **memory.metadata}
         row = conn.execute(
             "UPDATE memories SET content = ?, session_id = ?, type = ?, expires_at = ?, "
-            "metadata = ?, updated_at = ? WHERE id = ?" + _RETURNING,
+            "metadata = ?, updated_at = ?, keep = COALESCE(?, keep) WHERE id = ?" + _RETURNING,
             (memory.content, memory.session_id, memory.type, iso(memory.expires_at),
-             _dump_metadata(merged), now, row_id),
+             _dump_metadata(merged), now, None if memory.keep is None else int(memory.keep), row_id),
         ).fetchall()[0]
         return _row_to_memory(row)
 
@@ -399,6 +401,16 @@ class SqliteMemoryBackend:
             rows = conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE {where}"
                                 " ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
         return [_row_to_memory(r) for r in rows]
+
+    def count_aged(self, scope: SearchScope) -> int:
+        """How many memories the scope hides for their age alone (0 without an age limit):
+        a range of the owner's (api_key_id, created_at) index."""
+        found = keyword.aged_clause(scope)
+        if found is None:
+            return 0
+        where, params = found
+        with self.db.read() as conn:
+            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])
 
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
         """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""

@@ -61,6 +61,8 @@ class VectorRow:
     created_at: datetime
     expires_at: datetime | None
     vector: np.ndarray = field(repr=False)
+    #: Kept with no age limit: the retention filters of every tier let it through.
+    keep: bool = False
 
     @classmethod
     def from_memory(cls, memory: Memory, vector: Sequence[float] | np.ndarray) -> "VectorRow":
@@ -75,6 +77,7 @@ class VectorRow:
             created_at=memory.created_at,
             expires_at=memory.expires_at,
             vector=as_vector(vector),
+            keep=memory.keep,
         )
 
 

@@ -350,6 +350,7 @@ class QdrantIndex:
             "metadata": row.metadata,
             "createdAtUnix": unix_floor(row.created_at),
             "expiresAtUnix": unix_ceil(row.expires_at) if row.expires_at is not None else None,
+            "keep": row.keep,
         }
 
     def upsert(self, rows: Sequence[VectorRow]) -> int:
@@ -432,16 +433,20 @@ class QdrantIndex:
     def cleanup(self, retention_days: int, *, now: datetime | None = None, api_key_id: str | None = None) -> int:
         """Delete points that expired (`expiresAtUnix < now`) or fell out of retention
         (`createdAtUnix < now - retentionDays`), counting them first with the same filter;
-        returns that count. retention_days is clamped to [1, 365]."""
-        days = max(1, min(365, int(retention_days)))
+        returns that count. retention_days is clamped to [0, 365]; 0 = no age limit (expired
+        points only). A kept point (payload keep) is never deleted for its age."""
+        days = max(0, min(365, int(retention_days)))
         now = _aware(now or utcnow())
         now_s = now.timestamp()
-        cutoff = (now - timedelta(days=days)).timestamp()
         must: list[Any] = [qm.FieldCondition(key="kind", match=qm.MatchValue(value=KIND))]
         if api_key_id is not None:
             must.append(qm.FieldCondition(key="apiKeyId", match=qm.MatchValue(value=api_key_id)))
-        flt = qm.Filter(must=must, should=[qm.FieldCondition(key="expiresAtUnix", range=qm.Range(lt=now_s)),
-                                           qm.FieldCondition(key="createdAtUnix", range=qm.Range(lt=cutoff))])
+        gone: list[Any] = [qm.FieldCondition(key="expiresAtUnix", range=qm.Range(lt=now_s))]
+        if days:
+            cutoff = (now - timedelta(days=days)).timestamp()
+            gone.append(qm.Filter(must=[qm.FieldCondition(key="createdAtUnix", range=qm.Range(lt=cutoff))],
+                                  must_not=[qm.FieldCondition(key="keep", match=qm.MatchValue(value=True))]))
+        flt = qm.Filter(must=must, should=gone)
         try:
             if not self._exists():
                 return 0
@@ -476,8 +481,9 @@ class QdrantIndex:
                                       qm.FieldCondition(key="expiresAtUnix",
                                                         range=qm.Range(gt=_aware(scope.now).timestamp()))]))
         if scope.created_after is not None:
-            must.append(qm.FieldCondition(key="createdAtUnix",
-                                          range=qm.Range(gte=math.floor(_aware(scope.created_after).timestamp()))))
+            cutoff = math.floor(_aware(scope.created_after).timestamp())
+            must.append(qm.Filter(should=[qm.FieldCondition(key="createdAtUnix", range=qm.Range(gte=cutoff)),
+                                          qm.FieldCondition(key="keep", match=qm.MatchValue(value=True))]))
         return qm.Filter(must=must)
 
     def search_points(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int | None = None,

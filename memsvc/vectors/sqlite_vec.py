@@ -7,7 +7,7 @@
         api_key_id  text partition key,      -- the owner: a KNN for one owner scans only
                                              -- that owner's chunks
         session_id  text,                    -- metadata column; '' = no session
-        created_us  integer,                 -- creation, unix microseconds
+        created_us  integer,                 -- creation, unix microseconds; NEVER_US = kept
         expires_us  integer,                 -- expiry, unix microseconds; NEVER_US = never
         embedding   float[DIM] distance_metric=cosine      -- or int8[DIM] (quantized)
     )
@@ -691,8 +691,10 @@ def signature_dim(signature: str | None) -> int | None:
 
 def _scope_values(item: Any) -> tuple[str, int, int]:
     """(session_id, created_us, expires_us): the metadata columns of a vector, from a
-    VectorRow or a Memory."""
-    return (item.session_id or _NO_SESSION, unix_us(item.created_at),
+    VectorRow or a Memory. created_us is what the retention filter compares (`created_us >=
+    cutoff`): a kept memory's is NEVER_US, so no age hides it."""
+    created = NEVER_US if getattr(item, "keep", False) else unix_us(item.created_at)
+    return (item.session_id or _NO_SESSION, created,
             unix_us(item.expires_at) if item.expires_at is not None else NEVER_US)
 
 

@@ -202,7 +202,8 @@ def test_semantic_ranks_the_editor_preference_above_facts_that_share_no_words(tf
     assert hot.memories[0].id == editor and hot.memories[0].tier == "vector"
 
 
-def test_hybrid_rrf_scores_follow_the_ranks_of_both_lists(tf):
+def test_hybrid_scores_follow_both_lists_shares_of_their_best(tf):
+    """The default fusion (gated-convex): 0.8 × keyword share + 0.2 × vector share."""
     server, stubs = tf
     owner = "key-hybrid"
     made = {text: create(stubs, owner, text) for text in UNRELATED + ["The quokka habitat is Rottnest Island"]}
@@ -210,16 +211,16 @@ def test_hybrid_rrf_scores_follow_the_ranks_of_both_lists(tf):
     assert resp.resolution.strategy_used == "hybrid-rrf" and resp.resolution.fallback_reason == ""
     assert len(resp.memories) == 4 and {m.tier for m in resp.memories} == {"hybrid-rrf"}
     first = resp.memories[0]
-    # First in the FTS list (its only hit) and first in the vector list: 2/61.
+    # The best of the keyword list (its only, strong hit) and of the vector list: 0.8 + 0.2.
     assert first.id == made["The quokka habitat is Rottnest Island"]
     assert first.HasField("fts_score") and first.HasField("vec_score")
-    assert first.score == pytest.approx(2 / 61)
-    # Everything else is in the vector list only: 1/(60 + its rank there).
+    assert first.score == pytest.approx(1.0)
+    # Everything else is in the vector list only: 0.2 × its vector score / the best one.
     by_vector = sorted(resp.memories, key=lambda m: m.vec_score, reverse=True)
     assert by_vector[0].id == first.id
-    for rank, item in enumerate(by_vector[1:], start=2):
+    for item in by_vector[1:]:
         assert not item.HasField("fts_score")
-        assert item.score == pytest.approx(1 / (60 + rank)), (rank, item.content)
+        assert item.score == pytest.approx(0.2 * item.vec_score / first.vec_score), item.content
     assert [m.id for m in resp.memories] == [m.id for m in by_vector]
 
 
@@ -240,8 +241,19 @@ def by_vector(resp) -> list[str]:
     return [m.id for m in sorted(resp.memories, key=lambda m: m.vec_score, reverse=True)]
 
 
-def test_gated_rrf_is_the_default_and_a_one_word_keyword_match_cannot_outvote_the_vector_list(boot, models):
+def test_gated_convex_is_the_default_and_a_one_word_keyword_match_cannot_outvote_the_vector_list(boot, models):
     stubs, made = fusion_server(boot, models)
+    st = status(stubs).retrieval
+    assert (st.fusion, st.rrf_k, st.list_top_k) == ("gated-convex", 60, 20)
+    resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")
+    ranks = by_vector(resp)
+    assert ranks[0] == made[NUTS] and [m.id for m in resp.memories] == ranks  # the weak match is not fused
+    strong = preview(stubs, "cooking makes me happy", "key-fusion", strategy="hybrid")
+    assert strong.memories[0].id == made[ONE_WORD] and strong.memories[0].score == pytest.approx(1.0)
+
+
+def test_memory_fusion_gated_rrf_counts_only_strong_keyword_matches_by_rank(boot, models):
+    stubs, made = fusion_server(boot, models, fusion="gated-rrf")
     st = status(stubs).retrieval
     assert (st.fusion, st.rrf_k, st.list_top_k) == ("gated-rrf", 60, 20)
     resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")

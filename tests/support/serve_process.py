@@ -21,7 +21,8 @@ class ServeProcess:
 
     def __init__(self, data_dir: Path, grpc_port: int, rest_port: int, env_extra: dict[str, str] | None = None,
                  extra_args: tuple[str, ...] = ()):
-        env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data_dir), **(env_extra or {})}
+        env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data_dir), "MEMORY_AUTO_STATIC": "false",
+               **(env_extra or {})}
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),

@@ -1,5 +1,5 @@
-"""Hybrid fusion: plain equal-weight RRF, and the gated RRF that is
-the default (MEMORY_FUSION), with exact scores on small lists."""
+"""Hybrid fusion: plain equal-weight RRF, the gated RRF, and the gated convex combination that
+is the default (MEMORY_FUSION), with exact scores on small lists."""
 
 from __future__ import annotations
 
@@ -9,7 +9,16 @@ import pytest
 
 from memsvc.config import Config, ConfigError
 from memsvc.core.models import Memory
-from memsvc.core.retrieval import DEFAULT_FUSION, FUSION_GATED, FUSION_RRF, FUSIONS, Candidate, strong_match
+from memsvc.core.retrieval import (
+    DEFAULT_FUSION,
+    FUSION_GATED,
+    FUSION_GATED_CONVEX,
+    FUSION_RRF,
+    FUSIONS,
+    KEYWORD_WEIGHT,
+    Candidate,
+    strong_match,
+)
 from memsvc.core.text import scoring_tokens
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
@@ -33,9 +42,27 @@ KEYWORD = [Candidate("a", 9.0, strong=False), Candidate("b", 8.0, strong=True)]
 VECTOR = ["a", "c"]
 
 
-def test_the_default_is_gated_rrf_in_the_config_and_the_code():
-    assert DEFAULT_FUSION == FUSION_GATED == Config().fusion
-    assert set(FUSIONS) == {"gated-rrf", "rrf"}
+def test_the_default_is_gated_convex_in_the_config_and_the_code():
+    # Changed deliberately from gated-rrf: on real conversations (bench/realtalk_bench.py)
+    # gated-convex finds more of the right turns with the same lists; gated-rrf stays one setting away.
+    assert DEFAULT_FUSION == FUSION_GATED_CONVEX == Config().fusion
+    assert set(FUSIONS) == {"gated-convex", "gated-rrf", "rrf"}
+    assert KEYWORD_WEIGHT == 0.8
+
+
+def test_gated_convex_weighs_each_list_by_its_share_of_the_best_score():
+    keyword = [Candidate("b", 8.0, strong=True), Candidate("d", 4.0, strong=True), Candidate("a", 9.0, strong=False)]
+    vector = [Candidate("a", 0.5), Candidate("c", 0.25)]
+    # "a" is a weak keyword match: only its vector share (1.0) counts; "b" leads the strong keyword matches.
+    assert FUSIONS[FUSION_GATED_CONVEX].fuse(keyword, vector, 60) == pytest.approx(
+        {"a": 0.2 * 1.0, "b": 0.8 * 1.0, "c": 0.2 * 0.5, "d": 0.8 * 0.5})
+
+
+def test_gated_convex_keeps_the_vector_order_when_no_keyword_match_is_strong():
+    weak = [Candidate("x", 3.0, strong=False)]
+    vector = [Candidate("c", 0.6), Candidate("e", 0.3)]
+    assert FUSIONS[FUSION_GATED_CONVEX].fuse(weak, vector, 60) == pytest.approx({"c": 0.2, "e": 0.1})
+    assert FUSIONS[FUSION_GATED_CONVEX].fuse([], [], 60) == {}
 
 
 def test_equal_rrf_keeps_the_documented_numbers():
@@ -86,5 +113,5 @@ def test_strong_match_counts_a_repeated_term_once():
 
 def test_config_refuses_an_unknown_fusion():
     Config(fusion="rrf").validate()
-    with pytest.raises(ConfigError, match="MEMORY_FUSION must be gated-rrf or rrf"):
+    with pytest.raises(ConfigError, match="MEMORY_FUSION must be gated-convex or gated-rrf or rrf"):
         Config(fusion="weighted").validate()

@@ -12,7 +12,7 @@ import pytest
 
 from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.storage import migrations
-from memsvc.storage.database import Database
+from memsvc.storage.database import Database, iso
 from memsvc.storage.owner_terms import owner_tag
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 
@@ -133,7 +133,12 @@ def test_migration_indexes_rows_written_before_it(tmp_path):
             if version < 5:
                 migrations._apply_one(db, version, name, sql, 4)
         backend = SqliteMemoryBackend(db)
-        old = [backend.create(NewMemory(api_key_id=o, content="I prefer dark mode")).id for o in OWNERS[:3]]
+        old = [f"old-{i}" for i in range(3)]
+        with db.write() as conn:  # rows as version 4 wrote them (later migrations add columns the backend writes)
+            for i, (owner, memory_id) in enumerate(zip(OWNERS[:3], old), start=1):
+                conn.execute("INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
+                             "VALUES (?, ?, ?, 'factual', 'I prefer dark mode', ?, ?)",
+                             (memory_id, i, owner, iso(utcnow()), iso(utcnow())))
         assert migrations.apply_migrations(db)[0] == 5
         now = utcnow()
         for owner, memory_id in zip(OWNERS[:3], old):

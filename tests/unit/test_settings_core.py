@@ -22,7 +22,7 @@ def test_defaults_cover_every_field_of_the_spec():
 def test_normalization_of_stored_junk():
     s = normalize({"enabled": "yes", "maxTokens": 20001, "retentionDays": 0, "strategy": "exact",
                    "scope": "planet", "customModelId": "", "fallbackBackends": "sqlite", "backendConfigs": [1]})
-    assert (s.enabled, s.max_tokens, s.retention_days, s.strategy, s.scope) == (True, 16000, 1, "recent", "apiKey")
+    assert (s.enabled, s.max_tokens, s.retention_days, s.strategy, s.scope) == (True, 16000, 0, "recent", "apiKey")
     assert s.custom_model_id is None and s.fallback_backends == () and s.backend_configs == {}
     assert normalize({"maxTokens": "1999.6", "retentionDays": float("nan")}).max_tokens == 2000
     assert normalize({"retentionDays": float("nan")}).retention_days == 30

@@ -578,13 +578,15 @@ def test_cjk_index_migration_backfills_rows_written_before_it(tmp_path: Path):
             conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
             conn.execute(sql)
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (version, name))
-        backend = SqliteMemoryBackend(database)
-        kept = backend.create(_new("我喜欢深色模式"))
-        backend.create(_new("plain english only"))
+            # Rows as version 1 wrote them (the current backend writes columns later migrations add).
+            for memory_id, content in ((1, "我喜欢深色模式"), (2, "plain english only")):
+                conn.execute("INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
+                             "VALUES (?, ?, 'k', 'factual', ?, '2026-01-01T00:00:00.000000Z', "
+                             "'2026-01-01T00:00:00.000000Z')", (f"id-{memory_id}", memory_id, content))
         assert apply_migrations(database) == [v for v, _, _ in available_migrations()][1:]
         with database.read() as conn:
             rows = conn.execute("SELECT rowid FROM memory_fts_cjk WHERE memory_fts_cjk MATCH '\"深色模\"'").fetchall()
             indexed = conn.execute("SELECT count(*) FROM memory_fts_cjk_docsize").fetchone()[0]
-        assert rows == [(backend.get(kept.id).memory_id,)] and indexed == 1
+        assert rows == [(1,)] and indexed == 1
     finally:
         database.close()

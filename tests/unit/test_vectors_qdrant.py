@@ -76,7 +76,7 @@ def test_upsert_creates_the_collection_with_the_real_dimension_and_payload(index
     assert point.payload == {
         "kind": KIND, "memoryId": row.id, "memoryRowId": row.memory_id, "apiKeyId": "a", "sessionId": "s1",
         "key": "k:dark mode", "content": "dark mode", "metadata": {"category": "preference"},
-        "createdAtUnix": int(NOW.timestamp()), "expiresAtUnix": int(NOW.timestamp()) + 3600,
+        "createdAtUnix": int(NOW.timestamp()), "expiresAtUnix": int(NOW.timestamp()) + 3600, "keep": False,
     }
     # Upserting the same id replaces the point.
     index.upsert([VectorRow(**{**row.__dict__, "content": "light mode", "key": "k:light"})])

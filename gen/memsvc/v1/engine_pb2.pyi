@@ -56,7 +56,7 @@ class RetrievedMemory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score")
+    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score", "skipped_for_age")
     EMBEDDING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,7 @@ class Resolution(_message.Message):
     FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     BELOW_MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FOR_AGE_FIELD_NUMBER: _ClassVar[int]
     embedding_source: str
     embedding_model: str
     vector_store: str
@@ -73,7 +74,8 @@ class Resolution(_message.Message):
     fallback_reason: str
     backend: str
     below_min_score: int
-    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ..., below_min_score: _Optional[int] = ...) -> None: ...
+    skipped_for_age: int
+    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ..., below_min_score: _Optional[int] = ..., skipped_for_age: _Optional[int] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("memories", "total_tokens", "resolution")
@@ -116,7 +118,7 @@ class InjectRequest(_message.Message):
     def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., no_memory: _Optional[bool] = ..., options: _Optional[_Union[InjectOptions, _Mapping]] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
 
 class InjectResponse(_message.Message):
-    __slots__ = ("request", "injected", "memory_ids", "tokens", "role", "skipped_reason", "format", "below_min_score")
+    __slots__ = ("request", "injected", "memory_ids", "tokens", "role", "skipped_reason", "format", "below_min_score", "skipped_for_age")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     INJECTED_FIELD_NUMBER: _ClassVar[int]
     MEMORY_IDS_FIELD_NUMBER: _ClassVar[int]
@@ -125,6 +127,7 @@ class InjectResponse(_message.Message):
     SKIPPED_REASON_FIELD_NUMBER: _ClassVar[int]
     FORMAT_FIELD_NUMBER: _ClassVar[int]
     BELOW_MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    SKIPPED_FOR_AGE_FIELD_NUMBER: _ClassVar[int]
     request: _struct_pb2.Struct
     injected: bool
     memory_ids: _containers.RepeatedScalarFieldContainer[str]
@@ -133,7 +136,8 @@ class InjectResponse(_message.Message):
     skipped_reason: str
     format: str
     below_min_score: int
-    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., injected: _Optional[bool] = ..., memory_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[int] = ..., role: _Optional[str] = ..., skipped_reason: _Optional[str] = ..., format: _Optional[str] = ..., below_min_score: _Optional[int] = ...) -> None: ...
+    skipped_for_age: int
+    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., injected: _Optional[bool] = ..., memory_ids: _Optional[_Iterable[str]] = ..., tokens: _Optional[int] = ..., role: _Optional[str] = ..., skipped_reason: _Optional[str] = ..., format: _Optional[str] = ..., below_min_score: _Optional[int] = ..., skipped_for_age: _Optional[int] = ...) -> None: ...
 
 class ExtractRequest(_message.Message):
     __slots__ = ("text", "user_message", "assistant_message", "api_key_id", "session_id", "dry_run", "wait", "no_memory")

@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Memory(_message.Message):
-    __slots__ = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at", "updated_at", "expires_at", "access_count", "last_accessed_at")
+    __slots__ = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at", "updated_at", "expires_at", "access_count", "last_accessed_at", "keep")
     ID_FIELD_NUMBER: _ClassVar[int]
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -25,6 +25,7 @@ class Memory(_message.Message):
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
     id: str
     api_key_id: str
     session_id: str
@@ -37,7 +38,8 @@ class Memory(_message.Message):
     expires_at: _timestamp_pb2.Timestamp
     access_count: int
     last_accessed_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    keep: bool
+    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
     __slots__ = ("api_key_id", "type", "session_id", "q", "limit", "page", "offset")
@@ -105,7 +107,7 @@ class ListMemoriesResponse(_message.Message):
     def __init__(self, data: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., total: _Optional[int] = ..., page: _Optional[int] = ..., limit: _Optional[int] = ..., total_pages: _Optional[int] = ..., stats: _Optional[_Union[MemoryStats, _Mapping]] = ...) -> None: ...
 
 class CreateMemoryRequest(_message.Message):
-    __slots__ = ("api_key_id", "session_id", "type", "key", "content", "metadata", "expires_at")
+    __slots__ = ("api_key_id", "session_id", "type", "key", "content", "metadata", "expires_at", "keep")
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -113,6 +115,7 @@ class CreateMemoryRequest(_message.Message):
     CONTENT_FIELD_NUMBER: _ClassVar[int]
     METADATA_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
     api_key_id: str
     session_id: str
     type: str
@@ -120,7 +123,8 @@ class CreateMemoryRequest(_message.Message):
     content: str
     metadata: _struct_pb2.Struct
     expires_at: _timestamp_pb2.Timestamp
-    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    keep: bool
+    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
 
 class CreateMemoryResponse(_message.Message):
     __slots__ = ("success", "id", "created")

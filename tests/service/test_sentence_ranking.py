@@ -1,0 +1,36 @@
+"""Keyword ranking of sentence queries through the real gRPC server, with no vector tier: a
+question ("What did Kevin cook for his mom's birthday?") ranks the rows by bm25 first, so a
+row that repeats the question's commonest word many times no longer outranks the row that
+holds its rare words; a keyword query ("kevin") keeps the substring relevance order.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.service.test_engine_retrieval import create, enable, ids, retrieve
+
+ANSWER = "Kevin: I cooked macarons for my mom's birthday last Friday"
+CHATTY = "Kevin: Kevin here, kevin again, Kevin Kevin! Kevin says hi, kevin out"
+OTHER = "Paola: I went hiking with friends on Sunday"
+QUESTION = "What did Kevin cook for his mom's birthday?"
+
+
+@pytest.mark.parametrize("strategy", ["semantic", "hybrid"])
+def test_a_question_ranks_the_row_with_its_rare_words_first(server, stubs, strategy):
+    enable(stubs)
+    answer, chatty = create(stubs, ANSWER), create(stubs, CHATTY)
+    create(stubs, OTHER)
+    resp = retrieve(stubs, QUESTION, strategy=strategy)
+    assert ids(resp)[:2] == [answer, chatty], [m.content for m in resp.memories]
+    assert resp.memories[0].score > resp.memories[1].score
+
+
+def test_a_keyword_query_keeps_the_substring_relevance_order(server, stubs):
+    enable(stubs)
+    answer, chatty = create(stubs, ANSWER), create(stubs, CHATTY)
+    # Seven occurrences of "kevin" (+3 each) and the phrase (+20) outrank one, plus the best
+    # bm25 share (1.0): the keyword rule as documented.
+    resp = retrieve(stubs, "kevin", strategy="semantic")
+    assert ids(resp) == [chatty, answer]
+    assert resp.memories[0].score == pytest.approx(7 * 3 + 20 + 1.0)
