@@ -83,7 +83,7 @@ class Config:
     # -- MCP (the memory tools for agents) --
     mcp_port: int = _opt(50052, "MEMSVC_MCP_PORT", "loopback port of the MCP streamable-HTTP server that `serve` starts and Envoy serves at /mcp (0 picks a free one, -1 turns it off)", flag="--mcp-port", parse=int)
     token: str | None = _opt(None, "MEMSVC_TOKEN", "bearer token `memsvc mcp` (the stdio MCP server an agent launches) sends to memsvc on the agent's behalf", parse=_optional, secret=True)
-    # -- character memory (spec/CHARACTER_MEMORY.md) --
+    # -- character memory --
     memory_dir: Path | None = _opt(None, "MEMSVC_MEMORY_DIR", "runtime memory root of the character recent-history files (default <data-dir>/memory)", flag="--memory-dir", parse=Path)
     project_memory_dir: Path | None = _opt(None, "MEMSVC_PROJECT_MEMORY_DIR", "optional second memory root of shipped or older recent-history files (read, and written in place)", flag="--project-memory-dir", parse=Path)
     legacy_app_roots: tuple[str, ...] = _opt((), "MEMSVC_LEGACY_APP_ROOTS", "comma-separated app folders of older versions; their `memory` folders are what ScanLegacy/PurgeLegacy see", parse=_tokens)
@@ -91,7 +91,7 @@ class Config:
     recent_flush_s: float = _opt(2.0, "MEMSVC_RECENT_FLUSH_S", "seconds between flushes of appended recent-history messages to their files", parse=float)
     recent_flush_messages: int = _opt(100, "MEMSVC_RECENT_FLUSH_MESSAGES", "a character's pending appends that trigger a flush at once", parse=int)
     reflection_sweep_s: float = _opt(3600.0, "MEMSVC_REFLECTION_SWEEP_S", "seconds between sweeps promoting reflections confirmed for 14 days", parse=float)
-    # -- embeddings and vectors (ENGINE.md §3, §6-§9) --
+    # -- embeddings and vectors --
     embedding_providers: tuple[tuple[str, str], ...] = _opt((), "MEMSVC_EMBEDDING_PROVIDERS", "comma-separated name=base_url of OpenAI-compatible embedding providers (openai, mistral, voyage, together, nebius have default base URLs)", parse=_pairs)
     embedding_api_keys: tuple[tuple[str, str], ...] = _opt((), "MEMSVC_EMBEDDING_API_KEYS", "comma-separated name=key for those providers; a known provider needs only its key; never logged or returned", parse=_pairs, secret=True)
     embedding_timeout_s: float = _opt(10.0, "MEMSVC_EMBEDDING_TIMEOUT_S", "seconds a remote embedding call may take", parse=float)

@@ -2,7 +2,7 @@
 
 Every domain exception maps to a status code and `google.rpc.Status` details (ErrorInfo with
 a stable reason, BadRequest with field violations); Envoy turns those into the HTTP status
-and `{"code", "message", "details"}` body of spec/CONTRACT.md. Anything unexpected is INTERNAL
+and the `{"code", "message", "details"}` JSON body. Anything unexpected is INTERNAL
 with a sanitized message: the stack goes to the log, never to the client.
 """
 

@@ -1,5 +1,5 @@
 """Which embedding source the memory settings select, and the one entry point the engine uses
-to embed through the cache (ENGINE.md §6, §13).
+to embed through the cache.
 
 `auto`: a remote provider with a key (the one embeddingProviderModel names, or the first
 configured one with a key) or customBaseUrl + customModelId → static if staticEnabled →

@@ -1,4 +1,4 @@
-"""Recent-history files over gRPC (spec/CHARACTER_MEMORY.md): resolution and listing,
+"""Recent-history files over gRPC: resolution and listing,
 stored format, snapshot tokens, validation limits, the two kinds of 409, concurrent savers,
 theater capsules, appends with their flush, and the shielded commit."""
 
