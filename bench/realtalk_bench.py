@@ -193,13 +193,16 @@ class Dense:
         self._np = np
         self._source = source
         self._matrices = {c.number: self._unit(_cached_embed(source, [t.text for t in c.turns])) for c in convs}
+        # The questions are embedded in one batch per conversation, like the turns.
+        self._queries = {(c.number, q.text): v for c in convs
+                         for q, v in zip(c.questions, self._unit(_cached_embed(source, [q.text for q in c.questions])))}
 
     def _unit(self, m: Any) -> Any:
         m = self._np.asarray(m, dtype="float32")
         return m / self._np.maximum(self._np.linalg.norm(m, axis=1, keepdims=True), 1e-12)
 
     def __call__(self, conv: Conversation, q: Question) -> list[str]:
-        vec = self._unit(self._source.embed([q.text]))[0]
+        vec = self._queries[(conv.number, q.text)]
         sims = self._matrices[conv.number] @ vec
         best = self._np.argsort(-sims)[:LIST_DEPTH]
         return [conv.turns[i].dia_id for i in best]

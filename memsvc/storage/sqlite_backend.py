@@ -34,6 +34,9 @@ from memsvc.storage import keyword, owner_terms
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, as_domain_error, iso, parse_iso
 from memsvc.storage.migrations import apply_migrations
 
+#: Retrieval counts the memories retention hid up to this many (see count_aged).
+AGED_COUNT_CAP = 10_000
+
 DeleteHook = Callable[[apsw.Connection, list[tuple[str, int]]], None]
 #: Runs inside the transaction that wrote memories: (conn, the rows as written, None for a
 #: draft that failed), so derived rows (vectors) commit with them.
@@ -403,14 +406,17 @@ class SqliteMemoryBackend:
         return [_row_to_memory(r) for r in rows]
 
     def count_aged(self, scope: SearchScope) -> int:
-        """How many memories the scope hides for their age alone (0 without an age limit):
-        a range of the owner's (api_key_id, created_at) index."""
+        """How many memories the scope hides for their age alone (0 without an age limit),
+        counted up to AGED_COUNT_CAP: a range of the owner's (api_key_id, created_at) index,
+        which every retrieval reads, so an owner with a million old rows must not pay for
+        counting them all."""
         found = keyword.aged_clause(scope)
         if found is None:
             return 0
         where, params = found
         with self.db.read() as conn:
-            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])
+            return int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)",
+                                    [*params, AGED_COUNT_CAP]).fetchone()[0])
 
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
         """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""

@@ -76,3 +76,22 @@ def test_qdrant_search_and_cleanup_respect_keep(tmp_path):
         assert {p.id for p in index.client.scroll("mem_keep", limit=10)[0]} == {kept.id, fresh.id}
     finally:
         index.close()
+
+
+def test_the_count_of_memories_hidden_for_age_stops_at_its_cap(tmp_path):
+    from memsvc.storage.sqlite_backend import AGED_COUNT_CAP
+
+    db = Database(tmp_path / "memsvc.db")
+    try:
+        backend = SqliteMemoryBackend(db)
+        backend.initialize()
+        backend.create_many([NewMemory(api_key_id="a", content=f"note {i}") for i in range(AGED_COUNT_CAP + 3)])
+        backend.create(NewMemory(api_key_id="a", content="kept", keep=True))
+        with db.write() as conn:
+            conn.execute("UPDATE memories SET created_at = ?", (iso(NOW - timedelta(days=400)),))
+        scope = SearchScope(api_key_id="a", now=NOW, created_after=NOW - timedelta(days=30))
+        assert backend.count_aged(scope) == AGED_COUNT_CAP == 10_000
+        assert backend.count_aged(replace(scope, api_key_id="b")) == 0
+        assert backend.count_aged(replace(scope, created_after=None)) == 0
+    finally:
+        db.close()
