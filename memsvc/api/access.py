@@ -170,7 +170,12 @@ def admits_anonymous(method: str) -> bool:
 
 def check_owner(credential: Credential, memory_id: str, owner: str | None) -> None:
     """A memory of a tenant the credential does not cover is reported exactly as a
-    missing one."""
+    missing one. For a credential confined to some tenants a missing id is refused here
+    too, before the request is validated: otherwise a patch the servicer would refuse
+    (INVALID_ARGUMENT for a missing id, NOT_FOUND here for another tenant's) would tell
+    which ids exist."""
+    if owner is None and credential.tenants is not None:
+        raise memory_not_found(memory_id)
     if owner is not None and not credential.covers(owner):
         raise memory_not_found(memory_id)
 

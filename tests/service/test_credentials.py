@@ -205,3 +205,23 @@ def test_refused_and_admin_calls_are_audited_without_secrets(secured, audit_line
     assert token not in text and token.split("_")[2] not in text
     assert "secret text" not in text and "diary" not in text
     assert ADMIN_ENV not in text
+
+
+def test_an_invalid_update_of_another_tenants_memory_is_answered_like_one_of_a_missing_id(secured):
+    """A patch the server refuses must not tell a tenant whether the id exists elsewhere:
+    another tenant's memory and a missing one get the same answer, whatever the patch."""
+    admin = secured.stubs(ADMIN_ENV)
+    b_id = _create(admin, "t8-B", "B's memory")
+    a = secured.stubs(_token(secured, "t8-a", ["read:memory", "write:memory"], ["t8-A"]))
+    for request_for in (lambda i: memory_pb2.UpdateMemoryRequest(id=i),
+                        lambda i: memory_pb2.UpdateMemoryRequest(id=i, content="x" * 40_000),
+                        lambda i: memory_pb2.UpdateMemoryRequest(id=i, type="no-such-type")):
+        with pytest.raises(grpc.RpcError) as theirs:
+            a.memory.UpdateMemory(request_for(b_id), timeout=10)
+        with pytest.raises(grpc.RpcError) as missing:
+            a.memory.UpdateMemory(request_for("no-such-id"), timeout=10)
+        assert (theirs.value.code(), error_info(theirs.value).reason) == \
+            (missing.value.code(), error_info(missing.value).reason)
+        assert theirs.value.details() == missing.value.details().replace("no-such-id", b_id)
+    assert admin.memory.GetMemory(memory_pb2.GetMemoryRequest(id=b_id), timeout=10).content == "B's memory"
+
