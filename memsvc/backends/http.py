@@ -11,7 +11,7 @@ status raises BackendError."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
 from memsvc.backends.base import (
@@ -19,6 +19,7 @@ from memsvc.backends.base import (
     RemoteBackend,
     memory_from_json,
     new_memory_json,
+    newest_first,
     page_of,
     patch_json,
     path_segment,
@@ -103,6 +104,39 @@ class HttpBackend(RemoteBackend):
         return True
 
     def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
+        """A listing confined to a set of owners (a tenant token naming no apiKeyId) asks the
+        remote for each owner by name: a REST memory API filters one apiKeyId at a time, and
+        asking it for everything would hand the caller every tenant's memories."""
+        if flt.api_key_id is None and flt.owners is not None:
+            return self._list_owners(flt, limit, offset)
+        return self._list_one(flt, limit, offset)
+
+    def _list_owners(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
+        """Each owner's newest `offset + limit`, merged newest first; totals and counts summed."""
+        found: list[Memory] = []
+        total, by_type = 0, dict[str, int]()
+        for owner in sorted(flt.owners or ()):
+            kept, last = self._owner_newest(replace(flt, api_key_id=owner, owners=None), offset + limit, limit)
+            found += kept
+            total += last.total
+            for name, count in last.by_type.items():
+                by_type[name] = by_type.get(name, 0) + count
+        return page_of(newest_first(found)[offset:offset + limit], total, by_type)
+
+    def _owner_newest(self, flt: MemoryFilter, wanted: int, limit: int) -> tuple[list[Memory], MemoryPage]:
+        """Up to `wanted` of one owner's newest memories, fetched a page of `limit` at a time
+        (so the remote's own page-size limit holds), and the last page read. Whatever a
+        remote that ignores apiKeyId answers for other owners is dropped."""
+        kept: list[Memory] = []
+        fetched = 0
+        while True:
+            page = self._list_one(flt, limit, fetched)
+            fetched += len(page.data)
+            kept += [m for m in page.data if m.api_key_id == flt.api_key_id]
+            if len(page.data) < limit or len(kept) >= wanted:
+                return kept[:wanted], page
+
+    def _list_one(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
         params = self._params(apiKeyId=flt.api_key_id, sessionId=flt.session_id, type=flt.type, query=flt.q,
                               limit=limit, offset=offset)
         body = self.http.json(self.http.call("GET", self.config.endpoint("list"), params=params))

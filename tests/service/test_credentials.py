@@ -225,3 +225,34 @@ def test_an_invalid_update_of_another_tenants_memory_is_answered_like_one_of_a_m
         assert theirs.value.details() == missing.value.details().replace("no-such-id", b_id)
     assert admin.memory.GetMemory(memory_pb2.GetMemoryRequest(id=b_id), timeout=10).content == "B's memory"
 
+
+def test_a_listing_without_api_key_id_stays_confined_on_an_http_primary_backend(tmp_path):
+    """A remote store is asked for the token's tenant, not for everything with the other
+    tenants filtered out afterwards (or not at all)."""
+    from google.protobuf import struct_pb2
+
+    from support.fake_memory_api import FakeMemoryApi
+
+    with FakeMemoryApi() as api:
+        handle = start_server(make_config(tmp_path, api_tokens=(ADMIN_ENV,)))
+        try:
+            admin = handle.stubs(ADMIN_ENV)
+            configs = struct_pb2.Struct()
+            configs.update({"remote": {"type": "http", "baseUrl": api.base_url, "apiKey": "remote-key"}})
+            admin.settings.UpdateMemorySettings(settings_pb2.UpdateMemorySettingsRequest(settings={
+                "primaryBackend": "remote", "backendConfigs": configs}), timeout=10)
+            for owner in ("t9-A", "t9-B", "t9-C"):
+                _create(admin, owner, f"note of {owner}")
+            one = handle.stubs(_token(handle, "t9-a", ["read:memory"], ["t9-A"]))
+            listing = one.memory.ListMemories(memory_pb2.ListMemoriesRequest(), timeout=10)
+            assert [m.api_key_id for m in listing.data] == ["t9-A"] and listing.total == 1
+            two = handle.stubs(_token(handle, "t9-ab", ["read:memory"], ["t9-A", "t9-B"]))
+            listing = two.memory.ListMemories(memory_pb2.ListMemoriesRequest(), timeout=10)
+            assert sorted(m.api_key_id for m in listing.data) == ["t9-A", "t9-B"] and listing.total == 2
+            paged = [two.memory.ListMemories(memory_pb2.ListMemoriesRequest(limit=1, offset=n), timeout=10)
+                     for n in (0, 1, 2)]
+            assert [[m.api_key_id for m in p.data] for p in paged] == [["t9-B"], ["t9-A"], []]
+            everything = admin.memory.ListMemories(memory_pb2.ListMemoriesRequest(), timeout=10)
+            assert everything.total == 3
+        finally:
+            handle.stop()
