@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
 import logging
@@ -196,34 +197,32 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if credential is None and header is None and admits_anonymous(method):
             credential = ANONYMOUS
 
-        def finished(grant: Grant, context: grpc.aio.ServicerContext) -> None:
-            if grant.audited:
-                _audit(credential, method, grant.tenant, context.code())
-
-        # Each RPC runs in its own task, so the scope set here ends with the call (as the
-        # request id does); the worker threads see it through blocking.run's context copy.
+        @contextlib.asynccontextmanager
+        async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+            """The call checked (or ended with its refusal), its confinement and caller set
+            for the behaviour, and audited once it ended when its grant says so."""
+            grant = await self._admit(method, credential, request, context)
+            # Each RPC runs in its own task, so the scope set here ends with the call (as the
+            # request id does); the worker threads see it through blocking.run's context copy.
+            tenant_scope.set(grant.scope)
+            caller.set(credential)
+            try:
+                yield
+            finally:
+                if grant.audited:
+                    _audit(credential, method, grant.tenant, context.code())
 
         def unary(behavior: UnaryBehavior) -> UnaryBehavior:
             async def run_checked(request, context):
-                grant = await self._admit(method, credential, request, context)
-                tenant_scope.set(grant.scope)
-                caller.set(credential)
-                try:
+                async with admitted(request, context):
                     return await behavior(request, context)
-                finally:
-                    finished(grant, context)
             return run_checked
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
             async def run_checked(request, context):
-                grant = await self._admit(method, credential, request, context)
-                tenant_scope.set(grant.scope)
-                caller.set(credential)
-                try:
+                async with admitted(request, context):
                     async for item in behavior(request, context):
                         yield item
-                finally:
-                    finished(grant, context)
             return run_checked
 
         return _wrap(handler, unary, stream)
