@@ -2,14 +2,45 @@
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
 
+import pytest
+
+from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 from tests.support.rpc_errors import error, error_info, violated_fields  # noqa: F401 - the tests import them from here
+
+
+@contextlib.contextmanager
+def character_server(tmp_path: Path, project: bool = True) -> Iterator[ServerHandle]:
+    """A real server whose appends stay pending until a test flushes them (so a test sees
+    each step); `project` gives it a project memory folder besides the runtime one."""
+    extra = {"project_memory_dir": tmp_path / "project"} if project else {}
+    h = start_server(make_config(tmp_path, recent_flush_s=3600.0, **extra))
+    try:
+        yield h
+    finally:
+        h.stop()
+
+
+@pytest.fixture
+def handle(tmp_path: Path) -> Iterator[ServerHandle]:
+    with character_server(tmp_path) as h:
+        yield h
+
+
+@pytest.fixture
+def mem(handle: ServerHandle):
+    return handle.stubs().memory
+
+
+def runtime(handle: ServerHandle) -> Path:
+    return handle.config.runtime_memory_dir
 
 
 def message(role: str, text: str) -> dict[str, Any]:

@@ -17,7 +17,8 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from character_helpers import error, error_info, items, message, render, snapshot_files
+from character_helpers import character_server, error, error_info, items, message, render, runtime, snapshot_files
+from character_helpers import mem  # noqa: F401 - fixture
 from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import settings_pb2 as spb
@@ -39,19 +40,9 @@ def outside(tmp_path: Path) -> Path:
 
 @pytest.fixture
 def handle(tmp_path: Path) -> Iterator[ServerHandle]:
-    h = start_server(make_config(tmp_path, project_memory_dir=tmp_path / "project", recent_flush_s=3600.0))
-    h.config.runtime_memory_dir.mkdir(parents=True, exist_ok=True)
-    yield h
-    h.stop()
-
-
-@pytest.fixture
-def mem(handle: ServerHandle):
-    return handle.stubs().memory
-
-
-def runtime(handle: ServerHandle) -> Path:
-    return handle.config.runtime_memory_dir
+    with character_server(tmp_path) as h:
+        runtime(h).mkdir(parents=True, exist_ok=True)
+        yield h
 
 
 def append(mem, name: str, *pairs):

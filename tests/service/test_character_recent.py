@@ -10,32 +10,16 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
 
-from character_helpers import error, error_info, identity, items, message, render, sha, violated_fields
+from character_helpers import error, error_info, identity, items, message, render, runtime, sha, violated_fields
+from character_helpers import handle, mem  # noqa: F401 - fixtures
 from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode
-
-
-@pytest.fixture
-def handle(tmp_path: Path) -> Iterator[ServerHandle]:
-    h = start_server(make_config(tmp_path, project_memory_dir=tmp_path / "project", recent_flush_s=3600.0))
-    yield h
-    h.stop()
-
-
-@pytest.fixture
-def mem(handle: ServerHandle):
-    return handle.stubs().memory
-
-
-def runtime(handle: ServerHandle) -> Path:
-    return handle.config.runtime_memory_dir
 
 
 def write(path: Path, text: str) -> None:

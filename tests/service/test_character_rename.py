@@ -7,30 +7,19 @@ from __future__ import annotations
 import json
 import time
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import grpc
 import pytest
 
 from character_helpers import error, error_info, items, message, render, snapshot_files, violated_fields
+from character_helpers import handle, mem  # noqa: F401 - fixtures
 from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode
 STEPS = ["backup", "move_folder", "move_flat_files", "memories", "reflections", "pending", "generations",
          "registry", "reload"]
-
-
-@pytest.fixture
-def handle(tmp_path: Path) -> Iterator[ServerHandle]:
-    h = start_server(make_config(tmp_path, project_memory_dir=tmp_path / "project", recent_flush_s=3600.0))
-    yield h
-    h.stop()
-
-
-@pytest.fixture
-def mem(handle: ServerHandle):
-    return handle.stubs().memory
 
 
 def registry_path(handle: ServerHandle) -> Path:

@@ -12,8 +12,10 @@ from typing import Iterator
 import grpc
 import pytest
 
-from character_helpers import error, error_info, items, message, render, snapshot_files, violated_fields
-from conftest import ServerHandle, make_config, start_server
+from character_helpers import (character_server, error, error_info, items, message, render, runtime, snapshot_files,
+                               violated_fields)
+from character_helpers import mem  # noqa: F401 - fixture
+from conftest import ServerHandle
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode
@@ -22,18 +24,8 @@ NEIGHBOURS = ["time_indexed_Mia", "semantic_memory_Mia"]
 
 @pytest.fixture
 def handle(tmp_path: Path) -> Iterator[ServerHandle]:
-    h = start_server(make_config(tmp_path, recent_flush_s=3600.0))
-    yield h
-    h.stop()
-
-
-@pytest.fixture
-def mem(handle: ServerHandle):
-    return handle.stubs().memory
-
-
-def runtime(handle: ServerHandle) -> Path:
-    return handle.config.runtime_memory_dir
+    with character_server(tmp_path, project=False) as h:
+        yield h
 
 
 def registry(handle: ServerHandle) -> dict:

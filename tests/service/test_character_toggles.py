@@ -15,7 +15,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 
-from character_helpers import error, items, violated_fields
+from character_helpers import character_server, error, items, violated_fields
 from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import settings_pb2 as spb
@@ -26,9 +26,8 @@ T0 = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
 
 @pytest.fixture
 def handle(tmp_path: Path) -> Iterator[ServerHandle]:
-    h = start_server(make_config(tmp_path, recent_flush_s=3600.0))
-    yield h
-    h.stop()
+    with character_server(tmp_path, project=False) as h:
+        yield h
 
 
 @pytest.fixture
