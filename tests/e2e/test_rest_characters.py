@@ -13,19 +13,12 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
+from tests.support.chat_history import message as msg
 
 pytestmark = pytest.mark.e2e
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
-
-
-def msg(role: str, text: str) -> dict[str, Any]:
-    data: dict[str, Any] = {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": role,
-                            "name": None, "id": None, "example": False}
-    if role == "ai":
-        data.update(tool_calls=[], invalid_tool_calls=[], usage_metadata=None)
-    return {"type": role, "data": data}
 
 
 class Env:

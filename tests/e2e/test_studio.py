@@ -20,6 +20,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import Rest, make_config, start_gateway, start_server
+from tests.support.chat_history import message as msg
 from tests.support.vectors import model_server, remote_settings
 
 CHROMIUM = "/usr/bin/chromium"
@@ -42,15 +43,6 @@ ADMIN = "studio-admin-token"
 LAPTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
 TABS = ("Memories", "Playground", "Engine", "Characters")
-
-
-def msg(role: str, text: str) -> dict[str, Any]:
-    """One message of a recent-history file as the companion app stores it."""
-    data: dict[str, Any] = {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": role,
-                            "name": None, "id": None, "example": False}
-    if role == "ai":
-        data.update(tool_calls=[], invalid_tool_calls=[], usage_metadata=None)
-    return {"type": role, "data": data}
 
 
 class Studio:

@@ -13,6 +13,7 @@ import pytest
 
 from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
+from tests.support.chat_history import message  # noqa: F401 - the tests import it from here
 from tests.support.rpc_errors import error, error_info, violated_fields  # noqa: F401 - the tests import them from here
 
 
@@ -41,15 +42,6 @@ def mem(handle: ServerHandle):
 
 def runtime(handle: ServerHandle) -> Path:
     return handle.config.runtime_memory_dir
-
-
-def message(role: str, text: str) -> dict[str, Any]:
-    """A stored message exactly as the spec lays it out (key order included)."""
-    data: dict[str, Any] = {"content": text, "additional_kwargs": {}, "response_metadata": {}, "type": role,
-                            "name": None, "id": None, "example": False}
-    if role == "ai":
-        data.update(tool_calls=[], invalid_tool_calls=[], usage_metadata=None)
-    return {"type": role, "data": data}
 
 
 def render(messages: list[Any]) -> str:
