@@ -269,9 +269,17 @@ def _cluster(s: EnvoySettings) -> dict[str, Any]:
 
 MCP_CLUSTER = "memsvc_mcp"
 MCP_PATH = "/mcp"
-# Filters of the REST contract that do not apply to MCP's JSON-RPC body: the transcoder would
-# refuse the path as an unknown method, the guard would check the body against gRPC messages.
-_NOT_FOR_MCP = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
+# Filters of the REST contract that do not apply to a route outside it (MCP's JSON-RPC body, a
+# studio file): the transcoder would refuse the path as an unknown method, the guard would
+# check the body against gRPC messages.
+_NOT_REST = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
+
+
+def _plain_route(path: str, **action: Any) -> dict[str, Any]:
+    """An exact-path route that skips the REST contract's filters (`_NOT_REST`)."""
+    return {"match": {"path": path}, **action,
+            "typed_per_filter_config": {f: _typed("envoy.config.route.v3.FilterConfig", disabled=True)
+                                        for f in _NOT_REST}}
 
 
 def _mcp_routes(s: EnvoySettings) -> list[dict[str, Any]]:
@@ -279,9 +287,7 @@ def _mcp_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     included: the MCP server forwards it to gRPC, where it is checked)."""
     if s.mcp_port <= 0:
         return []
-    disabled = {name: _typed("envoy.config.route.v3.FilterConfig", disabled=True) for name in _NOT_FOR_MCP}
-    return [{"match": {"path": MCP_PATH}, "route": {"cluster": MCP_CLUSTER, "timeout": "0s"},
-             "typed_per_filter_config": disabled}]
+    return [_plain_route(MCP_PATH, route={"cluster": MCP_CLUSTER, "timeout": "0s"})]
 
 
 def _mcp_clusters(s: EnvoySettings) -> list[dict[str, Any]]:
@@ -308,21 +314,10 @@ _STUDIO_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset
 # style, no framing.
 _STUDIO_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
                   "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
-# The transcoder would refuse a studio path as an unknown method and the guard would check
-# it against gRPC messages; a static file needs neither.
-_NOT_FOR_STUDIO = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
-
-
-def _studio_route(path: str, **action: Any) -> dict[str, Any]:
-    return {"match": {"path": path}, **action,
-            "typed_per_filter_config": {f: _typed("envoy.config.route.v3.FilterConfig", disabled=True)
-                                        for f in _NOT_FOR_STUDIO}}
-
-
 def _studio_file_route(s: EnvoySettings, path: str, name: str) -> dict[str, Any]:
     headers = {"content-type": _STUDIO_TYPES[Path(name).suffix], "cache-control": "no-cache",
                "x-content-type-options": "nosniff", "content-security-policy": _STUDIO_POLICY}
-    return _studio_route(
+    return _plain_route(
         path, direct_response={"status": 200, "body": {"filename": f"{s.studio_dir}/{name}"}},
         response_headers_to_add=[{"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
                                  for k, v in headers.items()])
@@ -333,7 +328,7 @@ def _studio_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     the memsvc.studio package, `/studio/` being its index.html and `/studio` a redirect to
     it. No token is needed for these files; every call the page makes needs one."""
     names = studio.file_names()
-    routes = [_studio_route(STUDIO_PATH.rstrip("/"), redirect={"path_redirect": STUDIO_PATH}),
+    routes = [_plain_route(STUDIO_PATH.rstrip("/"), redirect={"path_redirect": STUDIO_PATH}),
               _studio_file_route(s, STUDIO_PATH, "index.html")]
     routes += [_studio_file_route(s, STUDIO_PATH + name, name) for name in names if name != "index.html"]
     return routes
