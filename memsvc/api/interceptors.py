@@ -26,7 +26,7 @@ from memsvc.api.blocking import run
 from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
 from memsvc.core.credentials import ANONYMOUS, Credential, admin_credential, caller, tenant_scope
-from memsvc.core.errors import MemsvcError
+from memsvc.core.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
 
 log = logging.getLogger("memsvc.rpc")
@@ -187,6 +187,21 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             await abort(context, exc, method)
             raise  # pragma: no cover - abort raises
 
+    def _refusing(self, handler: grpc.RpcMethodHandler, method: str,
+                  credential: Credential | None) -> grpc.RpcMethodHandler:
+        """A method taking a stream of requests: the rule table checks one request per call,
+        so such a call is refused (fail closed) instead of running unchecked; a missing or
+        wrong token is still told as such."""
+        async def refuse(requests, context):
+            await self._admit(method, credential, None, context)
+            exc = PermissionDeniedError("a method taking a stream of requests has no access check")
+            _audit(credential, method, "", status_for(exc).code)
+            await abort(context, exc, method)
+
+        build = (grpc.stream_stream_rpc_method_handler if handler.response_streaming
+                 else grpc.stream_unary_rpc_method_handler)
+        return build(refuse, handler.request_deserializer, handler.response_serializer)
+
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
         if handler is None or _is_exempt(details.method) or not self._enabled():
@@ -196,6 +211,8 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         credential = self._authenticate(header)
         if credential is None and header is None and admits_anonymous(method):
             credential = ANONYMOUS
+        if handler.request_streaming:
+            return self._refusing(handler, method, credential)
 
         @contextlib.asynccontextmanager
         async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:

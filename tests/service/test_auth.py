@@ -98,3 +98,46 @@ def test_serve_refuses_to_start_on_a_public_address(tmp_path):
     assert result.returncode == 2
     assert "refusing to bind 0.0.0.0 without authentication" in result.stderr
     assert not (tmp_path / "memsvc.db").exists()
+
+
+def test_a_method_taking_a_request_stream_is_refused_rather_than_passed_unchecked():
+    """The rule table checks one request per call; a method taking a stream of requests (memsvc
+    has none today) must be refused by the auth interceptor, never let through unchecked."""
+    import asyncio
+    import threading
+
+    from memsvc.api.interceptors import AuthInterceptor
+
+    loop = asyncio.new_event_loop()
+    thread = threading.Thread(target=loop.run_forever, name="stream-auth-test", daemon=True)
+    thread.start()
+
+    async def boot():
+        async def upload(requests, context):
+            async for _ in requests:
+                pass
+            return b"stored"
+        server = grpc.aio.server(interceptors=[AuthInterceptor((TOKEN,))])
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "test.Uploads", {"Upload": grpc.stream_unary_rpc_method_handler(upload)}),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        return server, port
+
+    server, port = asyncio.run_coroutine_threadsafe(boot(), loop).result(10)
+    try:
+        with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
+            upload = channel.stream_unary("/test.Uploads/Upload", request_serializer=lambda b: b,
+                                          response_deserializer=lambda b: b)
+            codes = []
+            for metadata in ((), (("authorization", f"Bearer {TOKEN}"),)):
+                try:
+                    upload(iter([b"x"]), metadata=metadata, timeout=10)
+                    codes.append(grpc.StatusCode.OK)
+                except grpc.RpcError as err:
+                    codes.append(err.code())
+        assert codes == [grpc.StatusCode.UNAUTHENTICATED, grpc.StatusCode.PERMISSION_DENIED]
+    finally:
+        asyncio.run_coroutine_threadsafe(server.stop(None), loop).result(10)
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(5)
