@@ -31,7 +31,7 @@ def live(tmp_path_factory):
     data = tmp_path_factory.mktemp("ops")
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data), "MEMSVC_API_TOKENS": TOKEN}
     proc = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", "--no-gateway", "--grpc-port", "0",
-                             "--metrics-port", "0", "--data-dir", str(data)],
+                             "--metrics-port", "0", "--mcp-port", "-1", "--data-dir", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
     started = None
     deadline = time.monotonic() + 60

@@ -71,7 +71,7 @@ def run_sh(tmp_path):
     ports = {"grpc": free_port(), "rest": free_port()}
     env = {**os.environ, "MEMSVC_DATA_DIR": str(tmp_path / "data"), "MEMSVC_GRPC_PORT": str(ports["grpc"]),
            "MEMSVC_REST_PORT": str(ports["rest"]), "MEMSVC_ENVOY_ADMIN_PORT": str(free_port()),
-           "MEMSVC_METRICS_PORT": "-1"}
+           "MEMSVC_METRICS_PORT": "-1", "MEMSVC_MCP_PORT": str(free_port())}
     env.pop("MEMSVC_API_TOKENS", None)
     log = (tmp_path / "run.log").open("w")
     proc = subprocess.Popen(["./scripts/run.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,

@@ -36,7 +36,7 @@ class Server:
 
     def __init__(self, data: Path):
         self.proc = subprocess.Popen([str(BIN / "memsvc"), "serve", "--no-gateway", "--grpc-port", "0",
-                                      "--metrics-port", "-1", "--data-dir", str(data)],
+                                      "--metrics-port", "-1", "--mcp-port", "-1", "--data-dir", str(data)],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                                      env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data)})
         started = None

@@ -79,7 +79,10 @@ class ServerProcess:
 def _server_env() -> dict[str, str]:
     # Only what this test decides: no tokens, INFO (for server.started), a short grace.
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSVC_")}
-    env.update(MEMSVC_LOG_LEVEL="INFO", MEMSVC_SHUTDOWN_GRACE_S=str(GRACE_S), PYTHONUNBUFFERED="1")
+    # No metrics or MCP listener: their fixed default ports may be held by another process,
+    # and this test fails on any error line.
+    env.update(MEMSVC_LOG_LEVEL="INFO", MEMSVC_SHUTDOWN_GRACE_S=str(GRACE_S), PYTHONUNBUFFERED="1",
+               MEMSVC_METRICS_PORT="-1", MEMSVC_MCP_PORT="-1")
     return env
 
 

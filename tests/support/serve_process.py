@@ -26,7 +26,7 @@ class ServeProcess:
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
-             "--rest-port", str(rest_port), "--metrics-port", "-1", *extra_args],
+             "--rest-port", str(rest_port), "--metrics-port", "-1", "--mcp-port", "0", *extra_args],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
