@@ -27,9 +27,11 @@ TOKEN = "ops-token"
 
 @pytest.fixture(scope="module")
 def live(tmp_path_factory):
-    """`memsvc serve` (gRPC only) with a token and metrics on a free port."""
+    """`memsvc serve` (gRPC only) with a token and metrics on a free port, and no embedding
+    source until a test enables one (auto would otherwise use the static model set-up built)."""
     data = tmp_path_factory.mktemp("ops")
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data), "MEMSVC_API_TOKENS": TOKEN}
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data), "MEMSVC_API_TOKENS": TOKEN,
+           "MEMORY_AUTO_STATIC": "false"}
     proc = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", "--no-gateway", "--grpc-port", "0",
                              "--metrics-port", "0", "--mcp-port", "-1", "--data-dir", str(data)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
@@ -73,7 +75,7 @@ def test_status_table_and_json(live):
     assert table.returncode == 0, table.stderr
     assert re.search(r"^keyword\s+backend\s+FTS5$", table.stdout, flags=re.M)
     assert re.search(r"^embedding\s+source\s+none$", table.stdout, flags=re.M)
-    assert re.search(r"^retrieval\s+fusion\s+gated-rrf$", table.stdout, flags=re.M)
+    assert re.search(r"^retrieval\s+fusion\s+gated-convex$", table.stdout, flags=re.M)
     as_json = json.loads(cli(live, "status", "--json").stdout)
     assert as_json["keyword"]["available"] is True and as_json["vectorStore"]["backend"] == "sqlite-vec"
 

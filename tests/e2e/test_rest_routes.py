@@ -240,7 +240,7 @@ def _expect_engine_status(status: int, body: Any) -> None:
     assert status == 200, body
     assert body["keyword"] == {"available": True, "backend": "FTS5", "reason": ""}, body
     assert body["embedding"]["source"] == "none" and body["qdrant"]["enabled"] is False, body
-    assert body["retrieval"] == {"fusion": "gated-rrf", "rrfK": 60, "listTopK": 20}, body
+    assert body["retrieval"] == {"fusion": "gated-convex", "rrfK": 60, "listTopK": 20}, body
 
 
 def _expect_qdrant_off(status: int, body: Any) -> None:

@@ -161,7 +161,7 @@ def test_engine_status_providers_and_preview_in_camel_case(rest, models):
     assert vec["backend"] == "sqlite-vec" and vec["available"] is True and vec["rowCount"] >= 3
     assert status["qdrant"]["enabled"] is False and status["keyword"]["backend"] == "FTS5"
     assert "needsReindex" in vec and "latencyMs" in status["qdrant"]
-    assert status["retrieval"] == {"fusion": "gated-rrf", "rrfK": 60, "listTopK": 20}
+    assert status["retrieval"] == {"fusion": "gated-convex", "rrfK": 60, "listTopK": 20}
 
     providers = ok(rest, "GET", "/api/memory/embedding-providers")["providers"]
     local = next(p for p in providers if p["provider"] == "local")

@@ -140,7 +140,7 @@ def test_every_writable_field_round_trips(stubs):
 
 @pytest.mark.parametrize("field,value", [
     ("maxTokens", 20001), ("maxTokens", -1), ("maxTokens", 1.5), ("maxTokens", "2000"), ("maxTokens", True),
-    ("retentionDays", 0), ("retentionDays", 366), ("enabled", "yes"), ("enabled", 1), ("enabled", None),
+    ("retentionDays", -1), ("retentionDays", 366), ("enabled", "yes"), ("enabled", 1), ("enabled", None),
     ("strategy", "x"), ("strategy", "exact"), ("scope", "tenant"), ("embeddingSource", "cloud"),
     ("vectorStore", "pinecone"), ("primaryBackend", "redis"), ("fallbackBackends", ["redis"]),
     ("fallbackBackends", "sqlite"), ("backendConfigs", []), ("embeddingProviderModel", "no-slash"),
@@ -183,9 +183,9 @@ def test_empty_update_is_invalid_argument(stubs):
 
 def test_stored_junk_is_normalized_on_read(server, stubs):
     assert get(stubs) == DEFAULTS  # cached now
-    write_raw(server, {"enabled": '"yes"', "maxTokens": "20001", "retentionDays": "0"})
+    write_raw(server, {"enabled": '"yes"', "maxTokens": "20001", "retentionDays": "-3"})
     got = get(stubs)
-    assert (got["enabled"], got["maxTokens"], got["retentionDays"]) == (True, 16000, 1)
+    assert (got["enabled"], got["maxTokens"], got["retentionDays"]) == (True, 16000, 0)
 
 
 @pytest.mark.parametrize("name,raw,expected", [
