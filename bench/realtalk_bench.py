@@ -88,13 +88,21 @@ class Conversation:
 
 
 def _evidence_ids(raw: Sequence[str], known: set[str]) -> frozenset[str]:
-    """Split "D8:6; D9:17", normalise "D30:05" → "D30:5", drop ids that name no turn."""
+    """Split "D8:6; D9:17", normalise "D30:05" → "D30:5", expand a range within a session
+    ("D12:3-D12:5" → D12:3, D12:4, D12:5; a range across sessions keeps its two ends), drop
+    ids that name no turn."""
     found = set()
     for item in raw:
         for part in re.split(r"[;,\s]+", item):
-            m = re.fullmatch(r"D(\d+):(\d+)", part.strip())
-            if m and (dia := f"D{int(m.group(1))}:{int(m.group(2))}") in known:
-                found.add(dia)
+            m = re.fullmatch(r"D(\d+):(\d+)(?:-D(\d+):(\d+))?", part.strip())
+            if not m:
+                continue
+            session, first = int(m.group(1)), int(m.group(2))
+            last = int(m.group(4)) if m.group(3) and int(m.group(3)) == session else first
+            ids = [f"D{session}:{n}" for n in range(first, max(first, last) + 1)]
+            if m.group(3) and int(m.group(3)) != session:
+                ids.append(f"D{int(m.group(3))}:{int(m.group(4))}")
+            found.update(dia for dia in ids if dia in known)
     return frozenset(found)
 
 
@@ -320,7 +328,7 @@ def _wait_ready(stubs: Stubs, conv: Conversation, strategy: str, timeout_s: floa
 def server_rows(convs: Sequence[Conversation]) -> tuple[dict[str, dict], dict[str, Any]]:
     from memsvc.v1 import engine_pb2 as pb
 
-    folder = CACHE / "realtalk"
+    folder = CACHE / f"realtalk-{os.getpid()}"  # one per run: two runs may overlap
     shutil.rmtree(folder, ignore_errors=True)
     out: dict[str, dict] = {}
     info: dict[str, Any] = {}
@@ -345,14 +353,18 @@ def server_rows(convs: Sequence[Conversation]) -> tuple[dict[str, dict], dict[st
                 out[label] = score(convs, ranker) | {"strategy_used": used}
         finally:
             stubs.close()
+    shutil.rmtree(folder, ignore_errors=True)
     return out, info
 
 
 def _static_env() -> dict[str, str]:
-    """The server uses the static model this installation already built (scripts/bootstrap.sh)."""
+    """The server uses the static model this installation already built (scripts/bootstrap.sh);
+    auto does not pick it up by itself (MEMORY_AUTO_STATIC off), so the keyword-only row has no
+    vectors. Out of the box, auto runs what the "hybrid, static" row measures."""
     from memsvc.embedding.sources import default_static_cache_dir
 
-    return {"MEMORY_STATIC_CACHE_DIR": os.environ.get("MEMORY_STATIC_CACHE_DIR") or str(default_static_cache_dir())}
+    return {"MEMORY_STATIC_CACHE_DIR": os.environ.get("MEMORY_STATIC_CACHE_DIR") or str(default_static_cache_dir()),
+            "MEMORY_AUTO_STATIC": "false"}
 
 
 # ---------------------------------------------------------------------------------- report
@@ -397,7 +409,7 @@ def report(out: dict) -> tuple[str, list[Target]]:
     found = targets(out)
     table = md_table(headers, rows)
     table += (f"\n\n{out['conversations']} conversations, {out['turns']} turns (one memory each), "
-              f"{out['questions']} questions with evidence. Half A = chats {out['split']['A']} (anything tuned "
+              f"{out['questions']} of the 728 questions name at least one existing evidence turn (the others are left out). Half A = chats {out['split']['A']} (anything tuned "
               f"was fitted there), half B = chats {out['split']['B']} (held out). memsvc rows: one Retrieve per "
               "question over gRPC (maxTokens 16000), latency = the round trip; baseline rows run in process. "
               "REALTALK: Lee et al., arXiv:2502.13270, 2025.\n\n" + _targets_md(found))
