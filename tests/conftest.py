@@ -14,7 +14,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import grpc
 import pytest
@@ -133,6 +133,22 @@ def server(tmp_path: Path) -> Iterator[ServerHandle]:
     handle = start_server(make_config(tmp_path))
     yield handle
     handle.stop()
+
+
+@pytest.fixture
+def boot(tmp_path: Path) -> Iterator[Callable[..., tuple[ServerHandle, Stubs]]]:
+    """Servers of a test's own, each with its config overrides (settings are global to a
+    server): `handle, stubs = boot(**overrides)`; all stopped after the test."""
+    handles: list[ServerHandle] = []
+
+    def start(**overrides: Any) -> tuple[ServerHandle, Stubs]:
+        handle = start_server(make_config(tmp_path / f"server{len(handles)}", **overrides))
+        handles.append(handle)
+        return handle, handle.stubs()
+
+    yield start
+    for handle in handles:
+        handle.stop()
 
 
 @pytest.fixture

@@ -6,29 +6,10 @@ MEMORY_AUTO_STATIC off, auto stays keyword-only until a source is enabled.
 
 from __future__ import annotations
 
-from typing import Any
-
-import pytest
-
-from conftest import make_config, start_server
 from memsvc.v1 import engine_pb2 as epb
 from tests.support.vectors import STATIC_NAME, create, set_memory, static_model, warm  # noqa: F401 - fixture
 
 EDITOR = "I prefer dark mode in my editor"
-
-
-@pytest.fixture
-def boot(tmp_path):
-    handles = []
-
-    def start(**overrides: Any):
-        handle = start_server(make_config(tmp_path / f"server{len(handles)}", **overrides))
-        handles.append(handle)
-        return handle, handle.stubs()
-
-    yield start
-    for handle in handles:
-        handle.stop()
 
 
 def retrieve(stubs, query: str) -> epb.RetrieveResponse:

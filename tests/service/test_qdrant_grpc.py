@@ -20,7 +20,7 @@ from google.protobuf import timestamp_pb2
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
-from conftest import free_port, make_config, start_server
+from conftest import free_port
 from tests.support.vectors import (
     C,
     STATIC_DIM,
@@ -51,20 +51,6 @@ pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserW
 
 EDITOR = "I prefer dark mode in my editor"
 QDRANT_KEY = "qd-secret-api-key-5678"
-
-
-@pytest.fixture
-def boot(tmp_path):
-    handles = []
-
-    def start(**overrides: Any):
-        handle = start_server(make_config(tmp_path / f"server{len(handles)}", **overrides))
-        handles.append(handle)
-        return handle, handle.stubs()
-
-    yield start
-    for handle in handles:
-        handle.stop()
 
 
 @pytest.fixture

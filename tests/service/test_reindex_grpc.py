@@ -16,7 +16,6 @@ import grpc
 import pytest
 
 from memsvc.v1 import engine_pb2 as epb
-from conftest import make_config, start_server
 from tests.support.vectors import (
     C,
     STATIC_DIM,
@@ -40,20 +39,6 @@ from tests.support.vectors import (
 
 FACTS = ["I prefer dark mode in my editor", "I will use PostgreSQL for this project", "My cat is called Miso",
          "I usually run in the morning", "I always write tests first"]
-
-
-@pytest.fixture
-def boot(tmp_path):
-    handles = []
-
-    def start(**overrides: Any):
-        handle = start_server(make_config(tmp_path / f"server{len(handles)}", **overrides))
-        handles.append(handle)
-        return handle, handle.stubs()
-
-    yield start
-    for handle in handles:
-        handle.stop()
 
 
 def assert_progress(messages: list[epb.ReindexProgress], total: int) -> None:

@@ -56,21 +56,6 @@ PROVIDER_KEY = "sk-memsvc-test-9f8e7d6c5b4a"
 # ---- servers ---------------------------------------------------------------------------------
 
 
-@pytest.fixture
-def boot(tmp_path):
-    """Start a server of one's own (settings are global to a server): boot(**config)."""
-    handles = []
-
-    def start(**overrides: Any):
-        handle = start_server(make_config(tmp_path / f"server{len(handles)}", **overrides))
-        handles.append(handle)
-        return handle, handle.stubs()
-
-    yield start
-    for handle in handles:
-        handle.stop()
-
-
 @pytest.fixture(scope="module")
 def tf(tmp_path_factory):
     """One server with the transformers source (MiniLM), warmed; tests use their own owner."""
