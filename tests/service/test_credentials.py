@@ -202,7 +202,7 @@ def test_refused_and_admin_calls_are_audited_without_secrets(secured, audit_line
          "method": "/memsvc.v1.SettingsService/GetMemorySettings", "tenant": None, "status": "OK"},
     ]
     text = json.dumps(audit_lines)
-    assert token not in text and token.split("_")[2] not in text
+    assert token not in text and token.split("_", 2)[2] not in text  # the secret may hold "_" itself
     assert "secret text" not in text and "diary" not in text
     assert ADMIN_ENV not in text
 
