@@ -71,7 +71,7 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     """Build bench/.cache/<name>/data/memsvc.db unless a complete one of this VERSION exists."""
     from memsvc.storage.database import Database, iso
     from memsvc.storage.migrations import apply_migrations
-    from memsvc.vectors.sqlite_vec import NEVER_US, SqliteVecIndex, unix_us
+    from memsvc.storage.vector_index import NEVER_US, SqliteVecIndex, unix_us
 
     folder = db_dir(name)
     marker = folder.parent / "built.json"

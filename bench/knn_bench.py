@@ -42,7 +42,7 @@ def vectors(n: int, dim: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
 def build(quantization: str, data: np.ndarray) -> Path:
     from memsvc.storage.database import Database, iso
     from memsvc.storage.migrations import apply_migrations
-    from memsvc.vectors.sqlite_vec import NEVER_US, SqliteVecIndex, unix_us
+    from memsvc.storage.vector_index import NEVER_US, SqliteVecIndex, unix_us
 
     folder = CACHE / f"knn_{quantization}"
     marker = folder / "built.json"
@@ -84,7 +84,7 @@ def recall(found: list[list[int]], exact: list[list[int]]) -> float:
 def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds: int = 3) -> dict:
     from memsvc.core.models import SearchScope
     from memsvc.storage.database import Database
-    from memsvc.vectors.sqlite_vec import SqliteVecIndex
+    from memsvc.storage.vector_index import SqliteVecIndex
 
     data, qs = vectors(n, dim)
     qs = qs[:queries]

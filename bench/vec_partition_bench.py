@@ -32,7 +32,7 @@ from memsvc.core.models import NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.index import VectorRow
-from memsvc.vectors.sqlite_vec import SqliteVecIndex
+from memsvc.storage.vector_index import SqliteVecIndex
 
 
 def _unit(x: np.ndarray) -> np.ndarray:

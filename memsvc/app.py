@@ -28,7 +28,7 @@ from memsvc.storage.credentials import SqliteCredentialStore
 from memsvc.storage.database import Database
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.vectors.sqlite_vec import SqliteVecIndex
+from memsvc.storage.vector_index import SqliteVecIndex
 
 
 @dataclass

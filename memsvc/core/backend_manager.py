@@ -63,7 +63,7 @@ from memsvc.core.retrieval import (
     scope_for,
 )
 from memsvc.core.settings import Settings
-from memsvc.core.vector_tier import _in_scope as in_scope  # the scope rule vector results pass, applied once
+from memsvc.core.vector_tier import in_scope  # the scope rule vector results pass, applied once
 
 log = logging.getLogger("memsvc.core.backends")
 Factory = Callable[[str, Mapping[str, Any]], PluggableBackend]

@@ -31,10 +31,10 @@ from memsvc.core.settings import (
     NamespaceSettings,
     SettingsStore,
     Spec,
-    _enum_kind,
-    _int_kind,
-    _read_bool,
-    _write_bool,
+    enum_kind,
+    int_kind,
+    read_bool,
+    write_bool,
     read_specs,
     spec,
 )
@@ -248,13 +248,13 @@ def _local_path_kind():
 
 
 SPECS: tuple[Spec, ...] = (
-    spec("enabled", "enabled", (_read_bool, _write_bool)),
+    spec("enabled", "enabled", (read_bool, write_bool)),
     spec("host", "host", _host_kind()),
-    spec("port", "port", _int_kind(*PORT_RANGE)),
+    spec("port", "port", int_kind(*PORT_RANGE)),
     spec("collection", "collection", _collection_kind()),
     spec("embeddingModel", "embedding_model", _model_kind()),
     spec("apiKey", "api_key", _api_key_kind()),
-    spec("quantization", "quantization", _enum_kind(QUANTIZATIONS)),
+    spec("quantization", "quantization", enum_kind(QUANTIZATIONS)),
     spec("localPath", "local_path", _local_path_kind()),
 )
 _BY_API = {s.api: s for s in SPECS}

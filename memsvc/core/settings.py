@@ -78,7 +78,7 @@ _TRUE = {"true", "yes", "1", "on"}
 _FALSE = {"false", "no", "0", "off", ""}
 
 
-def _read_bool(value: Any, default: bool) -> bool:
+def read_bool(value: Any, default: bool) -> bool:
     if isinstance(value, bool):
         return value
     if isinstance(value, (int, float)):
@@ -88,7 +88,7 @@ def _read_bool(value: Any, default: bool) -> bool:
     return default
 
 
-def _write_bool(value: Any) -> str | None:
+def write_bool(value: Any) -> str | None:
     return None if isinstance(value, bool) else "must be a boolean (true or false)"
 
 
@@ -106,7 +106,7 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def _int_kind(lo: int, hi: int):
+def int_kind(lo: int, hi: int):
     def read(value: Any, default: int) -> int:
         number = _number(value)
         return default if number is None else int(min(hi, max(lo, round(number))))
@@ -119,7 +119,7 @@ def _int_kind(lo: int, hi: int):
     return read, write
 
 
-def _enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None):
+def enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None):
     aliases = aliases or {}
 
     def read(value: Any, default: str) -> str:
@@ -213,15 +213,15 @@ def read_specs(specs: tuple[Spec, ...], cls: type[T], stored: Mapping[str, Any])
                   else getattr(defaults, s.attr) for s in specs})
 
 
-_BOOL = (_read_bool, _write_bool)
+_BOOL = (read_bool, write_bool)
 SPECS: tuple[Spec, ...] = (
     spec("enabled", "enabled", _BOOL),
-    spec("maxTokens", "max_tokens", _int_kind(*MAX_TOKENS_RANGE)),
-    spec("retentionDays", "retention_days", _int_kind(*RETENTION_RANGE)),
-    spec("strategy", "strategy", _enum_kind(STRATEGIES, {"exact": "recent"})),
-    spec("scope", "scope", _enum_kind(SCOPES)),
+    spec("maxTokens", "max_tokens", int_kind(*MAX_TOKENS_RANGE)),
+    spec("retentionDays", "retention_days", int_kind(*RETENTION_RANGE)),
+    spec("strategy", "strategy", enum_kind(STRATEGIES, {"exact": "recent"})),
+    spec("scope", "scope", enum_kind(SCOPES)),
     spec("skillsEnabled", "skills_enabled", _BOOL),
-    spec("embeddingSource", "embedding_source", _enum_kind(EMBEDDING_SOURCES)),
+    spec("embeddingSource", "embedding_source", enum_kind(EMBEDDING_SOURCES)),
     spec("embeddingProviderModel", "embedding_provider_model", _nullable_str_kind(_provider_model)),
     spec("customBaseUrl", "custom_base_url",
           _nullable_str_kind(lambda url: check_resolved(url, unresolvable_ok=True))),
@@ -230,7 +230,7 @@ SPECS: tuple[Spec, ...] = (
     spec("staticEnabled", "static_enabled", _BOOL),
     spec("rerankEnabled", "rerank_enabled", _BOOL),
     spec("rerankProviderModel", "rerank_provider_model", _nullable_str_kind(_provider_model)),
-    spec("vectorStore", "vector_store", _enum_kind(VECTOR_STORES)),
+    spec("vectorStore", "vector_store", enum_kind(VECTOR_STORES)),
     spec("primaryBackend", "primary_backend", _backend_name_kind()),
     spec("fallbackBackends", "fallback_backends", _backend_list_kind()),
     spec("backendConfigs", "backend_configs", _object_kind()),

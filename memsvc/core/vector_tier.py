@@ -237,7 +237,7 @@ class VectorTier:
         out = []
         for hit in hits:
             memory = hit.memory or loaded.get(hit.id)
-            if memory is not None and _in_scope(memory, scope):
+            if memory is not None and in_scope(memory, scope):
                 out.append(VectorMatch(memory, hit.score))
         return out
 
@@ -349,7 +349,7 @@ class SettingsReranker:
                 for item, score in apply_rerank(items, ranking)]
 
 
-def _in_scope(memory: Memory, scope: SearchScope) -> bool:
+def in_scope(memory: Memory, scope: SearchScope) -> bool:
     if scope.api_key_id is not None and memory.api_key_id != scope.api_key_id:
         return False
     if scope.session_only and memory.session_id != scope.session_id:

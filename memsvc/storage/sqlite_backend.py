@@ -32,7 +32,10 @@ from memsvc.core.models import (
 )
 from memsvc.storage import keyword, owner_terms
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, as_domain_error, iso, parse_iso
+from memsvc.storage.memory_rows import (COLUMNS, M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata,
+                                         row_to_memory)
 from memsvc.storage.migrations import apply_migrations
+from memsvc.storage.sequences import bump_vec_generation
 
 #: Retrieval counts the memories retention hid up to this many (see count_aged).
 AGED_COUNT_CAP = 10_000
@@ -42,15 +45,6 @@ DeleteHook = Callable[[apsw.Connection, list[tuple[str, int]]], None]
 #: draft that failed), so derived rows (vectors) commit with them.
 WriteHook = Callable[[apsw.Connection, list[Memory | None]], None]
 
-_COLUMNS = (
-    "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
-    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep"
-)
-_SELECT = f"SELECT {_COLUMNS} FROM memories"
-# A write returns the row it left, so nothing has to read it back.
-_RETURNING = f" RETURNING {_COLUMNS}"
-_M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in _COLUMNS.split(","))
-_NEWEST_FIRST = " ORDER BY created_at DESC, memory_id DESC"
 
 # memory_id is computed in the INSERT itself, inside the write transaction that holds the
 # database's write lock, so two inserts can never pick the same value.
@@ -67,44 +61,6 @@ _Q_CLAUSE = (
     f"(instr({CASEFOLD_FUNCTION}(content), ?) > 0 "
     f"OR instr({CASEFOLD_FUNCTION}(COALESCE(key, '')), ?) > 0)"
 )
-
-
-def _row_to_memory(row: Sequence[Any]) -> Memory:
-    """The single place a `_COLUMNS` row becomes a Memory.
-
-    Memoized on the whole row: the hot path reads the same owner's rows again and again,
-    and building one (JSON metadata, four timestamps, a frozen dataclass) costs about ten
-    times a dictionary lookup. A row that changed in any column is a new key, so a cached
-    Memory is always exactly what the row says; Memory is immutable and its metadata is
-    never mutated, so sharing one object between requests is safe."""
-    return _memory_of_row(tuple(row))
-
-
-@functools.lru_cache(maxsize=16384)
-def _memory_of_row(row: tuple[Any, ...]) -> Memory:
-    (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at,
-     updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep) = row
-    return Memory(
-        id=id_,
-        memory_id=int(memory_id),
-        api_key_id=api_key_id,
-        session_id=session_id,
-        type=type_,
-        key=key,
-        content=content,
-        metadata=json.loads(metadata) if metadata else {},
-        created_at=parse_iso(created_at),
-        updated_at=parse_iso(updated_at),
-        expires_at=parse_iso(expires_at),
-        access_count=int(access_count),
-        last_accessed_at=parse_iso(last_accessed_at),
-        needs_reindex=bool(needs_reindex),
-        keep=bool(keep),
-    )
-
-
-def _dump_metadata(metadata: dict[str, Any]) -> str:
-    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
 
 
 def _where(flt: MemoryFilter) -> tuple[str, list[Any]]:
@@ -134,8 +90,8 @@ def _where(flt: MemoryFilter) -> tuple[str, list[Any]]:
 
 
 def _fetch(conn: apsw.Connection, memory_id: str) -> Memory | None:
-    rows = conn.execute(_SELECT + " WHERE id = ?", (memory_id,)).fetchall()
-    return _row_to_memory(rows[0]) if rows else None
+    rows = conn.execute(SELECT + " WHERE id = ?", (memory_id,)).fetchall()
+    return row_to_memory(rows[0]) if rows else None
 
 
 class SqliteMemoryBackend:
@@ -249,12 +205,12 @@ class SqliteMemoryBackend:
                 stored = self._upsert_in_place(conn, rows[0][0], rows[0][1], memory, now)
                 return UpsertResult(id=stored.id, created=False, memory=stored)
         row = conn.execute(
-            _INSERT + _RETURNING,
+            _INSERT + RETURNING,
             (str(uuid.uuid4()), memory.api_key_id, memory.session_id, memory.type, memory.key,
-             memory.content, _dump_metadata(memory.metadata), now, now, iso(memory.expires_at),
+             memory.content, dump_metadata(memory.metadata), now, now, iso(memory.expires_at),
              int(bool(memory.keep))),
         ).fetchall()[0]
-        stored = _row_to_memory(row)
+        stored = row_to_memory(row)
         return UpsertResult(id=stored.id, created=True, memory=stored)
 
     def replace_with_summary(self, ids: Sequence[str], summary: NewMemory) -> tuple[UpsertResult, int]:
@@ -283,11 +239,11 @@ class SqliteMemoryBackend:
         merged = {**(json.loads(stored) if stored else {}), **memory.metadata}
         row = conn.execute(
             "UPDATE memories SET content = ?, session_id = ?, type = ?, expires_at = ?, "
-            "metadata = ?, updated_at = ?, keep = COALESCE(?, keep) WHERE id = ?" + _RETURNING,
+            "metadata = ?, updated_at = ?, keep = COALESCE(?, keep) WHERE id = ?" + RETURNING,
             (memory.content, memory.session_id, memory.type, iso(memory.expires_at),
-             _dump_metadata(merged), now, None if memory.keep is None else int(memory.keep), row_id),
+             dump_metadata(merged), now, None if memory.keep is None else int(memory.keep), row_id),
         ).fetchall()[0]
-        return _row_to_memory(row)
+        return row_to_memory(row)
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
         """Apply the patch (None fields untouched; metadata replaces the whole object).
@@ -306,7 +262,7 @@ class SqliteMemoryBackend:
                     patch.type if patch.type is not None else current.type,
                     patch.key if patch.key is not None else current.key,
                     patch.content if patch.content is not None else current.content,
-                    _dump_metadata(patch.metadata if patch.metadata is not None else current.metadata),
+                    dump_metadata(patch.metadata if patch.metadata is not None else current.metadata),
                     iso(utcnow()),
                     memory_id,
                 ),
@@ -366,25 +322,23 @@ class SqliteMemoryBackend:
         if not ids:
             return {}
         with self.db.read() as conn:
-            rows = conn.execute(_SELECT + " WHERE id IN (SELECT value FROM json_each(?))",
+            rows = conn.execute(SELECT + " WHERE id IN (SELECT value FROM json_each(?))",
                                 (json.dumps(list(ids)),)).fetchall()
-        return {m.id: m for m in map(_row_to_memory, rows)}
+        return {m.id: m for m in map(row_to_memory, rows)}
 
     def page_by_memory_id(self, offset: int, limit: int) -> list[Memory]:
         """Every memory in memory_id order, one page (Reindex's Qdrant backfill)."""
         with self.db.read() as conn:
-            rows = conn.execute(_SELECT + " ORDER BY memory_id LIMIT ? OFFSET ?", (limit, offset)).fetchall()
-        return [_row_to_memory(r) for r in rows]
+            rows = conn.execute(SELECT + " ORDER BY memory_id LIMIT ? OFFSET ?", (limit, offset)).fetchall()
+        return [row_to_memory(r) for r in rows]
 
     def mark_all_for_reindex(self) -> int:
         """Reindex `force`: every memory needs a new vector."""
         with self.db.write() as conn:
             conn.execute("UPDATE memories SET needs_reindex = 1 WHERE needs_reindex = 0")
             changed = conn.changes()
-            # Vector caches remember which owners had nothing pending: this voids that
-            # (memsvc.vectors.sqlite_vec.bump_generation, inlined: storage must not import vectors).
-            conn.execute("INSERT INTO sequences (name, value) VALUES ('vec_generation', 1) "
-                         "ON CONFLICT(name) DO UPDATE SET value = value + 1")
+            # Vector caches remember which owners had nothing pending: this voids that.
+            bump_vec_generation(conn)
             return changed
 
     def keyword_probe(self) -> tuple[bool, str]:
@@ -401,9 +355,9 @@ class SqliteMemoryBackend:
         """Newest first within the retrieval scope."""
         where, params = keyword.scope_clause(scope)
         with self.db.read() as conn:
-            rows = conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE {where}"
+            rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE {where}"
                                 " ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
-        return [_row_to_memory(r) for r in rows]
+        return [row_to_memory(r) for r in rows]
 
     def count_aged(self, scope: SearchScope) -> int:
         """How many memories the scope hides for their age alone (0 without an age limit),
@@ -421,7 +375,7 @@ class SqliteMemoryBackend:
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
         """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""
         with self.db.read() as conn:
-            return keyword.search(conn, _M_COLUMNS, scope, text, limit, _row_to_memory, self._doc_counts)
+            return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
 
     def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None) -> list[Memory]:
         """Memories created before `cutoff`, oldest first (summarization candidates)."""
@@ -433,9 +387,9 @@ class SqliteMemoryBackend:
             clauses.append("session_id = ?")
             params.append(session_id)
         with self.db.read() as conn:
-            rows = conn.execute(_SELECT + " WHERE " + " AND ".join(clauses) + " ORDER BY created_at, memory_id",
+            rows = conn.execute(SELECT + " WHERE " + " AND ".join(clauses) + " ORDER BY created_at, memory_id",
                                 params).fetchall()
-        return [_row_to_memory(r) for r in rows]
+        return [row_to_memory(r) for r in rows]
 
     def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
         """One page, newest first (created_at, then memory_id, descending), plus total,
@@ -446,7 +400,7 @@ class SqliteMemoryBackend:
         where, params = _where(flt)
         with self.db.read() as conn:
             rows = conn.execute(
-                _SELECT + where + _NEWEST_FIRST + " LIMIT ? OFFSET ?", [*params, limit, offset]
+                SELECT + where + NEWEST_FIRST + " LIMIT ? OFFSET ?", [*params, limit, offset]
             ).fetchall()
             groups = conn.execute(
                 "SELECT type, count(*), sum((length(content) + 3) / 4) FROM memories"
@@ -456,7 +410,7 @@ class SqliteMemoryBackend:
         by_type = {t: 0 for t in MEMORY_TYPES}
         by_type.update({t: int(n) for t, n, _ in groups})
         return MemoryPage(
-            data=[_row_to_memory(r) for r in rows],
+            data=[row_to_memory(r) for r in rows],
             total=sum(int(n) for _, n, _ in groups),
             by_type=by_type,
             tokens_used=sum(int(tokens or 0) for _, _, tokens in groups),

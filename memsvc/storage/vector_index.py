@@ -61,8 +61,9 @@ import numpy as np
 from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
-from memsvc.storage.sqlite_backend import _M_COLUMNS, _row_to_memory
-from memsvc.vectors.vec_cache import OwnerBlock, VectorCache
+from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
+from memsvc.storage.sequences import bump_vec_generation, read_vec_generation
+from memsvc.storage.vector_cache import OwnerBlock, VectorCache
 from memsvc.vectors.index import (
     DeleteResult,
     DimensionMismatch,
@@ -129,22 +130,6 @@ def _memory_ids(items: Iterable[Any]) -> list[int]:
     return list(dict.fromkeys(out))
 
 
-GENERATION = "vec_generation"
-
-
-def bump_generation(conn: Any) -> int:
-    """Inside a write transaction that changes vectors: advance `vec_generation` (the row
-    in-process vector caches compare against, see memsvc.vectors.vec_cache); returns it."""
-    return int(conn.execute(
-        "INSERT INTO sequences (name, value) VALUES (?, 1) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value", (GENERATION,)).fetchone()[0])
-
-
-def read_generation(conn: Any) -> int:
-    row = conn.execute("SELECT value FROM sequences WHERE name = ?", (GENERATION,)).fetchone()
-    return int(row[0]) if row else 0
-
-
 def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
     """Delete vectors inside a write transaction the caller already holds (e.g. together
     with the `memories` rows, so a crash leaves neither half). No table → 0."""
@@ -154,7 +139,7 @@ def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
     found = _stored_owners(conn, ids)
     if found:
         conn.executemany(f"DELETE FROM {TABLE} WHERE rowid = ?", [(mid,) for mid in found])
-        bump_generation(conn)
+        bump_vec_generation(conn)
     return len(found)
 
 
@@ -188,7 +173,7 @@ class SqliteVecIndex:
         self.quantization = quantization
         self.chunk_size = int(chunk_size)
         self.default_k = max(1, min(MAX_K, int(default_k)))
-        #: Per-owner in-memory matrices (memsvc.vectors.vec_cache); None = search in SQLite.
+        #: Per-owner in-memory matrices (memsvc.storage.vector_cache); None = search in SQLite.
         self.cache: VectorCache | None = VectorCache(cache_bytes) if cache_bytes > 0 else None
 
     # -- cache coherence -------------------------------------------------------------------
@@ -196,7 +181,7 @@ class SqliteVecIndex:
     def _changed(self, conn: Any, change: Any = None) -> None:
         """Inside a write transaction that changed vectors: bump the generation and apply
         `change(cache)` to this process's cache (None = drop the whole cache)."""
-        gen = bump_generation(conn)
+        gen = bump_vec_generation(conn)
         cache = self.cache
         if cache is None:
             return
@@ -209,7 +194,7 @@ class SqliteVecIndex:
         ids = _memory_ids(memory_ids)
         deleted = delete_in(conn, ids)
         if deleted and self.cache is not None:
-            gen = read_generation(conn)
+            gen = read_vec_generation(conn)
             self.cache.apply(gen, lambda c: _remove_ids(c, ids))
             self.db.on_rollback(self.cache.invalidate)
         return deleted
@@ -525,7 +510,7 @@ class SqliteVecIndex:
                 return []
             if vec.shape[0] != dim:
                 raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
-            gen = read_generation(conn)
+            gen = read_vec_generation(conn)
             block, usable = cache.block(owner, gen)
             if not usable:
                 return None
@@ -541,8 +526,8 @@ class SqliteVecIndex:
                                  (scope.session_id or _NO_SESSION) if scope.session_only else None)
             if not found:
                 return []
-            rows = rows_in_scope(conn, _M_COLUMNS, [mid for mid, _ in found], scope)
-        live = {memory.memory_id: memory for memory in map(_row_to_memory, rows)}
+            rows = rows_in_scope(conn, M_COLUMNS, [mid for mid, _ in found], scope)
+        live = {memory.memory_id: memory for memory in map(row_to_memory, rows)}
         return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
                 for mid, d in found if mid in live]
 
@@ -582,7 +567,7 @@ class SqliteVecIndex:
         with self.db.read() as conn:
             if not _table_exists(conn):
                 return self.pending(owner, limit, scope=scope)
-            gen = read_generation(conn)
+            gen = read_vec_generation(conn)
             row = conn.execute("SELECT value FROM sequences WHERE name = 'memory_id'").fetchone()
             newest = int(row[0]) if row else 0
             clean = self.cache.clean_upto(owner, gen)
@@ -632,9 +617,9 @@ class SqliteVecIndex:
             if before_memory_id is not None:
                 where += " AND m.memory_id < ?"
                 params.append(int(before_memory_id))
-            rows = conn.execute(f"SELECT {_M_COLUMNS} FROM memories m WHERE {where} "
+            rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE {where} "
                                 "ORDER BY m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
-        return [_row_to_memory(r) for r in rows]
+        return [row_to_memory(r) for r in rows]
 
     def pending_count(self, api_key_id: str | None = None) -> int:
         with self.db.read() as conn:

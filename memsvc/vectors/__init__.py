@@ -1,7 +1,6 @@
-"""The vector tiers: sqlite-vec (tier 1, embedded) and Qdrant (tier 2, opt-in)
-behind one small protocol (`memsvc.vectors.index`). No grpc here; only `memsvc.storage`
-knows the SQLite binding (the sqlite-vec tier runs SQL on the connections a `Database`
-yields)."""
+"""The vector tiers' one small protocol (`memsvc.vectors.index`) and Qdrant (tier 2,
+opt-in). The sqlite-vec index (tier 1, embedded) is SQLite storage and lives in
+`memsvc.storage.vector_index`, so one package owns every SQL statement. No grpc here."""
 
 from memsvc.vectors.index import (
     DeleteResult,

@@ -17,7 +17,7 @@ from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.index import VectorRow
 from memsvc.vectors.qdrant import QdrantIndex
-from memsvc.vectors.sqlite_vec import SqliteVecIndex
+from memsvc.storage.vector_index import SqliteVecIndex
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
               pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")]

@@ -1,4 +1,4 @@
-"""The per-owner in-memory vector cache of the sqlite-vec tier (memsvc.vectors.vec_cache):
+"""The per-owner in-memory vector cache of the sqlite-vec tier (memsvc.storage.vector_cache):
 it answers exactly what vec0 answers, and stays coherent with every kind of write — this
 process's, another process's (another index on the same file) and a rolled-back one."""
 
@@ -14,7 +14,7 @@ from memsvc.core.models import Memory, NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.index import VectorRow
-from memsvc.vectors.sqlite_vec import SqliteVecIndex
+from memsvc.storage.vector_index import SqliteVecIndex
 
 DIM = 16
 SIG = "static:test-model:16"

@@ -13,7 +13,7 @@ from memsvc.core.models import Memory, MemoryFilter, NewMemory, SearchScope, utc
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
-from memsvc.vectors.sqlite_vec import (
+from memsvc.storage.vector_index import (
     NEVER_US,
     SqliteVecIndex,
     delete_in,

@@ -1,0 +1,61 @@
+"""The `memories` row as the storage package reads it: the column list every SELECT uses
+and the one function that turns such a row into a Memory. Shared by the memory backend and
+the sqlite-vec index, which both return memories."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from typing import Any
+
+from memsvc.core.models import Memory
+from memsvc.storage.database import parse_iso
+
+COLUMNS = (
+    "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
+    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep"
+)
+SELECT = f"SELECT {COLUMNS} FROM memories"
+# A write returns the row it left, so nothing has to read it back.
+RETURNING = f" RETURNING {COLUMNS}"
+M_COLUMNS = ", ".join(f"m.{c.strip()}" for c in COLUMNS.split(","))
+NEWEST_FIRST = " ORDER BY created_at DESC, memory_id DESC"
+
+
+def row_to_memory(row: Sequence[Any]) -> Memory:
+    """The single place a `COLUMNS` row becomes a Memory.
+
+    Memoized on the whole row: the hot path reads the same owner's rows again and again,
+    and building one (JSON metadata, four timestamps, a frozen dataclass) costs about ten
+    times a dictionary lookup. A row that changed in any column is a new key, so a cached
+    Memory is always exactly what the row says; Memory is immutable and its metadata is
+    never mutated, so sharing one object between requests is safe."""
+    return _memory_of_row(tuple(row))
+
+
+@functools.lru_cache(maxsize=16384)
+def _memory_of_row(row: tuple[Any, ...]) -> Memory:
+    (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at,
+     updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep) = row
+    return Memory(
+        id=id_,
+        memory_id=int(memory_id),
+        api_key_id=api_key_id,
+        session_id=session_id,
+        type=type_,
+        key=key,
+        content=content,
+        metadata=json.loads(metadata) if metadata else {},
+        created_at=parse_iso(created_at),
+        updated_at=parse_iso(updated_at),
+        expires_at=parse_iso(expires_at),
+        access_count=int(access_count),
+        last_accessed_at=parse_iso(last_accessed_at),
+        needs_reindex=bool(needs_reindex),
+        keep=bool(keep),
+    )
+
+
+def dump_metadata(metadata: dict[str, Any]) -> str:
+    return json.dumps(metadata, ensure_ascii=False, separators=(",", ":"))
