@@ -25,7 +25,9 @@ from typing import Any, Callable, Iterable, Sequence
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 CACHE = BENCH / ".cache"
-RESULTS = BENCH / "results"
+# BENCH_RESULTS points a trial run (small sizes) somewhere else, so it never overwrites the
+# committed results.
+RESULTS = Path(os.environ.get("BENCH_RESULTS") or BENCH / "results")
 # One static-model cache for every bench run: the distillation from MiniLM takes minutes once.
 STATIC_CACHE = CACHE / "embeddings"
 PY = sys.executable
@@ -150,6 +152,8 @@ class ServerProc:
     data_dir: Path
     gateway: bool = False
     extra_env: dict[str, str] = field(default_factory=dict)
+    #: Server processes (MEMSVC_PROCESSES); None leaves it unset: the server's default.
+    processes: int | None = None
     port: int = 0
     rest_port: int = 0
     proc: subprocess.Popen | None = None
@@ -160,8 +164,11 @@ class ServerProc:
         self.port = free_port()
         self.rest_port = free_port() if self.gateway else 0
         admin = free_port() if self.gateway else 0
+        extra = dict(self.extra_env)
+        if self.processes is not None:
+            extra["MEMSVC_PROCESSES"] = str(self.processes)
         env = server_env(self.data_dir, self.port, gateway=self.gateway, rest_port=self.rest_port,
-                         admin_port=admin, extra=self.extra_env)
+                         admin_port=admin, extra=extra)
         self.log_path = self.data_dir.parent / "server.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
@@ -232,16 +239,43 @@ def wait_http(port: int, timeout_s: float) -> None:
     raise TimeoutError(f"nothing listens on 127.0.0.1:{port}")
 
 
+# Each channel its own TCP connection: gRPC otherwise shares one connection among channels
+# to the same address, so "16 clients" would be one connection, served by one process of a
+# server that runs several on one port (SO_REUSEPORT balances connections, not calls).
+CHANNEL_OPTIONS = [("grpc.use_local_subchannel_pool", 1)]
+
+# Bench servers run beside the team's: no fixed MCP or metrics port to collide on.
+QUIET_PORTS = {"MEMSVC_MCP_PORT": "-1", "MEMSVC_METRICS_PORT": "0"}
+
+
+def channel(port: int):
+    import grpc
+
+    return grpc.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
+
+
+def aio_channel(port: int):
+    import grpc
+
+    return grpc.aio.insecure_channel(f"127.0.0.1:{port}", options=CHANNEL_OPTIONS)
+
+
 class Stubs:
     def __init__(self, port: int):
-        import grpc
-
         from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 
-        self.channel = grpc.insecure_channel(f"127.0.0.1:{port}")
+        self.channel = channel(port)
         self.memory = memory_pb2_grpc.MemoryServiceStub(self.channel)
         self.engine = engine_pb2_grpc.EngineServiceStub(self.channel)
         self.settings = settings_pb2_grpc.SettingsServiceStub(self.channel)
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+        self._health = health_pb2_grpc.HealthStub(self.channel)
+        self._health_request = health_pb2.HealthCheckRequest()
+
+    def health(self, _: Any = None) -> Any:
+        """One gRPC health check: a round trip that does no work of ours (the transport floor)."""
+        return self._health.Check(self._health_request)
 
     def close(self) -> None:
         self.channel.close()
@@ -266,3 +300,133 @@ def enable_static(stubs: Stubs, **extra: Any) -> None:
                          "strategy": "hybrid", "retentionDays": 365, **extra}}
     req = json_format.ParseDict(body, settings_pb2.UpdateMemorySettingsRequest())
     stubs.settings.UpdateMemorySettings(req)
+
+
+def interleaved_n(legs: dict[str, tuple[Callable[[Any], Any], Sequence[Any]]], rounds: int) -> dict[str, dict]:
+    """Several ways of making comparable calls, alternating call by call (leg after leg for
+    item 0, then for item 1, ...), so the noise of this shared machine hits every leg alike.
+    Per leg: p50 and p99 of each round, as median (min–max) over the rounds."""
+    names = list(legs)
+    n = min(len(items) for _, items in legs.values())
+    per: dict[str, dict[str, list[float]]] = {k: {"p50": [], "p99": []} for k in names}
+    for _ in range(rounds):
+        times: dict[str, list[float]] = {k: [] for k in names}
+        for i in range(n):
+            for k in names:
+                fn, items = legs[k]
+                t0 = time.perf_counter()
+                fn(items[i])
+                times[k].append((time.perf_counter() - t0) * 1000.0)
+        for k in names:
+            per[k]["p50"].append(pct(times[k], 50))
+            per[k]["p99"].append(pct(times[k], 99))
+    return {k: {"p50_ms": agg(per[k]["p50"]), "p99_ms": agg(per[k]["p99"]), "p50_rounds": per[k]["p50"],
+                "calls_per_round": n} for k in names}
+
+
+# ------------------------------------------------------------------------------- server processes
+
+
+def processes_option() -> bool:
+    """Whether this memsvc knows MEMSVC_PROCESSES (several server processes on one port)."""
+    from dataclasses import fields as dc_fields
+
+    from memsvc.config import Config
+
+    return any(f.metadata.get("env") == "MEMSVC_PROCESSES" for f in dc_fields(Config))
+
+
+def listening_sockets(port: int) -> int:
+    """TCP sockets listening on `port` (each SO_REUSEPORT worker binds its own)."""
+    count = 0
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            cols = line.split()
+            if len(cols) > 3 and cols[3] == "0A" and int(cols[1].rsplit(":", 1)[1], 16) == port:
+                count += 1
+    return count
+
+
+def process_tree(root_pid: int) -> int:
+    """The server process and its descendants, Envoy not counted (the parent of several
+    workers counts too, and any helper process it spawned)."""
+    parents: dict[int, int] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            text = stat.read_text()
+            parents[int(stat.parent.name)] = int(text.rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+    tree, frontier = {root_pid}, [root_pid]
+    while frontier:
+        pid = frontier.pop()
+        children = [c for c, p in parents.items() if p == pid and c not in tree]
+        tree.update(children)
+        frontier.extend(children)
+
+    def is_envoy(pid: int) -> bool:
+        try:
+            return b"envoy" in Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0]
+        except OSError:
+            return True  # gone
+
+    return sum(1 for pid in tree if not is_envoy(pid))
+
+
+def server_shape(server: "ServerProc") -> dict[str, Any]:
+    """Which process count a server runs with: what it was asked, and how many processes
+    serve its port (listening sockets: each worker binds its own)."""
+    asked = server.processes if server.processes is not None else server.extra_env.get("MEMSVC_PROCESSES")
+    return {"MEMSVC_PROCESSES": "unset" if asked is None else str(asked),
+            "option_known": processes_option(), "cores": os.cpu_count(),
+            "serving_processes": listening_sockets(server.port), "process_tree": process_tree(server.pid)}
+
+
+# ------------------------------------------------------------------------------- in-process engine
+
+
+def one_blas_thread() -> None:
+    """As `memsvc serve` does: one BLAS thread per NumPy call, so the in-process floor runs
+    its vector scan the way the server does."""
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(limits=1, user_api="blas")
+
+
+def open_reader_app(data_dir: Path, scratch: Path) -> Any:
+    """memsvc's App on the same data dir a running server serves (WAL: both read), made not
+    to write: settings are already stored; the character-memory files go to `scratch`; the
+    access recorder keeps its request-path cost (it is called as in the server, with the
+    server's delay) but its once-per-delay background UPDATE is a no-op. `database.commits`
+    counts what it wrote nonetheless (reported)."""
+    from memsvc.app import App
+    from memsvc.config import Config
+    from memsvc.core.access import AccessRecorder
+
+    config = Config(data_dir=data_dir, memory_dir=scratch / "memory", static_cache_dir=STATIC_CACHE, gateway=False,
+                    metrics_port=-1, mcp_port=-1, reflection_sweep_s=86400.0)
+    one_blas_thread()
+    app = App.open(config)
+    if hasattr(app.engine, "access"):
+        app.engine.access = AccessRecorder(lambda batch: None, app.background, config.access_flush_s)
+    return app
+
+
+def warm_engine(engine: Any, owner: str, queries: Sequence[str], timeout_s: float = 120.0) -> float | None:
+    """Until the in-process engine retrieves hybrid (the static model loads lazily) and the
+    owner's vectors are cached; seconds until hybrid, None if it never came."""
+    started = time.perf_counter()
+    ready = None
+    while time.perf_counter() - started < timeout_s:
+        r = engine.retrieve(owner, queries[0], strategy="hybrid", max_tokens=500)
+        if r.resolution.strategy_used.startswith("hybrid") and not r.resolution.fallback_reason:
+            ready = time.perf_counter() - started
+            break
+        time.sleep(0.05)
+    for q in queries[:20]:
+        engine.retrieve(owner, q, strategy="hybrid", max_tokens=500)
+    return ready
