@@ -16,6 +16,7 @@ from memsvc.core.backend_manager import BackendManager, RoutedEvents
 from memsvc.core.credentials import Credentials
 from memsvc.core.engine import Engine
 from memsvc.core.introspection import Introspection
+from memsvc.core.leases import LeaseTiming
 from memsvc.core.memories import Memories
 from memsvc.core.qdrant_settings import QdrantSettingsManager
 from memsvc.core.reindex import Reindexer
@@ -26,6 +27,7 @@ from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.metrics import Metrics, StateSources
 from memsvc.storage.credentials import SqliteCredentialStore
 from memsvc.storage.database import Database
+from memsvc.storage.leases import SqliteLeaseStore
 from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.vector_index import SqliteVecIndex
@@ -73,7 +75,8 @@ class App:
                               rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion])
         characters = Characters(config, database, memories)
         characters.start()
-        reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex)
+        reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,
+                              leases=SqliteLeaseStore(database), timing=LeaseTiming(ttl_s=config.lease_ttl_s))
         metrics = Metrics(StateSources(db_path=str(config.db_path), embedding_cache=vectors.embeddings.cache.stats,
                                        reindex=lambda: _reindex_gauges(reindexer)))
         engine = Engine(backend, settings, background, retriever, events=events,
@@ -83,7 +86,8 @@ class App:
                    engine=engine, background=background, characters=characters, vectors=vectors,
                    qdrant_settings=qdrant_settings,
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
-                                               retrieval=retriever.status, backends=backends.check_all),
+                                               retrieval=retriever.status, backends=backends.check_all,
+                                               reindex=reindexer.status),
                    reindexer=reindexer, metrics=metrics, credentials=Credentials(SqliteCredentialStore(database)),
                    backends=backends)
 

@@ -80,6 +80,7 @@ class Config:
     metrics_host: str = _opt("127.0.0.1", "MEMSVC_METRICS_HOST", "Prometheus /metrics bind address")
     metrics_port: int = _opt(9464, "MEMSVC_METRICS_PORT", "Prometheus /metrics port (0 picks a free one, -1 turns it off)", flag="--metrics-port", parse=int)
     shutdown_grace_s: float = _opt(10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float)
+    lease_ttl_s: float = _opt(15.0, "MEMSVC_LEASE_TTL_S", "seconds a single-flight job's lease (Reindex, one per database across every server process on it) lives without its holder's heartbeat (renewed every third of it): how long a killed holder blocks the next Reindex", parse=float)
     # -- MCP (the memory tools for agents) --
     mcp_port: int = _opt(50052, "MEMSVC_MCP_PORT", "loopback port of the MCP streamable-HTTP server that `serve` starts and Envoy serves at /mcp (0 picks a free one, -1 turns it off)", flag="--mcp-port", parse=int)
     token: str | None = _opt(None, "MEMSVC_TOKEN", "bearer token `memsvc mcp` (the stdio MCP server an agent launches) sends to memsvc on the agent's behalf", parse=_optional, secret=True)
@@ -143,6 +144,8 @@ class Config:
             raise ConfigError("MEMSVC_ACCESS_FLUSH_S must be 0..3600")
         if not (0.05 <= self.backend_health_s <= 86400 and 0.01 <= self.backend_retry_s <= 3600):
             raise ConfigError("MEMSVC_BACKEND_HEALTH_S must be 0.05..86400 and MEMSVC_BACKEND_RETRY_S 0.01..3600")
+        if not 0.3 <= self.lease_ttl_s <= 3600:
+            raise ConfigError("MEMSVC_LEASE_TTL_S must be 0.3..3600")
         if self.sqlite_cache_mb < 1:
             raise ConfigError("MEMSVC_SQLITE_CACHE_MB must be at least 1")
         if self.storage_mode not in ("read-write", "read-only", "maintenance"):

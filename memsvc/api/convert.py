@@ -23,7 +23,7 @@ from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
 from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
 from memsvc.core.introspection import EmbeddingStatus, QdrantHit
 from memsvc.core.qdrant_settings import QdrantSettings, mask_api_key
-from memsvc.core.reindex import Progress
+from memsvc.core.reindex import Progress, ReindexStatus
 from memsvc.core.relevance_floor import FlooredResult
 from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
 from memsvc.core.settings import MemorySettings
@@ -352,7 +352,15 @@ def engine_status_to_pb(status: dict[str, Any]) -> engine_pb2.EngineStatus:
                                        available=rr["available"], reason=rr["reason"] or ""),
         retrieval=engine_pb2.RetrievalStatus(**status["retrieval"]),
         backends=[backend_status_to_pb(b) for b in status.get("backends", [])],
+        reindex=reindex_status_to_pb(status["reindex"]),
     )
+
+
+def reindex_status_to_pb(r: ReindexStatus) -> engine_pb2.ReindexStatus:
+    pb = engine_pb2.ReindexStatus(running=r.running, target=r.target, holder=r.holder)
+    if r.progress is not None:
+        pb.progress.CopyFrom(progress_to_pb(r.progress))
+    return pb
 
 
 def backend_status_to_pb(b: BackendStatus) -> engine_pb2.BackendStatus:

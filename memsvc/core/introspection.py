@@ -11,6 +11,7 @@ from memsvc.core.backend_manager import BackendStatus
 from memsvc.core.errors import PreconditionError, UnavailableError, ValidationError, Violations
 from memsvc.core.models import SearchScope, utcnow
 from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
+from memsvc.core.reindex import ReindexStatus
 from memsvc.core.settings import MemorySettings, Settings
 from memsvc.core.vector_tier import VectorTier
 from memsvc.embedding.errors import EmbeddingError
@@ -37,13 +38,15 @@ class QdrantHit:
 class Introspection:
     def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
                  qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]],
-                 backends: Callable[[], list[BackendStatus]] | None = None):
+                 backends: Callable[[], list[BackendStatus]] | None = None,
+                 reindex: Callable[[], ReindexStatus] | None = None):
         self._keyword_probe = keyword_probe
         self._vectors = vectors
         self._settings = settings
         self._qdrant_settings = qdrant_settings
         self._retrieval = retrieval  # Retriever.status: the fusion in use
         self._backends = backends or (lambda: [])  # BackendManager.check_all: every backend probed now
+        self._reindex = reindex or ReindexStatus  # Reindexer.status: the database's job, from any process
 
     # ---- engine status ----
 
@@ -63,6 +66,7 @@ class Introspection:
             "rerank": self._vectors.embeddings.rerank_status(settings),
             "retrieval": self._retrieval(),
             "backends": self._backends(),
+            "reindex": self._reindex(),
         }
 
     def _qdrant_status(self) -> dict[str, Any]:

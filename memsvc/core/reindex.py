@@ -1,21 +1,28 @@
 """Reindex: re-embed memories marked `needs_reindex` (or, with target
 qdrant, copy every memory into Qdrant), as a job with streamed progress.
 
-One job at a time per process; the job runs on its own thread, so a client that disconnects
-cancels nothing, and a later caller may attach to its progress. Preconditions (no embedding
-source, no vector tier, Qdrant disabled) are checked before the job starts, so a refusal is
-a real error status and never a stream that reports zero.
+One job at a time per database, whichever of the server processes sharing it starts it: the
+job holds the "reindex" lease (memsvc.core.leases) while it runs and publishes each progress
+message in the lease row. A second Reindex, through this process or another, is refused, or
+with `attach` follows the running job (in this process its full stream; in another, the
+published messages, polled from the row). A killed holder's lease expires, and the next
+Reindex is accepted. The job runs on its own thread, so a client that disconnects cancels
+nothing. Preconditions (no embedding source, no vector tier, Qdrant disabled) are checked
+before the job starts, so a refusal is a real error status and never a stream that reports
+zero.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import threading
 import time
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
 from memsvc.core.errors import ConflictError, PreconditionError, ValidationError
+from memsvc.core.leases import Lease, LeaseRecord, LeaseStore, LeaseTiming
 from memsvc.core.models import Memory
 from memsvc.core.settings import Settings
 from memsvc.core.vector_tier import VectorTier
@@ -34,6 +41,9 @@ MAX_BATCH = 1024  # bounds how long one batch holds the writer lock (tens of ms)
 BATCH_SECONDS = 1.0
 TARGETS = ("sqlite-vec", "qdrant")
 TERMINAL = ("done", "failed", "cancelled")
+LEASE = "reindex"
+HOLDER_GONE = "the process running this reindex stopped before it finished (its lease expired)"
+LEASE_LOST = "another process took over the reindex lease (this one could not renew it in time)"
 
 
 @dataclass(frozen=True)
@@ -46,6 +56,33 @@ class Progress:
     eta_seconds: float = 0.0
     state: str = "running"
     error: str = ""
+
+
+@dataclass(frozen=True)
+class ReindexStatus:
+    """The database's reindex as engine status reports it, from any process: `running`
+    while a live holder has not finished; `progress` its latest message (after the end, the
+    last run's final one; None before any run)."""
+
+    running: bool = False
+    target: str = ""
+    progress: Progress | None = None
+    holder: str = ""
+
+
+def _encode(target: str, progress: Progress) -> str:
+    return json.dumps({"target": target, "progress": asdict(progress)})
+
+
+def _decode(payload: str | None) -> tuple[str, Progress] | None:
+    if not payload:
+        return None
+    data = json.loads(payload)
+    return data["target"], Progress(**data["progress"])
+
+
+class _LeaseLost(Exception):
+    pass
 
 
 class ReindexJob:
@@ -77,44 +114,134 @@ class ReindexJob:
             return list(self._events[cursor:])
 
 
+class FollowedJob:
+    """Another process's job, read from its lease row: each published message once, then a
+    `failed` one if the holder stops publishing for good (its lease expired) or the row
+    passes to a new job before this one's final message was seen."""
+
+    def __init__(self, store: LeaseStore, record: LeaseRecord, poll_s: float):
+        self._store = store
+        self._holder = record.holder
+        self._seq = -1
+        self._poll_s = poll_s
+        self.target = ""
+        self._events: list[Progress] = []
+        self._take(record)
+
+    def latest(self) -> Progress:
+        return self._events[-1] if self._events else Progress(started=True)
+
+    @property
+    def finished(self) -> bool:
+        return bool(self._events) and self._events[-1].state in TERMINAL
+
+    def wait_events(self, cursor: int, timeout_s: float = 1.0) -> list[Progress]:
+        """Messages after `cursor`, polling the row up to timeout_s for the next one."""
+        deadline = time.monotonic() + timeout_s
+        while len(self._events) <= cursor and not self.finished and time.monotonic() < deadline:
+            time.sleep(self._poll_s)
+            self._take(self._store.read(LEASE))
+        return list(self._events[cursor:])
+
+    def _take(self, record: LeaseRecord | None) -> None:
+        if self.finished:
+            return
+        if record is None or record.holder != self._holder:
+            self._events.append(replace(self.latest(), started=False, state="failed",
+                                        error="the followed reindex ended; a new one has started since"))
+            return
+        decoded = _decode(record.payload) if record.seq != self._seq else None
+        self._seq = record.seq
+        if decoded is not None:
+            self.target, progress = decoded
+            self._events.append(progress)
+        if not record.live and not self.finished:
+            self._events.append(replace(self.latest(), started=False, state="failed", error=HOLDER_GONE))
+
+
 class Reindexer:
     def __init__(self, vectors: VectorTier, settings: Settings, all_memories: Callable[[int, int], list[Memory]],
-                 mark_all: Callable[[], int], batch_size: int = BATCH):
+                 mark_all: Callable[[], int], leases: LeaseStore, timing: LeaseTiming = LeaseTiming(),
+                 batch_size: int = BATCH):
         self._vectors = vectors
         self._settings = settings
         self._all_memories = all_memories
         self._mark_all = mark_all
+        self._leases = leases
+        self._timing = timing
         self._batch = batch_size
         self._lock = threading.Lock()
         self._job: ReindexJob | None = None
 
     def current(self) -> ReindexJob | None:
+        """This process's latest job (None when it never ran one)."""
         return self._job
 
-    def start(self, force: bool = False, limit: int = 0, target: str = "", attach: bool = False) -> ReindexJob:
-        """Start a job, or attach to the running one when asked; ConflictError when one is
-        running and the caller did not ask to attach."""
+    def status(self) -> ReindexStatus:
+        """The database's reindex, as its lease row says (whichever process runs it)."""
+        record = self._leases.read(LEASE)
+        decoded = _decode(record.payload) if record is not None else None
+        if record is None or decoded is None:
+            running = record is not None and record.live
+            return ReindexStatus(running=running, holder=record.holder if running else "")
+        target, progress = decoded
+        if progress.state not in TERMINAL and not record.live:
+            progress = replace(progress, state="failed", error=HOLDER_GONE)
+        running = progress.state not in TERMINAL
+        return ReindexStatus(running, target, progress, record.holder if running else "")
+
+    def start(self, force: bool = False, limit: int = 0, target: str = "",
+              attach: bool = False) -> ReindexJob | FollowedJob:
+        """Start a job, or attach to the running one (of this process or another) when
+        asked; ConflictError when one is running and the caller did not ask to attach."""
         target = target or "sqlite-vec"
         if target not in TARGETS:
             raise ValidationError.single("target", f"must be one of {', '.join(TARGETS)}")
         if limit < 0:
             raise ValidationError.single("limit", "must be at least 0 (0 = every pending memory)")
         with self._lock:
-            running = self._job if self._job is not None and not self._job.finished else None
+            running = self._running(attach)
             if running is not None:
-                if attach:
-                    return running
-                raise ConflictError("a reindex is already running; retry later or attach to it",
-                                    reason="REINDEX_RUNNING")
+                return running
             source = self._check_preconditions(target)
-            if target == "sqlite-vec":
-                self._align_signature()
-            if force and target == "sqlite-vec":
-                self._mark_all()
-            pending = self._pending_total(target, limit)
-            job = ReindexJob(target, Progress(started=True, pending=pending))
+            lease = Lease.try_acquire(self._leases, LEASE, self._timing)
+            if lease is None:  # another process took it since `_running` looked
+                return self._refuse_or_follow(self._leases.read(LEASE), attach)
+            try:
+                job = self._prepare(target, force, limit, lease)
+            except BaseException:
+                lease.release()
+                raise
             self._job = job
-        threading.Thread(target=self._run, args=(job, source, limit), name="memsvc-reindex", daemon=True).start()
+        threading.Thread(target=self._run, args=(job, source, limit, lease), name="memsvc-reindex",
+                         daemon=True).start()
+        return job
+
+    def _running(self, attach: bool) -> ReindexJob | FollowedJob | None:
+        """The job already running (this process's, else another's), or None when none is;
+        ConflictError when one is and the caller did not ask to attach."""
+        if self._job is not None and not self._job.finished:
+            if attach:
+                return self._job
+            raise _already_running()
+        record = self._leases.read(LEASE)
+        if record is not None and record.live:
+            return self._refuse_or_follow(record, attach)
+        return None
+
+    def _refuse_or_follow(self, record: LeaseRecord | None, attach: bool) -> FollowedJob:
+        if not attach or record is None:
+            raise _already_running()
+        return FollowedJob(self._leases, record, self._timing.poll_s)
+
+    def _prepare(self, target: str, force: bool, limit: int, lease: Lease) -> ReindexJob:
+        """Under the lease: align the table with the source, mark (force), count, publish."""
+        if target == "sqlite-vec":
+            self._align_signature()
+        if force and target == "sqlite-vec":
+            self._mark_all()
+        job = ReindexJob(target, Progress(started=True, pending=self._pending_total(target, limit)))
+        lease.publish(_encode(target, job.latest()))
         return job
 
     def _check_preconditions(self, target: str) -> Any:
@@ -152,7 +279,7 @@ class Reindexer:
             offset += len(batch)
         return count
 
-    def _run(self, job: ReindexJob, source: Any, limit: int) -> None:
+    def _run(self, job: ReindexJob, source: Any, limit: int, lease: Lease) -> None:
         started = time.monotonic()
         first = job.latest()
         progress = replace(first, started=False)
@@ -163,13 +290,28 @@ class Reindexer:
                 done, failed = self._index(job.target, source, batch)
                 progress = _advance(progress, done, failed, started, first.pending)
                 job.publish(progress)
+                if not lease.publish(_encode(job.target, progress)):
+                    raise _LeaseLost(LEASE_LOST)
                 now = time.monotonic()
                 size = _next_size(size, len(batch), now - mark)
                 mark = now
-            job.publish(replace(progress, state="done", pending=max(0, first.pending - progress.processed)))
+            progress = replace(progress, state="done", pending=max(0, first.pending - progress.processed))
+        except _LeaseLost as exc:
+            log.error("reindex.lease_lost")
+            progress = replace(progress, state="failed", error=str(exc))
         except Exception as exc:  # noqa: BLE001 - reported in the stream's last message
             log.error("reindex.failed", exc_info=True)
-            job.publish(replace(progress, state="failed", error=f"{type(exc).__name__}: {str(exc)[:300]}"))
+            progress = replace(progress, state="failed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
+        self._finish(job, lease, progress)
+
+    def _finish(self, job: ReindexJob, lease: Lease, last: Progress) -> None:
+        """The final message: into the lease row as it is released (so a new job may start
+        at once), then into this process's stream."""
+        try:
+            lease.release(_encode(job.target, last))
+        except Exception:  # noqa: BLE001 - the lease then expires on its own
+            log.error("reindex.release_failed", exc_info=True)
+        job.publish(last)
 
     def _batches(self, target: str, limit: int, batch_size: Callable[[], int]):
         """Pending rows newest first, paging down past rows that failed (sqlite-vec); every
@@ -207,6 +349,10 @@ class Reindexer:
                 self._vectors.sqlite.mark_failed(batch)
             return 0, len(batch)
         return len(batch), 0
+
+
+def _already_running() -> ConflictError:
+    return ConflictError("a reindex is already running; retry later or attach to it", reason="REINDEX_RUNNING")
 
 
 def _next_size(size: int, rows: int, seconds: float) -> int:

@@ -346,7 +346,7 @@ class RetrievalStatus(_message.Message):
     def __init__(self, fusion: _Optional[str] = ..., rrf_k: _Optional[int] = ..., list_top_k: _Optional[int] = ...) -> None: ...
 
 class EngineStatus(_message.Message):
-    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval", "backends")
+    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval", "backends", "reindex")
     KEYWORD_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
@@ -354,6 +354,7 @@ class EngineStatus(_message.Message):
     RERANK_FIELD_NUMBER: _ClassVar[int]
     RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     BACKENDS_FIELD_NUMBER: _ClassVar[int]
+    REINDEX_FIELD_NUMBER: _ClassVar[int]
     keyword: KeywordStatus
     embedding: EmbeddingStatus
     vector_store: VectorStoreStatus
@@ -361,7 +362,20 @@ class EngineStatus(_message.Message):
     rerank: RerankStatus
     retrieval: RetrievalStatus
     backends: _containers.RepeatedCompositeFieldContainer[BackendStatus]
-    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ..., backends: _Optional[_Iterable[_Union[BackendStatus, _Mapping]]] = ...) -> None: ...
+    reindex: ReindexStatus
+    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ..., backends: _Optional[_Iterable[_Union[BackendStatus, _Mapping]]] = ..., reindex: _Optional[_Union[ReindexStatus, _Mapping]] = ...) -> None: ...
+
+class ReindexStatus(_message.Message):
+    __slots__ = ("running", "target", "progress", "holder")
+    RUNNING_FIELD_NUMBER: _ClassVar[int]
+    TARGET_FIELD_NUMBER: _ClassVar[int]
+    PROGRESS_FIELD_NUMBER: _ClassVar[int]
+    HOLDER_FIELD_NUMBER: _ClassVar[int]
+    running: bool
+    target: str
+    progress: ReindexProgress
+    holder: str
+    def __init__(self, running: _Optional[bool] = ..., target: _Optional[str] = ..., progress: _Optional[_Union[ReindexProgress, _Mapping]] = ..., holder: _Optional[str] = ...) -> None: ...
 
 class BackendStatus(_message.Message):
     __slots__ = ("name", "type", "role", "healthy", "latency_ms", "error", "pending_syncs", "checked_at")

@@ -141,9 +141,11 @@ class EngineServiceServicer:
         """Re-embeds memories marked needs_reindex (target sqlite-vec), or copies every memory into
         Qdrant (target qdrant), streaming progress: first {started, pending}, then one message
         per batch (processed, errors, pending, rate, ETA), last one with state done|failed.
-        One reindex per server: a second caller is refused with ABORTED REINDEX_RUNNING (409)
-        before any message, unless it sets `attach`, which streams the running job's progress
-        instead. A client that disconnects cancels nothing; the job runs to completion.
+        One reindex per database, across every server process sharing it: a second caller is
+        refused with ABORTED REINDEX_RUNNING (409) before any message, unless it sets `attach`,
+        which streams the running job's progress instead (through another process: each message
+        the job publishes, then a failed one if the job's process dies). A client that
+        disconnects cancels nothing; the job runs to completion.
         Errors before the first message: FAILED_PRECONDITION (no embedding source, no vector
         tier, Qdrant disabled), ABORTED REINDEX_RUNNING, INVALID_ARGUMENT (target, limit).
         Failures after it arrive in the last message (state failed, error).
