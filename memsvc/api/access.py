@@ -9,6 +9,9 @@ How a tenant is found:
   the token's tenants is PERMISSION_DENIED. When the field is empty: `CORE` — the core
   refuses or skips the call itself (nothing to confine); `CONFINE` — a listing, confined to
   the token's tenants; `ADMIN` — empty means every tenant, which needs `admin`.
+- `TenantsOf(items, name)`: a batch; every item of the repeated field `items` names its
+  apiKeyId in `name`, and each named tenant must be one the token covers, or the WHOLE call
+  is PERMISSION_DENIED (nothing of it runs). An item without one is the core's to refuse.
 - `MemoryById(name)`: the call names a memory id; a memory of another tenant is NOT_FOUND,
   exactly as a missing id, so existence is not revealed.
 - `characters=True`: character memory, which needs the credential's character access.
@@ -47,6 +50,12 @@ class TenantField:
 
 
 @dataclass(frozen=True)
+class TenantsOf:
+    items: str
+    name: str = "api_key_id"
+
+
+@dataclass(frozen=True)
 class MemoryById:
     name: str = "id"
 
@@ -58,7 +67,7 @@ OWNER = TenantField()
 @dataclass(frozen=True)
 class Rule:
     permission: str
-    tenant: NoTenant | TenantField | MemoryById = NO_TENANT
+    tenant: NoTenant | TenantField | TenantsOf | MemoryById = NO_TENANT
     characters: bool = False
     #: (field, value) pairs that widen the call to every tenant; value True = any truthy value.
     widens: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
@@ -74,6 +83,7 @@ _M, _E, _S, _C = ("/memsvc.v1.MemoryService/", "/memsvc.v1.EngineService/", "/me
 RULES: dict[str, Rule] = {
     _M + "ListMemories": Rule(READ, TenantField(when_empty=CONFINE)),
     _M + "CreateMemory": Rule(WRITE, OWNER),
+    _M + "CreateMemories": Rule(WRITE, TenantsOf("memories")),
     _M + "ClearMemories": Rule(WRITE, OWNER),
     _M + "CheckHealth": Rule(READ),
     _M + "GetMemory": Rule(READ, MemoryById()),
@@ -146,20 +156,34 @@ def authorize(method: str, credential: Credential, request: Any) -> Grant:
     return _tenant_grant(rule.tenant, credential, request, scope, audited)
 
 
-def _tenant_grant(source: NoTenant | TenantField | MemoryById, credential: Credential, request: Any,
+def _tenant_grant(source: NoTenant | TenantField | TenantsOf | MemoryById, credential: Credential, request: Any,
                   scope: TenantScope | None, audited: bool) -> Grant:
     if isinstance(source, MemoryById):
         return Grant(scope, "", audited, memory_id=getattr(request, source.name))
+    if isinstance(source, TenantsOf):
+        tenants = _item_tenants(source, request)
+        for tenant in tenants:
+            _check_covers(credential, tenant)
+        return Grant(scope, shorten(",".join(tenants), 256), audited)  # the audit line names them
     if not isinstance(source, TenantField):
         return Grant(scope, "", audited)
     tenant = getattr(request, source.name)
     if tenant:
-        if not credential.covers(tenant):
-            raise PermissionDeniedError(f"credential {credential.id!r} may not address apiKeyId {shorten(tenant)!r}")
+        _check_covers(credential, tenant)
         return Grant(scope, tenant, audited)
     if source.when_empty == ADMIN_ONLY and not credential.is_admin:
         raise PermissionDeniedError("without an apiKeyId this reaches every tenant and needs the admin permission")
     return Grant(scope, "", audited)
+
+
+def _check_covers(credential: Credential, tenant: str) -> None:
+    if not credential.covers(tenant):
+        raise PermissionDeniedError(f"credential {credential.id!r} may not address apiKeyId {shorten(tenant)!r}")
+
+
+def _item_tenants(source: TenantsOf, request: Any) -> list[str]:
+    """The distinct non-empty apiKeyIds a batch's items name, in first-seen order."""
+    return list(dict.fromkeys(t for t in (getattr(item, source.name) for item in getattr(request, source.items)) if t))
 
 
 def admits_anonymous(method: str) -> bool:
@@ -187,6 +211,10 @@ def _is_set(actual: Any, wanted: Any) -> bool:
 def requested_tenant(method: str, request: Any) -> str:
     """The apiKeyId a request names (for the audit line of a refusal), "" if none."""
     rule = RULES.get(method)
-    if rule is None or not isinstance(rule.tenant, TenantField) or not isinstance(request, Message):
+    if rule is None or not isinstance(request, Message):
+        return ""
+    if isinstance(rule.tenant, TenantsOf):
+        return shorten(",".join(_item_tenants(rule.tenant, request)), 256)
+    if not isinstance(rule.tenant, TenantField):
         return ""
     return str(getattr(request, rule.tenant.name, "") or "")

@@ -12,6 +12,7 @@ from typing import Any, Sequence
 from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
+from memsvc.api import errors
 from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
 from memsvc.core.credentials import OPEN_CALLER, Credential, IssuedCredential
@@ -19,7 +20,7 @@ from memsvc.core.errors import ValidationError
 from memsvc.core.backend_manager import BackendStatus
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection import InjectOptions
-from memsvc.core.memories import HealthReport, ListQuery, MemoryListing
+from memsvc.core.memories import HealthReport, ListQuery, MemoryListing, check_batch_size
 from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
 from memsvc.core.introspection import EmbeddingStatus, QdrantHit
 from memsvc.core.qdrant_settings import QdrantSettings, mask_api_key
@@ -152,6 +153,33 @@ def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
 
 def upsert_to_pb(result: UpsertResult) -> memory_pb2.CreateMemoryResponse:
     return memory_pb2.CreateMemoryResponse(success=True, id=result.id, created=result.created)
+
+
+def new_memories_from_pb(req: memory_pb2.CreateMemoriesRequest) -> list[NewMemory | ValidationError]:
+    """Each item as `new_memory_from_pb` reads it; an item that cannot be read (metadata
+    nested too deep, a timestamp out of range) is its ValidationError, reported in its own
+    result, so one bad item does not refuse the others."""
+    check_batch_size(len(req.memories))  # before reading 10^5 items only to refuse them
+    out: list[NewMemory | ValidationError] = []
+    for item in req.memories:
+        try:
+            out.append(new_memory_from_pb(item))
+        except ValidationError as exc:
+            out.append(exc)
+    return out
+
+
+def create_memory_result_to_pb(outcome: UpsertResult | Exception) -> memory_pb2.CreateMemoryResult:
+    if isinstance(outcome, UpsertResult):
+        stored = memory_to_pb(outcome.memory) if outcome.memory is not None else None
+        return memory_pb2.CreateMemoryResult(success=True, id=outcome.id, created=outcome.created, memory=stored)
+    return memory_pb2.CreateMemoryResult(success=False, error=errors.item_status(outcome, "CreateMemories"))
+
+
+def created_memories_to_pb(outcomes: Sequence[UpsertResult | Exception]) -> memory_pb2.CreateMemoriesResponse:
+    results = [create_memory_result_to_pb(o) for o in outcomes]
+    stored = sum(1 for r in results if r.success)
+    return memory_pb2.CreateMemoriesResponse(results=results, stored_count=stored, failed_count=len(results) - stored)
 
 
 def update_changes_from_pb(req: memory_pb2.UpdateMemoryRequest) -> dict[str, Any]:

@@ -63,18 +63,33 @@ def _pack(message) -> any_pb2.Any:
 
 def status_for(exc: BaseException) -> grpc.Status:
     """The status (code, message, details trailer) a client receives for `exc`."""
+    return rpc_status.to_status(status_proto(exc))
+
+
+def status_proto(exc: BaseException) -> status_pb2.Status:
+    """`exc` as the `google.rpc.Status` message a client receives: in the trailers of a
+    failed call, or as one item's `error` in a batch answer (the same code, message and
+    details as that item alone would have got)."""
     exc = core.storage_full(exc) or exc  # "no space left" from any file write, too
     for cls, code in _CODES:
         if isinstance(exc, cls):
             return _domain_status(exc, code)  # type: ignore[arg-type]
     rid = request_id_var.get() or "-"
     message = f"internal error (request id {rid})"
-    proto = status_pb2.Status(code=code_pb2.INTERNAL, message=message,
-                              details=[_pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN))])
-    return rpc_status.to_status(proto)
+    return status_pb2.Status(code=code_pb2.INTERNAL, message=message,
+                             details=[_pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN))])
 
 
-def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> grpc.Status:
+def item_status(exc: BaseException, method: str) -> status_pb2.Status:
+    """One failed item of a batch call: logged as a failed call would be (a bug with its
+    stack), then its status for the batch answer."""
+    proto = status_proto(exc)
+    if proto.code == code_pb2.INTERNAL:
+        log.error("rpc.item_internal_error", exc_info=exc, extra={"method": method})
+    return proto
+
+
+def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> status_pb2.Status:
     details = []
     if exc.reason:
         metadata = {_cut(k, 64): _cut(v, MAX_DETAIL) for k, v in exc.metadata.items()}
@@ -86,7 +101,7 @@ def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> grpc.Status:
         bad = [_pack(error_details_pb2.BadRequest(field_violations=violations))] if violations else []
         proto = status_pb2.Status(code=code.value[0], message=_cut(exc.message, MAX_MESSAGE), details=details + bad)
         if proto.ByteSize() <= MAX_DETAILS_BYTES or not violations:
-            return rpc_status.to_status(proto)
+            return proto
         violations.pop()  # keep the first violations; the message still names them all
 
 

@@ -21,6 +21,11 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     async def CreateMemory(self, request: pb.CreateMemoryRequest, context) -> pb.CreateMemoryResponse:
         return convert.upsert_to_pb(await run(self._memories.create, convert.new_memory_from_pb(request)))
 
+    async def CreateMemories(self, request: pb.CreateMemoriesRequest, context) -> pb.CreateMemoriesResponse:
+        # Shielded: once the items are read, the batch commits whole even if the client goes away.
+        return convert.created_memories_to_pb(await run_shielded(self._memories.create_batch,
+                                                                 convert.new_memories_from_pb(request)))
+
     async def ClearMemories(self, request: pb.ClearMemoriesRequest, context) -> pb.ClearMemoriesResponse:
         return convert.cleared_to_pb(await run(self._memories.clear, convert.clear_filter_from_pb(request)))
 

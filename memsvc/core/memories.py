@@ -15,7 +15,7 @@ from typing import Any, Mapping, Protocol, Sequence
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
 from memsvc.core.credentials import confined
-from memsvc.core.errors import NotFoundError, Violations, shorten, storage_full
+from memsvc.core.errors import NotFoundError, ValidationError, Violations, shorten, storage_full
 from memsvc.core.group_commit import GroupCommit
 from memsvc.core.models import (
     DEFAULT_MEMORY_TYPE,
@@ -50,6 +50,10 @@ LOW_SPACE_BYTES = 1024 * 1024
 UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
 # At most this many concurrent creates share one transaction.
 CREATE_BATCH = 128
+# At most this many items in one CreateMemories call: an import of a large history is sent in
+# chunks of this size. One call is one write transaction, so the bound keeps the writer lock
+# (which every other write waits for) and the request (at most ~16 MiB on the wire) small.
+MAX_BATCH_ITEMS = 1000
 
 log = logging.getLogger("memsvc.core.memories")
 
@@ -192,6 +196,19 @@ def validate_new(draft: NewMemory, now: datetime | None = None) -> NewMemory:
     return memory
 
 
+def check_batch_size(count: int) -> None:
+    """A batch call carries 1..MAX_BATCH_ITEMS items; otherwise the whole call is refused."""
+    if not 1 <= count <= MAX_BATCH_ITEMS:
+        raise ValidationError.single("memories", f"must hold 1 to {MAX_BATCH_ITEMS} items, got {count}")
+
+
+def _validated_or_error(draft: NewMemory) -> NewMemory | ValidationError:
+    try:
+        return validate_new(draft)
+    except ValidationError as exc:
+        return exc
+
+
 def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
     """Only type, key, content and metadata may change; naming any other field is refused
     (rather than silently ignored) so a client learns its expiry edit did not happen."""
@@ -268,6 +285,22 @@ class Memories:
 
     def _create_batch(self, drafts: list[NewMemory]) -> list[UpsertResult | Exception]:
         return store_drafts(self.backend, self.events, drafts, each=True)
+
+    def create_batch(self, items: Sequence[NewMemory | Exception]) -> list[UpsertResult | Exception]:
+        """Several creates in one call, each with its own outcome in order: an item that is
+        invalid (or arrives as the error its decoding raised) fails alone, and the valid ones
+        are stored exactly as `create` stores them (upserts by key, earlier items of the same
+        call included), in one transaction with their vectors embedded in one call. A
+        failure of the transaction itself (a full disk) raises: then nothing was stored."""
+        check_batch_size(len(items))
+        checked = [item if isinstance(item, Exception) else _validated_or_error(item) for item in items]
+        valid = [item for item in checked if isinstance(item, NewMemory)]
+        stored = iter(store_drafts(self.backend, self.events, valid, each=True) if valid else [])
+        outcomes = [next(stored) if isinstance(item, NewMemory) else item for item in checked]
+        for outcome in outcomes:
+            if isinstance(outcome, UpsertResult):
+                self.read_cache.invalidate(outcome.id)  # an upsert changed an existing row
+        return outcomes
 
     def get(self, memory_id: str) -> Memory:
         memory = self.read_cache.get_or_load(memory_id, lambda: self.backend.get(memory_id)) if memory_id else None

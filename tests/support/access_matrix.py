@@ -29,6 +29,7 @@ MODULES = (memory_pb2, engine_pb2, settings_pb2, credentials_pb2)
 # self: the caller asking about itself, which anyone may do (a token sent must be valid).
 KINDS = {
     "MemoryService/ListMemories": "tenant-read", "MemoryService/CreateMemory": "tenant-write",
+    "MemoryService/CreateMemories": "tenant-write",
     "MemoryService/ClearMemories": "tenant-write", "MemoryService/CheckHealth": "open-read",
     "MemoryService/GetMemory": "byid-read", "MemoryService/UpdateMemory": "byid-write",
     "MemoryService/DeleteMemory": "byid-write", "MemoryService/ListRecentFiles": "char-read",
@@ -126,6 +127,8 @@ class World:
         samples: dict[str, Callable[[], Any]] = {
             "ListMemories": lambda: memory_pb2.ListMemoriesRequest(api_key_id=tenant),
             "CreateMemory": lambda: memory_pb2.CreateMemoryRequest(api_key_id=tenant, content="matrix create"),
+            "CreateMemories": lambda: memory_pb2.CreateMemoriesRequest(memories=[
+                memory_pb2.CreateMemoryRequest(api_key_id=tenant, content="matrix batch create")]),
             "ClearMemories": lambda: memory_pb2.ClearMemoriesRequest(api_key_id=tenant, type="episodic"),
             "GetMemory": lambda: by_id(memory_pb2.GetMemoryRequest),
             "UpdateMemory": lambda: memory_pb2.UpdateMemoryRequest(id=self.memory_of(tenant), content="changed"),

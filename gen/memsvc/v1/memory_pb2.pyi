@@ -3,6 +3,7 @@ import datetime
 from google.api import annotations_pb2 as _annotations_pb2
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
+from google.rpc import status_pb2 as _status_pb2
 from google.protobuf.internal import containers as _containers
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
@@ -135,6 +136,36 @@ class CreateMemoryResponse(_message.Message):
     id: str
     created: bool
     def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+
+class CreateMemoriesRequest(_message.Message):
+    __slots__ = ("memories",)
+    MEMORIES_FIELD_NUMBER: _ClassVar[int]
+    memories: _containers.RepeatedCompositeFieldContainer[CreateMemoryRequest]
+    def __init__(self, memories: _Optional[_Iterable[_Union[CreateMemoryRequest, _Mapping]]] = ...) -> None: ...
+
+class CreateMemoryResult(_message.Message):
+    __slots__ = ("success", "id", "created", "memory", "error")
+    SUCCESS_FIELD_NUMBER: _ClassVar[int]
+    ID_FIELD_NUMBER: _ClassVar[int]
+    CREATED_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    ERROR_FIELD_NUMBER: _ClassVar[int]
+    success: bool
+    id: str
+    created: bool
+    memory: Memory
+    error: _status_pb2.Status
+    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+
+class CreateMemoriesResponse(_message.Message):
+    __slots__ = ("results", "stored_count", "failed_count")
+    RESULTS_FIELD_NUMBER: _ClassVar[int]
+    STORED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    FAILED_COUNT_FIELD_NUMBER: _ClassVar[int]
+    results: _containers.RepeatedCompositeFieldContainer[CreateMemoryResult]
+    stored_count: int
+    failed_count: int
+    def __init__(self, results: _Optional[_Iterable[_Union[CreateMemoryResult, _Mapping]]] = ..., stored_count: _Optional[int] = ..., failed_count: _Optional[int] = ...) -> None: ...
 
 class ClearMemoriesRequest(_message.Message):
     __slots__ = ("api_key_id", "type", "session_id", "older_than")

@@ -44,6 +44,11 @@ class MemoryServiceStub:
                 request_serializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoryRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoryResponse.FromString,
                 _registered_method=True)
+        self.CreateMemories = channel.unary_unary(
+                '/memsvc.v1.MemoryService/CreateMemories',
+                request_serializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoriesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoriesResponse.FromString,
+                _registered_method=True)
         self.ClearMemories = channel.unary_unary(
                 '/memsvc.v1.MemoryService/ClearMemories',
                 request_serializer=memsvc_dot_v1_dot_memory__pb2.ClearMemoriesRequest.SerializeToString,
@@ -123,6 +128,20 @@ class MemoryServiceServicer:
         session, type and expiry are replaced, metadata is merged (shallow).
         Errors: INVALID_ARGUMENT (missing apiKeyId/content, unknown type, content > 32 KiB,
         key > 512 characters, metadata > 16 KiB serialized, expiresAt in the past).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CreateMemories(self, request, context):
+        """Creates or upserts up to 1000 memories in one call (imports, gateways that extract
+        several facts at once): each item is what CreateMemory takes and gets its own result, in
+        order. An invalid item fails alone (its result carries the status CreateMemory would
+        have answered, BadRequest field violations included) while the valid ones are stored,
+        all in one write transaction with their vectors embedded in one call.
+        Errors (the whole call; nothing is written): INVALID_ARGUMENT for no items or more than
+        1000; PERMISSION_DENIED when any item names an apiKeyId the caller may not write;
+        RESOURCE_EXHAUSTED (STORAGE_FULL) when the disk is full.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -243,6 +262,11 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     request_deserializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoryRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoryResponse.SerializeToString,
             ),
+            'CreateMemories': grpc.unary_unary_rpc_method_handler(
+                    servicer.CreateMemories,
+                    request_deserializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoriesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_memory__pb2.CreateMemoriesResponse.SerializeToString,
+            ),
             'ClearMemories': grpc.unary_unary_rpc_method_handler(
                     servicer.ClearMemories,
                     request_deserializer=memsvc_dot_v1_dot_memory__pb2.ClearMemoriesRequest.FromString,
@@ -358,6 +382,33 @@ class MemoryService:
             '/memsvc.v1.MemoryService/CreateMemory',
             memsvc_dot_v1_dot_memory__pb2.CreateMemoryRequest.SerializeToString,
             memsvc_dot_v1_dot_memory__pb2.CreateMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CreateMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.MemoryService/CreateMemories',
+            memsvc_dot_v1_dot_memory__pb2.CreateMemoriesRequest.SerializeToString,
+            memsvc_dot_v1_dot_memory__pb2.CreateMemoriesResponse.FromString,
             options,
             channel_credentials,
             insecure,
