@@ -11,13 +11,17 @@ writes vectors advances once.
 
 from __future__ import annotations
 
+import os
+
 import grpc
 import pytest
 from grpc_status import rpc_status
 
+from conftest import make_config, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
 from memsvc.v1 import memory_pb2 as mpb
-from tests.support.rpc_errors import error
+from tests.service.test_disk_full import _fill, small_disk  # noqa: F401 - the tmpfs fixture
+from tests.support.rpc_errors import error, error_info
 from tests.support.vectors import (
     C,
     models,  # noqa: F401 - fixture
@@ -260,3 +264,42 @@ def test_a_cancelled_batch_still_commits_whole(boot, models):
     models.reset()  # the embedder answers now; the caller is long gone
     wait_for(lambda: len(rows_of(server, "batch-cancel")) == 50, what="the whole batch committed")
     assert sorted(rows_of(server, "batch-cancel").values()) == sorted(i.content for i in items)
+
+
+# ---- a full disk ------------------------------------------------------------------------------
+
+
+def test_a_full_disk_fails_the_whole_batch_and_stores_none_of_it(small_disk):  # noqa: F811 - fixture
+    handle = start_server(make_config(small_disk))
+    try:
+        stubs = handle.stubs()
+        filler = small_disk / "filler"
+        _fill(filler)
+        items = [item("batch-full", f"fact {i} " + "x" * 4000) for i in range(MAX_BATCH_ITEMS)]
+
+        err = error(stubs.memory.CreateMemories, mpb.CreateMemoriesRequest(memories=items))
+
+        assert err.code() == C.RESOURCE_EXHAUSTED and error_info(err).reason == "STORAGE_FULL", err
+        os.unlink(filler)
+        assert rows_of(handle, "batch-full") == {}  # not one item of the refused batch was kept
+        assert batch(stubs, items[:10]).stored_count == 10  # and the same call works once space is freed
+        assert handle.app.database.integrity_check() == "ok"
+    finally:
+        handle.stop()
+
+
+def test_the_database_size_limit_reached_mid_batch_fails_the_whole_batch(static_server):
+    """The limit is hit after some items of the batch were written in its transaction: those
+    must not commit without the rest (the database's size limit fails a write the way a full
+    disk does, and needs no tmpfs to provoke)."""
+    server, stubs = static_server
+    pages = read(server, "PRAGMA page_count")[0][0]
+    sql(server, f"PRAGMA max_page_count = {pages + 40}")  # room for a few items, not for 100
+    items = [item("batch-limit-full", f"fact {i} " + "y" * 3000) for i in range(100)]
+    try:
+        err = error(stubs.memory.CreateMemories, mpb.CreateMemoriesRequest(memories=items))
+    finally:
+        sql(server, "PRAGMA max_page_count = 4294967294")
+    assert err.code() == C.RESOURCE_EXHAUSTED and error_info(err).reason == "STORAGE_FULL", err
+    assert rows_of(server, "batch-limit-full") == {}
+    assert batch(stubs, items).stored_count == 100
