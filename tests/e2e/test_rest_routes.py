@@ -28,6 +28,7 @@ CONTRACT_ROUTES: list[tuple[str, str, str]] = [
     # memsvc.v1.MemoryService
     ("GET", "/api/memory", "memsvc.v1.MemoryService.ListMemories"),
     ("POST", "/api/memory", "memsvc.v1.MemoryService.CreateMemory"),
+    ("POST", "/api/memory/batch", "memsvc.v1.MemoryService.CreateMemories"),
     ("DELETE", "/api/memory", "memsvc.v1.MemoryService.ClearMemories"),
     ("GET", "/api/memory/{id}", "memsvc.v1.MemoryService.GetMemory"),
     ("PUT", "/api/memory/{id}", "memsvc.v1.MemoryService.UpdateMemory"),
@@ -283,6 +284,7 @@ IMPLEMENTED: dict[str, Callable[[int, Any], None]] = {
     "memsvc.v1.SettingsService.UpdateMemorySettings": _expect_bad_request_naming("settings"),
     "memsvc.v1.MemoryService.ListMemories": _expect_list,
     "memsvc.v1.MemoryService.CreateMemory": _expect_create_empty,
+    "memsvc.v1.MemoryService.CreateMemories": _expect_bad_request_naming("memories"),
     "memsvc.v1.MemoryService.ClearMemories": _expect_clear_without_owner,
     "memsvc.v1.MemoryService.GetMemory": _expect_memory_not_found,
     "memsvc.v1.MemoryService.UpdateMemory": _expect_update_empty,
