@@ -176,9 +176,19 @@ class ServerProc:
         self.proc = subprocess.Popen([PY, "-m", "memsvc", "serve"], env=env, stdout=log, stderr=log,
                                      stdin=subprocess.DEVNULL, cwd=str(ROOT))
         wait_serving(self.port, timeout_s, self.proc)
+        wait_listening(self.port, self.expected_processes(), timeout_s, self.proc)
         if self.gateway:
             wait_http(self.rest_port, timeout_s)
         return self
+
+    def expected_processes(self) -> int:
+        """How many processes should serve the port: the asked count, else the server's
+        default (the usable cores) when it knows the option, else one."""
+        if self.processes is not None:
+            return self.processes
+        if "MEMSVC_PROCESSES" in self.extra_env:
+            return int(self.extra_env["MEMSVC_PROCESSES"])
+        return len(os.sched_getaffinity(0)) if processes_option() else 1
 
     @property
     def pid(self) -> int:
@@ -226,6 +236,17 @@ def wait_serving(port: int, timeout_s: float, proc: subprocess.Popen | None = No
             return time.perf_counter() - started
         time.sleep(poll_s)
     raise TimeoutError(f"no SERVING health answer on port {port} within {timeout_s} s")
+
+
+def wait_listening(port: int, processes: int, timeout_s: float, proc: subprocess.Popen | None = None) -> int:
+    """Until `processes` sockets listen on the port (the first worker answers health checks
+    before the others have bound it) or the timeout passes; how many listen then."""
+    deadline = time.perf_counter() + timeout_s
+    while (found := listening_sockets(port)) < processes and time.perf_counter() < deadline:
+        if proc is not None and proc.poll() is not None:
+            raise RuntimeError(f"the server exited with {proc.returncode} before serving")
+        time.sleep(0.05)
+    return found
 
 
 def wait_http(port: int, timeout_s: float) -> None:

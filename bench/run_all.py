@@ -6,9 +6,12 @@ The first run also builds what later runs reuse from bench/.cache/: the static m
 (distilled once from the shipped MiniLM, about 3 minutes here), the 1M-row hot-path
 database (about 8–9 minutes) and the 100k-vector KNN databases (about 1 minute). With those
 cached, the whole run takes under 10 minutes on the 2-core machine. Each script can also be
-run alone (bench/hot_path.py, knn_bench.py, writes_bench.py, reindex_bench.py,
-startup_bench.py, quality_bench.py, extraction_bench.py, realtalk_bench.py — the last reads
-the REALTALK conversations from ../shared/data/realtalk/, or REALTALK_DIR).
+run alone (bench/hot_path.py, profile_retrieve.py, knn_bench.py, writes_bench.py,
+reindex_bench.py, startup_bench.py, quality_bench.py, extraction_bench.py, realtalk_bench.py
+— the last reads the REALTALK conversations from ../shared/data/realtalk/, or REALTALK_DIR).
+The quality benches run in the same run as the speed ones, so a speed change that costs
+retrieval quality shows in the same summary. BENCH_RESULTS=DIR writes a trial run's results
+there instead of bench/results/.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import (  # noqa: E402
-    extraction_bench, hot_path, knn_bench, quality_bench, realtalk_bench, reindex_bench, startup_bench, writes_bench,
+    extraction_bench, hot_path, knn_bench, profile_retrieve, quality_bench, realtalk_bench, reindex_bench, startup_bench,
+    writes_bench,
 )
 from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
 from bench.dataset import ensure_all  # noqa: E402
@@ -32,12 +36,21 @@ STEPS = [
     ("startup", "Start and footprint", startup_bench),
     ("knn", "Vector search floor (KNN)", knn_bench),
     ("hot_path", "Hot path", hot_path),
+    ("profile_retrieve", "Where a Retrieve's time goes", profile_retrieve),
     ("writes", "Writes", writes_bench),
     ("reindex", "Reindex throughput", reindex_bench),
     ("quality", "Retrieval quality", quality_bench),
     ("extraction", "Extraction quality", extraction_bench),
     ("realtalk", "Conversational retrieval (REALTALK)", realtalk_bench),
 ]
+
+# --quick: small sizes for the steps that take them, to check that a run goes through end to
+# end (its figures are not the results: pair it with BENCH_RESULTS).
+QUICK = {
+    "hot_path": {"calls": 20, "big_calls": 5, "rounds": 1, "per_client": 3, "sizes": (10_000,)},
+    "profile_retrieve": {"calls": 30, "seconds": 4},
+    "writes": {"creates": 400, "rounds": 1, "batches": 4},
+}
 
 
 def _targets(out: dict) -> list[Target]:
@@ -47,6 +60,7 @@ def _targets(out: dict) -> list[Target]:
 def main() -> int:
     parser = argparse.ArgumentParser(description="run every benchmark")
     parser.add_argument("--only", default="", help="comma-separated subset: " + ",".join(s for s, _, _ in STEPS))
+    parser.add_argument("--quick", action="store_true", help="small sizes for " + ", ".join(QUICK))
     args = parser.parse_args()
     only = {s for s in args.only.split(",") if s}
     started = time.perf_counter()
@@ -60,7 +74,7 @@ def main() -> int:
         print(f"\n=== {title} ===", flush=True)
         t1 = time.perf_counter()
         try:
-            out = module.run()
+            out = module.run(**(QUICK.get(name, {}) if args.quick else {}))
             if "_targets" in out:  # knn_bench returns its table and targets itself
                 table, found = out.pop("table"), out.pop("_targets")
             else:

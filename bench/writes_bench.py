@@ -1,7 +1,9 @@
 """Writes over gRPC against a server with static embeddings: CreateMemory with 8 concurrent
-clients (FTS + embedding + vector insert included, checked by counting vectors), Extract
-with `wait` (facts stored before the answer), AppendRecentMessages. The single-client rate
-of each is the baseline beside the concurrent one.
+clients (FTS + embedding + vector insert included, checked by counting vectors), the batch
+RPC CreateMemories (one client, 500 memories a call), Extract with `wait` (facts stored
+before the answer), AppendRecentMessages. The single-client rate of each is the baseline
+beside the concurrent one; CreateMemory one at a time is the batch's baseline. The server
+runs with its default process count (MEMSVC_PROCESSES unset), recorded.
 """
 
 from __future__ import annotations
@@ -15,21 +17,22 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, ServerProc, Stubs, Target, agg, enable_static, fmt, md_table, write_results  # noqa: E402
+from bench.common import (  # noqa: E402
+    CACHE, QUIET_PORTS, ServerProc, Stubs, Target, agg, aio_channel, enable_static, fmt, md_table, server_shape,
+    write_results,
+)
 from bench.facts import owner_facts  # noqa: E402
 
 
 def _rate(port: int, method: tuple[str, str], reqs: list, clients: int, rounds: int) -> dict:
     """`clients` concurrent callers share `reqs` (each round takes its own slice)."""
-    import grpc
-
     from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc
 
     service, name = method
     per_round = len(reqs) // rounds
 
     async def one(part: list) -> float:
-        channels = [grpc.aio.insecure_channel(f"127.0.0.1:{port}") for _ in range(clients)]
+        channels = [aio_channel(port) for _ in range(clients)]
         for ch in channels:
             await ch.channel_ready()
         stub_cls = memory_pb2_grpc.MemoryServiceStub if service == "memory" else engine_pb2_grpc.EngineServiceStub
@@ -50,22 +53,77 @@ def _rate(port: int, method: tuple[str, str], reqs: list, clients: int, rounds: 
     return {"per_s": agg(rates), "clients": clients, "calls_per_round": per_round}
 
 
-def run(creates: int = 3000, rounds: int = 3, clients: int = 8) -> dict:
-    from memsvc.v1 import engine_pb2, memory_pb2
+def batch_rate(stubs: Stubs, reqs: list, rounds: int) -> dict:
+    """One client sending CreateMemories calls back to back; memories stored per second
+    (each round its own slice of the calls), and what the results said."""
+    per_round = len(reqs) // rounds
+    rates, stored, failed = [], 0, 0
+    for r in range(rounds):
+        part = reqs[r * per_round:(r + 1) * per_round]
+        t0 = time.perf_counter()
+        answers = [stubs.memory.CreateMemories(req) for req in part]
+        elapsed = time.perf_counter() - t0
+        stored += sum(a.stored_count for a in answers)
+        failed += sum(a.failed_count for a in answers)
+        rates.append(sum(len(req.memories) for req in part) / elapsed)
+    return {"per_s": agg(rates), "clients": 1, "calls_per_round": per_round,
+            "memories_per_call": len(reqs[0].memories), "stored": stored, "failed": failed}
 
-    folder = CACHE / "writes"
-    shutil.rmtree(folder, ignore_errors=True)
-    out: dict = {}
-    with ServerProc(folder / "data") as server:
-        stubs = Stubs(server.port)
-        enable_static(stubs)
-        # Load the static model (lazily loaded; the first writes would otherwise be deferred).
-        deadline = time.monotonic() + 120
+
+def batch_requests(count: int, size: int) -> list | None:
+    """CreateMemories calls of `size` new memories each (50 owners), None when this memsvc
+    has no batch RPC."""
+    from memsvc.v1 import memory_pb2
+
+    if "CreateMemories" not in memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].methods_by_name:
+        return None
+    facts = owner_facts("batcher", count, seed=11)
+    items = [memory_pb2.CreateMemoryRequest(api_key_id=f"batcher-{i % 50}", key=f.key, content=f.content, type=f.type)
+             for i, f in enumerate(facts)]
+    return [memory_pb2.CreateMemoriesRequest(memories=items[i:i + size]) for i in range(0, len(items) - size + 1, size)]
+
+
+def _batch_or_skip(stubs: Stubs, batch: list | None, rounds: int) -> dict:
+    import grpc
+
+    if batch is None:
+        return {"skipped": "this memsvc has no CreateMemories RPC"}
+    try:
+        return batch_rate(stubs, batch, rounds)
+    except grpc.RpcError as exc:
+        if exc.code() != grpc.StatusCode.UNIMPLEMENTED:
+            raise
+        return {"skipped": "the server does not implement CreateMemories yet"}
+
+
+def _warm_static(port: int, connections: int = 8, timeout_s: float = 120.0) -> None:
+    """Load the static model in every server process (lazily loaded; the first writes would
+    otherwise be deferred): a semantic Retrieve answered by vectors, over several
+    connections (the kernel spreads connections over the processes)."""
+    from memsvc.v1 import engine_pb2
+
+    for _ in range(connections):
+        stubs = Stubs(port)
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             r = stubs.engine.Retrieve(engine_pb2.RetrieveRequest(api_key_id="warm", query="warm up", strategy="semantic"))
             if r.resolution.strategy_used == "vector":
                 break
             time.sleep(0.05)
+        stubs.close()
+
+
+def run(creates: int = 3000, rounds: int = 3, clients: int = 8, batches: int = 30, batch_size: int = 500) -> dict:
+    from memsvc.v1 import engine_pb2, memory_pb2
+
+    folder = CACHE / "writes"
+    shutil.rmtree(folder, ignore_errors=True)
+    out: dict = {}
+    with ServerProc(folder / "data", extra_env=QUIET_PORTS) as server:
+        stubs = Stubs(server.port)
+        enable_static(stubs)
+        _warm_static(server.port)
+        out["server"] = server_shape(server)  # after the warm-up: every worker has bound the port by then
         facts = owner_facts("writer", creates * 2, seed=9)
         reqs = [memory_pb2.CreateMemoryRequest(api_key_id=f"writer-{i % 50}", key=f.key, content=f.content, type=f.type)
                 for i, f in enumerate(facts)]
@@ -77,6 +135,11 @@ def run(creates: int = 3000, rounds: int = 3, clients: int = 8) -> dict:
         out["vectors_after_creates"] = {"rows": status.vector_store.row_count,
                                         "needs_reindex": status.vector_store.needs_reindex,
                                         "memories_created": single_n + creates}
+        batch = batch_requests(batches * batch_size, batch_size)
+        out["create_batch"] = _batch_or_skip(stubs, batch, rounds)
+        if "skipped" not in out["create_batch"]:
+            after = stubs.engine.GetEngineStatus(engine_pb2.GetEngineStatusRequest()).vector_store
+            out["vectors_after_batches"] = {"rows": after.row_count, "needs_reindex": after.needs_reindex}
         texts = [f"I prefer {f.item} for project {i}. I usually review code in the morning {i}. I'll use Rust for tool {i}."
                  for i, f in enumerate(facts[:1200])]
         ex = [engine_pb2.ExtractRequest(api_key_id=f"extractor-{i % 20}", user_message=t, wait=True)
@@ -103,19 +166,43 @@ def report(out: dict) -> tuple[str, list[Target]]:
         ["AppendRecentMessages (2 messages per call)", fmt(out["append_1_client"]["per_s"], 0),
          fmt(out["append_8_clients"]["per_s"], 0), "calls/s"],
     ]
+    b = out.get("create_batch", {"skipped": "not measured"})
+    if "skipped" in b:
+        rows.insert(1, ["CreateMemories (batch RPC)", "—", f"skipped: {b['skipped']}", "memories/s"])
+    else:
+        rows.insert(1, [f"CreateMemories, {b['memories_per_call']} a call, 1 client (baseline: CreateMemory one at a "
+                        "time, 1 client, row above)", fmt(b["per_s"], 0), "—", "memories/s"])
     table = md_table(["write", "1 client (baseline)", "8 clients", "unit"], rows)
     v = out["vectors_after_creates"]
-    table += (f"\n\nAfter the creates: {v['rows']:,} vectors stored, {v['needs_reindex']} memories waiting for one "
-              f"({v['memories_created']:,} created, plus 1 warm-up owner). Medians of 3 rounds (min–max).")
-    targets = [Target("CreateMemory, 8 clients", out["create_8_clients"]["per_s"]["median"], ">=", 2000, "/s")]
+    shape = out.get("server", {})
+    table += (f"\n\nServer: {shape.get('serving_processes', '?')} process(es), MEMSVC_PROCESSES "
+              f"{shape.get('MEMSVC_PROCESSES', '?')}, {shape.get('cores', '?')} cores. "
+              f"After the creates: {v['rows']:,} vectors stored, {v['needs_reindex']} memories waiting for one "
+              f"({v['memories_created']:,} created, plus 1 warm-up owner).")
+    if "skipped" not in b:
+        va = out["vectors_after_batches"]
+        table += (f" Batches: {b['stored']:,} stored, {b['failed']} failed; then {va['rows']:,} vectors, "
+                  f"{va['needs_reindex']} waiting.")
+    table += f" Medians of {out['create_1_client']['per_s']['rounds']} rounds (min–max)."
+    targets = [Target("CreateMemory, 8 clients", out["create_8_clients"]["per_s"]["median"], ">=", 2000, "/s",
+                      f"1 client: {out['create_1_client']['per_s']['median']:.0f}/s")]
+    if "skipped" not in b:
+        targets.append(Target(f"CreateMemories batch ({b['memories_per_call']} a call), 1 client", b["per_s"]["median"],
+                              ">=", 10_000, " memories/s",
+                              f"CreateMemory one at a time: {out['create_1_client']['per_s']['median']:.0f}/s"))
+    else:
+        targets.append(Target("CreateMemories batch, 1 client", float("nan"), ">=", 10_000, " memories/s", b["skipped"]))
     return table, targets
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--creates", type=int, default=3000)
+    parser.add_argument("--creates", type=int, default=3000, help="CreateMemory calls of the 8 clients (1 client: a fifth)")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--batches", type=int, default=30, help="CreateMemories calls, over all rounds")
+    parser.add_argument("--batch-size", type=int, default=500)
     args = parser.parse_args()
-    out = run(args.creates)
+    out = run(args.creates, rounds=args.rounds, batches=args.batches, batch_size=args.batch_size)
     table, targets = report(out)
     out["targets"] = [t.as_dict() for t in targets]
     write_results("writes", out, table, "Writes")
