@@ -230,7 +230,7 @@ def single_process(owner: str, qs: list[str], clients: int, per_client: int, rou
             stubs.close()
 
 
-def run(calls: int = 100, big_calls: int = 30, rounds: int = 3, clients: int = 16, per_client: int = 10,
+def run(calls: int = 100, big_calls: int = 30, rounds: int = 3, clients: int = 16, per_client: int = 25,
         sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> dict:
     from memsvc.v1 import engine_pb2 as pb
 
@@ -375,7 +375,7 @@ def main() -> int:
     parser.add_argument("--big-calls", type=int, default=30, help="calls per round for the 100k owner")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--clients", type=int, default=16)
-    parser.add_argument("--per-client", type=int, default=10, help="calls per client and round (health: 5×)")
+    parser.add_argument("--per-client", type=int, default=25, help="calls per client and round (health: 5×)")
     parser.add_argument("--sizes", default="1000,10000,100000", help="owners measured, by their facts (10000 always)")
     args = parser.parse_args()
     out = run(calls=args.calls, big_calls=args.big_calls, rounds=args.rounds, clients=args.clients,
