@@ -169,7 +169,7 @@ function transferSection(canRead, canWrite) {
     h("h3", {}, "Export, import, compress"),
     h("div", { class: "row" },
       canRead ? h("button", { type: "button", onclick: exportAll }, "Export owner as JSON") : null,
-      canWrite ? field("Import a JSON export", file, "restored one memory at a time into the owner named in the file") : null),
+      canWrite ? field("Import a JSON export", file, "restored into the owner named in the file, up to 1000 memories per call") : null),
     canWrite ? h("div", { class: "row" }, field("Compress memories older than (days)", days),
       h("button", { type: "button", onclick: compressOld }, "Compress old…")) : null,
     h("div", { dataset: { el: "transfer-status" } }));
@@ -193,8 +193,19 @@ async function exportAll() {
   showNote(status, `Exported ${memories.length} memories of ${who}.`);
 }
 
-// There is no batch write route: each memory is restored with one CreateMemory call, in the
-// order of the file, stopping at the first refusal (which is shown).
+// Each call of POST /api/memory/batch restores up to this many memories: the server's limit
+// per CreateMemories call (memsvc.core.memories.MAX_BATCH_ITEMS).
+const IMPORT_BATCH = 1000;
+
+function restoredBody(doc, m) {
+  const body = { apiKeyId: doc.apiKeyId };
+  for (const k of RESTORED) if (m[k] !== undefined && m[k] !== null && m[k] !== "") body[k] = m[k];
+  return body;
+}
+
+// The memories are restored in the order of the file, IMPORT_BATCH per call (each call one
+// transaction on the server). A memory the server refuses is reported and the others are
+// still restored; a call refused whole (no permission, say) stops the import there.
 async function importFile(file) {
   const status = el("transfer-status");
   let doc;
@@ -208,19 +219,25 @@ async function importFile(file) {
     showNote(status, "That file is not a memsvc memories export (it needs apiKeyId and memories).", "error");
     return;
   }
+  const total = doc.memories.length;
   let restored = 0;
+  const refused = [];
   const done = await attempt(status, async () => {
-    for (const m of doc.memories) {
-      const body = { apiKeyId: doc.apiKeyId };
-      for (const k of RESTORED) if (m[k] !== undefined && m[k] !== null && m[k] !== "") body[k] = m[k];
-      await api("POST", "/api/memory", { body });
-      restored += 1;
-      showNote(status, `Importing… ${restored} of ${doc.memories.length}`);
+    for (let start = 0; start < total; start += IMPORT_BATCH) {
+      const memories = doc.memories.slice(start, start + IMPORT_BATCH).map((m) => restoredBody(doc, m));
+      const answer = await api("POST", "/api/memory/batch", { body: { memories } });
+      answer.results.forEach((r, i) => { if (!r.success) refused.push({ index: start + i, error: r.error }); });
+      restored += answer.storedCount;
+      showNote(status, `Importing… ${start + memories.length} of ${total}`);
     }
     return true;
   });
-  if (done) showNote(status, `Imported ${restored} memories into ${doc.apiKeyId}.`);
-  else status.append(h("p", { class: "note" }, `${restored} of ${doc.memories.length} were imported before the refusal.`));
+  if (done && !refused.length) showNote(status, `Imported ${restored} memories into ${doc.apiKeyId}.`);
+  else if (done) {
+    showNote(status, `Imported ${restored} of ${total} memories into ${doc.apiKeyId}; ${refused.length} refused.`, "error");
+    status.append(h("ul", {}, ...refused.slice(0, 20).map((r) =>
+      h("li", {}, `memory ${r.index + 1}: ${r.error?.message || "refused"}`))));
+  } else status.append(h("p", { class: "note" }, `${restored} of ${total} were imported before the refusal.`));
   load();
 }
 

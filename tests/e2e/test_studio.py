@@ -19,7 +19,9 @@ from typing import Any, Iterator
 
 import pytest
 
+import memsvc.studio
 from conftest import Rest, make_config, start_gateway, start_server
+from memsvc.core.memories import MAX_BATCH_ITEMS
 from tests.support.chat_history import message as msg
 from tests.support.vectors import model_server, remote_settings
 
@@ -290,6 +292,36 @@ def test_memories_export_import_round_trip_and_compress_old(studio, open_page, t
     [summary] = studio.memories(owner)
     assert summary["key"].startswith("summary_") and "green tea" in summary["content"]
     assert_clean(console)
+
+
+def test_import_restores_in_batches_and_reports_a_refused_memory_while_keeping_the_others(studio, open_page, tmp_path):
+    owner = "studio-bulk"
+    memories = [{"content": f"imported fact {i}", "type": "factual"} for i in range(MAX_BATCH_ITEMS + 203)]
+    memories[1100] = {"content": "a fact of an unknown kind", "type": "gossip"}
+    exported = tmp_path / "bulk.json"
+    exported.write_text(json.dumps({"format": "memsvc.memories.v1", "apiKeyId": owner, "memories": memories}))
+    page, console = open_page()
+    posts: list[str] = []
+    page.on("request", lambda r: posts.append(urllib.parse.urlsplit(r.url).path) if r.method == "POST" else None)
+    sign_in(page, studio.url, ADMIN)
+    panel = tab(page, "Memories")
+    panel.get_by_label("Owner (apiKeyId)").fill(owner)
+
+    panel.get_by_label("Import a JSON export").set_input_files(str(exported))
+
+    expect(panel.get_by_role("status")).to_have_text(
+        f"Imported {len(memories) - 1} of {len(memories)} memories into {owner}; 1 refused.")
+    expect(panel.locator("[data-el=transfer-status] li")).to_have_text(
+        "memory 1101: type: must be one of factual, episodic, procedural, semantic")
+    assert posts.count("/api/memory/batch") == 2 and "/api/memory" not in posts  # 1000 per call, in order
+    stored = studio.ok("GET", f"/api/memory?apiKeyId={owner}&limit=1")
+    assert stored["total"] == len(memories) - 1
+    assert_clean(console)
+
+
+def test_the_studio_import_chunk_is_the_servers_batch_limit():
+    source = (Path(memsvc.studio.__file__).parent / "memories.js").read_text(encoding="utf-8")
+    assert f"const IMPORT_BATCH = {MAX_BATCH_ITEMS};" in source
 
 
 # ---- Playground ------------------------------------------------------------------------------
