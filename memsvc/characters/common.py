@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 from memsvc.characters.fsutil import clean_temp_files, exists_no_follow, is_real_dir, is_real_file, writable_dir
+from memsvc.characters.process_lock import ProcessLock, lock_path
 from memsvc.core.errors import ConflictError
 
 STORAGE_READ_ONLY = "STORAGE_READ_ONLY"
@@ -105,17 +106,22 @@ class Hooks:
 
 class CharacterLocks:
     """One re-entrant lock per character name: reads, saves, flushes and renames of a
-    character take it, so they see and leave the file and its pending batch whole."""
+    character take it, so they see and leave the file and its pending batch whole. With a
+    `lock_dir` the lock also excludes the other processes sharing the data dir (a
+    ProcessLock: the flushers of two server processes never write one character's file at
+    once); without one it is this process's alone."""
 
-    def __init__(self) -> None:
+    def __init__(self, lock_dir: Path | None = None) -> None:
         self._guard = threading.Lock()
-        self._locks: dict[str, threading.RLock] = {}
+        self._lock_dir = lock_dir
+        self._locks: dict[str, threading.RLock | ProcessLock] = {}
 
-    def get(self, name: str) -> threading.RLock:
+    def get(self, name: str) -> threading.RLock | ProcessLock:
         with self._guard:
             lock = self._locks.get(name)
             if lock is None:
-                lock = self._locks[name] = threading.RLock()
+                lock = self._locks[name] = (threading.RLock() if self._lock_dir is None
+                                            else ProcessLock(lock_path(self._lock_dir, "characters", name)))
             return lock
 
     @contextmanager

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from memsvc.characters.fsutil import atomic_write_bytes, atomic_write_text, unlink_file
+from memsvc.characters.process_lock import ProcessLock
 from memsvc.core.errors import UnavailableError
 
 CHARACTERS_KEY = "猫娘"
@@ -24,11 +25,12 @@ HISTORY_LIMIT = 20
 
 
 class Registry:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, lock: ProcessLock | None = None):
         self.path = path
         # Re-entrant: a rename holds it for the whole transaction and calls helpers that
-        # take it too.
-        self.lock = threading.RLock()
+        # take it too. A ProcessLock also keeps the other server processes sharing the data
+        # dir out (two appends registering two new characters at once must keep both).
+        self.lock = lock or threading.RLock()
 
     def raw(self) -> bytes | None:
         """The file's exact bytes (None when absent): a rename's backup."""

@@ -16,6 +16,7 @@ from memsvc.characters.legacy import Legacy
 from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
 from memsvc.characters.names import validate_new_name, validate_old_name
+from memsvc.characters.process_lock import ProcessLock
 from memsvc.characters.recent import RecentFiles
 from memsvc.characters.reflections import Reflections
 from memsvc.characters.registry import Registry
@@ -33,6 +34,7 @@ from memsvc.storage.reflection_store import ReflectionStore
 log = logging.getLogger("memsvc.characters")
 
 PARTIAL_RENAME = "PARTIAL_RENAME"
+LOCK_DIR = "locks"  # under the data dir: the lock files of the character files
 RENAME_TARGET_EXISTS = "RENAME_TARGET_EXISTS"
 
 
@@ -78,11 +80,14 @@ class Characters:
         self.clock: Callable[[], datetime] = utcnow
         self.hooks = Hooks()
         self.roots = Roots(config.runtime_memory_dir, config.project_memory_dir)
-        self.registry = Registry(config.config_dir / "characters.json")
-        self.toggles = CoreConfig(config.config_dir / "core_config.json")
+        # Every file read-modify-write below also excludes the other server processes on
+        # this data dir (see memsvc.characters.process_lock).
+        locks = config.data_dir / LOCK_DIR
+        self.registry = Registry(config.config_dir / "characters.json", ProcessLock(locks / "registry.lock"))
+        self.toggles = CoreConfig(config.config_dir / "core_config.json", ProcessLock(locks / "core_config.lock"))
         self.store = CharacterStore(database)
         self.guard = StorageGuard(config.storage_mode)
-        self.locks = CharacterLocks()
+        self.locks = CharacterLocks(locks)
         self.recent = RecentFiles(self.roots, self.store, self.registry, self.locks, self.guard, self.hooks)
         self.reflections = Reflections(ReflectionStore(database), memories, self.toggles, lambda: self.clock(),
                                        self.hooks)

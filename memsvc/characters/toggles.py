@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from memsvc.characters.fsutil import atomic_write_text
+from memsvc.characters.process_lock import ProcessLock
 from memsvc.core.errors import UnavailableError, ValidationError
 
 REVIEW_KEY = "recent_memory_auto_review"
@@ -27,9 +28,10 @@ def strict_bool(value: Any) -> bool:
 
 
 class CoreConfig:
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, lock: ProcessLock | None = None):
         self.path = path
-        self.lock = threading.Lock()
+        # A ProcessLock also keeps the other server processes out of the read-modify-write.
+        self.lock = lock or threading.Lock()
 
     def _read(self) -> dict[str, Any]:
         try:

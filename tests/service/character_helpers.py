@@ -12,6 +12,7 @@ from typing import Any, Iterator
 import pytest
 
 from conftest import ServerHandle, make_config, start_server
+from memsvc.characters.service import LOCK_DIR
 from memsvc.v1 import memory_pb2 as pb
 from tests.support.chat_history import message  # noqa: F401 - the tests import it from here
 from tests.support.rpc_errors import error, error_info, violated_fields  # noqa: F401 - the tests import them from here
@@ -68,13 +69,14 @@ def items(*pairs: tuple[str, str | None], **extra: Any) -> list[pb.ChatItem]:
 
 def snapshot_files(root: Path, skip_db: bool = True) -> dict[str, bytes | str]:
     """Every entry under `root` (relative path → bytes, or "<dir>"/"-> target"), the SQLite
-    files left out: what a rolled-back operation must leave byte for byte as it was."""
+    files and the lock files (`<data-dir>/locks`, empty files the first lock of a character
+    creates) left out: what a rolled-back operation must leave byte for byte as it was."""
     out: dict[str, bytes | str] = {}
     for dirpath, dirnames, filenames in os.walk(root):
         for name in dirnames + filenames:
             path = Path(dirpath) / name
             rel = str(path.relative_to(root))
-            if skip_db and name.startswith("memsvc.db"):
+            if skip_db and (name.startswith("memsvc.db") or Path(rel).parts[0] == LOCK_DIR):
                 continue
             if path.is_symlink():
                 out[rel] = f"-> {os.readlink(path)}"

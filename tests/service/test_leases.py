@@ -5,6 +5,8 @@
   Reindex is refused (ABORTED REINDEX_RUNNING) or, with attach, follows A's job.
 - A killed with SIGKILL mid-reindex: its lease expires (MEMSVC_LEASE_TTL_S is short here),
   B's attached stream ends `failed`, and B's own Reindex is then accepted and completes.
+- A and B appending to one character in turn, each flushing at once: every acknowledged
+  message is in the file, once, in order.
 
 The reindex is held open by the embedding stand-in: a loopback MiniLM server that answers
 the first call and holds every later one until the test releases it, so "mid-reindex" is a
@@ -13,6 +15,7 @@ state the test reaches, not a moment it guesses.
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from pathlib import Path
@@ -24,6 +27,7 @@ import pytest
 from memsvc.storage.database import Database
 from memsvc.storage.leases import SqliteLeaseStore
 from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from conftest import Stubs
 from support.serve_process import ServeProcess
@@ -106,18 +110,24 @@ def _lease_expiry(data_dir: Path) -> float:
         db.close()
 
 
-def test_a_reindex_through_one_process_is_single_flight_in_the_other_and_survives_its_holder_killed(
-        workers, gated, tmp_path):
-    a = workers(MEMSVC_EMBEDDING_TIMEOUT_S="300")  # the held call must not time out in A
+def _reindex_held_in_a(workers, gated: GatedModels):
+    """A (whose held embedding call must not time out) and B on one data dir, ROWS memories
+    pending, and a Reindex through A held after its first batch: (a, b, A's stream)."""
+    a = workers(MEMSVC_EMBEDDING_TIMEOUT_S="300")
     set_memory(a.stubs, enabled=True)  # no source yet: the rows wait for a reindex
     for i in range(ROWS):
         create(a.stubs, "key-lease", f"memory number {i} about topic {i % 13}")
     set_memory(a.stubs, **remote_settings(gated))
     b = workers()
-
     running = a.stubs.engine.Reindex(epb.ReindexRequest(), timeout=120)
     assert next(running).pending == ROWS
     wait_for(lambda: gated.embed_calls == 2, 60, what="A's job held in its second embedding call")
+    return a, b, running
+
+
+def test_a_reindex_through_one_process_is_single_flight_in_the_other_and_survives_its_holder_killed(
+        workers, gated, tmp_path):
+    a, b, running = _reindex_held_in_a(workers, gated)
 
     seen = wait_for(lambda: (s := status(b.stubs).reindex).progress.processed == 128 and s, 30,
                     what="A's first batch in B's engine status")
@@ -156,3 +166,45 @@ def test_a_reindex_through_one_process_is_single_flight_in_the_other_and_survive
     done = status(b.stubs)
     assert not done.reindex.running and done.reindex.progress.state == "done"
     assert done.vector_store.row_count == ROWS and done.vector_store.needs_reindex == 0
+
+
+# ---- appended messages: one flusher per character at a time --------------------------------
+
+CHARACTER = "Lan"
+APPENDS = 120
+
+
+def _append(worker: Worker, text: str) -> None:
+    worker.stubs.memory.AppendRecentMessages(mpb.AppendRecentMessagesRequest(
+        character=CHARACTER, messages=[mpb.ChatItem(role="human", text=text)]), timeout=30)
+
+
+def _history(data_dir: Path) -> list[str]:
+    text = (data_dir / "memory" / CHARACTER / "recent.json").read_text(encoding="utf-8")
+    return [m["data"]["content"] for m in json.loads(text)]
+
+
+def _pending_rows(data_dir: Path) -> int:
+    db = Database(data_dir / "memsvc.db")
+    try:
+        with db.read() as conn:
+            return int(conn.execute("SELECT count(*) FROM recent_pending").fetchone()[0])
+    finally:
+        db.close()
+
+
+def test_two_processes_appending_to_one_character_alternately_keep_every_message_in_order(workers, tmp_path):
+    """Each append triggers a flush at once in the process that took it, so both processes'
+    flushers write the one file all the time: every acknowledged message must end up in it,
+    exactly once, in the order the appends were acknowledged."""
+    flush_at_once = {"MEMSVC_RECENT_FLUSH_MESSAGES": "1", "MEMSVC_RECENT_FLUSH_S": "0.01"}
+    a, b = workers(**flush_at_once), workers(**flush_at_once)
+    sent = [f"message {i} through {'AB'[i % 2]}" for i in range(APPENDS)]
+    for i, text in enumerate(sent):
+        _append((a, b)[i % 2], text)
+    shown = a.stubs.memory.GetRecentFile(mpb.GetRecentFileRequest(filename=f"recent_{CHARACTER}.json"))
+    assert [m["data"]["content"] for m in json.loads(shown.content)] == sent
+    a.stop()  # a stop flushes what its process still has pending
+    b.stop()
+    assert _history(tmp_path / "data") == sent
+    assert _pending_rows(tmp_path / "data") == 0
