@@ -173,8 +173,9 @@ class ServerProc:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.started_at = time.perf_counter()
+        # Its own process group: workers and Envoy that outlive a killed parent are ended too.
         self.proc = subprocess.Popen([PY, "-m", "memsvc", "serve"], env=env, stdout=log, stderr=log,
-                                     stdin=subprocess.DEVNULL, cwd=str(ROOT))
+                                     stdin=subprocess.DEVNULL, cwd=str(ROOT), start_new_session=True)
         wait_serving(self.port, timeout_s, self.proc)
         wait_listening(self.port, self.expected_processes(), timeout_s, self.proc)
         if self.gateway:
@@ -196,14 +197,19 @@ class ServerProc:
         return self.proc.pid
 
     def stop(self) -> None:
-        if self.proc is None or self.proc.poll() is not None:
+        if self.proc is None:
             return
-        self.proc.send_signal(signal.SIGTERM)
-        try:
-            self.proc.wait(30)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            self.proc.wait(10)
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+        try:  # whatever of the group is left once the server has gone (nothing, normally)
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
 
     def __enter__(self) -> "ServerProc":
         return self.start()

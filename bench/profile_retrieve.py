@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import linecache
 import pstats
 import shutil
 import subprocess
@@ -154,6 +155,20 @@ def parse_raw(text: str) -> list[tuple[list[str], int]]:
     return stacks
 
 
+#: Source text of a call that blocks: a thread sampled there is waiting (a worker for work,
+#: the event loop in epoll), which py-spy's --nonblocking sampling cannot always tell.
+WAITS = ("get(block=True)", ".poll(", ".wait(", ".acquire(", ".select(", "sleep(")
+
+
+def is_wait(frame: str) -> bool:
+    """Whether the sampled line of `func (path:line)` is a blocking wait (read from the source)."""
+    path, _, line = frame.rpartition(" (")[2].rstrip(")").rpartition(":")
+    if not line.isdigit():
+        return False
+    text = linecache.getline(path, int(line))
+    return any(w in text for w in WAITS)
+
+
 def _frame_file(frame: str) -> str:
     """`func (/full/path:line)` → the path from its package on."""
     inside = frame.rpartition(" (")[2].rstrip(")")
@@ -167,17 +182,22 @@ def _frame_function(frame: str) -> str:
 
 def summarize_stacks(stacks: list[tuple[list[str], int]], ms_per_sample: float, calls: int, top: int) -> dict:
     """Own time by the leaf frame's function and category, cumulative time by every function
-    on the stack (once per sample), in ms per Retrieve."""
+    on the stack (once per sample), in ms per Retrieve; samples of a thread waiting (see
+    WAITS) are counted apart, not as time spent."""
     own: Counter[str] = Counter()
     cum: Counter[str] = Counter()
     cats: Counter[str] = Counter()
+    waits: Counter[str] = Counter()
     for frames, count in stacks:
+        if is_wait(frames[-1]):
+            waits[_frame_function(frames[-1])] += count
+            continue
         own[_frame_function(frames[-1])] += count
         cats[categorize(_frame_file(frames[-1]))] += count
         for fn in {_frame_function(f) for f in frames}:
             cum[fn] += count
     scale = ms_per_sample / max(calls, 1)
-    return {"samples": sum(c for _, c in stacks),
+    return {"samples": sum(c for _, c in stacks), "wait_samples": dict(waits.most_common()),
             "categories_ms_per_call": {k: v * scale for k, v in cats.most_common()},
             "top_own": [{"function": k, "samples": v, "own_ms_per_call": v * scale} for k, v in own.most_common(top)],
             "top_cumulative": [{"function": k, "samples": v, "cum_ms_per_call": v * scale}
@@ -254,8 +274,9 @@ def text_report(out: dict) -> str:
         return "\n".join(lines + [f"B. Server under load, py-spy: skipped: {b['skipped']}", ""])
     lines += [f"B. The server ({b['server']['serving_processes']} process) under one client's back-to-back Retrieves, "
               f"py-spy {b['rate_hz']} Hz for {b['seconds']:.0f} s, not pausing it: {b['calls']} calls, client p50 "
-              f"{b['client_p50_ms']:.2f} ms, p99 {b['client_p99_ms']:.2f} ms, {b['samples']} samples of busy threads. "
-              "CPU ms per call:",
+              f"{b['client_p50_ms']:.2f} ms, p99 {b['client_p99_ms']:.2f} ms, {b['samples']} samples, of which "
+              f"{sum(b['wait_samples'].values())} of threads waiting (left out: "
+              + ", ".join(f"{k} {v}" for k, v in b["wait_samples"].items()) + "). CPU ms per call:",
               "by category (the sampled leaf frame: a C call counts in the Python frame that made it):",
               *_cat_lines(b["categories_ms_per_call"]),
               "top by own time:", *_top_lines(b["top_own"], "own_ms_per_call"),
@@ -275,7 +296,8 @@ def report(out: dict) -> tuple[str, list]:
     table += (f"\n\nIn-process unprofiled p50 {a['unprofiled_p50_ms']:.2f} ms ({a['calls']} calls). "
               + ("" if "skipped" in b else
                  f"Server: client p50 {b['client_p50_ms']:.2f} ms over {b['calls']} calls while sampled "
-                 f"({b['samples']} samples at {b['rate_hz']} Hz). ")
+                 f"({b['samples']} samples at {b['rate_hz']} Hz, {sum(b['wait_samples'].values())} of them threads "
+                 "waiting for work or in epoll, left out). ")
               + "Top functions: bench/results/profile_retrieve.txt.")
     return table, []
 

@@ -80,6 +80,17 @@ def test_summarize_stacks_adds_a_functions_lines_and_scales_to_ms_per_call():
     assert out["categories_ms_per_call"] == {"SQL (SQLite calls, row mapping)": 20.0, "gRPC (C core, Cython)": 5.0}
 
 
+def test_summarize_stacks_counts_a_thread_waiting_apart(tmp_path):
+    source = tmp_path / "pool.py"
+    source.write_text("def worker(q):\n    item = q.get(block=True)\n    return item.run()\n")
+    raw = (f"worker ({source}:2) 5\n"
+           f"worker ({source}:3);search (/work/main/memsvc/storage/keyword.py:10) 3\n")
+    out = summarize_stacks(parse_raw(raw), ms_per_sample=10.0, calls=1, top=5)
+    assert out["wait_samples"] == {f"worker ({source})": 5}
+    assert out["categories_ms_per_call"] == {"SQL (SQLite calls, row mapping)": 30.0}
+    assert [r["function"] for r in out["top_own"]] == ["search (memsvc/storage/keyword.py)"]
+
+
 def test_categorize_names_where_time_goes():
     assert categorize("memsvc/storage/vector_cache.py") == "NumPy (vector scan)"
     assert categorize("<method 'execute' of 'apsw.Connection' objects>") == "SQL (SQLite calls, row mapping)"
