@@ -70,11 +70,12 @@ class ReindexStatus:
     holder: str = ""
 
 
-def _encode(target: str, progress: Progress) -> str:
+def encode_progress(target: str, progress: Progress) -> str:
+    """A job's message as the lease row carries it to the other processes."""
     return json.dumps({"target": target, "progress": asdict(progress)})
 
 
-def _decode(payload: str | None) -> tuple[str, Progress] | None:
+def decode_progress(payload: str | None) -> tuple[str, Progress] | None:
     if not payload:
         return None
     data = json.loads(payload)
@@ -150,7 +151,7 @@ class FollowedJob:
             self._events.append(replace(self.latest(), started=False, state="failed",
                                         error="the followed reindex ended; a new one has started since"))
             return
-        decoded = _decode(record.payload) if record.seq != self._seq else None
+        decoded = decode_progress(record.payload) if record.seq != self._seq else None
         self._seq = record.seq
         if decoded is not None:
             self.target, progress = decoded
@@ -180,7 +181,7 @@ class Reindexer:
     def status(self) -> ReindexStatus:
         """The database's reindex, as its lease row says (whichever process runs it)."""
         record = self._leases.read(LEASE)
-        decoded = _decode(record.payload) if record is not None else None
+        decoded = decode_progress(record.payload) if record is not None else None
         if record is None or decoded is None:
             running = record is not None and record.live
             return ReindexStatus(running=running, holder=record.holder if running else "")
@@ -241,7 +242,7 @@ class Reindexer:
         if force and target == "sqlite-vec":
             self._mark_all()
         job = ReindexJob(target, Progress(started=True, pending=self._pending_total(target, limit)))
-        lease.publish(_encode(target, job.latest()))
+        lease.publish(encode_progress(target, job.latest()))
         return job
 
     def _check_preconditions(self, target: str) -> Any:
@@ -290,7 +291,7 @@ class Reindexer:
                 done, failed = self._index(job.target, source, batch)
                 progress = _advance(progress, done, failed, started, first.pending)
                 job.publish(progress)
-                if not lease.publish(_encode(job.target, progress)):
+                if not lease.publish(encode_progress(job.target, progress)):
                     raise _LeaseLost(LEASE_LOST)
                 now = time.monotonic()
                 size = _next_size(size, len(batch), now - mark)
@@ -308,7 +309,7 @@ class Reindexer:
         """The final message: into the lease row as it is released (so a new job may start
         at once), then into this process's stream."""
         try:
-            lease.release(_encode(job.target, last))
+            lease.release(encode_progress(job.target, last))
         except Exception:  # noqa: BLE001 - the lease then expires on its own
             log.error("reindex.release_failed", exc_info=True)
         job.publish(last)

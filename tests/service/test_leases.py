@@ -7,6 +7,7 @@
   B's attached stream ends `failed`, and B's own Reindex is then accepted and completes.
 - A and B appending to one character in turn, each flushing at once: every acknowledged
   message is in the file, once, in order.
+- In one in-process server: a job whose lease another process took over stops, failed.
 
 The reindex is held open by the embedding stand-in: a loopback MiniLM server that answers
 the first call and holds every later one until the test releases it, so "mid-reindex" is a
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import signal
 import threading
+import time
 from pathlib import Path
 from typing import Iterator
 
@@ -31,8 +33,19 @@ from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from conftest import Stubs
 from support.serve_process import ServeProcess
-from tests.support.vectors import C, LoopbackModels, create, error_info, one_torch_thread, remote_settings, \
-    set_memory, status, wait_for
+from tests.support.vectors import (  # noqa: F401 - models is a fixture
+    C,
+    LoopbackModels,
+    create,
+    error_info,
+    models,
+    one_torch_thread,
+    remote_settings,
+    set_memory,
+    sql,
+    status,
+    wait_for,
+)
 
 TTL_S = 2.0
 ROWS = 300  # the first batch embeds 128 of them, the second call is held
@@ -208,3 +221,27 @@ def test_two_processes_appending_to_one_character_alternately_keep_every_message
     b.stop()
     assert _history(tmp_path / "data") == sent
     assert _pending_rows(tmp_path / "data") == 0
+
+
+def test_a_job_whose_lease_another_process_took_over_stops_and_leaves_that_holder_alone(boot, models):
+    """A holder stalled past its TTL may find another process holding the lease: it must
+    stop (the other one now runs the reindex) and must not release what is no longer its."""
+    server, stubs = boot()
+    set_memory(stubs, enabled=True)
+    for i in range(5):
+        create(stubs, "key-lost", f"memory number {i}")
+    set_memory(stubs, **remote_settings(models))
+    models.mode = "slow"
+    models.delay_s = 30.0  # released by reset() below
+    call = stubs.engine.Reindex(epb.ReindexRequest(), timeout=60)
+    assert next(call).pending == 5
+    wait_for(lambda: models.embed_calls == 1, what="the job's first embedding call")
+    sql(server, "UPDATE leases SET holder = 'another-process', expires_at = ? WHERE name = 'reindex'",
+        (time.time() + 60,))
+    models.reset()
+    last = list(call)[-1]
+    assert last.state == "failed" and "took over" in last.error
+    assert sql(server, "SELECT holder, expires_at > ? FROM leases WHERE name = 'reindex'", (time.time(),)) == [
+        ("another-process", 1)]
+    now = status(stubs).reindex
+    assert now.running and now.holder == "another-process"

@@ -1,15 +1,18 @@
 """Leases over a real SQLite file: acquire, takeover only after expiry, renew and release by
-the holder only, and the heartbeat that keeps a held lease alive. Two Database objects on
+the holder only, the heartbeat that keeps a held lease alive, and a reindex followed from
+another process's lease row. Two Database objects on
 one file stand for two processes (each has its own connections, as a process does); the
 clock is a value the test moves, so expiry is decided without waiting."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import pytest
 
 from memsvc.core.leases import Lease, LeaseTiming
+from memsvc.core.reindex import FollowedJob, Progress, encode_progress
 from memsvc.storage.database import Database
 from memsvc.storage.leases import SqliteLeaseStore
 from memsvc.storage.migrations import apply_migrations
@@ -131,9 +134,53 @@ def test_a_lease_object_whose_row_was_taken_over_knows_it_lost(stores, clock):
 
 
 def _wait(predicate, timeout_s: float = 10.0) -> None:
-    import time
-
     deadline = time.monotonic() + timeout_s
     while not predicate():
         assert time.monotonic() < deadline, "condition not reached"
         time.sleep(0.01)
+
+
+# ---- following another process's reindex from its lease row ----------------------------------
+
+def _publish(store: SqliteLeaseStore, holder: str, **progress) -> None:
+    assert store.renew("reindex", holder, 10, encode_progress("sqlite-vec", Progress(**progress)))
+
+
+def _follow(store: SqliteLeaseStore):
+    return FollowedJob(store, store.read("reindex"), poll_s=0.001)
+
+
+def test_a_follower_sees_each_published_message_once_and_the_final_one(stores):
+    a, b = stores
+    assert a.acquire("reindex", "holder-a", 10)
+    _publish(a, "holder-a", started=True, pending=10)
+    job = _follow(b)
+    assert [p.pending for p in job.wait_events(0)] == [10]
+    _publish(a, "holder-a", processed=4, pending=6)
+    assert [p.processed for p in job.wait_events(1)] == [4]
+    assert a.release("reindex", "holder-a", encode_progress("sqlite-vec", Progress(processed=10, state="done")))
+    events = job.wait_events(2)
+    assert [p.state for p in events] == ["done"] and job.finished and job.target == "sqlite-vec"
+
+
+def test_a_follower_of_a_holder_that_died_ends_failed_once_its_lease_expires(stores, clock):
+    a, b = stores
+    assert a.acquire("reindex", "holder-a", 10)
+    _publish(a, "holder-a", processed=3, pending=7)
+    job = _follow(b)
+    assert job.wait_events(0, timeout_s=0.05)[-1].state == "running"
+    assert job.wait_events(1, timeout_s=0.05) == []  # alive, silent: nothing new
+    clock.now += 10
+    last = job.wait_events(1)[-1]
+    assert last.state == "failed" and "stopped" in last.error and last.processed == 3
+
+
+def test_a_follower_that_missed_the_end_says_so_when_a_new_job_holds_the_row(stores, clock):
+    a, b = stores
+    assert a.acquire("reindex", "holder-a", 10)
+    _publish(a, "holder-a", processed=1)
+    job = _follow(b)
+    assert a.release("reindex", "holder-a")
+    assert b.acquire("reindex", "holder-b", 10)
+    last = job.wait_events(1)[-1]
+    assert last.state == "failed" and "new one" in last.error
