@@ -171,8 +171,7 @@ def new_memories_from_pb(req: memory_pb2.CreateMemoriesRequest) -> list[NewMemor
 
 def create_memory_result_to_pb(outcome: UpsertResult | Exception) -> memory_pb2.CreateMemoryResult:
     if isinstance(outcome, UpsertResult):
-        stored = memory_to_pb(outcome.memory) if outcome.memory is not None else None
-        return memory_pb2.CreateMemoryResult(success=True, id=outcome.id, created=outcome.created, memory=stored)
+        return memory_pb2.CreateMemoryResult(success=True, id=outcome.id, created=outcome.created)
     return memory_pb2.CreateMemoryResult(success=False, error=errors.item_status(outcome, "CreateMemories"))
 
 

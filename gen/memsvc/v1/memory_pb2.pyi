@@ -144,18 +144,16 @@ class CreateMemoriesRequest(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[CreateMemoryRequest, _Mapping]]] = ...) -> None: ...
 
 class CreateMemoryResult(_message.Message):
-    __slots__ = ("success", "id", "created", "memory", "error")
+    __slots__ = ("success", "id", "created", "error")
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
-    MEMORY_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
     success: bool
     id: str
     created: bool
-    memory: Memory
     error: _status_pb2.Status
-    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
 
 class CreateMemoriesResponse(_message.Message):
     __slots__ = ("results", "stored_count", "failed_count")
