@@ -184,3 +184,17 @@ def test_a_follower_that_missed_the_end_says_so_when_a_new_job_holds_the_row(sto
     assert b.acquire("reindex", "holder-b", 10)
     last = job.wait_events(1)[-1]
     assert last.state == "failed" and "new one" in last.error
+
+
+# ---- the TTL option ----------------------------------------------------------------------------
+
+def test_the_lease_ttl_comes_from_the_environment_and_out_of_range_values_do_not_start():
+    from memsvc.config import Config, ConfigError, load
+
+    assert load(env={"MEMSVC_LEASE_TTL_S": "2.5"}).lease_ttl_s == 2.5
+    assert load(env={}).lease_ttl_s == 15.0
+    for bad in (0.0, 0.29, 3601.0):
+        with pytest.raises(ConfigError, match=r"MEMSVC_LEASE_TTL_S must be 0\.3\.\.3600"):
+            Config(lease_ttl_s=bad).validate()
+    with pytest.raises(ConfigError, match="MEMSVC_LEASE_TTL_S"):
+        load(env={"MEMSVC_LEASE_TTL_S": "soon"})
