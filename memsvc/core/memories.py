@@ -162,7 +162,7 @@ def _check_key(v: Violations, value: str | None) -> None:
 
 
 def _check_metadata(v: Violations, value: Mapping[str, Any] | None) -> None:
-    if value is None:
+    if not value:  # most memories have none: "{}" is within every limit, no need to serialize it
         return
     try:
         serialized = json.dumps(value, separators=(",", ":"), ensure_ascii=False, allow_nan=False)
