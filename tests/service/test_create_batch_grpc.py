@@ -21,7 +21,7 @@ from conftest import make_config, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
 from memsvc.v1 import memory_pb2 as mpb
 from tests.service.test_disk_full import _fill, small_disk  # noqa: F401 - the tmpfs fixture
-from tests.support.rpc_errors import error, error_info
+from tests.support.rpc_errors import error, error_info, status_violated_fields
 from tests.support.vectors import (
     C,
     models,  # noqa: F401 - fixture
@@ -108,7 +108,7 @@ def test_a_mixed_batch_answers_each_item_and_stores_the_valid_ones_in_one_transa
         result = answer.results[index]
         assert not result.id and not result.created
         assert result.error == _alone(stubs, items[index]), index
-    assert {index: violated_fields_of(answer.results[index].error) for index in (1, 3, 4, 5)} == {
+    assert {index: status_violated_fields(answer.results[index].error) for index in (1, 3, 4, 5)} == {
         1: {"content"}, 3: {"type"}, 4: {"apiKeyId"}, 5: {"metadata"}}
     assert all(answer.results[i].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] for i in (1, 3, 4, 5))
 
@@ -123,18 +123,6 @@ def test_a_mixed_batch_answers_each_item_and_stores_the_valid_ones_in_one_transa
     assert preview(stubs, "cat Miso", owner, strategy="exact").memories[0].id == stored[1].id
     found = preview(stubs, "What editor theme do I like?", owner, strategy="semantic").memories
     assert found[0].id == stored[0].id and found[0].tier == "vector"
-
-
-def violated_fields_of(status) -> set[str]:
-    from google.rpc import error_details_pb2
-
-    fields = set()
-    for detail in status.details:
-        if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
-            bad = error_details_pb2.BadRequest()
-            detail.Unpack(bad)
-            fields |= {v.field for v in bad.field_violations}
-    return fields
 
 
 def test_a_database_refusal_of_one_item_fails_that_item_alone(static_server):
@@ -224,7 +212,7 @@ def test_an_item_naming_a_foreign_owner_refuses_the_whole_call(boot):
     # Its own tenant only (an item without an owner fails alone): stored.
     answer = batch(tenant, [mixed[0], mixed[2], item("", "nobody's")])
     assert [r.success for r in answer.results] == [True, True, False]
-    assert violated_fields_of(answer.results[2].error) == {"apiKeyId"}
+    assert status_violated_fields(answer.results[2].error) == {"apiKeyId"}
     assert [r.success for r in batch(admin, mixed).results] == [True, True, True]  # admin writes any owner
 
 

@@ -7,7 +7,7 @@ from typing import Any, Callable
 
 import grpc
 import pytest
-from google.rpc import error_details_pb2
+from google.rpc import error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 
@@ -31,7 +31,11 @@ def error_info(err: grpc.RpcError) -> error_details_pb2.ErrorInfo | None:
 
 
 def violated_fields(err: grpc.RpcError) -> set[str]:
-    st = rpc_status.from_call(err)
+    return status_violated_fields(rpc_status.from_call(err))
+
+
+def status_violated_fields(st: status_pb2.Status | None) -> set[str]:
+    """The BadRequest fields of a google.rpc.Status (a failed call's, or one batch item's)."""
     fields: set[str] = set()
     for detail in st.details if st else []:
         if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):
