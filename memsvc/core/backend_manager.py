@@ -62,7 +62,7 @@ from memsvc.core.retrieval import (
     apply_budget,
     scope_for,
 )
-from memsvc.core.settings import Settings
+from memsvc.core.settings import MemorySettings, Settings
 from memsvc.core.vector_tier import in_scope  # the scope rule vector results pass, applied once
 
 log = logging.getLogger("memsvc.core.backends")
@@ -203,9 +203,10 @@ class BackendManager:
 
     # ---- configuration ----
 
-    def routing(self) -> Routing:
-        """The primary and fallbacks of the current settings (read once per call)."""
-        s = self._settings.get()
+    def routing(self, settings: MemorySettings | None = None) -> Routing:
+        """The primary and fallbacks of `settings` (a request's, read where it started), by
+        default of the current settings."""
+        s = settings or self._settings.get()
         key = (s.primary_backend, s.fallback_backends, json.dumps(s.backend_configs, sort_keys=True, default=str))
         with self._lock:
             if key != self._routing_key or self._routing is None:
@@ -365,7 +366,7 @@ class BackendManager:
         """Retrieval through the backends' own search; None when SQLite is the primary (the
         engine's FTS5/vector retrieval runs instead). Never raises for a backend failure:
         the result is empty and the resolution says why."""
-        r = self.routing()
+        r = self.routing(req.settings)
         if r.local:
             return None
         if req.max_tokens <= 0:

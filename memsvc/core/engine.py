@@ -5,7 +5,7 @@ protobuf and never opens the database itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Callable, ContextManager, Protocol, Sequence
 
 from memsvc.core.access import AccessRecorder
 from memsvc.core.backend import InTransaction
@@ -41,6 +41,10 @@ class EngineBackend(SearchBackend, SummaryBackend, Protocol):
                     in_transaction: InTransaction | None = None) -> list[UpsertResult]: ...
 
     def touch(self, ids: Sequence[str]) -> None: ...
+
+    def snapshot(self) -> ContextManager[object]:
+        """A block in which every read of this thread sees one committed state."""
+        ...
 
 
 @dataclass(frozen=True)
@@ -138,7 +142,16 @@ class Engine:
                  max_tokens: int | None = None, scope: str = "", limit: int | None = None,
                  min_score: float | None = 0.0) -> FlooredResult:
         """The hot path. Records access on what it returns. `min_score` None means Inject's
-        default floor; Retrieve's own default, 0, keeps every ranked candidate."""
+        default floor; Retrieve's own default, 0, keeps every ranked candidate.
+
+        Everything it reads (settings, vector state, vectors, keyword hits) comes from one
+        snapshot, and the settings are read once and travel with the request: one Retrieve
+        answers from one consistent state, and pays for one read transaction."""
+        with self._backend.snapshot():
+            return self._retrieve(api_key_id, query, session_id, strategy, max_tokens, scope, limit, min_score)
+
+    def _retrieve(self, api_key_id: str, query: str, session_id: str, strategy: str, max_tokens: int | None,
+                  scope: str, limit: int | None, min_score: float | None) -> FlooredResult:
         v = Violations()
         _check_strategy(v, strategy)
         _check_budget(v, max_tokens)
@@ -161,7 +174,7 @@ class Engine:
             api_key_id=api_key_id, query=query, strategy=strategy or settings.strategy,
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
             scope=retrieval_scope(scope or settings.scope), session_id=session_id or None,
-            retention_days=settings.retention_days,
+            retention_days=settings.retention_days, settings=settings,
         ), limit, min_score)
         self.access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
@@ -192,13 +205,15 @@ class Engine:
         if limit is not None and not PREVIEW_LIMIT_RANGE[0] <= limit <= PREVIEW_LIMIT_RANGE[1]:
             v.add("limit", f"must be between {PREVIEW_LIMIT_RANGE[0]} and {PREVIEW_LIMIT_RANGE[1]}")
         v.raise_if_any()
-        settings = self._settings.get()
-        scope = retrieval_scope(settings.scope if api_key_id else "global")
-        return self._run(RetrievalRequest(
-            api_key_id=api_key_id or None, query=query, strategy=strategy or "hybrid",
-            max_tokens=2000 if max_tokens is None else max_tokens, scope=scope, session_id=session_id or None,
-            retention_days=settings.retention_days, limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
-        ))
+        with self._backend.snapshot():
+            settings = self._settings.get()
+            scope = retrieval_scope(settings.scope if api_key_id else "global")
+            return self._run(RetrievalRequest(
+                api_key_id=api_key_id or None, query=query, strategy=strategy or "hybrid",
+                max_tokens=2000 if max_tokens is None else max_tokens, scope=scope, session_id=session_id or None,
+                retention_days=settings.retention_days, limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
+                settings=settings,
+            ))
 
     def _run(self, request: RetrievalRequest) -> RetrievalResult:
         """The primary backend's own search when it is not SQLite, else SQLite's tiers."""
@@ -214,6 +229,10 @@ class Engine:
         v = Violations()
         _check_selection(v, call.limit, call.min_score)
         v.raise_if_any()
+        with self._backend.snapshot():  # the retrieval below shares it: one snapshot per Inject
+            return self._inject(call)
+
+    def _inject(self, call: InjectCall) -> InjectOutcome:
         unchanged = Injection(call.body, False, None, None)
         fmt = detect_format(call.body, call.provider)
         reason = self._skip_reason(call.api_key_id, call.no_memory, call.headers)

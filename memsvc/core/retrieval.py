@@ -17,6 +17,12 @@ from memsvc.core.text import is_sentence, normalize, scoring_tokens
 
 RECENT_LIMIT = 100
 KEYWORD_LIMIT = 100
+# Hybrid fuses the keyword list's best top_k. For a sentence, whose keyword score is bm25
+# first (relevance only breaks near-ties), the candidates worth scoring are the best
+# SENTENCE_WINDOW × top_k by bm25: rows further down cannot reach the top_k. Scoring 40
+# rows instead of 100 halves the keyword tier's cost (bench/hot_path.py) and leaves the
+# quality benches' numbers where they were (bench/quality_bench.py, bench/realtalk_bench.py).
+SENTENCE_WINDOW = 2
 BUDGET_RANGE = (1, 16000)
 STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic", "hybrid": "hybrid"}
 
@@ -62,16 +68,17 @@ class VectorResult:
 
 class VectorLookup(Protocol):
     """Embeds the query and searches the configured vector tier for the scope's best k;
-    raises VectorUnavailable when no tier can answer."""
+    raises VectorUnavailable when no tier can answer. `settings` are the request's memory
+    settings (None: the lookup reads the current ones)."""
 
-    def __call__(self, scope: SearchScope, query: str, k: int) -> VectorResult: ...
+    def __call__(self, scope: SearchScope, query: str, k: int, settings: Any = None) -> VectorResult: ...
 
 
 class Reranker(Protocol):
     """Reorders items for the query, or returns None when reranking is off; raises on any
     failure (the caller fails open)."""
 
-    def __call__(self, query: str, items: list["RetrievedItem"]) -> list["RetrievedItem"] | None: ...
+    def __call__(self, query: str, items: list["RetrievedItem"], settings: Any = None) -> list["RetrievedItem"] | None: ...
 
 
 class SearchBackend(Protocol):
@@ -94,6 +101,9 @@ class RetrievalRequest:
     session_id: str | None = None
     retention_days: int = 30          # 0 = no age limit
     limit: int | None = None
+    #: The memory settings the request runs under, read once where it starts (None: each
+    #: tier reads the current ones).
+    settings: Any = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -296,36 +306,37 @@ class Retriever:
         if strategy == "exact":
             ranked, resolution = self._exact(scope, query), Resolution(strategy_used="exact")
         elif strategy == "semantic":
-            ranked, resolution = self._semantic(scope, query)
+            ranked, resolution = self._semantic(scope, query, req.settings)
         else:
-            ranked, resolution = self._hybrid(scope, query)
+            ranked, resolution = self._hybrid(scope, query, req.settings)
         if self._reranker is not None and query and ranked and strategy != "exact":
-            ranked, resolution = self._rerank(query, ranked, resolution)
+            ranked, resolution = self._rerank(query, ranked, resolution, req.settings)
         resolution = replace(resolution, skipped_for_age=self._backend.count_aged(scope))
         return RetrievalResult(apply_budget(ranked, budget, req.limit), budget, resolution)
 
-    def _vector_result(self, scope: SearchScope, query: str) -> VectorResult:
+    def _vector_result(self, scope: SearchScope, query: str, settings: Any) -> VectorResult:
         if self._vectors is None:
             raise VectorUnavailable("no embedding source is configured")
         if not query:
             raise VectorUnavailable("no query to embed")
-        return self._vectors(scope, query, self._top_k)
+        return self._vectors(scope, query, self._top_k, settings)
 
-    def _semantic(self, scope: SearchScope, query: str) -> tuple[list[RetrievedItem], Resolution]:
+    def _semantic(self, scope: SearchScope, query: str, settings: Any) -> tuple[list[RetrievedItem], Resolution]:
         try:
-            result = self._vector_result(scope, query)
+            result = self._vector_result(scope, query, settings)
         except VectorUnavailable as exc:
             return self._semantic_on_keywords(scope, query, exc.reason)
         items = [RetrievedItem(m.memory, m.score, estimate_tokens(m.memory.content), result.tier, vec_score=m.score)
                  for m in result.matches]
         return sorted(items, key=lambda i: i.score, reverse=True), replace(result.resolution, strategy_used=result.tier)
 
-    def _hybrid(self, scope: SearchScope, query: str) -> tuple[list[RetrievedItem], Resolution]:
+    def _hybrid(self, scope: SearchScope, query: str, settings: Any) -> tuple[list[RetrievedItem], Resolution]:
         try:
-            result = self._vector_result(scope, query)
+            result = self._vector_result(scope, query, settings)
         except VectorUnavailable as exc:
             return self._hybrid_on_keywords(scope, query, exc.reason)
-        keyword = _rank(self._keyword_items(scope, query))[: self._top_k]
+        window = SENTENCE_WINDOW * self._top_k if is_sentence(query) else KEYWORD_LIMIT
+        keyword = _rank(self._keyword_items(scope, query, window))[: self._top_k]
         fts_scores = {i.memory.id: i.fts_score for i in keyword}
         vec_scores = {m.memory.id: m.score for m in result.matches}
         memories = {i.memory.id: i.memory for i in keyword} | {m.memory.id: m.memory for m in result.matches}
@@ -337,11 +348,11 @@ class Retriever:
                                fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
         return _rank(items), replace(result.resolution, strategy_used=TIER_HYBRID)
 
-    def _rerank(self, query: str, ranked: list[RetrievedItem],
-                resolution: Resolution) -> tuple[list[RetrievedItem], Resolution]:
+    def _rerank(self, query: str, ranked: list[RetrievedItem], resolution: Resolution,
+                settings: Any) -> tuple[list[RetrievedItem], Resolution]:
         """Fail open: any reranker failure keeps the original order and says why."""
         try:
-            reranked = self._reranker(query, ranked)
+            reranked = self._reranker(query, ranked, settings)
         except Exception as exc:  # noqa: BLE001 - the reranker is a remote dependency
             note = f"rerank failed ({type(exc).__name__}: {str(exc)[:200]}); original order kept"
             reason = f"{resolution.fallback_reason}; {note}" if resolution.fallback_reason else note
@@ -354,10 +365,10 @@ class Retriever:
         return [RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT)
                 for m in self._backend.recent(scope, RECENT_LIMIT)]
 
-    def _keyword_items(self, scope: SearchScope, query: str) -> list[RetrievedItem]:
-        """FTS hits scored by relevance plus a (0, 1] share of the best bm25, so a stemmed
-        or trigram match the substring score misses still counts as relevant."""
-        hits = self._backend.search_keyword(scope, query, KEYWORD_LIMIT)
+    def _keyword_items(self, scope: SearchScope, query: str, limit: int = KEYWORD_LIMIT) -> list[RetrievedItem]:
+        """The best `limit` FTS hits by bm25, scored by relevance plus a (0, 1] share of the
+        best bm25, so a stemmed or trigram match the substring score misses still counts."""
+        hits = self._backend.search_keyword(scope, query, limit)
         if not hits:
             return []
         best = max(h.score for h in hits) or 1.0

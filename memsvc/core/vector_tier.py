@@ -183,9 +183,9 @@ class VectorTier:
 
     # ---- search ----
 
-    def __call__(self, scope: SearchScope, query: str, k: int) -> VectorResult:
+    def __call__(self, scope: SearchScope, query: str, k: int, settings: MemorySettings | None = None) -> VectorResult:
         """The retriever's VectorLookup."""
-        settings = self._settings.get()
+        settings = settings or self._settings.get()
         resolved, vector = self._ready(settings, query)
         base = Resolution(strategy_used="", embedding_source=resolved.name, embedding_model=resolved.model or "")
         fallback = ""
@@ -227,6 +227,7 @@ class VectorTier:
         except EmbeddingError:
             return  # the search still runs over the vectors that exist
         self.sqlite.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
+        self.sqlite.see_own_writes()  # the search below runs in the request's snapshot: move it past them
 
     def _matches(self, hits: Sequence[VectorHit], scope: SearchScope) -> list[VectorMatch]:
         """Hits as memories (those the index did not read already are loaded), re-checked
@@ -340,8 +341,8 @@ class SettingsReranker:
         self._embeddings = embeddings
         self._settings = settings
 
-    def __call__(self, query: str, items: list[Any]) -> list[Any] | None:
-        settings = self._settings.get()
+    def __call__(self, query: str, items: list[Any], settings: MemorySettings | None = None) -> list[Any] | None:
+        settings = settings or self._settings.get()
         if not settings.rerank_enabled:
             return None
         ranking = self._embeddings.rerank(settings, query, [i.memory.content for i in items], top_n=len(items))

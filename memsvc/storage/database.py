@@ -136,6 +136,9 @@ class Database:
         self._writer_thread: int | None = None
         #: Write transactions committed through this object (under the write lock).
         self.commits = 0
+        #: Outermost read transactions begun (nested read() blocks share one, so a request
+        #: that reads under one snapshot adds exactly 1).
+        self.read_transactions = 0
         self._rollback_hooks: list = []
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
@@ -219,12 +222,23 @@ class Database:
             yield conn
             return
         conn.execute("BEGIN")
+        self.read_transactions += 1
         try:
             yield conn
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("COMMIT")
+
+    def renew_read(self) -> None:
+        """Inside a read() block: move this thread's snapshot forward to now, so what this
+        thread just wrote (through the writer) is visible to the rest of the block. A request
+        that has to write before it can finish reading (the lazy vector backfill before a
+        search) calls it once; outside a read() block it does nothing."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None and conn.in_transaction:
+            conn.execute("COMMIT")
+            conn.execute("BEGIN")
 
     @contextmanager
     def write(self) -> Iterator[apsw.Connection]:

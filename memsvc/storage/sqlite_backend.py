@@ -13,7 +13,7 @@ import uuid
 from collections import Counter
 from collections.abc import Sequence
 from datetime import datetime
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, ContextManager, Mapping
 
 import apsw
 
@@ -115,6 +115,12 @@ class SqliteMemoryBackend:
         for hook in self._delete_hooks:
             hook(conn, deleted)
         return len(deleted)
+
+    def snapshot(self) -> ContextManager[object]:
+        """One read transaction for everything a request reads on this thread: every read
+        inside the block (settings, vector state, vectors, keyword hits) sees the same
+        committed state, and the block costs one BEGIN instead of one per read."""
+        return self.db.read()
 
     # -- lifecycle -----------------------------------------------------------------------
 

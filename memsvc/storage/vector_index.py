@@ -308,6 +308,10 @@ class SqliteVecIndex:
     def _value_sql(self) -> str:
         return "vec_quantize_int8(?, 'unit')" if self.quantization == "int8" else "?"
 
+    def see_own_writes(self) -> None:
+        """Inside a request's snapshot: let the rest of it see what this thread just wrote."""
+        self.db.renew_read()
+
     def upsert(self, rows: Sequence[VectorRow]) -> int:
         """Insert or replace the vectors and clear `needs_reindex` of those memories, in one
         write transaction. A row is skipped (and stays pending) when its memory no longer
