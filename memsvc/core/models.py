@@ -41,6 +41,14 @@ class Memory:
     #: Kept with no age limit: retention (retentionDays) never hides it; expiry still applies.
     keep: bool = False
 
+    def with_access(self, access_count: int, last_accessed_at: datetime | None) -> "Memory":
+        """This memory with other access counters. Every retrieval moves the counters of
+        what it returned, while its text stays as it was: the copy keeps the text already
+        folded for keyword scoring instead of folding it again."""
+        copy = object.__new__(Memory)
+        copy.__dict__.update(self.__dict__, access_count=access_count, last_accessed_at=last_accessed_at)
+        return copy
+
     @cached_property
     def folded(self) -> tuple[str, str, str]:
         """Content, key and metadata values normalized for keyword scoring. Computed once per
