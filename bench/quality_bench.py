@@ -106,8 +106,10 @@ def engine_quality() -> tuple[dict, dict[str, str]]:
 
     folder = CACHE / "quality"
     shutil.rmtree(folder, ignore_errors=True)
+    # auto_static off: the keyword row's settings (embeddingSource auto, no model enabled)
+    # must mean keywords only, not the static model the auto rule would otherwise pick.
     config = Config(data_dir=folder / "data", grpc_port=0, gateway=False, log_level="WARNING",
-                    static_cache_dir=STATIC_CACHE)
+                    static_cache_dir=STATIC_CACHE, auto_static=False)
     app = App.open(config)
     ids: dict[tuple[str, str], str] = {}
     try:
