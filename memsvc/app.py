@@ -70,7 +70,7 @@ class App:
                                   retry_s=config.backend_retry_s)
         backends.initialize()
         events = RoutedEvents(vectors, backends)
-        memories = Memories(backends, events=events)
+        memories = Memories(backends, events=events, changes=database.data_version)
         retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
                               rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion])
         characters = Characters(config, database, memories)

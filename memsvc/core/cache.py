@@ -24,10 +24,15 @@ class CacheStats:
 
 
 class TtlCache(Generic[V]):
-    """Thread-safe; entries expire `ttl_s` after they were stored."""
+    """Thread-safe; entries expire `ttl_s` after they were stored.
+
+    `version`: when given, called before each lookup; a value different from the last one
+    empties the cache. A cache of stored rows passes the store's change counter, so a write
+    committed by any process (other server processes share the database) is seen by the
+    next lookup here, not only the writes this process invalidates itself."""
 
     def __init__(self, max_entries: int, ttl_s: float, evict_fraction: float = 0.2,
-                 clock: Callable[[], float] = time.monotonic):
+                 clock: Callable[[], float] = time.monotonic, version: Callable[[], Hashable] | None = None):
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max = max_entries
@@ -40,8 +45,11 @@ class TtlCache(Generic[V]):
         self._misses = 0
         # Bumped by every invalidation; see get_or_load.
         self._epoch = 0
+        self._version = version
+        self._seen_version: Hashable = None
 
     def get(self, key: Hashable) -> V | None:
+        self._follow_version()
         with self._lock:
             item = self._items.get(key)
             if item is not None and item[0] > self._clock():
@@ -87,6 +95,18 @@ class TtlCache(Generic[V]):
         with self._lock:
             self._epoch += 1
             self._items.clear()
+
+    def _follow_version(self) -> None:
+        """Empty the cache when the store changed since the last lookup. The epoch moves
+        too, so a value loaded before the change and stored after it is dropped."""
+        if self._version is None:
+            return
+        current = self._version()
+        with self._lock:
+            if current != self._seen_version:
+                self._seen_version = current
+                self._epoch += 1
+                self._items.clear()
 
     def stats(self) -> CacheStats:
         with self._lock:

@@ -10,7 +10,7 @@ import time
 import uuid
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Any, Mapping, Protocol, Sequence
+from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
 
 from memsvc.core.backend import MemoryBackend
 from memsvc.core.cache import CacheStats, TtlCache
@@ -269,9 +269,12 @@ class Memories:
     write that can change a cached row."""
 
     def __init__(self, backend: MemoryBackend, read_cache: TtlCache[Memory] | None = None,
-                 events: MemoryEvents | None = None, max_batch: int = CREATE_BATCH):
+                 events: MemoryEvents | None = None, max_batch: int = CREATE_BATCH,
+                 changes: Callable[[], Hashable] | None = None):
+        """`changes`: the database's change counter (see TtlCache's `version`), so a row
+        cached here follows a write made through another server process at once."""
         self.backend = backend
-        self.read_cache: TtlCache[Memory] = read_cache or TtlCache(max_entries=500, ttl_s=60.0)
+        self.read_cache: TtlCache[Memory] = read_cache or TtlCache(max_entries=500, ttl_s=60.0, version=changes)
         self.events: MemoryEvents = events or NoEvents()
         #: Concurrent creates share one transaction (see memsvc.core.group_commit).
         self.creates: GroupCommit[NewMemory, UpsertResult] = GroupCommit(self._create_batch, max_batch)

@@ -143,6 +143,8 @@ class Database:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
+        self._watch: apsw.Connection | None = None  # see data_version
+        self._watch_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # The writer opens first: it switches the file to WAL before any reader exists.
         self._writer = self._open(reader=False)
@@ -324,6 +326,21 @@ class Database:
         self.last_integrity_check = result
         return result
 
+    def data_version(self) -> int:
+        """The database's change counter: a number that changes once any other connection
+        (this process's writer, or any connection of another process on the same file) has
+        committed since the last call. SQLite's `PRAGMA data_version`, read on a connection
+        of its own that never writes nor holds a transaction, so it sees every commit as
+        soon as it is made and its values compare across threads. A few microseconds: a
+        cache of rows may ask before every lookup."""
+        with self._watch_lock:
+            if self._watch is None:
+                self._check_open()
+                self._watch = apsw.Connection(str(self.path))
+                self._watch.set_busy_timeout(self.busy_timeout_ms)
+                self._watch.execute("PRAGMA query_only=ON")
+            return int(self._watch.execute("PRAGMA data_version").fetchall()[0][0])
+
     def close(self) -> None:
         """Close the writer and every reader. Idempotent. Waits for a running write; call it
         once traffic has stopped (readers of other threads are closed under them)."""
@@ -333,5 +350,7 @@ class Database:
             self._closed = True
             with self._readers_lock:
                 readers, self._readers = self._readers, []
-            for conn in [*readers, self._writer]:
+            with self._watch_lock:
+                watch, self._watch = self._watch, None
+            for conn in [*readers, self._writer, *([watch] if watch is not None else [])]:
                 conn.close()
