@@ -21,15 +21,23 @@ log = logging.getLogger("memsvc.cli")
 
 
 def _serve(conf: cfg.Config, args: argparse.Namespace) -> int:
-    """Exit 1 with the reason on stderr when the gateway cannot start or keeps exiting."""
+    """Exit 1 with the reason on stderr when the gateway or a server process cannot start or
+    keeps exiting. One process serves everything with --processes 1; with more, this
+    process supervises them (memsvc.processes), or is one of them (--worker-of)."""
     from memsvc.gateway.launcher import GatewayError
+    from memsvc.processes import WorkerError, run_worker, serve_processes
     from memsvc.server import serve
 
     conf.validate()
+    if args.worker_of is not None:
+        return run_worker(conf, args.worker_of, args.ready_fd)
     try:
-        asyncio.run(serve(conf))
+        asyncio.run(serve(conf) if conf.processes == 1 else serve_processes(conf))
     except GatewayError as exc:
         print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
+        return 1
+    except WorkerError as exc:
+        print(f"memsvc: a server process failed: {exc}", file=sys.stderr)
         return 1
     return 0
 
@@ -91,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text, description=text)
         cfg.add_arguments(sub)
         sub.set_defaults(handler=handler)
+        if name == "serve":  # how the parent of several server processes starts each of them
+            sub.add_argument("--worker-of", type=int, default=None, help=argparse.SUPPRESS)
+            sub.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
     add_commands(commands)

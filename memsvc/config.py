@@ -46,6 +46,15 @@ def _optional_path(raw: str) -> Path | None:
     return Path(raw.strip()) if raw.strip() else None
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity, which containers and `taskset`
+    narrow), not the machine's count."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _pairs(raw: str) -> tuple[tuple[str, str], ...]:
     """`name=value,name=value` → ((name, value), ...). Errors never quote the value (keys)."""
     out = []
@@ -72,7 +81,8 @@ class Config:
     log_level: str = _opt("INFO", "MEMSVC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", flag="--log-level")
     sqlite_synchronous: str = _opt("NORMAL", "MEMSVC_SQLITE_SYNCHRONOUS", "NORMAL survives process kills in WAL mode; FULL also survives power loss")
     sqlite_cache_mb: int = _opt(16, "MEMSVC_SQLITE_CACHE_MB", "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)", parse=int)
-    workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models)", parse=int)
+    workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models) in each server process", parse=int)
+    processes: int = _opt(usable_cores(), "MEMSVC_PROCESSES", "gRPC server processes `serve` runs on the one port (default: the usable cores; 1 = a single process serving everything). Each has MEMSVC_WORKERS threads", flag="--processes", parse=int)
     max_message_bytes: int = _opt(16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int)
     backend_health_s: float = _opt(30.0, "MEMSVC_BACKEND_HEALTH_S", "seconds between health checks of the configured memory backends (a fallback found healthy gets its pending updates and deletes at once)", parse=float)
     backend_retry_s: float = _opt(1.0, "MEMSVC_BACKEND_RETRY_S", "first retry delay, in seconds, of an update or delete replayed on a fallback backend that failed (doubling, at most 60 s, 50 attempts)", parse=float)
@@ -140,6 +150,8 @@ class Config:
             raise ConfigError("MEMSVC_SQLITE_SYNCHRONOUS must be NORMAL, FULL or EXTRA")
         if self.workers < 1:
             raise ConfigError("MEMSVC_WORKERS must be at least 1")
+        if not 1 <= self.processes <= MAX_PROCESSES:
+            raise ConfigError(f"MEMSVC_PROCESSES must be 1..{MAX_PROCESSES}")
         if not 0 <= self.access_flush_s <= 3600:
             raise ConfigError("MEMSVC_ACCESS_FLUSH_S must be 0..3600")
         if not (0.05 <= self.backend_health_s <= 86400 and 0.01 <= self.backend_retry_s <= 3600):
@@ -161,6 +173,9 @@ class Config:
                     f"refusing to bind {', '.join(exposed)} without authentication: "
                     "set MEMSVC_API_TOKENS or bind to 127.0.0.1"
                 )
+
+
+MAX_PROCESSES = 256
 
 
 def _check_embedding_options(config: Config) -> None:
@@ -224,6 +239,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
             parser.add_argument(flag, dest=f.name, default=None, help=f"{f.metadata['help']} [{f.metadata['env']}]")
     parser.add_argument("--no-gateway", dest="gateway", action="store_const", const="false", default=None,
                         help="do not start the Envoy REST gateway [MEMSVC_GATEWAY=false]")
+
+
+def _env_value(value: Any) -> str:
+    """An option's value as its variable spells it (the inverse of its parser)."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, tuple):
+        return ",".join(f"{item[0]}={item[1]}" if isinstance(item, tuple) else str(item) for item in value)
+    return str(value)
+
+
+def to_env(config: Config) -> dict[str, str | None]:
+    """The variables that make `load` in another process (a worker of `serve`) return this
+    config; an option left unset (None) maps to None, meaning "remove it"."""
+    return {f.metadata["env"]: (None if getattr(config, f.name) is None else _env_value(getattr(config, f.name)))
+            for f in fields(Config)}
 
 
 def load(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None) -> Config:

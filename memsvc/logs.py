@@ -19,6 +19,10 @@ _RESERVED = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
 
 
 class JsonFormatter(logging.Formatter):
+    def __init__(self, with_process: bool = False):
+        super().__init__()
+        self._with_process = with_process
+
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, object] = {
             "ts": datetime.fromtimestamp(record.created, timezone.utc).isoformat(timespec="milliseconds"),
@@ -26,6 +30,8 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "event": record.getMessage(),
         }
+        if self._with_process:  # several server processes write to one stderr
+            entry["process"] = record.process
         rid = request_id_var.get()
         if rid:
             entry["request_id"] = rid
@@ -37,10 +43,11 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str, ensure_ascii=False)
 
 
-def configure(level: str = "INFO") -> None:
-    """Route the root logger to stderr as JSON lines. Safe to call more than once."""
+def configure(level: str = "INFO", with_process: bool = False) -> None:
+    """Route the root logger to stderr as JSON lines. Safe to call more than once.
+    `with_process`: each line names the process (pid) that wrote it."""
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    handler.setFormatter(JsonFormatter(with_process))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())

@@ -4,16 +4,22 @@ cache, reindex progress, database size, free space and full-disk refusals.
 One registry per process (not the library's global one), so in-process test servers do not
 share counters. Gauges that mirror state elsewhere (cache counters, DB size, reindex) are
 read at scrape time by a collector instead of being pushed on every change.
+
+With several server processes, each worker's counters and histograms live in
+prometheus_client's multiprocess files (PROMETHEUS_MULTIPROC_DIR, set by the parent for its
+workers) and the parent's /metrics (`ProcessesMetrics`) sums them.
 """
 
 from __future__ import annotations
 
 import os
 import shutil
+import threading
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable, Iterable, Mapping
 
-from prometheus_client import CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
@@ -71,9 +77,88 @@ def _file_size(path: str) -> float:
         return 0.0
 
 
-class Metrics:
+class _Endpoint:
+    """/metrics over HTTP for `registry`."""
+
+    registry: CollectorRegistry
+    _server = None
+
+    def serve(self, host: str, port: int) -> int:
+        """Expose /metrics over HTTP; returns the bound port (port 0 picks one)."""
+        self._server, _ = start_http_server(port, addr=host, registry=self.registry)
+        return self._server.server_port
+
+    def close(self) -> None:
+        if self._server is not None:
+            self._server.shutdown()
+            self._server.server_close()
+            self._server = None
+
+
+
+class ProcessesMetrics(_Endpoint):
+    """The parent's /metrics with several server processes: the workers' counters and
+    histograms summed from `directory` (emptied here: files of an earlier run would be
+    counted again), plus the state gauges (database size and free space) read once."""
+
+    def __init__(self, directory: Path, sources: StateSources):
+        directory.mkdir(parents=True, exist_ok=True)
+        for stale in directory.glob("*.db"):
+            stale.unlink()
+        self.directory = directory
+        self.registry = CollectorRegistry()
+        multiprocess.MultiProcessCollector(self.registry, path=str(directory))
+        self.registry.register(_StateCollector(sources))
+
+    def process_exited(self, pid: int) -> None:
+        """Forget the live gauges of a worker that exited (its counters stay in the sums)."""
+        multiprocess.mark_process_dead(pid, str(self.directory))
+
+
+# How a worker's state gauges combine in the parent's /metrics: the embedding caches of the
+# live workers add up; the reindex runs in one process at a time, so its latest values win.
+ACROSS_PROCESSES = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent")}
+PUBLISH_S = 1.0
+
+
+class _StatePublisher:
+    """A worker's state gauges, which its own collector computes at scrape time, copied into
+    multiprocess gauges every PUBLISH_S (the parent's scrape cannot call into a worker).
+    A value is written only when it changed, so "most recent" means the latest change."""
+
+    def __init__(self, collector: _StateCollector):
+        self._collector = collector
+        self._gauges = {name: Gauge(name, "", [label], multiprocess_mode=mode, registry=None)
+                        for name, (label, mode) in ACROSS_PROCESSES.items()}
+        self._written: dict[tuple[str, str], float] = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="memsvc-metrics-publish", daemon=True)
+        self._thread.start()
+
+    def publish(self) -> None:
+        for family in self._collector.collect():
+            gauge = self._gauges.get(family.name)
+            for sample in family.samples if gauge is not None else ():
+                label = next(iter(sample.labels.values()))
+                if self._written.get((family.name, label)) != sample.value:
+                    gauge.labels(label).set(sample.value)
+                    self._written[(family.name, label)] = sample.value
+
+    def _run(self) -> None:
+        while not self._stop.wait(PUBLISH_S):
+            self.publish()
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(PUBLISH_S * 5)
+        self.publish()  # the last values, for the scrape after this worker stopped
+
+
+class Metrics(_Endpoint):
     def __init__(self, sources: StateSources | None = None):
         self.registry = CollectorRegistry()
+        self._state = _StateCollector(sources or StateSources())
+        self._publisher: _StatePublisher | None = None
         self.rpc_latency = Histogram("memsvc_rpc_duration_seconds", "RPC latency", ["method"],
                                      buckets=LATENCY_BUCKETS, registry=self.registry)
         self.rpc_total = Counter("memsvc_rpc", "RPCs by final status", ["method", "code"], registry=self.registry)
@@ -84,8 +169,19 @@ class Metrics:
         self.storage_full = Counter("memsvc_storage_full", "Requests refused because the data directory's "
                                     "filesystem had no space left (RESOURCE_EXHAUSTED, reason STORAGE_FULL)",
                                     registry=self.registry)
-        self.registry.register(_StateCollector(sources or StateSources()))
-        self._server = None
+        self.registry.register(self._state)
+
+    def publish_state(self) -> None:
+        """In a worker of several server processes: keep copying the embedding-cache and
+        reindex gauges to the parent's /metrics (multiprocess files) until `close`."""
+        if self._publisher is None:
+            self._publisher = _StatePublisher(self._state)
+
+    def close(self) -> None:
+        super().close()
+        if self._publisher is not None:
+            self._publisher.close()
+            self._publisher = None
 
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)
@@ -102,13 +198,3 @@ class Metrics:
         if fell_back:
             self.retrieval_fallback.inc()
 
-    def serve(self, host: str, port: int) -> int:
-        """Expose /metrics over HTTP; returns the bound port (port 0 picks one)."""
-        self._server, _ = start_http_server(port, addr=host, registry=self.registry)
-        return self._server.server_port
-
-    def close(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-            self._server = None

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
@@ -33,6 +34,8 @@ from memsvc.v1 import (credentials_pb2, credentials_pb2_grpc, engine_pb2, engine
 
 if TYPE_CHECKING:
     from memsvc.gateway.launcher import GatewaySupervisor
+    from memsvc.metrics import Metrics, ProcessesMetrics
+    from memsvc.supervision import Supervisor
 
 log = logging.getLogger("memsvc.server")
 
@@ -73,6 +76,8 @@ def _interceptors(config: Config, app: App) -> list[grpc.aio.ServerInterceptor]:
 
 
 MAX_METADATA_BYTES = 64 * 1024
+# What a worker process is told by its parent when the REST gateway goes down or comes back.
+REST_DOWN, REST_UP = signal.SIGUSR1, signal.SIGUSR2
 
 
 def _bind(server: grpc.aio.Server, host: str, port: int) -> int:
@@ -86,8 +91,10 @@ def _bind(server: grpc.aio.Server, host: str, port: int) -> int:
     return bound
 
 
-async def start(config: Config, app: App) -> RunningServer:
-    """Start serving `app` on config.grpc_host:grpc_port (0 = any free port)."""
+async def start(config: Config, app: App, shared_port: bool = False) -> RunningServer:
+    """Start serving `app` on config.grpc_host:grpc_port (0 = any free port). `shared_port`:
+    one of several worker processes binding the same port (SO_REUSEPORT), which the kernel
+    spreads connections over."""
     config.validate()
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(config.workers, thread_name_prefix="memsvc-worker"))
@@ -96,8 +103,9 @@ async def start(config: Config, app: App) -> RunningServer:
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
-            # Without this a second server could silently share the port.
-            ("grpc.so_reuseport", 0),
+            # Without this a second server could silently share the port; the workers of one
+            # `serve` share it on purpose (their parent checked that nobody else holds it).
+            ("grpc.so_reuseport", 1 if shared_port else 0),
             # Request headers as metadata: gRPC's defaults (refuse some calls above 8 KiB, all
             # above 16 KiB, as RESOURCE_EXHAUSTED) are below what Envoy forwards for a REST
             # request it accepts (32 KiB of headers, the URL once more as
@@ -122,13 +130,13 @@ async def start(config: Config, app: App) -> RunningServer:
     return RunningServer(server, port, health_servicer, app)
 
 
-def _serve_metrics(app: App, config: Config) -> int | None:
+def serve_metrics(metrics: "Metrics | ProcessesMetrics", config: Config) -> int | None:
     """The /metrics endpoint; a port that cannot be bound is logged, not fatal (the memory
     service matters more than its metrics)."""
     if config.metrics_port < 0:
         return None
     try:
-        return app.metrics.serve(config.metrics_host, config.metrics_port)
+        return metrics.serve(config.metrics_host, config.metrics_port)
     except OSError as exc:
         log.error("metrics.bind_failed", extra={"port": config.metrics_port, "error": str(exc)})
         return None
@@ -144,17 +152,20 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
-async def _start_gateway(config: Config, running: RunningServer) -> "GatewaySupervisor":
-    """Envoy in front of the running server, supervised: while REST is down the overall
-    gRPC health status is NOT_SERVING (the service answers only half its contract); the
-    per-service statuses stay SERVING, since gRPC still serves them."""
+async def report_rest(health_servicer: health.aio.HealthServicer, up: bool) -> None:
+    """While REST is down the overall gRPC health status is NOT_SERVING (the service answers
+    only half its contract); the per-service statuses stay SERVING, since gRPC still serves them."""
+    status = health_pb2.HealthCheckResponse.SERVING if up else health_pb2.HealthCheckResponse.NOT_SERVING
+    await health_servicer.set("", status)
+
+
+async def start_gateway(config: Config, grpc_port: int,
+                        report: Callable[[bool], Awaitable[None]]) -> "GatewaySupervisor":
+    """Envoy in front of the gRPC server on `grpc_port`, supervised; `report(up)` is awaited
+    when REST goes down or comes back."""
     from memsvc.gateway.launcher import Gateway, GatewayError, GatewaySupervisor  # optional at run time
 
-    async def report(up: bool) -> None:
-        status = health_pb2.HealthCheckResponse.SERVING if up else health_pb2.HealthCheckResponse.NOT_SERVING
-        await running.health.set("", status)
-
-    supervisor = GatewaySupervisor(Gateway.for_config(config, grpc_port=running.port), report)
+    supervisor = GatewaySupervisor(Gateway.for_config(config, grpc_port=grpc_port), report)
     try:
         rest_port = await supervisor.start()
     except GatewayError as exc:
@@ -165,21 +176,23 @@ async def _start_gateway(config: Config, running: RunningServer) -> "GatewaySupe
     return supervisor
 
 
-async def _until_stopped(stop: asyncio.Event, supervisor: "GatewaySupervisor | None") -> None:
-    """Wait for SIGTERM/SIGINT, or for the gateway supervisor to give up (raised)."""
-    if supervisor is None:
+async def until_stopped(stop: asyncio.Event, *supervisors: "Supervisor | None") -> None:
+    """Wait for SIGTERM/SIGINT, or for one of the supervisors (of the gateway, of the worker
+    processes) to give up: its error is logged as <name>.failed and raised."""
+    watches = {asyncio.ensure_future(s.run()): s.name for s in supervisors if s is not None}
+    if not watches:
         await stop.wait()
-    else:
-        watch = asyncio.ensure_future(supervisor.run())
-        stopped = asyncio.ensure_future(stop.wait())
-        await asyncio.wait({watch, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        stopped.cancel()
-        if watch.done():
-            error = watch.exception()
-            if error is not None:
-                log.error("gateway.failed", extra={"error": str(error)})
-                raise error
+        return
+    stopped = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({*watches, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    stopped.cancel()
+    failed = [(watch, name) for watch, name in watches.items() if watch.done() and watch.exception() is not None]
+    for watch in watches:
         watch.cancel()
+    if failed:
+        error = failed[0][0].exception()
+        log.error(f"{failed[0][1]}.failed", extra={"error": str(error)})
+        raise error
 
 
 async def serve(config: Config) -> None:
@@ -194,7 +207,7 @@ async def serve(config: Config) -> None:
 
     mcp_http = await start_mcp_http(config, running.port)
     config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)  # where Envoy sends /mcp
-    metrics_port = _serve_metrics(app, config)
+    metrics_port = serve_metrics(app.metrics, config)
     log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,
                                       "metrics_port": metrics_port,
                                       "auth": ("bearer" if config.auth_enabled or app.credentials.required()
@@ -206,11 +219,38 @@ async def serve(config: Config) -> None:
         loop.add_signal_handler(sig, stop.set)
     try:
         if config.gateway:
-            supervisor = await _start_gateway(config, running)
-        await _until_stopped(stop, supervisor)
+            supervisor = await start_gateway(config, running.port, lambda up: report_rest(running.health, up))
+        await until_stopped(stop, supervisor)
         log.info("server.stopping", extra={"grace_s": config.shutdown_grace_s})
     finally:
         if mcp_http is not None:  # before gRPC: its calls in flight still need it
             await mcp_http.stop()
         await running.stop(config.shutdown_grace_s, supervisor.stop if supervisor is not None else None)
         log.info("server.stopped")
+
+
+async def serve_worker(config: Config, ready: Callable[[int], None]) -> None:
+    """One of the gRPC server processes of a several-process `serve`: its own App and health
+    servicer on the shared port; `ready(port)` once it serves. The parent runs Envoy, MCP
+    and /metrics, and tells the worker when REST goes down (SIGUSR1) or comes back
+    (SIGUSR2), so health reads the same in every worker. Drains on SIGTERM/SIGINT as a
+    single process does."""
+    _one_blas_thread()
+    loop = asyncio.get_running_loop()
+    app = await loop.run_in_executor(None, App.open, config)
+    app.qdrant_settings.shared_by(config.processes)
+    app.metrics.publish_state()
+    running = await start(config, app, shared_port=True)
+    stop = asyncio.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.add_signal_handler(sig, stop.set)
+    for sig, up in ((REST_DOWN, False), (REST_UP, True)):
+        loop.add_signal_handler(sig, lambda up=up: asyncio.ensure_future(report_rest(running.health, up)))
+    log.info("worker.started", extra={"pid": os.getpid(), "grpc_port": running.port})
+    ready(running.port)
+    try:
+        await stop.wait()
+        log.info("worker.stopping", extra={"grace_s": config.shutdown_grace_s})
+    finally:
+        await running.stop(config.shutdown_grace_s)
+        log.info("worker.stopped")

@@ -26,7 +26,7 @@ from pathlib import Path, PurePath
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from memsvc.core.errors import Violations
+from memsvc.core.errors import PreconditionError, Violations
 from memsvc.core.settings import (
     NamespaceSettings,
     SettingsStore,
@@ -330,8 +330,32 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
 
     def __init__(self, store: SettingsStore, data_dir: str | Path):
         super().__init__(store, NAMESPACE, normalize, lambda patch: validate_update(patch, data_dir))
+        self._processes = 1
+
+    def shared_by(self, processes: int) -> None:
+        """`processes` server processes serve this database (see `update`)."""
+        self._processes = processes
 
     def update(self, patch: Mapping[str, Any]) -> QdrantUpdate:
         """Validate strictly, save, and return the new settings plus the memory-settings
-        patch to apply alongside (see `memory_settings_patch`)."""
+        patch to apply alongside (see `memory_settings_patch`).
+
+        Qdrant's local mode opens its folder in one process only (qdrant-client locks it,
+        and ":memory:" is one process's own), so while several processes serve, an update
+        that sets a `localPath`, or enables Qdrant with one stored, is refused
+        (PreconditionError) and nothing is saved."""
+        values = self._validate(patch)
+        if self._processes > 1 and _uses_local_mode(self.get(), values):
+            raise PreconditionError(
+                f"Qdrant's local mode (localPath) can be used by one process only, and {self._processes} server "
+                "processes serve this database: point Qdrant at a server (host and port, localPath empty), "
+                "or run memsvc with MEMSVC_PROCESSES=1")
         return QdrantUpdate(self.save(patch), memory_settings_patch(patch))
+
+
+def _uses_local_mode(current: QdrantSettings, values: Mapping[str, Any]) -> bool:
+    """Whether the validated update `values` sets a local path, or enables Qdrant with one."""
+    if values.get("localPath") is not None:
+        return True
+    path = values["localPath"] if "localPath" in values else current.local_path
+    return bool(values.get("enabled", current.enabled)) and path is not None

@@ -18,7 +18,6 @@ Envoy is a child that must never outlive memsvc nor fail unnoticed:
 
 from __future__ import annotations
 
-import asyncio
 import http.client
 import json
 import logging
@@ -29,7 +28,6 @@ import socket
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Awaitable, Callable
@@ -37,6 +35,7 @@ from typing import Awaitable, Callable
 from memsvc import studio
 from memsvc.config import Config
 from memsvc.gateway.envoy_config import EnvoySettings, render_yaml
+from memsvc.supervision import RestartPolicy, Supervisor
 
 log = logging.getLogger("memsvc.gateway")
 
@@ -243,16 +242,7 @@ class Gateway:
         raise GatewayError(f"another Envoy already answers on {path}: is another memsvc serving this data dir?")
 
 
-@dataclass(frozen=True)
-class RestartPolicy:
-    """Envoy is restarted after each wait in `backoff_s`; once they are used up without Envoy
-    staying up for `stable_s`, the gateway is given up (and `memsvc serve` exits)."""
-
-    backoff_s: tuple[float, ...] = (0.25, 0.5, 1.0, 2.0, 4.0)
-    stable_s: float = 60.0
-
-
-class GatewaySupervisor:
+class GatewaySupervisor(Supervisor):
     """Keeps one Envoy running for `memsvc serve`: `start` must succeed, `run` watches it.
 
     `on_state(up)` is awaited whenever REST goes down or comes back (the server reports it in
@@ -261,68 +251,15 @@ class GatewaySupervisor:
 
     def __init__(self, gateway: Gateway, on_state: Callable[[bool], Awaitable[None]],
                  policy: RestartPolicy = RestartPolicy()):
+        super().__init__("gateway", gateway, on_state, GatewayError, log, policy)
         self.gateway = gateway
-        self._on_state = on_state
-        self._policy = policy
-        self._stopping = False
-        self._up_since = 0.0
 
-    async def start(self) -> int:
-        """Start Envoy and wait until it serves REST; GatewayError if it cannot."""
-        self.gateway.spawn()  # on the event loop's thread, which lives as long as the server
-        loop = asyncio.get_running_loop()
-        try:
-            port = await loop.run_in_executor(None, self.gateway.wait_ready)
-        except GatewayError:
-            await loop.run_in_executor(None, self.gateway.stop)
-            raise
-        self._up_since = time.monotonic()
-        return port
+    def restarted_fields(self) -> dict[str, object]:
+        return {"rest_port": self.gateway.rest_port}
 
-    async def run(self) -> None:
-        """Watch Envoy until `stop`; raises GatewayError once restarts are used up."""
-        attempts = 0
-        while True:
-            code = await self._exited()
-            if self._stopping:
-                return
-            if time.monotonic() - self._up_since >= self._policy.stable_s:
-                attempts = 0
-            log.error("gateway.exited", extra={"pid": self.gateway.pid, "exit_code": code,
-                                               "restarts_left": len(self._policy.backoff_s) - attempts})
-            await self._on_state(False)
-            attempts = await self._restart(attempts)
-            if self._stopping:
-                return
-            log.warning("gateway.restarted", extra={"pid": self.gateway.pid, "rest_port": self.gateway.rest_port,
-                                                    "attempt": attempts})
-            await self._on_state(True)
-
-    async def _restart(self, attempts: int) -> int:
-        """Retry with backoff until Envoy is ready again; returns the attempts used so far."""
-        while attempts < len(self._policy.backoff_s):
-            await asyncio.sleep(self._policy.backoff_s[attempts])
-            attempts += 1
-            if self._stopping:
-                return attempts
-            try:
-                await self.start()
-                return attempts
-            except GatewayError as exc:
-                log.error("gateway.restart_failed", extra={"attempt": attempts, "error": str(exc)})
-        raise GatewayError(f"envoy exited and was restarted {attempts} times without staying up; "
-                           "REST is down, so the server stops")
-
-    async def _exited(self) -> int:
-        process = self.gateway.process
-        assert process is not None
-        while (code := process.poll()) is None:
-            await asyncio.sleep(0.1)
-        return code
-
-    async def stop(self) -> None:
-        self._stopping = True
-        await asyncio.get_running_loop().run_in_executor(None, self.gateway.stop)
+    def gave_up(self, attempts: int) -> Exception:
+        return GatewayError(f"envoy exited and was restarted {attempts} times without staying up; "
+                            "REST is down, so the server stops")
 
 
 def _connectable(host: str) -> str:

@@ -10,6 +10,7 @@ import sys
 import threading
 import time
 from pathlib import Path
+from typing import Callable
 
 from support.processes import wait_gone
 
@@ -44,6 +45,16 @@ class ServeProcess:
                 if name is None or entry.get("event") == name:
                     out.append(entry)
         return out
+
+    def wait_for_entry(self, match: Callable[[dict], bool], timeout_s: float = 60) -> dict:
+        """The first log entry `match` accepts, once it has been written."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            found = [entry for entry in self.events() if match(entry)]
+            if found:
+                return found[0]
+            time.sleep(0.02)
+        raise AssertionError(f"no matching entry in server output: {self.lines[-20:]}")
 
     def wait_for(self, event: str, timeout_s: float = 60, count: int = 1) -> dict:
         """The `count`-th log entry named `event`, once it has been written."""
