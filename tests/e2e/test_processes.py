@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import time
 import urllib.request
 import uuid
@@ -245,3 +246,36 @@ def test_the_embedding_cache_gauges_add_up_the_workers_caches(fleet, static_mode
     while (gauges := _gauges(handle.metrics_port)) != {"hits": 1, "misses": 2, "size": 2}:
         assert time.monotonic() < deadline, f"the gauges stayed at {gauges}"
         time.sleep(0.1)
+
+
+def test_a_grpc_port_another_program_holds_is_refused(tmp_path):
+    with socket.socket() as squatter:
+        squatter.bind(("127.0.0.1", 0))
+        squatter.listen()
+        port = squatter.getsockname()[1]
+        process = ServeProcess(tmp_path / "data", port, 0, extra_args=(
+            "--processes", "2", "--no-gateway", "--mcp-port", "-1"))
+        try:
+            assert process.exit_code() == 2
+        finally:
+            process.stop()
+    assert f"memsvc: cannot bind gRPC to 127.0.0.1:{port}" in "\n".join(process.lines)
+    assert not process.events("worker.started")
+
+
+def test_a_worker_that_keeps_dying_stops_serve_with_an_error(fleet):
+    handle = fleet()
+    killed: list[int] = []
+    deadline = time.monotonic() + 180
+    while handle.process.proc.poll() is None:
+        pids = [handle.worker_pids[0]] + [e["pid"] for e in handle.process.events("worker.restarted")]
+        if pids[-1] not in killed and alive(pids[-1]):
+            os.kill(pids[-1], signal.SIGKILL)
+            killed.append(pids[-1])
+        assert len(killed) <= 10 and time.monotonic() < deadline, "serve should give up after bounded restarts"
+        time.sleep(0.05)
+    assert handle.process.exit_code() == 1
+    assert len(killed) == 6  # the first worker and five restarts
+    assert len(handle.process.events("worker.exited")) == 6 and handle.process.events("worker.failed")
+    assert "memsvc: a server process failed: worker exited and was restarted 5 times" in "\n".join(handle.process.lines)
+    assert wait_gone(handle.worker_pids[1]), "the other worker must stop with the server"
