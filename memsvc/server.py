@@ -4,7 +4,8 @@
 Envoy gateway and waits for SIGTERM/SIGINT, then drains: health NOT_SERVING first so load
 balancers stop sending, in-flight RPCs get the grace period, the database closes last.
 Envoy is supervised while serving: restarted when it exits, and the server stops with an
-error when it cannot be started or keeps exiting.
+error when it cannot be started or keeps exiting. With several server processes
+(memsvc.processes) the parent runs Envoy, and each worker runs `serve_worker`.
 """
 
 from __future__ import annotations
