@@ -45,6 +45,7 @@ class Memory:
         """This memory with other access counters. Every retrieval moves the counters of
         what it returned, while its text stays as it was: the copy keeps the text already
         folded for keyword scoring instead of folding it again."""
+        self.folded  # noqa: B018 - folded once here, on the memo's object, not again on every copy
         copy = object.__new__(Memory)
         copy.__dict__.update(self.__dict__, access_count=access_count, last_accessed_at=last_accessed_at)
         return copy

@@ -150,13 +150,23 @@ def relevance(memory: Memory, phrase: str, tokens: Sequence[str]) -> float:
     whole phrase occurs; per token +6 when the key contains it and +3 per occurrence in
     content and metadata. ("User prefers dark mode" / "preference:dark_mode" / "dark mode"
     → 38.)"""
+    return evidence(memory, phrase, tokens)[0]
+
+
+def evidence(memory: Memory, phrase: str, tokens: Sequence[str]) -> tuple[float, bool]:
+    """`relevance` and `strong_match` of one memory in one pass over its text: the keyword
+    tier needs both for every candidate, and reading the text once halves its Python cost."""
     content, key, meta = memory.folded
-    score = 20.0 if _occurs(phrase, memory.folded) else 0.0
+    whole = _occurs(phrase, memory.folded)
+    score = 20.0 if whole else 0.0
+    found: set[str] = set()
     for token in tokens:
-        if key and token in key:
-            score += 6
-        score += 3 * (content.count(token) + meta.count(token))
-    return score
+        in_key = bool(key) and token in key
+        occurrences = content.count(token) + meta.count(token)
+        score += (6 if in_key else 0) + 3 * occurrences
+        if token and (in_key or occurrences):
+            found.add(token)
+    return score, whole or len(found) >= STRONG_MIN_TERMS
 
 
 def keyword_score(rel: float, bm25_share: float, sentence: bool) -> float:
@@ -213,7 +223,7 @@ def strong_match(memory: Memory, phrase: str, tokens: Sequence[str]) -> bool:
     """Keyword evidence worth fusing: the whole query phrase occurs (the +20 bonus) or
     at least STRONG_MIN_TERMS distinct query terms do. One shared word is what a paraphrase,
     or an unrelated memory, usually has in common with the query."""
-    return _occurs(phrase, memory.folded) or sum(_occurs(t, memory.folded) for t in set(tokens)) >= STRONG_MIN_TERMS
+    return evidence(memory, phrase, tokens)[1]
 
 
 def rrf(ranked_lists: Sequence[Sequence[str]], k: int = DEFAULT_RRF_K) -> dict[str, float]:
@@ -336,13 +346,14 @@ class Retriever:
         except VectorUnavailable as exc:
             return self._hybrid_on_keywords(scope, query, exc.reason)
         window = SENTENCE_WINDOW * self._top_k if is_sentence(query) else KEYWORD_LIMIT
-        keyword = _rank(self._keyword_items(scope, query, window))[: self._top_k]
+        scored = self._keyword_evidence(scope, query, window)
+        strong = {item.memory.id: is_strong for item, is_strong in scored}
+        keyword = _rank([item for item, _ in scored])[: self._top_k]
         fts_scores = {i.memory.id: i.fts_score for i in keyword}
         vec_scores = {m.memory.id: m.score for m in result.matches}
         memories = {i.memory.id: i.memory for i in keyword} | {m.memory.id: m.memory for m in result.matches}
-        phrase, tokens = _phrase(query), scoring_tokens(query)
         fused = self._fusion.fuse(
-            [Candidate(i.memory.id, i.score, strong_match(i.memory, phrase, tokens)) for i in keyword],
+            [Candidate(i.memory.id, i.score, strong[i.memory.id]) for i in keyword],
             [Candidate(m.memory.id, m.score) for m in result.matches], self._rrf_k)
         items = [RetrievedItem(memories[i], score, estimate_tokens(memories[i].content), TIER_HYBRID,
                                fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
@@ -366,16 +377,23 @@ class Retriever:
                 for m in self._backend.recent(scope, RECENT_LIMIT)]
 
     def _keyword_items(self, scope: SearchScope, query: str, limit: int = KEYWORD_LIMIT) -> list[RetrievedItem]:
-        """The best `limit` FTS hits by bm25, scored by relevance plus a (0, 1] share of the
-        best bm25, so a stemmed or trigram match the substring score misses still counts."""
+        return [item for item, _ in self._keyword_evidence(scope, query, limit)]
+
+    def _keyword_evidence(self, scope: SearchScope, query: str, limit: int) -> list[tuple[RetrievedItem, bool]]:
+        """The best `limit` FTS hits by bm25, each scored by relevance plus a (0, 1] share of
+        the best bm25 (so a stemmed or trigram match the substring score misses still
+        counts), with whether the match is strong; in bm25 order."""
         hits = self._backend.search_keyword(scope, query, limit)
         if not hits:
             return []
         best = max(h.score for h in hits) or 1.0
         phrase, tokens, sentence = _phrase(query), scoring_tokens(query), is_sentence(query)
-        return [RetrievedItem(h.memory, keyword_score(relevance(h.memory, phrase, tokens), max(h.score, 0.0) / best,
-                                                      sentence),
-                              estimate_tokens(h.memory.content), TIER_FTS, fts_score=h.score) for h in hits]
+        out: list[tuple[RetrievedItem, bool]] = []
+        for h in hits:
+            rel, strong = evidence(h.memory, phrase, tokens)
+            out.append((RetrievedItem(h.memory, keyword_score(rel, max(h.score, 0.0) / best, sentence),
+                                      estimate_tokens(h.memory.content), TIER_FTS, fts_score=h.score), strong))
+        return out
 
     def _scored(self, items: list[RetrievedItem], query: str, sentence: bool = False) -> list[RetrievedItem]:
         """Relevance-score items that have no score yet (as `keyword_score` with no bm25

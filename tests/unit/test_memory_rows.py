@@ -30,11 +30,23 @@ def test_moved_access_counters_are_read_and_the_folded_text_is_reused():
     first = row_to_memory(ROW)
     folded = first.folded
     touched = row_to_memory(_with(access_count=3, last_accessed_at="2026-12-01T09:30:00.000000Z"))
+    again = row_to_memory(_with(access_count=4, last_accessed_at="2026-12-01T09:31:00.000000Z"))
+    assert again.folded is folded and again.access_count == 4
     assert touched.access_count == 3
     assert touched.last_accessed_at == datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
     assert first.access_count == 0 and first.last_accessed_at is None  # the shared memo is not changed
     assert touched.folded is folded
     assert touched.content == first.content and touched.metadata == first.metadata
+
+
+def test_copies_made_before_anything_was_folded_share_one_folding():
+    """A row first read with counters already moved (the usual case for a retrieved
+    memory): every copy must reuse the memo's folding, not fold on itself."""
+    row = _with(id="0b8f6c1e-0000-4000-8000-000000000002", content="User lives in Lisbon", access_count=1,
+                last_accessed_at="2026-12-01T09:00:00.000000Z")
+    one = row_to_memory(row)
+    two = row_to_memory(_with(id=row[0], content=row[6], access_count=2, last_accessed_at="2026-12-01T09:01:00.000000Z"))
+    assert one.folded is two.folded
 
 
 def test_a_changed_text_is_a_new_memory():
