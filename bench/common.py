@@ -418,7 +418,9 @@ def server_shape(server: "ServerProc") -> dict[str, Any]:
 
 def one_blas_thread() -> None:
     """As `memsvc serve` does: one BLAS thread per NumPy call, so the in-process floor runs
-    its vector scan the way the server does."""
+    its vector scan the way the server does. NumPy is imported first: threadpoolctl limits
+    only the BLAS libraries already loaded."""
+    import numpy  # noqa: F401
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(limits=1, user_api="blas")
