@@ -15,7 +15,7 @@ import uuid
 import grpc
 import pytest
 
-from conftest import make_config
+from conftest import Stubs, make_config
 from memsvc.app import App
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import engine_pb2 as epb
@@ -23,10 +23,12 @@ from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from memsvc.v1 import settings_pb2 as spb
 from support.processes import alive, cmdline, descendants, wait_gone
 from support.serve_process import ServeProcess
-from support.vectors import static_model, struct  # noqa: F401 - static_model is a fixture
+from support.vectors import (  # noqa: F401 - static_model and gated are fixtures
+    create, error_info, gated, remote_settings, set_memory, static_model, status, struct, wait_for)
 
 pytestmark = pytest.mark.e2e
 MAX_CHANNELS = 200  # each new connection reaches either worker; 200 misses have odds of 2^-199
+REINDEX_ROWS = 300  # the held job embeds a first batch of 128, then waits in its second embedding call
 
 
 class Fleet:
@@ -279,3 +281,34 @@ def test_a_worker_that_keeps_dying_stops_serve_with_an_error(fleet):
     assert len(handle.process.events("worker.exited")) == 6 and handle.process.events("worker.failed")
     assert "memsvc: a server process failed: worker exited and was restarted 5 times" in "\n".join(handle.process.lines)
     assert wait_gone(handle.worker_pids[1]), "the other worker must stop with the server"
+
+
+def test_a_reindex_through_one_worker_runs_in_the_others_status_and_a_killed_holder_is_recovered(fleet, gated):
+    """The reindex lease across the workers of one serve: started through worker A, B's
+    status shows it running and B refuses a second one; A killed mid-job (its supervisor
+    restarts it), the lease expires and B's Reindex runs the rest to the end."""
+    handle = fleet({"MEMSVC_LEASE_TTL_S": "2", "MEMSVC_EMBEDDING_TIMEOUT_S": "300"})
+    (holder, a), (_, b) = [(pid, Stubs(memory_pb2_grpc.MemoryServiceStub(ch), engine_pb2_grpc.EngineServiceStub(ch),
+                                       settings_pb2_grpc.SettingsServiceStub(ch)))
+                           for pid, ch in handle.channels_by_worker().items()]
+    set_memory(a, enabled=True)  # no embedding source yet: the rows wait for a reindex
+    for i in range(REINDEX_ROWS):
+        create(a, "key-workers", f"memory number {i} about topic {i % 13}")
+    set_memory(a, **remote_settings(gated))
+    running = a.engine.Reindex(epb.ReindexRequest(), timeout=120)
+    assert next(running).pending == REINDEX_ROWS
+    wait_for(lambda: gated.embed_calls == 2, 60, what="A's job held in its second embedding call")
+
+    seen = wait_for(lambda: (s := status(b).reindex).running and s, 30, what="A's job in B's engine status")
+    assert seen.holder.startswith(f"{holder}-") and seen.progress.processed == 128
+    with pytest.raises(grpc.RpcError) as info:
+        next(b.engine.Reindex(epb.ReindexRequest(), timeout=30))
+    assert info.value.code() == grpc.StatusCode.ABORTED and error_info(info.value).reason == "REINDEX_RUNNING"
+
+    os.kill(holder, signal.SIGKILL)
+    assert handle.process.wait_for("worker.exited")["pid"] == holder
+    wait_for(lambda: not status(b).reindex.running, 30, what="the dead holder's lease to expire")
+    gated.release()
+    messages = list(b.engine.Reindex(epb.ReindexRequest(), timeout=120))
+    assert messages[-1].state == "done" and messages[-1].processed == REINDEX_ROWS - 128
+    assert status(b).vector_store.row_count == REINDEX_ROWS

@@ -21,7 +21,6 @@ import signal
 import threading
 import time
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
@@ -33,7 +32,9 @@ from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from conftest import Stubs
 from support.serve_process import ServeProcess
-from tests.support.vectors import (  # noqa: F401 - models is a fixture
+from tests.support.vectors import (  # noqa: F401 - models and gated are fixtures
+    GatedModels,
+    gated,
     C,
     LoopbackModels,
     create,
@@ -49,35 +50,6 @@ from tests.support.vectors import (  # noqa: F401 - models is a fixture
 
 TTL_S = 2.0
 ROWS = 300  # the first batch embeds 128 of them, the second call is held
-
-
-class GatedModels(LoopbackModels):
-    """Answers the first `free` embedding calls; holds every later one until `release()`."""
-
-    def __init__(self, free: int) -> None:
-        super().__init__()
-        self.free = free
-        self.gate = threading.Event()
-
-    def _misbehave(self):
-        if self.embed_calls > self.free:
-            self.gate.wait(120)
-        return super()._misbehave()
-
-    def release(self) -> None:
-        self.gate.set()
-
-    def stop(self) -> None:
-        self.gate.set()
-        super().stop()
-
-
-@pytest.fixture
-def gated() -> Iterator[GatedModels]:
-    one_torch_thread()
-    server = GatedModels(free=1).start()
-    yield server
-    server.stop()
 
 
 class Worker:

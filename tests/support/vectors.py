@@ -23,7 +23,7 @@ import json
 import threading
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
 import grpc
 import numpy as np
@@ -117,6 +117,35 @@ def models() -> LoopbackModels:
     server.reset()
     yield server
     server.reset()
+
+
+class GatedModels(LoopbackModels):
+    """Answers the first `free` embedding calls; holds every later one until `release()`."""
+
+    def __init__(self, free: int) -> None:
+        super().__init__()
+        self.free = free
+        self.gate = threading.Event()
+
+    def _misbehave(self):
+        if self.embed_calls > self.free:
+            self.gate.wait(120)
+        return super()._misbehave()
+
+    def release(self) -> None:
+        self.gate.set()
+
+    def stop(self) -> None:
+        self.gate.set()
+        super().stop()
+
+
+@pytest.fixture
+def gated() -> Iterator[GatedModels]:
+    one_torch_thread()
+    server = GatedModels(free=1).start()
+    yield server
+    server.stop()
 
 
 # ---- a small static model ------------------------------------------------------------------
