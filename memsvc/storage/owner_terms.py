@@ -4,7 +4,9 @@ Why: in a shared FTS5 index a term's posting list holds every owner's rows, and 
 the whole list of each query term before intersecting it with anything (bench/hot_path.py:
 the same owner's keyword search took 0.25 ms in a database of 10k rows and 2.9 ms among 1M).
 Here every indexed token carries its owner's tag (`k<16 hex>` + token), so a term's posting
-list holds one owner's rows only and bm25's document frequencies are that owner's.
+list holds one owner's rows only and bm25's document frequencies are that owner's (its row
+count is every owner's: the word search scores FTS5's best rows again with the owner's own,
+`owner_idf` and `owner_bm25`).
 
 The words are what FTS5's own `porter unicode61 remove_diacritics 2` tokenizer produces (the
 C tokenizer, called through apsw), so stemming and folding match the shared index exactly;
@@ -19,6 +21,8 @@ and the search's `api_key_id = ?` check still keeps their rows apart.
 from __future__ import annotations
 
 import hashlib
+import json
+import math
 from typing import Iterable
 
 import apsw
@@ -29,6 +33,9 @@ from memsvc.core.text import Terms, cjk_runs, ngrams
 WORDS_FUNCTION = "memsvc_owner_words"
 GRAMS_FUNCTION = "memsvc_owner_grams"
 TAG_FUNCTION = "memsvc_owner_tag"
+BM25_FUNCTION = "memsvc_owner_bm25"
+# FTS5's own bm25 constants, kept so the owner's score differs from FTS5's in the idf alone.
+BM25_K1, BM25_B = 1.2, 0.75
 WORD_TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
 GRAM = 3
 # A query term in more than COMMON_SHARE of the owner's memories, and in more than
@@ -85,6 +92,7 @@ def register(conn: apsw.Connection) -> None:
     def tag(api_key_id: str | None) -> str | None:
         return None if api_key_id is None else owner_tag(api_key_id)
 
+    conn.register_fts5_function(BM25_FUNCTION, owner_bm25)
     conn.create_scalar_function(WORDS_FUNCTION, words, 2, deterministic=True)
     conn.create_scalar_function(GRAMS_FUNCTION, grams, 3, deterministic=True)
     conn.create_scalar_function(TAG_FUNCTION, tag, 1, deterministic=True)
@@ -94,18 +102,63 @@ def _phrase(tag: str, tokens: list[str]) -> str:
     return '"' + " ".join(tag + t for t in tokens).replace('"', '""') + '"'
 
 
-def word_query(conn: apsw.Connection, tokenizer: apsw.FTS5Tokenizer, api_key_id: str, t: Terms,
-               counts: TtlCache[int]) -> str | None:
-    """The owner's query for the word columns: each query word tokenized as the documents
-    were (one word may become a phrase, e.g. "e-mail"), quoted, ORed — without the words
-    too common among the owner's memories to select anything (`selective`)."""
+def word_phrases(conn: apsw.Connection, tokenizer: apsw.FTS5Tokenizer, api_key_id: str, t: Terms,
+                 counts: TtlCache[int]) -> list[list[str]]:
+    """The owner's query phrases for the word columns: each query word tokenized as the
+    documents were (one word may become a phrase, e.g. "e-mail"), without the words too
+    common among the owner's memories to select anything (`selective`)."""
     tag = owner_tag(api_key_id)
     phrases: list[list[str]] = []
     for word in t.words:
         tokens = _tokens(tokenizer, word, apsw.FTS5_TOKENIZE_QUERY)
         if tokens and tokens not in phrases:
             phrases.append(tokens)
-    return " OR ".join(_phrase(tag, p) for p in selective(conn, tag, phrases, counts)) or None
+    return selective(conn, tag, phrases, counts)
+
+
+def phrase_query(api_key_id: str, phrases: list[list[str]]) -> str | None:
+    """The owner's MATCH text for `phrases`: each one tagged, quoted, ORed."""
+    tag = owner_tag(api_key_id)
+    return " OR ".join(_phrase(tag, p) for p in phrases) or None
+
+
+def owner_idf(conn: apsw.Connection, api_key_id: str, phrases: list[list[str]], counts: TtlCache[int]) -> str | None:
+    """Each phrase's inverse document frequency among the owner's memories, as FTS5 computes
+    it (log((N − n + 0.5) / (n + 0.5)), at least 1e-6) but with N the owner's number of
+    memories instead of every owner's: FTS5's bm25 counts N over the whole index, which
+    gives a word in most of this owner's memories (a chat partner's name) almost the
+    weight of a rare one. A phrase of several tokens counts as its rarest token. JSON, for
+    `owner_bm25`; None while the owner's count reads 0 (a count cached before its first
+    memory), when FTS5's own bm25 ranks instead."""
+    tag = owner_tag(api_key_id)
+    owned = doc_count(conn, tag, counts)
+    if owned <= 0:
+        return None
+    out = []
+    for phrase in phrases:
+        n = min(owned, min(doc_count(conn, tag + token, counts) for token in phrase))
+        out.append(max(math.log((owned - n + 0.5) / (n + 0.5)), 1e-6))
+    return json.dumps(out)
+
+
+def owner_bm25(api: apsw.FTS5ExtensionApi, idf_json: str) -> float:
+    """FTS5's bm25 of a row over the word columns (same k1, b, row length and average
+    length), with the owner's idf per phrase (`owner_idf`); higher is better. What is the
+    same for every row of the query (the weights, the average length) is read once, into
+    the query's aux data: this runs in Python for each row FTS5's sort keeps."""
+    ctx = api.aux_data
+    if ctx is None:
+        avgdl = max(api.column_total_size(-1) / max(api.row_count, 1), 1e-9)
+        ctx = api.aux_data = (json.loads(idf_json)[:api.phrase_count], BM25_K1 * (1 - BM25_B), BM25_K1 * BM25_B / avgdl)
+    idf, fixed, per_token = ctx
+    norm = fixed + per_token * api.column_size(-1)
+    score = 0.0
+    for i, weight in enumerate(idf):
+        found = api.phrase_locations(i)
+        tf = len(found[0]) + len(found[1])  # the word columns, content and key
+        if tf:
+            score += weight * tf * (BM25_K1 + 1) / (tf + norm)
+    return score
 
 
 def doc_counts() -> TtlCache[int]:

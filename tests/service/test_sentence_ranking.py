@@ -34,3 +34,21 @@ def test_a_keyword_query_keeps_the_substring_relevance_order(server, stubs):
     resp = retrieve(stubs, "kevin", strategy="semantic")
     assert ids(resp) == [chatty, answer]
     assert resp.memories[0].score == pytest.approx(7 * 3 + 20 + 1.0)
+
+
+def test_a_word_in_most_of_the_owners_memories_weighs_nothing_beside_another_owners_rows(server, stubs):
+    """bm25's idf is the owner's own: "Kate", in 9 of the chat's 10 turns, does not lift the
+    turn that says it four times above the one turn about pasta, however many rows other
+    owners hold (FTS5's bm25 alone counted every owner's rows, and there "Kate" weighed
+    almost as much as "pasta")."""
+    from memsvc.v1 import memory_pb2 as mpb
+
+    enable(stubs)
+    stubs.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=[
+        mpb.CreateMemoryRequest(api_key_id="key-other", content=f"Bob: note number {i}") for i in range(1000)]))
+    for i in range(8):
+        create(stubs, f"Kate: filler line {i}")
+    chatty = create(stubs, "Kate: Kate said Kate is Kate")
+    pasta = create(stubs, "Bob: I cooked pasta with tomatoes and garlic for the whole family at dinner tonight")
+    resp = retrieve(stubs, "What pasta did Kate like?", strategy="hybrid")
+    assert ids(resp)[:2] == [pasta, chatty], [m.content for m in resp.memories]

@@ -176,3 +176,22 @@ def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
     assert len(found(owner, "prefer zeppelin")) == 100
     # An owner with few memories keeps every word: nothing is common enough to cost anything.
     assert len(found(other, "prefer haskell")) == 5
+
+
+def test_bm25_weighs_words_by_the_owners_own_document_frequencies(backend):
+    """bm25 over the owner index counts N (and so every word's idf) over every owner's rows:
+    among 1,000 rows of another owner, "kate", in 9 of this owner's 10 memories, weighed
+    almost as much as "pasta", in one, and the row saying "Kate" four times outranked the
+    row about pasta. The owner's search scores its rows with the owner's own counts, as a
+    per-owner index would: a word in most of the owner's memories weighs nothing."""
+    owner = "key-chat"
+    backend.create_many([NewMemory(api_key_id="key-other", content=f"Bob: note number {i}") for i in range(1000)])
+    backend.create_many([NewMemory(api_key_id=owner, content=f"Kate: filler line {i}") for i in range(8)])
+    chatty = backend.create(NewMemory(api_key_id=owner, content="Kate: Kate said Kate is Kate")).id
+    pasta = backend.create(NewMemory(api_key_id=owner, content="Bob: I cooked pasta with tomatoes and garlic "
+                                                               "for the whole family at dinner tonight")).id
+    hits = backend.search_keyword(SearchScope(owner, utcnow()), "What pasta did Kate like?", 10)
+    assert [h.memory.id for h in hits[:2]] == [pasta, chatty]
+    assert len(hits) == 10
+    # The other owner's search is untouched by this owner's rows.
+    assert len(backend.search_keyword(SearchScope("key-other", utcnow()), "note", 5)) == 5
