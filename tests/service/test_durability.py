@@ -81,8 +81,11 @@ def _server_env() -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith("MEMSVC_")}
     # No metrics or MCP listener: their fixed default ports may be held by another process,
     # and this test fails on any error line.
+    # One process: the SIGKILL must hit the process that holds the writes. With several, it
+    # would hit the parent, and its workers drain gracefully (they are told by the kernel when
+    # the parent dies), which is the shutdown path, not a crash.
     env.update(MEMSVC_LOG_LEVEL="INFO", MEMSVC_SHUTDOWN_GRACE_S=str(GRACE_S), PYTHONUNBUFFERED="1",
-               MEMSVC_METRICS_PORT="-1", MEMSVC_MCP_PORT="-1")
+               MEMSVC_METRICS_PORT="-1", MEMSVC_MCP_PORT="-1", MEMSVC_PROCESSES="1")
     return env
 
 
