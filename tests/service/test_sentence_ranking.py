@@ -52,3 +52,17 @@ def test_a_word_in_most_of_the_owners_memories_weighs_nothing_beside_another_own
     pasta = create(stubs, "Bob: I cooked pasta with tomatoes and garlic for the whole family at dinner tonight")
     resp = retrieve(stubs, "What pasta did Kate like?", strategy="hybrid")
     assert ids(resp)[:2] == [pasta, chatty], [m.content for m in resp.memories]
+
+
+def test_a_question_counts_the_substring_relevance_beside_bm25(server, stubs):
+    """For a question bm25 comes first and the substring relevance second, not as a mere
+    tie-break: the turn naming "cook" in two more words (cookbook, cookies: +6 relevance,
+    which bm25's stemmed tokens do not see) outranks one whose bm25 is 5 % better."""
+    enable(stubs)
+    plain = create(stubs, "Kate: I cook dinner for friends at home")
+    cookbook = create(stubs, "Kate: I cook dinner from the cookbook of cookies")
+    for i in range(20):
+        create(stubs, f"Bob: we went hiking on day {i}")
+    resp = retrieve(stubs, "Where did Kate cook dinner?", strategy="hybrid")
+    assert ids(resp)[:2] == [cookbook, plain], [m.content for m in resp.memories]
+    assert resp.memories[0].fts_score < resp.memories[1].fts_score  # bm25 alone ranks them the other way
