@@ -143,5 +143,6 @@ class SearchScope:
 @dataclass(frozen=True)
 class KeywordHit:
     memory: Memory
-    # Higher is better (the negated FTS5 bm25).
+    # Higher is better: bm25 (the negated FTS5 bm25; for an owner's word match, bm25 with the
+    # owner's own document frequencies).
     score: float
