@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from memsvc.backends import create_backend
 from memsvc.characters.service import Characters
 from memsvc.config import Config
+from memsvc.core import extraction
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.backend_manager import BackendManager, RoutedEvents
 from memsvc.core.credentials import Credentials
@@ -106,6 +107,12 @@ class App:
             conn, [memory_id for _, memory_id in rows]))
         backend.add_delete_hook(lambda conn, rows: vectors.removed([memory_id for memory_id, _ in rows]))
         return vectors, qdrant_settings
+
+    def warm(self) -> None:
+        """What is cheaper to prepare once the server serves than before it does: the
+        extraction rules (about a second to compile), so starting stays fast and the first
+        Extract does not wait for them."""
+        extraction.warm()
 
     def close(self) -> None:
         """Finish acknowledged background writes (appended messages flushed to their files

@@ -11,6 +11,7 @@ error when it cannot be started or keeps exiting. With several server processes
 from __future__ import annotations
 
 import asyncio
+import importlib
 import logging
 import os
 import signal
@@ -35,6 +36,7 @@ from memsvc.v1 import (credentials_pb2, credentials_pb2_grpc, engine_pb2, engine
 
 if TYPE_CHECKING:
     from memsvc.gateway.launcher import GatewaySupervisor
+    from memsvc.mcp.http import McpHttp
     from memsvc.metrics import Metrics, ProcessesMetrics
     from memsvc.supervision import Supervisor
 
@@ -128,6 +130,7 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     await server.start()
     for name in ("", *ALL_SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
+    loop.run_in_executor(None, app.warm)  # off the request path, after SERVING
     return RunningServer(server, port, health_servicer, app)
 
 
@@ -196,6 +199,17 @@ async def until_stopped(stop: asyncio.Event, *supervisors: "Supervisor | None") 
         raise error
 
 
+async def start_mcp(config: Config, grpc_port: int) -> "McpHttp | None":
+    """The MCP HTTP server, or None when it is off. Its SDK takes about two seconds to
+    import: that runs on a worker thread, so the gRPC server already serving keeps
+    answering meanwhile (on the event loop's thread it answered nothing until it was done),
+    and `serve` alone loads it, never the tests' in-process servers."""
+    if config.mcp_port < 0:
+        return None
+    module = await asyncio.get_running_loop().run_in_executor(None, importlib.import_module, "memsvc.mcp.http")
+    return await module.start_http(config, grpc_port)
+
+
 async def serve(config: Config) -> None:
     """Run until SIGTERM or SIGINT, with the gateway unless disabled. A gateway that cannot
     start, or keeps exiting, stops the server with GatewayError (REST is part of the
@@ -204,9 +218,7 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     app = await loop.run_in_executor(None, App.open, config)
     running = await start(config, app)
-    from memsvc.mcp.http import start_http as start_mcp_http  # the MCP SDK loads for serve only
-
-    mcp_http = await start_mcp_http(config, running.port)
+    mcp_http = await start_mcp(config, running.port)
     config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)  # where Envoy sends /mcp
     metrics_port = serve_metrics(app.metrics, config)
     log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,

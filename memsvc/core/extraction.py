@@ -31,6 +31,7 @@ text (see `detect_languages`). Where two matches overlap, the longer cue wins.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -130,7 +131,7 @@ def _optional(pattern: str | None, flags: int = 0) -> re.Pattern[str] | None:
 
 
 def _compile(table: Table) -> _RuleSet:
-    """Compile a table once, at import: extraction runs on every chat reply."""
+    """Compile a table once (see `rule_sets`): extraction runs on every chat reply."""
     for category, direction, _ in table.rules:
         if category not in CATEGORY_TYPES or direction not in (_PREFIX, _SUFFIX):
             raise ValueError(f"bad {table.language} rule: {category!r}, {direction!r}")
@@ -158,7 +159,18 @@ def _compile(table: Table) -> _RuleSet:
     )
 
 
-_RULE_SETS: dict[str, _RuleSet] = {t.language: _compile(t) for t in rules_data.TABLES}
+@functools.cache
+def rule_sets() -> dict[str, _RuleSet]:
+    """Every language's compiled rules, compiled on first use: compiling them all takes about
+    a second, which every server process would otherwise pay at import, before it serves.
+    The server compiles them in the background once it serves (`warm`), so the first
+    extraction does not wait either."""
+    return {t.language: _compile(t) for t in rules_data.TABLES}
+
+
+def warm() -> None:
+    """Compile the rules now (a server calls it off the request path once it serves)."""
+    rule_sets()
 
 
 # -- public helpers ----------------------------------------------------------------------------
@@ -218,7 +230,7 @@ def extract_facts(text: str) -> list[Fact]:
     window = scan_window(text)
     lowered = window.casefold()
     candidates = [
-        c for lang in detect_languages(window) for c in _candidates(window, lowered, _RULE_SETS[lang])
+        c for lang in detect_languages(window) for c in _candidates(window, lowered, rule_sets()[lang])
     ]
     facts: dict[str, Fact] = {}
     for candidate in _without_overlaps(candidates):
