@@ -26,13 +26,12 @@ def _serve(conf: cfg.Config, args: argparse.Namespace) -> int:
     process supervises them (memsvc.processes), or is one of them (--worker-of)."""
     from memsvc.gateway.launcher import GatewayError
     from memsvc.processes import WorkerError, run_worker, serve_processes
-    from memsvc.server import serve
 
     conf.validate()
     if args.worker_of is not None:
         return run_worker(conf, args.worker_of, args.ready_fd)
     try:
-        asyncio.run(serve(conf) if conf.processes == 1 else serve_processes(conf))
+        asyncio.run(_single_process(conf) if conf.processes == 1 else serve_processes(conf))
     except GatewayError as exc:
         print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
         return 1
@@ -40,6 +39,14 @@ def _serve(conf: cfg.Config, args: argparse.Namespace) -> int:
         print(f"memsvc: a server process failed: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+async def _single_process(conf: cfg.Config) -> None:
+    # Imported here: a parent of several processes starts its workers before it loads the
+    # server's modules.
+    from memsvc.server import serve
+
+    await serve(conf)
 
 
 def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:

@@ -276,15 +276,17 @@ def prepare(config: Config) -> Prepared:
 
 async def serve_processes(config: Config) -> None:
     """`memsvc serve` with several processes: until SIGTERM or SIGINT (forwarded to the
-    workers, which drain), or until the gateway or a worker keeps failing (raised)."""
-    from memsvc.server import serve
-
+    workers, which drain), or until the gateway or a worker keeps failing (raised). The
+    parent imports the server's modules (about a second) only after the workers started,
+    so starting costs one interpreter start, not two in a row."""
     loop = asyncio.get_running_loop()
     prepared = await loop.run_in_executor(None, prepare, config)
     if prepared.local_qdrant:
         log.warning("server.single_process", extra={
             "processes": config.processes, "reason": "Qdrant local mode (localPath) is enabled and its folder "
             "can be opened by one process only: set a Qdrant server URL instead to serve with several processes"})
+        from memsvc.server import serve
+
         await serve(replace(config, processes=1))
         return
     stop = asyncio.Event()
@@ -299,16 +301,16 @@ async def serve_processes(config: Config) -> None:
 
 
 async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyncio.Event) -> None:
-    from memsvc.mcp.http import start_http as start_mcp_http
     from memsvc.metrics import ProcessesMetrics, StateSources
-    from memsvc.server import serve_metrics, start_gateway, until_stopped
 
     metrics = ProcessesMetrics(config.data_dir / METRICS_DIR_NAME, StateSources(db_path=str(config.db_path)))
     fleet = Fleet(config, port, metrics)
     mcp_http = supervisor = None
     try:
         await fleet.start()
-        mcp_http = await start_mcp_http(config, port)
+        from memsvc.server import serve_metrics, start_gateway, start_mcp, until_stopped
+
+        mcp_http = await start_mcp(config, port)
         config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)
         log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": port,
                                           "metrics_port": serve_metrics(metrics, config), "auth": prepared.auth,
