@@ -12,6 +12,7 @@ workers) and the parent's /metrics (`ProcessesMetrics`) sums them.
 
 from __future__ import annotations
 
+import glob
 import os
 import shutil
 import threading
@@ -96,6 +97,27 @@ class _Endpoint:
 
 
 
+class _WorkerFiles(multiprocess.MultiProcessCollector):
+    """The workers' multiprocess files, summed, leaving out a file not sized yet.
+    prometheus_client creates a worker's file empty and sizes it just after: a scrape in
+    between failed whole (`struct.error`), and a worker killed in between left an empty
+    file that failed every later scrape (prometheus/client_python#1199)."""
+
+    def collect(self):
+        files = []
+        for path in glob.glob(os.path.join(self._path, "*.db")):
+            try:
+                if os.path.getsize(path) >= _HEADER_BYTES:
+                    files.append(path)
+            except OSError:  # removed since the glob: a dead worker's live gauges
+                continue
+        return self.merge(files, accumulate=True)
+
+
+# A multiprocess file's header: the used size (4 bytes) and padding (4 bytes).
+_HEADER_BYTES = 8
+
+
 class ProcessesMetrics(_Endpoint):
     """The parent's /metrics with several server processes: the workers' counters and
     histograms summed from `directory` (emptied here: files of an earlier run would be
@@ -107,7 +129,7 @@ class ProcessesMetrics(_Endpoint):
             stale.unlink()
         self.directory = directory
         self.registry = CollectorRegistry()
-        multiprocess.MultiProcessCollector(self.registry, path=str(directory))
+        _WorkerFiles(self.registry, path=str(directory))
         self.registry.register(_StateCollector(sources))
 
     def process_exited(self, pid: int) -> None:
