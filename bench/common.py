@@ -378,7 +378,7 @@ def listening_sockets(port: int) -> int:
     return count
 
 
-def process_tree(root_pid: int) -> int:
+def server_pids(root_pid: int) -> list[int]:
     """The server process and its descendants, Envoy not counted (the parent of several
     workers counts too, and any helper process it spawned)."""
     parents: dict[int, int] = {}
@@ -401,7 +401,17 @@ def process_tree(root_pid: int) -> int:
         except OSError:
             return True  # gone
 
-    return sum(1 for pid in tree if not is_envoy(pid))
+    return sorted(pid for pid in tree if not is_envoy(pid))
+
+
+def process_tree(root_pid: int) -> int:
+    """How many processes `server_pids` finds."""
+    return len(server_pids(root_pid))
+
+
+def tree_rss_mb(root_pid: int) -> float:
+    """Resident memory of the server and all its processes together (`server_pids`)."""
+    return sum(rss_mb(pid) for pid in server_pids(root_pid))
 
 
 def server_shape(server: "ServerProc") -> dict[str, Any]:
