@@ -127,12 +127,15 @@ class App:
 
 
 def _reindex_gauges(reindexer: Reindexer) -> dict[str, float]:
-    job = reindexer.current()
-    if job is None:
-        return {}
-    p = job.latest()
+    """The database's reindex as its lease row says, whichever process runs it: with several
+    server processes every one reports the same job (its own last job would leave the
+    others' gauges empty, or stale)."""
+    status = reindexer.status()
+    p = status.progress
+    if p is None:
+        return {"running": 1.0} if status.running else {}
     return {"pending": p.pending, "processed": p.processed, "errors": p.errors, "rate_per_second": p.rate_per_second,
-            "running": 0.0 if job.finished else 1.0}
+            "running": 1.0 if status.running else 0.0}
 
 
 def _qdrant_index(settings, data_dir: str):
