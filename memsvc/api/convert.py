@@ -33,7 +33,7 @@ from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 
 # UpdateMemoryRequest fields a client may name, by their JSON names (what REST users see in
 # error messages); the core decides which of them may actually change.
-_UPDATE_FIELDS = ("type", "key", "content", "metadata", "api_key_id", "session_id", "expires_at",
+_UPDATE_FIELDS = ("type", "key", "content", "metadata", "keep", "api_key_id", "session_id", "expires_at",
                   "created_at", "updated_at", "access_count", "last_accessed_at")
 
 

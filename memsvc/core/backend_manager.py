@@ -519,3 +519,7 @@ class RoutedEvents:
     def written(self, ids: Sequence[str]) -> None:
         if self._manager.primary_is_local():
             self._events.written(ids)
+
+    def rescoped(self, memories: Sequence[Memory]) -> None:
+        if self._manager.primary_is_local():
+            self._events.rescoped(memories)

@@ -47,7 +47,7 @@ HEALTH_CONTENT = "pipeline verification test"
 # Under this much free space in the data directory, CheckHealth reports the store as not
 # working: writes are about to fail (or already fail) for lack of space.
 LOW_SPACE_BYTES = 1024 * 1024
-UPDATABLE_FIELDS = ("type", "key", "content", "metadata")
+UPDATABLE_FIELDS = ("type", "key", "content", "metadata", "keep")
 # At most this many concurrent creates share one transaction.
 CREATE_BATCH = 128
 # At most this many items in one CreateMemories call: an import of a large history is sent in
@@ -74,11 +74,14 @@ class MemoryEvents(Protocol):
     """How derived indexes (vectors) follow memory text. `creating` is asked before drafts
     are stored, outside any transaction (slow work such as embedding happens there), and
     its follow-up joins the write; `written` is told after text was written by other paths
-    and must not raise, the write having committed."""
+    and `rescoped` after what filters a vector changed without its text (keep): neither may
+    raise, the write having committed."""
 
     def creating(self, drafts: Sequence[NewMemory]) -> CreateFollowUp: ...
 
     def written(self, ids: Sequence[str]) -> None: ...
+
+    def rescoped(self, memories: Sequence[Memory]) -> None: ...
 
 
 class NoFollowUp:
@@ -94,6 +97,9 @@ class NoEvents:
         return NoFollowUp()
 
     def written(self, ids: Sequence[str]) -> None:
+        return None
+
+    def rescoped(self, memories: Sequence[Memory]) -> None:
         return None
 
 
@@ -210,8 +216,8 @@ def _validated_or_error(draft: NewMemory) -> NewMemory | ValidationError:
 
 
 def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
-    """Only type, key, content and metadata may change; naming any other field is refused
-    (rather than silently ignored) so a client learns its expiry edit did not happen."""
+    """Only type, key, content, metadata and keep may change; naming any other field is
+    refused (rather than silently ignored) so a client learns its expiry edit did not happen."""
     v = Violations()
     for name in changes:
         if name not in UPDATABLE_FIELDS:
@@ -226,12 +232,15 @@ def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
         _check_key(v, changes["key"])
     if "metadata" in changes:
         _check_metadata(v, changes["metadata"])
+    if "keep" in changes and not isinstance(changes["keep"], bool):
+        v.add("keep", "must be true or false")
     v.raise_if_any()
     return MemoryPatch(
         type=changes.get("type"),
         key=changes.get("key"),
         content=changes.get("content"),
         metadata=dict(changes["metadata"]) if "metadata" in changes else None,
+        keep=changes.get("keep"),
     )
 
 
@@ -324,6 +333,8 @@ class Memories:
             raise memory_not_found(memory_id)
         if patch.content is not None or patch.key is not None:  # metadata alone: same vector
             self.events.written([memory.id])
+        elif patch.keep is not None:  # same text, same vector: only what retention compares moves
+            self.events.rescoped([memory])
         return memory
 
     def delete(self, memory_id: str) -> None:

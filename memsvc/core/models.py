@@ -85,15 +85,18 @@ class NewMemory:
 
 @dataclass(frozen=True)
 class MemoryPatch:
-    """A validated update: only these four fields may change; None leaves a field alone."""
+    """A validated update: only these five fields may change; None leaves a field alone."""
 
     type: str | None = None
     key: str | None = None
     content: str | None = None
     metadata: dict[str, Any] | None = None
+    #: Kept with no age limit (True), or under retentionDays again (False).
+    keep: bool | None = None
 
     def is_empty(self) -> bool:
-        return self.type is None and self.key is None and self.content is None and self.metadata is None
+        return (self.type is None and self.key is None and self.content is None and self.metadata is None
+                and self.keep is None)
 
 
 @dataclass(frozen=True)

@@ -262,7 +262,7 @@ class SqliteMemoryBackend:
             if patch.key is not None and patch.key != current.key:
                 self._ensure_key_free(conn, current.api_key_id, patch.key, memory_id)
             conn.execute(
-                "UPDATE memories SET type = ?, key = ?, content = ?, metadata = ?, updated_at = ? "
+                "UPDATE memories SET type = ?, key = ?, content = ?, metadata = ?, updated_at = ?, keep = ? "
                 "WHERE id = ?",
                 (
                     patch.type if patch.type is not None else current.type,
@@ -270,6 +270,7 @@ class SqliteMemoryBackend:
                     patch.content if patch.content is not None else current.content,
                     dump_metadata(patch.metadata if patch.metadata is not None else current.metadata),
                     iso(utcnow()),
+                    int(patch.keep if patch.keep is not None else current.keep),
                     memory_id,
                 ),
             )

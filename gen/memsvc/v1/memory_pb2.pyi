@@ -192,7 +192,7 @@ class GetMemoryRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
-    __slots__ = ("id", "type", "key", "content", "metadata", "api_key_id", "session_id", "expires_at", "created_at", "updated_at", "access_count", "last_accessed_at")
+    __slots__ = ("id", "type", "key", "content", "metadata", "api_key_id", "session_id", "expires_at", "created_at", "updated_at", "access_count", "last_accessed_at", "keep")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -205,6 +205,7 @@ class UpdateMemoryRequest(_message.Message):
     UPDATED_AT_FIELD_NUMBER: _ClassVar[int]
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
+    KEEP_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     key: str
@@ -217,7 +218,8 @@ class UpdateMemoryRequest(_message.Message):
     updated_at: _timestamp_pb2.Timestamp
     access_count: int
     last_accessed_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    keep: bool
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
 
 class UpdateMemoryResponse(_message.Message):
     __slots__ = ("success", "memory")
