@@ -1,5 +1,5 @@
-"""Retention over REST through the real Envoy gateway: `keep` on POST /api/memory and in the
-memory JSON, `retentionDays: 0` through the settings route, and `skippedForAge` in the
+"""Retention over REST through the real Envoy gateway: `keep` on POST /api/memory, on
+PUT /api/memory/{id} and in the memory JSON, `retentionDays: 0` through the settings route, and `skippedForAge` in the
 resolution of POST /api/memory/retrieve."""
 
 from __future__ import annotations
@@ -37,3 +37,29 @@ def test_keep_retention_0_and_skipped_for_age_over_rest(server, rest):
     assert status == 200 and settings["retentionDays"] == 0
     status, body = rest.call("POST", "/api/memory/retrieve", {"apiKeyId": "key-rest-ret", "query": "Ada"})
     assert {m["id"] for m in body["memories"]} == {kept["id"], aged["id"]} and body["resolution"]["skippedForAge"] == 0
+
+
+def test_put_keep_keeps_and_releases_an_existing_memory_over_rest(server, rest):
+    status, _ = rest.call("PUT", "/api/settings/memory", {"enabled": True, "retentionDays": 30})
+    assert status == 200
+    status, made = rest.call("POST", "/api/memory", {"apiKeyId": "key-rest-put", "content": "The user's name is Grace"})
+    assert status == 200, made
+    _age(server, made["id"], 90)
+    status, body = rest.call("POST", "/api/memory/retrieve", {"apiKeyId": "key-rest-put", "query": "Grace"})
+    assert body["memories"] == [] and body["resolution"]["skippedForAge"] == 1
+
+    status, updated = rest.call("PUT", f"/api/memory/{made['id']}", {"keep": True})
+    assert status == 200, updated
+    assert updated["memory"]["keep"] is True and updated["memory"]["content"] == "The user's name is Grace"
+    status, body = rest.call("POST", "/api/memory/retrieve", {"apiKeyId": "key-rest-put", "query": "Grace"})
+    assert [m["id"] for m in body["memories"]] == [made["id"]] and body["resolution"]["skippedForAge"] == 0
+
+    status, refused = rest.call("PUT", f"/api/memory/{made['id']}", {"keep": "forever"})
+    assert status == 400, refused
+    status, got = rest.call("GET", f"/api/memory/{made['id']}")
+    assert got["keep"] is True, "a refused update changes nothing"
+
+    status, updated = rest.call("PUT", f"/api/memory/{made['id']}", {"keep": False})
+    assert status == 200 and updated["memory"].get("keep", False) is False, updated
+    status, body = rest.call("POST", "/api/memory/retrieve", {"apiKeyId": "key-rest-put", "query": "Grace"})
+    assert body["memories"] == [] and body["resolution"]["skippedForAge"] == 1
