@@ -38,6 +38,9 @@ MemoryId = Annotated[str, Field(min_length=1, description="The memory's id, as r
                                                           "memory_search or memory_list.")]
 TypeFilter = Annotated[MemoryType | None, Field(description="Only memories of this type.")]
 Metadata = Annotated[dict[str, Any] | None, Field(description="Free-form JSON object stored with the memory.")]
+Keep = Annotated[bool | None, Field(description=(
+    "true: keep the memory with no age limit (the memory settings' retentionDays never hide it from "
+    "search; for facts such as the user's name); false: let retentionDays apply. Expiry still applies."))]
 
 INSTRUCTIONS = (
     "Long-term memory for this user, kept by memsvc. Search it (memory_search) before answering "
@@ -101,7 +104,8 @@ class MemoryTools:
         type: TypeFilter = None,
         maxTokens: Annotated[int | None, Field(ge=1, le=16000, description=(
             "Token budget of the memories returned (default from the memory settings)."))] = None,
-        limit: Annotated[int | None, Field(ge=1, le=100, description="At most this many memories.")] = None,
+        limit: Annotated[int | None, Field(ge=1, le=100, description=(
+            "At most this many memories (default: as many as fit the token budget)."))] = None,
     ) -> str:
         """Search the tenant's memories for those relevant to `query`, best first, within a
         token budget. Ranking uses the retrieval strategy of the memory settings (keyword,
@@ -112,6 +116,8 @@ class MemoryTools:
                                              scope="apiKey")
         if maxTokens is not None:
             request.max_tokens = maxTokens
+        if limit is not None and type is None:  # with a type, the limit counts what the filter keeps
+            request.limit = limit  # the server returns (and counts as accessed) only these
         response = await self._call(ctx, self._upstream.engine.Retrieve, request)
         kept = [m for m in response.memories if type is None or m.type == type][:limit]
         del response.memories[:]
@@ -132,6 +138,7 @@ class MemoryTools:
         sessionId: Annotated[str | None, Field(description="The conversation this memory came from.")] = None,
         apiKeyId: ApiKeyId = None,
         metadata: Metadata = None,
+        keep: Keep = None,
     ) -> str:
         """Store a memory for the tenant. Returns {success, id, created}; created is false
         when a memory with the same key was updated in place."""
@@ -141,6 +148,8 @@ class MemoryTools:
             request.key = key
         if sessionId is not None:
             request.session_id = sessionId
+        if keep is not None:
+            request.keep = keep
         return _json(await self._call(ctx, self._upstream.memory.CreateMemory, request))
 
     async def memory_clear(
@@ -190,13 +199,14 @@ class MemoryTools:
         key: Annotated[str | None, Field(max_length=512, description="New key.")] = None,
         metadata: Annotated[dict[str, Any] | None, Field(description=(
             "Keys to merge into the memory's metadata."))] = None,
+        keep: Keep = None,
     ) -> str:
-        """Change the content, type, key and/or metadata of one memory; fields left out stay
-        as they are. Returns {success, memory}."""
-        if content is None and type is None and key is None and metadata is None:
-            raise ToolError("invalid argument: give at least one of content, type, key, metadata")
+        """Change the content, type, key, metadata and/or keep of one memory; fields left out
+        stay as they are. Returns {success, memory}."""
+        if content is None and type is None and key is None and metadata is None and keep is None:
+            raise ToolError("invalid argument: give at least one of content, type, key, metadata, keep")
         request = memory_pb2.UpdateMemoryRequest(id=id)
-        for name, value in (("content", content), ("type", type), ("key", key)):
+        for name, value in (("content", content), ("type", type), ("key", key), ("keep", keep)):
             if value is not None:
                 setattr(request, name, value)
         if metadata is not None:

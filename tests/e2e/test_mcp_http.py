@@ -18,8 +18,11 @@ from memsvc.gateway.launcher import Gateway
 from memsvc.mcp.http import McpHttp
 from memsvc.v1 import memory_pb2 as mpb
 from support.serve_process import ServeProcess
+from tests.service.test_engine_retrieval import access_counts
+from tests.service.test_retention import age
 from tests.support.mcp_session import (
     check_bad_arguments,
+    check_keep_and_limit,
     check_listing,
     check_tenant_isolation,
     exercise_every_tool,
@@ -154,3 +157,11 @@ def test_a_taken_mcp_port_is_logged_and_leaves_mcp_out_while_rest_serves(tmp_pat
             assert missing.value.code == 404
         finally:
             process.stop()
+
+
+def test_add_and_update_keep_and_search_limit(stack):
+    """keep on memory_add and memory_update reaches the server (a kept old memory is still
+    found), and memory_search's limit is Retrieve's own (only what is returned is accessed)."""
+    run(stack.url, TOKEN, lambda session: check_keep_and_limit(
+        session, "tenant-keep", lambda memory_id: age(stack.server, memory_id, 90),
+        lambda: access_counts(stack.server)))

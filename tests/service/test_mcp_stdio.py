@@ -8,8 +8,11 @@ import pytest
 
 from conftest import free_port, make_config, start_server
 from memsvc.v1 import memory_pb2 as mpb
+from tests.service.test_engine_retrieval import access_counts
+from tests.service.test_retention import age
 from tests.support.mcp_session import (
     check_bad_arguments,
+    check_keep_and_limit,
     check_listing,
     check_tenant_isolation,
     exercise_every_tool,
@@ -119,3 +122,10 @@ def test_a_token_of_several_tenants_must_name_one(authed, tmp_path):
         assert (await ok(session, "memory_add", apiKeyId="tenant-Y", content="y", type="factual"))["created"]
     run(authed.port, token, scenario, tmp_path)
     assert authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="tenant-Y")).total == 1
+
+
+def test_add_and_update_keep_and_search_limit(authed, tmp_path):
+    """keep on memory_add and memory_update reaches the server (a kept old memory is still
+    found), and memory_search's limit is Retrieve's own (only what is returned is accessed)."""
+    run(authed.port, TOKEN, lambda session: check_keep_and_limit(
+        session, "tenant-keep", lambda memory_id: age(authed, memory_id, 90), lambda: access_counts(authed)), tmp_path)

@@ -8,7 +8,7 @@ import json
 import sys
 from contextlib import asynccontextmanager
 from pathlib import Path
-from typing import Any, AsyncIterator
+from typing import Any, AsyncIterator, Callable
 
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -79,6 +79,8 @@ async def check_listing(session: ClientSession) -> None:
     assert set(tools["memory_search"].input_schema["properties"]) == {"query", "apiKeyId", "type", "maxTokens",
                                                                       "limit"}
     assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
+    assert tools["memory_add"].input_schema["properties"]["keep"]["type"] == "boolean"
+    assert "keep" in tools["memory_update"].input_schema["properties"]
     assert tools["memory_search"].annotations.read_only_hint is True
     assert tools["memory_clear"].annotations.destructive_hint is True
 
@@ -144,3 +146,31 @@ async def check_tenant_isolation(session: ClientSession, own: str, other: str, o
     for listed in (await ok(session, "memory_list", apiKeyId=own), await ok(session, "memory_list")):
         assert [m["id"] for m in listed["data"]] == [mine["id"]]
     assert [m["id"] for m in (await ok(session, "memory_search", query="garden note"))["memories"]] == [mine["id"]]
+
+
+async def check_keep_and_limit(session: ClientSession, tenant: str, age: Callable[[str], None],
+                               access_counts: Callable[[], dict[str, int]]) -> None:
+    """memory_add and memory_update `keep`: a kept memory older than retentionDays (30, the
+    default) is still found, the other is counted in skippedForAge. memory_search `limit` is
+    Retrieve's own: only what is returned counts as accessed. `age(id)` makes a memory 90
+    days old; `access_counts()` reads the stored access counters."""
+    name = await ok(session, "memory_add", apiKeyId=tenant, content="The user's name is Ada", type="factual",
+                    keep=True)
+    note = await ok(session, "memory_add", apiKeyId=tenant, content="Ada mentioned a dentist", type="episodic")
+    assert (await ok(session, "memory_get", id=name["id"]))["keep"] is True
+    for memory in (name, note):
+        age(memory["id"])
+    found = await ok(session, "memory_search", apiKeyId=tenant, query="Ada")
+    assert [m["id"] for m in found["memories"]] == [name["id"]] and found["resolution"]["skippedForAge"] == 1
+    assert (await ok(session, "memory_update", id=note["id"], keep=True))["memory"]["keep"] is True
+    found = await ok(session, "memory_search", apiKeyId=tenant, query="Ada")
+    assert {m["id"] for m in found["memories"]} == {name["id"], note["id"]}
+    assert found["resolution"]["skippedForAge"] == 0
+
+    herons = [(await ok(session, "memory_add", apiKeyId=tenant, content=f"Heron sighting number {i}",
+                        type="episodic"))["id"] for i in range(3)]
+    before = access_counts()
+    found = await ok(session, "memory_search", apiKeyId=tenant, query="heron sighting", limit=1)
+    assert len(found["memories"]) == 1 and found["memories"][0]["id"] in herons
+    after = access_counts()
+    assert {i: after[i] - before[i] for i in herons} == {i: int(i == found["memories"][0]["id"]) for i in herons}
