@@ -174,12 +174,22 @@ class VectorTier:
         self._background.submit("memory.qdrant.delete.failed", remove)
 
     def rescoped(self, memories: Sequence[Memory]) -> None:
-        """Session or expiry changed without new text: update the filter columns only."""
+        """Session, expiry or keep changed without new text: update the filter columns only
+        (and, after Qdrant was enabled, the points' `keep`, in the background)."""
         if memories and self.sqlite.available:
             try:
                 self.sqlite.update_scope(list(memories))
             except VectorError:
                 self._mark(list(memories))
+        if memories and self.qdrant.settings().enabled:
+            scoped = list(memories)
+
+            def write() -> None:
+                index = self.qdrant.index()
+                if index is not None:
+                    index.set_keep(scoped)
+
+            self._background.submit(QDRANT_WRITE_FAILED, write)
 
     # ---- search ----
 

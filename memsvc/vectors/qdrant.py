@@ -380,6 +380,25 @@ class QdrantIndex:
             raise self._after_failure(exc, int(vectors[0].shape[0])) from exc
         return len(points)
 
+    def set_keep(self, memories: Sequence[Any]) -> None:
+        """Bring the payload `keep` of these memories' points (objects with `.id` and
+        `.keep`) up to date without rewriting their vectors: the search filter and cleanup
+        read it to spare a kept point its age. A memory without a point is skipped."""
+        if not memories or not self._exists():
+            return
+        for keep in (True, False):
+            ids = [m.id for m in memories if bool(m.keep) is keep]
+            if not ids:
+                continue
+            flt = qm.Filter(must=[qm.FieldCondition(key="kind", match=qm.MatchValue(value=KIND)),
+                                  qm.FieldCondition(key="memoryId", match=qm.MatchAny(any=ids))])
+            try:
+                with self._lock:
+                    self._client.set_payload(self.collection, payload={"keep": keep},
+                                             points=qm.FilterSelector(filter=flt), wait=True)
+            except Exception as exc:
+                raise VectorUnavailable(f"qdrant: {_describe(exc)}") from exc
+
     def _after_failure(self, exc: BaseException, got: int) -> VectorError:
         """A failed call: re-read the collection (it may have been recreated with another
         size) so a mismatch is reported as one."""

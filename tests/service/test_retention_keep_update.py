@@ -1,7 +1,8 @@
 """Keeping an existing memory, or releasing it, with UpdateMemory `keep`, through the real
 gRPC server: a kept memory older than retentionDays is retrieved again at once — by the
 keyword tier and by the vector tier (sqlite-vec and the per-owner vector cache), without
-being embedded again — and `keep: false` hides it again.
+being embedded again — and `keep: false` hides it again. With Qdrant as the vector store,
+its points' `keep` follows (written in the background, like every Qdrant write).
 
 Ages are moved with direct SQL: the memory's created_at and, for the vector tier, its
 vector's created_us, with the vector generation bumped as any vector write does (so the
@@ -18,16 +19,21 @@ import pytest
 from memsvc.storage.sequences import bump_vec_generation
 from memsvc.storage.vector_index import NEVER_US, TABLE
 from memsvc.v1 import memory_pb2 as mpb
-from tests.service.test_engine_retrieval import STRATEGIES, create, enable, ids, retrieve, struct
+from tests.service.test_engine_retrieval import OWNER, STRATEGIES, create, enable, ids, retrieve, struct
 from tests.service.test_retention import age
 from tests.support.vectors import (  # noqa: F401 - models, static_model: fixtures
     models,
+    preview,
+    qdrant_points,
+    reindex,
     remote_settings,
     set_memory,
+    set_qdrant,
     sql,
     static_model,
     status,
     stored_vector,
+    wait_for,
     warm,
 )
 
@@ -133,3 +139,22 @@ def test_update_keep_does_not_embed_again(boot, models):
     assert (models.embed_calls, models.inputs) == (calls, inputs)
     assert stored_vector(server, name) == vector
     assert status(stubs).vector_store.needs_reindex == 0
+
+
+def test_update_keep_reaches_qdrant_points(boot, models):
+    server, stubs = boot()
+    set_memory(stubs, **remote_settings(models), retentionDays=30)
+    set_qdrant(stubs, enabled=True, localPath="qdrant")
+    name = create(stubs, NAME)
+    wait_for(lambda: qdrant_points(server) == 1, what="the Qdrant point")
+    age(server, name, 400)
+    assert reindex(stubs, target="qdrant")[-1].state == "done"  # the point's payload now says 400 days old
+    question = "What is the user's name?"
+    found = preview(stubs, question, OWNER)
+    assert found.resolution.vector_store == "qdrant" and ids(found) == []
+
+    update(stubs, name, keep=True)
+    found = wait_for(lambda: (r := preview(stubs, question, OWNER)).memories and r, what="the kept memory in Qdrant")
+    assert ids(found) == [name] and found.memories[0].tier == "qdrant"
+    update(stubs, name, keep=False)
+    wait_for(lambda: not preview(stubs, question, OWNER).memories, what="the released memory hidden in Qdrant")
