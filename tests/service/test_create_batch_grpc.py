@@ -11,6 +11,7 @@ writes vectors advances once.
 
 from __future__ import annotations
 
+import json
 import os
 
 import grpc
@@ -163,8 +164,10 @@ def test_upserts_by_key_within_a_batch_and_against_stored_rows_behave_as_create_
     assert dict(final.metadata) == {"old": True, "from": "batch", "a": 1, "b": 2}  # merged, item by item
 
     def rows(owner: str) -> list[tuple]:
-        return sorted(read(server, "SELECT key, content, type, metadata, keep FROM memories WHERE api_key_id = ?",
-                          (owner,)), key=repr)
+        # Metadata compared as JSON values: a Struct's keys arrive in no fixed order, so the
+        # stored text of the same object may list them differently.
+        found = read(server, "SELECT key, content, type, metadata, keep FROM memories WHERE api_key_id = ?", (owner,))
+        return sorted(((k, c, t, json.loads(m), keep) for k, c, t, m, keep in found), key=repr)
 
     assert rows("upsert-batch") == rows("upsert-single")
     # The updated row's vector is the one of the text it now holds.
