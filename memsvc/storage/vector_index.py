@@ -143,6 +143,18 @@ def delete_in(conn: Any, memory_ids: Iterable[Any]) -> int:
     return len(found)
 
 
+def _searchable_dim(conn: Any, vec: np.ndarray) -> int | None:
+    """The table's dimension when a search can run (None: no table or no dimension yet, so
+    nothing to find); DimensionMismatch when the query vector has another."""
+    row = conn.execute("SELECT active_dim FROM memory_vec_meta WHERE id = 1").fetchone()
+    dim = row[0] if row else None
+    if dim is None or not _table_exists(conn):
+        return None
+    if vec.shape[0] != dim:
+        raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
+    return int(dim)
+
+
 def _stored_owners(conn: Any, memory_ids: Sequence[int]) -> dict[int, str]:
     """{memory_id: owner (partition key)} of the ids that have a vector. One point lookup
     per id: vec0 answers `rowid = ?` from its rowid index, but `rowid IN (...)` scans the
@@ -468,6 +480,10 @@ class SqliteVecIndex:
         self._require_loaded()
         k = self.default_k if k is None else max(1, min(MAX_K, int(k)))
         vec = as_vector(vector)
+        if self.cache is not None and scope.api_key_id is not None:
+            hits = self._search_cached(scope, vec, k)
+            if hits is not None:
+                return hits
         knn = ["v.embedding MATCH " + self._value_sql(), "k = ?"]
         params: list[Any] = [self._param(vec), k]
         if scope.api_key_id is not None:
@@ -481,22 +497,14 @@ class SqliteVecIndex:
         if scope.created_after is not None:
             knn.append("v.created_us >= ?")
             params.append(unix_us(scope.created_after))
-        if self.cache is not None and scope.api_key_id is not None:
-            hits = self._search_cached(scope, vec, k)
-            if hits is not None:
-                return hits
         recheck, recheck_params = scope_clause(scope, "m")
         sql = (f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
                f"WHERE {' AND '.join(knn)}) "
                f"SELECT m.id, knn.memory_id, knn.distance FROM knn JOIN memories m ON m.memory_id = knn.memory_id "
                f"WHERE {recheck} ORDER BY knn.distance, knn.memory_id")
         with self.db.read() as conn:
-            row = conn.execute("SELECT active_dim FROM memory_vec_meta WHERE id = 1").fetchone()
-            dim = row[0] if row else None
-            if dim is None or not _table_exists(conn):
+            if _searchable_dim(conn, vec) is None:
                 return []
-            if vec.shape[0] != dim:
-                raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
             rows = conn.execute(sql, [*params, *recheck_params]).fetchall()
         return [VectorHit(memory_id=int(mid), id=str(id_), distance=float(d), score=cosine_score(float(d)))
                 for id_, mid, d in rows]
@@ -508,12 +516,9 @@ class SqliteVecIndex:
         assert cache is not None and scope.api_key_id is not None
         owner = scope.api_key_id
         with self.db.read() as conn:
-            row = conn.execute("SELECT active_dim FROM memory_vec_meta WHERE id = 1").fetchone()
-            dim = row[0] if row else None
-            if dim is None or not _table_exists(conn):
+            dim = _searchable_dim(conn, vec)
+            if dim is None:
                 return []
-            if vec.shape[0] != dim:
-                raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
             gen = read_vec_generation(conn)
             block, usable = cache.block(owner, gen)
             if not usable:
