@@ -40,6 +40,17 @@ class Memory:
     needs_reindex: bool = False
     #: Kept with no age limit: retention (retentionDays) never hides it; expiry still applies.
     keep: bool = False
+    #: When the thing this memory records happened (the time a chat turn was said), as its
+    #: writer gave it; None when not known. created_at is when memsvc stored it.
+    occurred_at: datetime | None = None
+
+    @property
+    def happened_at(self) -> datetime:
+        """When the recorded thing happened, as well as it is known: occurred_at, else
+        created_at. Signals about when something happened (a date a question names, the
+        neighbouring turns of a session) read this; retention does not (it is measured on
+        created_at, so a history imported today with old times is not hidden as old)."""
+        return self.occurred_at or self.created_at
 
     def with_access(self, access_count: int, last_accessed_at: datetime | None) -> "Memory":
         """This memory with other access counters. Every retrieval moves the counters of
@@ -81,11 +92,14 @@ class NewMemory:
     expires_at: datetime | None = None
     #: Kept with no age limit. None: not said — false for a new memory, unchanged by an upsert.
     keep: bool | None = None
+    #: When the recorded thing happened. None: not known — unset for a new memory, unchanged
+    #: by an upsert.
+    occurred_at: datetime | None = None
 
 
 @dataclass(frozen=True)
 class MemoryPatch:
-    """A validated update: only these five fields may change; None leaves a field alone."""
+    """A validated update: only these six fields may change; None leaves a field alone."""
 
     type: str | None = None
     key: str | None = None
@@ -93,10 +107,12 @@ class MemoryPatch:
     metadata: dict[str, Any] | None = None
     #: Kept with no age limit (True), or under retentionDays again (False).
     keep: bool | None = None
+    #: When the recorded thing happened (there is no way back to "not known").
+    occurred_at: datetime | None = None
 
     def is_empty(self) -> bool:
         return (self.type is None and self.key is None and self.content is None and self.metadata is None
-                and self.keep is None)
+                and self.keep is None and self.occurred_at is None)
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from memsvc.storage.database import parse_iso
 
 COLUMNS = (
     "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
-    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep"
+    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep, occurred_at"
 )
 SELECT = f"SELECT {COLUMNS} FROM memories"
 # A write returns the row it left, so nothing has to read it back.
@@ -31,7 +31,7 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
     """The single place a `COLUMNS` row becomes a Memory.
 
     Memoized on the row without its access counters: the hot path reads the same owner's
-    rows again and again, and building one (JSON metadata, four timestamps, the folded text
+    rows again and again, and building one (JSON metadata, five timestamps, the folded text
     keyword scoring reads) costs about ten times a dictionary lookup. Every retrieval moves
     the counters of what it returned, so a memo keyed on them too would miss on exactly the
     rows retrieval reads most; the counters are set on a cheap copy instead. A row that
@@ -48,7 +48,7 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
 def _memory_of_row(row: tuple[Any, ...]) -> Memory:
     """The Memory of a row without its access counters (they are 0 and None here)."""
     (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at,
-     updated_at, expires_at, needs_reindex, keep) = row
+     updated_at, expires_at, needs_reindex, keep, occurred_at) = row
     return Memory(
         id=id_,
         memory_id=int(memory_id),
@@ -63,6 +63,7 @@ def _memory_of_row(row: tuple[Any, ...]) -> Memory:
         expires_at=parse_iso(expires_at),
         needs_reindex=bool(needs_reindex),
         keep=bool(keep),
+        occurred_at=parse_iso(occurred_at),
     )
 
 

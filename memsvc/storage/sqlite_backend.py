@@ -50,8 +50,8 @@ WriteHook = Callable[[apsw.Connection, list[Memory | None]], None]
 # database's write lock, so two inserts can never pick the same value.
 _INSERT = (
     "INSERT INTO memories (id, memory_id, api_key_id, session_id, type, key, content, "
-    "metadata, created_at, updated_at, expires_at, keep) "
-    "VALUES (?, (SELECT value + 1 FROM sequences WHERE name = 'memory_id'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    "metadata, created_at, updated_at, expires_at, keep, occurred_at) "
+    "VALUES (?, (SELECT value + 1 FROM sequences WHERE name = 'memory_id'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 
 # Case-insensitive substring on content or key. instr() has no wildcards, so "%" and "_" in
@@ -156,8 +156,9 @@ class SqliteMemoryBackend:
 
     def create(self, memory: NewMemory) -> UpsertResult:
         """Insert, or with a key update the owner's row with that key in place (content,
-        session, type, expiry replaced; metadata merged shallowly, new keys winning), so
-        repeating the same fact never grows the table."""
+        session, type, expiry replaced; metadata merged shallowly, new keys winning; keep and
+        occurred_at replaced when given, else left as they were), so repeating the same fact
+        never grows the table."""
         return self.create_many([memory])[0]
 
     def create_many(self, memories: Sequence[NewMemory], in_transaction: WriteHook | None = None) -> list[UpsertResult]:
@@ -214,7 +215,7 @@ class SqliteMemoryBackend:
             _INSERT + RETURNING,
             (str(uuid.uuid4()), memory.api_key_id, memory.session_id, memory.type, memory.key,
              memory.content, dump_metadata(memory.metadata), now, now, iso(memory.expires_at),
-             int(bool(memory.keep))),
+             int(bool(memory.keep)), iso(memory.occurred_at)),
         ).fetchall()[0]
         stored = row_to_memory(row)
         return UpsertResult(id=stored.id, created=True, memory=stored)
@@ -245,9 +246,11 @@ class SqliteMemoryBackend:
         merged = {**(json.loads(stored) if stored else {}), **memory.metadata}
         row = conn.execute(
             "UPDATE memories SET content = ?, session_id = ?, type = ?, expires_at = ?, "
-            "metadata = ?, updated_at = ?, keep = COALESCE(?, keep) WHERE id = ?" + RETURNING,
+            "metadata = ?, updated_at = ?, keep = COALESCE(?, keep), occurred_at = COALESCE(?, occurred_at) "
+            "WHERE id = ?" + RETURNING,
             (memory.content, memory.session_id, memory.type, iso(memory.expires_at),
-             dump_metadata(merged), now, None if memory.keep is None else int(memory.keep), row_id),
+             dump_metadata(merged), now, None if memory.keep is None else int(memory.keep),
+             iso(memory.occurred_at), row_id),
         ).fetchall()[0]
         return row_to_memory(row)
 
@@ -262,8 +265,8 @@ class SqliteMemoryBackend:
             if patch.key is not None and patch.key != current.key:
                 self._ensure_key_free(conn, current.api_key_id, patch.key, memory_id)
             conn.execute(
-                "UPDATE memories SET type = ?, key = ?, content = ?, metadata = ?, updated_at = ?, keep = ? "
-                "WHERE id = ?",
+                "UPDATE memories SET type = ?, key = ?, content = ?, metadata = ?, updated_at = ?, keep = ?, "
+                "occurred_at = ? WHERE id = ?",
                 (
                     patch.type if patch.type is not None else current.type,
                     patch.key if patch.key is not None else current.key,
@@ -271,6 +274,7 @@ class SqliteMemoryBackend:
                     dump_metadata(patch.metadata if patch.metadata is not None else current.metadata),
                     iso(utcnow()),
                     int(patch.keep if patch.keep is not None else current.keep),
+                    iso(patch.occurred_at or current.occurred_at),
                     memory_id,
                 ),
             )

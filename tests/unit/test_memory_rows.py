@@ -9,12 +9,13 @@ from memsvc.storage.memory_rows import row_to_memory
 
 ROW = ("0b8f6c1e-0000-4000-8000-000000000001", 7, "key-rows", None, "factual", "preference:editor",
        "User prefers dark mode", '{"source":"chat"}', "2026-11-30T10:00:00.000000Z", "2026-11-30T10:00:00.000000Z",
-       None, 0, None, 0, 0)
+       None, 0, None, 0, 0, None)
 
 
 def _with(**changes) -> tuple:
     names = ("id", "memory_id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at",
-             "updated_at", "expires_at", "access_count", "last_accessed_at", "needs_reindex", "keep")
+             "updated_at", "expires_at", "access_count", "last_accessed_at", "needs_reindex", "keep",
+             "occurred_at")
     return tuple(changes.get(n, v) for n, v in zip(names, ROW))
 
 
@@ -24,6 +25,13 @@ def test_the_memory_is_exactly_the_row():
                                                                 "User prefers dark mode", {"source": "chat"})
     assert m.created_at == datetime(2026, 11, 30, 10, tzinfo=timezone.utc)
     assert (m.access_count, m.last_accessed_at, m.needs_reindex, m.keep) == (0, None, False, False)
+    assert m.occurred_at is None and m.happened_at == m.created_at  # not known: it happened when stored
+
+
+def test_occurred_at_is_read_and_is_when_it_happened():
+    m = row_to_memory(_with(id="0b8f6c1e-0000-4000-8000-000000000003", occurred_at="2023-12-31T18:45:00.000000Z"))
+    assert m.occurred_at == m.happened_at == datetime(2023, 12, 31, 18, 45, tzinfo=timezone.utc)
+    assert m.created_at == datetime(2026, 11, 30, 10, tzinfo=timezone.utc)
 
 
 def test_moved_access_counters_are_read_and_the_folded_text_is_reused():

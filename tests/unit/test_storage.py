@@ -590,3 +590,49 @@ def test_cjk_index_migration_backfills_rows_written_before_it(tmp_path: Path):
         assert rows == [(1,)] and indexed == 1
     finally:
         database.close()
+
+
+def test_occurred_at_migration_leaves_old_rows_unknown_and_indexes_effective_time(tmp_path: Path):
+    """A database at version 8 gains occurred_at (NULL on the rows already there: not known)
+    and the two indexes on the effective time, which a day range of one owner and the
+    neighbouring turns of one session use."""
+    database = Database(tmp_path / "v8.db")
+    try:
+        with database.write() as conn:
+            conn.execute("CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT, applied_at TEXT)")
+            for version, name, sql in available_migrations()[:8]:
+                conn.execute(sql)
+                conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (version, name))
+            conn.execute("INSERT INTO memories (id, memory_id, api_key_id, session_id, type, content, created_at, "
+                         "updated_at) VALUES ('old', 1, 'k', 's', 'factual', 'before 0009', "
+                         "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
+        assert apply_migrations(database) == [9]
+        with database.read() as conn:
+            assert conn.execute("SELECT occurred_at FROM memories WHERE id = 'old'").fetchall() == [(None,)]
+            day = conn.execute(
+                "EXPLAIN QUERY PLAN SELECT memory_id FROM memories WHERE api_key_id = ? AND "
+                "coalesce(occurred_at, created_at) >= ? AND coalesce(occurred_at, created_at) < ?",
+                ("k", "2026-01-01", "2026-01-02")).fetchall()
+            turns = conn.execute(
+                "EXPLAIN QUERY PLAN SELECT memory_id FROM memories WHERE api_key_id = ? AND session_id = ? AND "
+                "coalesce(occurred_at, created_at) < ? ORDER BY coalesce(occurred_at, created_at) DESC, "
+                "memory_id DESC LIMIT 2", ("k", "s", "2026-01-02")).fetchall()
+        assert "idx_memories_owner_happened" in str(day)
+        assert "idx_memories_owner_session_happened" in str(turns) and "TEMP B-TREE" not in str(turns)
+    finally:
+        database.close()
+
+
+def test_occurred_at_is_stored_kept_or_replaced_by_upserts_and_patched(backend: SqliteMemoryBackend):
+    said = datetime(2023, 12, 31, 18, 45, 1, 250000, tzinfo=timezone.utc)
+    later = datetime(2024, 1, 2, 9, 0, tzinfo=timezone.utc)
+    first = backend.create(_new("User adopted a cat", key="pet", occurred_at=said))
+    assert backend.get(first.id).occurred_at == said and backend.get(first.id).happened_at == said
+    assert backend.create(_new("User adopted a cat named Miso", key="pet")).memory.occurred_at == said
+    assert backend.create(_new("User adopted two cats", key="pet", occurred_at=later)).memory.occurred_at == later
+    [batch] = backend.create_each([_new("User moved to Lisbon", occurred_at=said)])
+    assert backend.get(batch.id).occurred_at == said
+    assert backend.update(first.id, MemoryPatch(content="User has two cats")).occurred_at == later
+    assert backend.update(first.id, MemoryPatch(occurred_at=said)).occurred_at == said
+    plain = backend.get(backend.create(_new("no time given")).id)
+    assert plain.occurred_at is None and plain.happened_at == plain.created_at

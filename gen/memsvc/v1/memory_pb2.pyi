@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Memory(_message.Message):
-    __slots__ = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at", "updated_at", "expires_at", "access_count", "last_accessed_at", "keep")
+    __slots__ = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at", "updated_at", "expires_at", "access_count", "last_accessed_at", "keep", "occurred_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -27,6 +27,7 @@ class Memory(_message.Message):
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
     KEEP_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     api_key_id: str
     session_id: str
@@ -40,7 +41,8 @@ class Memory(_message.Message):
     access_count: int
     last_accessed_at: _timestamp_pb2.Timestamp
     keep: bool
-    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
+    occurred_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
     __slots__ = ("api_key_id", "type", "session_id", "q", "limit", "page", "offset")
@@ -108,7 +110,7 @@ class ListMemoriesResponse(_message.Message):
     def __init__(self, data: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., total: _Optional[int] = ..., page: _Optional[int] = ..., limit: _Optional[int] = ..., total_pages: _Optional[int] = ..., stats: _Optional[_Union[MemoryStats, _Mapping]] = ...) -> None: ...
 
 class CreateMemoryRequest(_message.Message):
-    __slots__ = ("api_key_id", "session_id", "type", "key", "content", "metadata", "expires_at", "keep")
+    __slots__ = ("api_key_id", "session_id", "type", "key", "content", "metadata", "expires_at", "keep", "occurred_at")
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
@@ -117,6 +119,7 @@ class CreateMemoryRequest(_message.Message):
     METADATA_FIELD_NUMBER: _ClassVar[int]
     EXPIRES_AT_FIELD_NUMBER: _ClassVar[int]
     KEEP_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     api_key_id: str
     session_id: str
     type: str
@@ -125,7 +128,8 @@ class CreateMemoryRequest(_message.Message):
     metadata: _struct_pb2.Struct
     expires_at: _timestamp_pb2.Timestamp
     keep: bool
-    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
+    occurred_at: _timestamp_pb2.Timestamp
+    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateMemoryResponse(_message.Message):
     __slots__ = ("success", "id", "created")
@@ -192,7 +196,7 @@ class GetMemoryRequest(_message.Message):
     def __init__(self, id: _Optional[str] = ...) -> None: ...
 
 class UpdateMemoryRequest(_message.Message):
-    __slots__ = ("id", "type", "key", "content", "metadata", "api_key_id", "session_id", "expires_at", "created_at", "updated_at", "access_count", "last_accessed_at", "keep")
+    __slots__ = ("id", "type", "key", "content", "metadata", "api_key_id", "session_id", "expires_at", "created_at", "updated_at", "access_count", "last_accessed_at", "keep", "occurred_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -206,6 +210,7 @@ class UpdateMemoryRequest(_message.Message):
     ACCESS_COUNT_FIELD_NUMBER: _ClassVar[int]
     LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
     KEEP_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     key: str
@@ -219,7 +224,8 @@ class UpdateMemoryRequest(_message.Message):
     access_count: int
     last_accessed_at: _timestamp_pb2.Timestamp
     keep: bool
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ...) -> None: ...
+    occurred_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class UpdateMemoryResponse(_message.Message):
     __slots__ = ("success", "memory")

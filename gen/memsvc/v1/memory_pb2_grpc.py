@@ -127,7 +127,8 @@ class MemoryServiceServicer:
         """Creates a memory, or updates in place the one with the same (apiKeyId, key): content,
         session, type and expiry are replaced, metadata is merged (shallow).
         Errors: INVALID_ARGUMENT (missing apiKeyId/content, unknown type, content > 32 KiB,
-        key > 512 characters, metadata > 16 KiB serialized, expiresAt in the past).
+        key > 512 characters, metadata > 16 KiB serialized, expiresAt in the past, occurredAt more
+        than a day in the future or not a valid timestamp).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -235,8 +236,8 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def UpdateMemory(self, request, context):
-        """Updates type, key, content and/or metadata of one memory. Any other field set is
-        INVALID_ARGUMENT and nothing changes. Errors: NOT_FOUND, INVALID_ARGUMENT.
+        """Updates type, key, content, metadata, keep and/or occurredAt of one memory. Any other
+        field set is INVALID_ARGUMENT and nothing changes. Errors: NOT_FOUND, INVALID_ARGUMENT.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
