@@ -184,11 +184,13 @@ def new_memory_json(memory: NewMemory) -> dict[str, Any]:
         out["key"] = memory.key
     if memory.expires_at:
         out["expiresAt"] = to_iso(memory.expires_at)
+    if memory.keep is not None:  # unsaid: a new memory is not kept, an upsert leaves it as it was
+        out["keep"] = memory.keep
     return out
 
 
 def patch_json(patch: MemoryPatch) -> dict[str, Any]:
-    return {name: getattr(patch, name) for name in ("type", "key", "content", "metadata")
+    return {name: getattr(patch, name) for name in ("type", "key", "content", "metadata", "keep")
             if getattr(patch, name) is not None}
 
 
@@ -215,6 +217,7 @@ def memory_from_json(obj: Any, owner: str = "") -> Memory:
         created_at=created, updated_at=parse_time(obj.get("updatedAt", obj.get("updated_at"))) or created,
         expires_at=parse_time(obj.get("expiresAt", obj.get("expires_at"))),
         access_count=obj.get("accessCount") if isinstance(obj.get("accessCount"), int) else 0,
+        keep=obj.get("keep") is True,
     )
 
 
@@ -262,14 +265,16 @@ def matches(memory: Memory, flt: MemoryFilter) -> bool:
 def fresh(memory: NewMemory, memory_id: str, now: datetime) -> Memory:
     return Memory(id=memory_id, memory_id=0, api_key_id=memory.api_key_id, session_id=memory.session_id,
                   type=memory.type, key=memory.key, content=memory.content, metadata=dict(memory.metadata),
-                  created_at=now, updated_at=now, expires_at=memory.expires_at)
+                  created_at=now, updated_at=now, expires_at=memory.expires_at, keep=bool(memory.keep))
 
 
 def upserted(existing: Memory, memory: NewMemory, now: datetime) -> Memory:
     """A create with the key of an existing memory: content, session, type and expiry
-    replaced, metadata merged shallowly (new keys win); id and creation time kept."""
+    replaced, metadata merged shallowly (new keys win); id and creation time kept, and keep
+    too unless the create says it."""
     return replace(existing, session_id=memory.session_id, type=memory.type, content=memory.content,
-                   metadata={**existing.metadata, **memory.metadata}, expires_at=memory.expires_at, updated_at=now)
+                   metadata={**existing.metadata, **memory.metadata}, expires_at=memory.expires_at, updated_at=now,
+                   keep=existing.keep if memory.keep is None else memory.keep)
 
 
 def patched(existing: Memory, patch: MemoryPatch, now: datetime) -> Memory:
@@ -277,7 +282,8 @@ def patched(existing: Memory, patch: MemoryPatch, now: datetime) -> Memory:
     return replace(existing, type=patch.type or existing.type,
                    key=existing.key if patch.key is None else (patch.key or None),
                    content=existing.content if patch.content is None else patch.content,
-                   metadata=existing.metadata if patch.metadata is None else dict(patch.metadata), updated_at=now)
+                   metadata=existing.metadata if patch.metadata is None else dict(patch.metadata), updated_at=now,
+                   keep=existing.keep if patch.keep is None else patch.keep)
 
 
 def newest_first(memories: list[Memory]) -> list[Memory]:

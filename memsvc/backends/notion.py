@@ -6,6 +6,7 @@ are fixed; the health check lists any that are missing or of another type):
 
     Name (title)   Content (text)   Type (select)   Key (text)
     Owner (text)   Session (text)   Metadata (text) Expires (date)
+    Keep (checkbox: kept with no age limit, so retentionDays never hides it)
 
 Routes used: `POST /v1/pages` (create), `GET /v1/pages/{id}` (read), `PATCH /v1/pages/{id}`
 (update; `archived: true` deletes, which is Notion's trash), `POST
@@ -18,11 +19,13 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from typing import Any, Iterator, Mapping
 
 from memsvc.backends.base import (
     Connection,
     RemoteBackend,
+    fresh,
     matches,
     memory_from_json,
     page_of,
@@ -43,7 +46,7 @@ TEXT_CHUNK = 2000
 PAGE_SIZE = 100
 MAX_SEARCH_TERMS = 4
 PROPERTIES = {"Name": "title", "Content": "rich_text", "Type": "select", "Key": "rich_text", "Owner": "rich_text",
-              "Session": "rich_text", "Metadata": "rich_text", "Expires": "date"}
+              "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox"}
 DATABASE_ID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 _PAGE_ID = DATABASE_ID
 
@@ -84,6 +87,7 @@ def properties(memory: Memory) -> dict[str, Any]:
         "Session": {"rich_text": rich_text(memory.session_id)},
         "Metadata": {"rich_text": rich_text(json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")))},
         "Expires": {"date": {"start": to_iso(memory.expires_at)} if memory.expires_at else None},
+        "Keep": {"checkbox": memory.keep},
     }
 
 
@@ -104,11 +108,20 @@ def memory_from_page(page: Any) -> Memory:
         "metadata": metadata if isinstance(metadata, dict) else {},
         "createdAt": page.get("created_time"), "updatedAt": page.get("last_edited_time"),
         "expiresAt": date.get("start") if isinstance(date, Mapping) else None,
+        "keep": props.get("Keep", {}).get("checkbox") if isinstance(props.get("Keep"), Mapping) else None,
     })
 
 
 def _text_filter(prop: str, op: str, value: str) -> dict[str, Any]:
     return {"property": prop, "rich_text": {op: value}}
+
+
+def retention_filter(created_after: datetime) -> dict[str, Any]:
+    """Pages inside the retention window, or kept with no age limit: the window applied by
+    Notion's query, so old pages neither travel nor take a ranked slot, and a kept one is
+    still found however old it is."""
+    return {"or": [{"timestamp": "created_time", "created_time": {"on_or_after": to_iso(created_after)}},
+                   {"property": "Keep", "checkbox": {"equals": True}}]}
 
 
 def query_filter(flt: MemoryFilter) -> dict[str, Any] | None:
@@ -192,9 +205,7 @@ class NotionBackend(RemoteBackend):
                 stored = upserted(existing, memory, now)
                 return UpsertResult(existing.id, False, memory_from_page(self._patch(existing.id, {
                     "properties": properties(stored)})))
-        draft = Memory(id="", memory_id=0, api_key_id=memory.api_key_id, session_id=memory.session_id,
-                       type=memory.type, key=memory.key, content=memory.content, metadata=dict(memory.metadata),
-                       created_at=now, updated_at=now, expires_at=memory.expires_at)
+        draft = fresh(memory, "", now)
         page = self.http.json(self.http.call("POST", "/v1/pages", json_body={
             "parent": {"database_id": self.database_id}, "properties": properties(draft)}))
         stored = memory_from_page(page)
@@ -233,6 +244,8 @@ class NotionBackend(RemoteBackend):
         clauses: list[dict[str, Any]] = [{"or": [_text_filter(p, "contains", t) for t in terms for p in ("Content", "Key")]}]
         if request.scope.api_key_id:
             clauses.append(_text_filter("Owner", "equals", request.scope.api_key_id))
+        if request.scope.created_after is not None:
+            clauses.append(retention_filter(request.scope.created_after))
         found = [memory_from_page(p) for p in self._query({"filter": {"and": clauses}})]
         phrase, tokens = normalize(request.query).strip(), scoring_tokens(request.query)
         ranked = sorted((ScoredMemory(m, relevance(m, phrase, tokens)) for m in found), key=lambda s: s.score,

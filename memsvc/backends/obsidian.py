@@ -1,14 +1,15 @@
 """An Obsidian vault as a backend, through the Local REST API plugin.
 
 Each memory is one note, `<folder>/<id>.md`: the memory's fields in YAML frontmatter and its
-content as the note's body, so the vault stays readable and editable in Obsidian. The
-plugin's routes used: `GET /` (status; the only route without authentication, it says
-whether the key was accepted), `PUT|GET|DELETE /vault/<path>` (write, read as
-`application/vnd.olrapi.note+json`, delete a note), `GET /vault/<folder>/` (the folder's
-files) and `POST /search/simple/?query=` (full-text search over the vault). The plugin
-serves https on 127.0.0.1:27124 with a self-signed certificate (pass it as
-`caCertificate`; the plugin offers it at `/obsidian-local-rest-api.crt`) and, when enabled
-in its settings, plain http on 127.0.0.1:27123.
+content as the note's body, so the vault stays readable and editable in Obsidian (a memory
+kept with no age limit says `keep: true` there). The plugin's routes used: `GET /` (status;
+the only route without authentication, it says whether the key was accepted),
+`PUT|GET|DELETE /vault/<path>` (write, read as `application/vnd.olrapi.note+json`, delete a
+note), `GET /vault/<folder>/` (the folder's files) and `POST /search/simple/?query=`
+(full-text search over the vault). The plugin serves https on 127.0.0.1:27124 with a
+self-signed certificate (pass it as `caCertificate`; the plugin offers it at
+`/obsidian-local-rest-api.crt`) and, when enabled in its settings, plain http on
+127.0.0.1:27123.
 
 A memory with a key gets an id derived from (owner, key), so a create with the same key
 overwrites the same note: the upsert rule without a lookup."""
@@ -38,6 +39,7 @@ from memsvc.backends.base import (
 from memsvc.core.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
 from memsvc.core.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult, utcnow
 from memsvc.core.text import scoring_tokens
+from memsvc.core.vector_tier import in_scope
 
 DEFAULT_BASE_URL = "https://127.0.0.1:27124"
 DEFAULT_FOLDER = "memsvc"
@@ -53,7 +55,9 @@ def note_text(memory: Memory) -> str:
              "type": memory.type, "key": memory.key,
              "metadata": json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")),
              "createdAt": to_iso(memory.created_at), "updatedAt": to_iso(memory.updated_at),
-             "expiresAt": to_iso(memory.expires_at)}
+             "expiresAt": to_iso(memory.expires_at),
+             # Only a kept note says so (`keep: true`); a note without it ages with retentionDays.
+             "keep": True if memory.keep else None}
     front = {k: v for k, v in front.items() if v is not None}
     return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + memory.content
 
@@ -192,10 +196,17 @@ class ObsidianBackend(RemoteBackend):
             for term in terms:
                 for memory_id in self._search_files(term):
                     hits[memory_id] = hits.get(memory_id, 0.0) + 1.0
-        ranked = sorted(hits.items(), key=lambda kv: kv[1], reverse=True)[: request.limit]
-        out = []
+        return self._in_scope(sorted(hits.items(), key=lambda kv: kv[1], reverse=True), request)
+
+    def _in_scope(self, ranked: list[tuple[str, float]], request: BackendSearch) -> list[ScoredMemory]:
+        """The best `limit` hits the search may return, read note by note in rank order: the
+        vault search sees every owner's notes and every age, so another owner's note, or one
+        older than the retention window and not kept, must not take a ranked slot."""
+        out: list[ScoredMemory] = []
         for memory_id, score in ranked:
+            if len(out) >= request.limit:
+                break
             memory = self._read(memory_id) if _ID.match(memory_id) else None
-            if memory is not None:
+            if memory is not None and in_scope(memory, request.scope):
                 out.append(ScoredMemory(memory, score))
         return out

@@ -4,14 +4,17 @@ settings (keys write-only and masked, every violation listed), the routing rules
 and list on the primary, get falling back while not found, update/delete replayed on the
 fallbacks in the background and retried while one is down, search falling back on error,
 Retrieve and Inject on the backend's search with the backend named in the resolution,
-the owner filter applied to whatever a backend answers) and each backend's health in
-engine status."""
+the owner filter applied to whatever a backend answers), keep (no age limit) stored the
+way each store holds it and honoured by retention, and each backend's health in engine
+status."""
 
 from __future__ import annotations
 
+import re
 import ssl
 import subprocess
 import time
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Callable
 
@@ -20,12 +23,13 @@ import pytest
 from google.protobuf import json_format, struct_pb2
 
 from conftest import make_config, start_server
+from memsvc.core.backend_manager import SEARCH_LIMIT
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
 from support.backend_fixtures import notion, obsidian  # noqa: F401 - fixtures
 from support.fake_notion import FakeNotion
-from support.fake_obsidian import FakeObsidian
+from support.fake_obsidian import FakeObsidian, frontmatter
 from support.rpc_errors import error, violated_fields
 
 C = grpc.StatusCode
@@ -233,6 +237,94 @@ def test_a_primary_that_times_out_leaves_retrieval_to_the_sqlite_fallback(stubs,
     answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="red bicycle"))
     assert [m.id for m in answer.memories] == [kept] and answer.resolution.backend == "sqlite"
     assert "did not answer in time" in answer.resolution.fallback_reason
+
+
+# ---- keep: no age limit, stored the way each store holds it ---------------------------------
+
+PLUGGABLE = ("notion", "obsidian")
+
+
+def get(stubs, memory_id: str) -> mpb.Memory:
+    return stubs.memory.GetMemory(mpb.GetMemoryRequest(id=memory_id))
+
+
+def stored_keep(kind: str, obsidian: FakeObsidian, notion: FakeNotion, memory_id: str) -> bool:
+    """What the store itself holds: the page's Keep checkbox, or `keep: true` in the note."""
+    if kind == "notion":
+        page = next(p for p in notion.live_pages() if p["id"] == memory_id)
+        return page["properties"]["Keep"]["checkbox"]
+    return frontmatter(obsidian.note(f"memsvc/{memory_id}.md") or "").get("keep") is True
+
+
+def backdate(kind: str, obsidian: FakeObsidian, notion: FakeNotion, memory_id: str, days: int) -> None:
+    """Make a memory `days` old in the store, as the SQLite tests do with direct SQL."""
+    when = datetime.now(timezone.utc) - timedelta(days=days)
+    if kind == "notion":
+        notion.backdate(memory_id, when)
+        return
+    path = f"memsvc/{memory_id}.md"
+    stamp = when.strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    obsidian.put_note(path, re.sub(r"(?m)^createdAt: .*$", f"createdAt: '{stamp}'", obsidian.note(path) or ""))
+
+
+@pytest.mark.parametrize("kind", PLUGGABLE)
+def test_keep_round_trips_through_a_pluggable_primary(stubs, obsidian, notion, kind):
+    use(stubs, obsidian, notion, kind, [])
+    kept = create(stubs, "The user's name is Ada", keep=True)
+    plain = create(stubs, "Ada mentioned a dentist appointment")
+    assert get(stubs, kept).keep and not get(stubs, plain).keep
+    assert stored_keep(kind, obsidian, notion, kept) and not stored_keep(kind, obsidian, notion, plain)
+    listed = stubs.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id=OWNER)).data
+    assert {m.id: m.keep for m in listed} == {kept: True, plain: False}
+
+    answer = stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=plain, keep=True))
+    assert answer.memory.keep and get(stubs, plain).keep and stored_keep(kind, obsidian, notion, plain)
+    stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=plain, content="Ada moved her dentist appointment"))
+    assert get(stubs, plain).keep, "an update that does not say keep leaves it as it was"
+    answer = stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=kept, keep=False))
+    assert not answer.memory.keep and not get(stubs, kept).keep and not stored_keep(kind, obsidian, notion, kept)
+
+
+@pytest.mark.parametrize("kind", PLUGGABLE)
+def test_an_upsert_by_key_through_a_pluggable_primary_keeps_keep_unless_it_says_it(stubs, obsidian, notion, kind):
+    use(stubs, obsidian, notion, kind, [])
+    memory_id = create(stubs, "The user's name is Ada", key="profile:name", keep=True)
+    assert create(stubs, "The user's name is Ada Lovelace", key="profile:name") == memory_id
+    assert get(stubs, memory_id).keep
+    create(stubs, "The user's name is Ada Lovelace", key="profile:name", keep=False)
+    assert not get(stubs, memory_id).keep and not stored_keep(kind, obsidian, notion, memory_id)
+
+
+@pytest.mark.parametrize("kind", PLUGGABLE)
+def test_retention_hides_an_old_memory_of_a_pluggable_primary_unless_it_is_kept(stubs, obsidian, notion, kind):
+    use(stubs, obsidian, notion, kind, [], enabled=True, retentionDays=30)
+    kept = create(stubs, "The user's name is Ximena", keep=True)
+    old = create(stubs, "Ximena mentioned a dentist appointment")
+    fresh = create(stubs, "Ximena likes herons")
+    for memory_id in (kept, old):
+        backdate(kind, obsidian, notion, memory_id, 400)
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="Ximena"))
+    assert {m.id for m in answer.memories} == {kept, fresh} and answer.resolution.backend == kind
+
+    stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=kept, keep=False))
+    backdate(kind, obsidian, notion, kept, 400)
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="Ximena"))
+    assert [m.id for m in answer.memories] == [fresh], "released, the old memory is hidden again"
+
+
+@pytest.mark.parametrize("kind", PLUGGABLE)
+def test_old_memories_hidden_by_retention_take_no_place_in_a_pluggable_search(stubs, obsidian, notion, kind):
+    """More old unkept matches than a backend search returns, all ranked above the kept one
+    by the store (Notion: the newest of equal relevance; the vault: the note whose match
+    comes earliest, and a kept note's frontmatter is one line longer): the kept memory is
+    still found."""
+    use(stubs, obsidian, notion, kind, [], enabled=True, retentionDays=30)
+    kept = create(stubs, "The user's name is Ximena", keep=True)
+    old = [create(stubs, "The user's name is Ximena") for _ in range(SEARCH_LIMIT)]
+    for memory_id in (kept, *old):
+        backdate(kind, obsidian, notion, memory_id, 400)
+    answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="Ximena"))
+    assert [m.id for m in answer.memories] == [kept]
 
 
 # ---- TLS: the Obsidian plugin's own https port, with its self-signed certificate ------------

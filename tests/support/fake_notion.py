@@ -1,7 +1,7 @@
 """A loopback stand-in for Notion's public API (Notion-Version 2022-06-28), with the shapes of
 its reference: `GET /v1/databases/{id}` (the database and its property schema), `POST
 /v1/databases/{id}/query` (filter with and/or, rich_text equals/contains, select equals,
-created_time before; sorts by timestamp; page_size up to 100 with start_cursor/next_cursor/
+checkbox equals, created_time before/on_or_after; sorts by timestamp; page_size up to 100 with start_cursor/next_cursor/
 has_more; archived pages left out), `POST /v1/pages`, `GET /v1/pages/{id}`, `PATCH
 /v1/pages/{id}` (properties, archived). Requests need `Authorization: Bearer` and a
 `Notion-Version` header; errors are {"object": "error", "status", "code", "message"}; a
@@ -17,7 +17,7 @@ from typing import Any
 from support.fake_api import FakeApi, Reply, Request
 
 SCHEMA = {"Name": "title", "Content": "rich_text", "Type": "select", "Key": "rich_text", "Owner": "rich_text",
-          "Session": "rich_text", "Metadata": "rich_text", "Expires": "date"}
+          "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox"}
 UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
 
 
@@ -27,6 +27,15 @@ def error(status: int, code: str, message: str) -> Reply:
 
 def _now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + "000Z"
+
+
+def _empty(kind: str) -> Any:
+    """A property's value on a page that never set it: no text, no date, an unticked box."""
+    return [] if kind in ("title", "rich_text") else False if kind == "checkbox" else None
+
+
+def _instant(text: str) -> datetime:
+    return datetime.fromisoformat(text.replace("Z", "+00:00"))
 
 
 def _plain(value: Any) -> str:
@@ -45,6 +54,12 @@ class FakeNotion(FakeApi):
     def live_pages(self) -> list[dict[str, Any]]:
         with self._lock:
             return [p for p in self.pages.values() if not p["archived"]]
+
+    def backdate(self, page_id: str, when: datetime) -> None:
+        """Set a page's created_time, as the SQLite tests age a row with direct SQL (Notion
+        never lets a client set it; a test needs an old page without waiting)."""
+        with self._lock:
+            self.pages[page_id]["created_time"] = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
     def text_of(self, page: dict[str, Any], prop: str) -> str:
         value = page["properties"][prop]
@@ -73,7 +88,7 @@ class FakeNotion(FakeApi):
                            "title": [{"plain_text": "Memories"}]})
 
     def _properties(self, given: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | Reply:
-        out = dict(current or {name: {"id": name[:4], "type": kind, kind: [] if kind in ("title", "rich_text") else None}
+        out = dict(current or {name: {"id": name[:4], "type": kind, kind: _empty(kind)}
                                for name, kind in self.schema.items()})
         for name, value in given.items():
             kind = self.schema.get(name)
@@ -84,6 +99,8 @@ class FakeNotion(FakeApi):
                     return error(400, "validation_error", "body.properties.Content.rich_text[0].text.content.length "
                                                           "should be ≤ `2000`")
                 value = {kind: [{**t, "plain_text": t["text"]["content"]} for t in value[kind]]}
+            if kind == "checkbox" and not isinstance(value[kind], bool):
+                return error(400, "validation_error", f"body.properties.{name}.checkbox should be a boolean")
             out[name] = {"id": name[:4], "type": kind, kind: value[kind]}
         return out
 
@@ -131,12 +148,17 @@ class FakeNotion(FakeApi):
         if "or" in flt:
             return any(self._matches(page, f) for f in flt["or"])
         if flt.get("timestamp") == "created_time":
-            return page["created_time"] < flt["created_time"]["before"]
+            condition = flt["created_time"]
+            if "on_or_after" in condition:
+                return _instant(page["created_time"]) >= _instant(condition["on_or_after"])
+            return _instant(page["created_time"]) < _instant(condition["before"])
         prop = page["properties"].get(flt.get("property"))
         if prop is None:
             return False
         if "select" in flt:
             return (prop.get("select") or {}).get("name") == flt["select"]["equals"]
+        if "checkbox" in flt:
+            return prop.get("checkbox") is flt["checkbox"]["equals"]
         condition = flt.get("rich_text") or flt.get("title") or {}
         text = _plain(prop.get(prop["type"]))
         if "equals" in condition:
