@@ -2,10 +2,12 @@
 (the Local REST API stand-in on loopback) configured with one settings call, the masked
 key, memories landing in the vault, each backend's health in engine status, retrieval
 naming the backend; and the memsvc preset fronting a second, real memsvc through its own
-Envoy (create, list, update, retrieve and delete all served by the remote)."""
+Envoy (create, list, update, retrieve and delete all served by the remote, keep sent on
+create and update, stored and honoured by the remote's retention)."""
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -75,3 +77,38 @@ def test_the_memsvc_preset_fronts_another_memsvc(rest, remote):
     assert status[0]["name"] == "mirror" and status[0]["type"] == "memsvc" and status[0]["healthy"] is True
     ok(rest, "DELETE", f"/api/memory/{created['id']}")
     assert far.call("GET", f"/api/memory/{created['id']}")[0] == 404
+
+
+def backdate(handle: ServerHandle, memory_id: str, days: int) -> None:
+    """Make a memory of the remote `days` old, as the retention tests do with direct SQL."""
+    stamp = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    with handle.app.database.write() as conn:
+        conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (stamp, memory_id))
+
+
+def test_keep_round_trips_through_the_memsvc_preset(rest, remote):
+    handle, far = remote
+    ok(far, "PUT", "/api/settings/memory", {"enabled": True, "retentionDays": 30})
+    ok(rest, "PUT", "/api/settings/memory", {"enabled": True, "primaryBackend": "mirror", "retentionDays": 30,
+                                             "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}}})
+    kept = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "The user's name is Ximena",
+                                            "keep": True})["id"]
+    plain = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Ximena mentioned a dentist"})["id"]
+    for gateway in (far, rest):  # stored by the remote, and read back from it
+        assert ok(gateway, "GET", f"/api/memory/{kept}")["keep"] is True
+        assert ok(gateway, "GET", f"/api/memory/{plain}")["keep"] is False
+
+    def found() -> set[str]:
+        for memory_id in (kept, plain):
+            backdate(handle, memory_id, 400)
+        answer = ok(rest, "POST", "/api/memory/retrieve", {"apiKeyId": OWNER, "query": "Ximena"})
+        assert answer["resolution"]["backend"] == "mirror"
+        return {m["id"] for m in answer["memories"]}
+
+    assert found() == {kept}, "the old unkept memory is hidden by retention, the kept one is not"
+    assert ok(rest, "PUT", f"/api/memory/{plain}", {"keep": True})["memory"]["keep"] is True
+    assert ok(far, "GET", f"/api/memory/{plain}")["keep"] is True and found() == {kept, plain}
+    ok(rest, "PUT", f"/api/memory/{kept}", {"content": "The user's name is Ximena Ruiz"})
+    assert ok(far, "GET", f"/api/memory/{kept}")["keep"] is True, "an update that does not say keep leaves it"
+    assert ok(rest, "PUT", f"/api/memory/{kept}", {"keep": False})["memory"]["keep"] is False
+    assert ok(far, "GET", f"/api/memory/{kept}")["keep"] is False and found() == {plain}
