@@ -33,8 +33,8 @@ from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 
 # UpdateMemoryRequest fields a client may name, by their JSON names (what REST users see in
 # error messages); the core decides which of them may actually change.
-_UPDATE_FIELDS = ("type", "key", "content", "metadata", "keep", "api_key_id", "session_id", "expires_at",
-                  "created_at", "updated_at", "access_count", "last_accessed_at")
+_UPDATE_FIELDS = ("type", "key", "content", "metadata", "keep", "occurred_at", "api_key_id", "session_id",
+                  "expires_at", "created_at", "updated_at", "access_count", "last_accessed_at")
 
 
 # ---- well-known types ----
@@ -139,6 +139,8 @@ def memory_to_pb(m: Memory) -> memory_pb2.Memory:
         pb.expires_at.CopyFrom(to_timestamp(m.expires_at))
     if m.last_accessed_at is not None:
         pb.last_accessed_at.CopyFrom(to_timestamp(m.last_accessed_at))
+    if m.occurred_at is not None:
+        pb.occurred_at.CopyFrom(to_timestamp(m.occurred_at))
     return pb
 
 
@@ -147,7 +149,7 @@ def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
         api_key_id=req.api_key_id, content=req.content, type=req.type,
         session_id=optional(req, "session_id"), key=optional(req, "key"),
         metadata=struct_to_dict(req.metadata, "metadata"), expires_at=_optional_time(req, "expires_at"),
-        keep=optional(req, "keep"),
+        keep=optional(req, "keep"), occurred_at=_optional_time(req, "occurred_at"),
     )
 
 

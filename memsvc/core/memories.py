@@ -9,7 +9,7 @@ import math
 import time
 import uuid
 from dataclasses import dataclass, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
 
 from memsvc.core.backend import MemoryBackend
@@ -47,7 +47,10 @@ HEALTH_CONTENT = "pipeline verification test"
 # Under this much free space in the data directory, CheckHealth reports the store as not
 # working: writes are about to fail (or already fail) for lack of space.
 LOW_SPACE_BYTES = 1024 * 1024
-UPDATABLE_FIELDS = ("type", "key", "content", "metadata", "keep")
+UPDATABLE_FIELDS = ("type", "key", "content", "metadata", "keep", "occurredAt")
+# How far after now an occurredAt may lie: a writer's clock (or time zone slip) may run a
+# little ahead of ours; a time beyond that is a mistake, not something that happened.
+OCCURRED_AT_LEEWAY = timedelta(days=1)
 # At most this many concurrent creates share one transaction.
 CREATE_BATCH = 128
 # At most this many items in one CreateMemories call: an import of a large history is sent in
@@ -180,6 +183,11 @@ def _check_metadata(v: Violations, value: Mapping[str, Any] | None) -> None:
         v.add("metadata", f"must serialize to at most {MAX_METADATA_BYTES} bytes, got {size}")
 
 
+def _check_occurred_at(v: Violations, value: datetime | None, now: datetime | None = None) -> None:
+    if value is not None and value > (now or utcnow()) + OCCURRED_AT_LEEWAY:
+        v.add("occurredAt", "is in the future")
+
+
 def validate_new(draft: NewMemory, now: datetime | None = None) -> NewMemory:
     """Check every limit at once and normalize ("" → None, default type)."""
     v = Violations()
@@ -198,6 +206,7 @@ def validate_new(draft: NewMemory, now: datetime | None = None) -> NewMemory:
     _check_metadata(v, memory.metadata)
     if memory.expires_at is not None and memory.expires_at <= (now or utcnow()):
         v.add("expiresAt", "must be in the future")
+    _check_occurred_at(v, memory.occurred_at, now)
     v.raise_if_any()
     return memory
 
@@ -216,8 +225,9 @@ def _validated_or_error(draft: NewMemory) -> NewMemory | ValidationError:
 
 
 def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
-    """Only type, key, content, metadata and keep may change; naming any other field is
-    refused (rather than silently ignored) so a client learns its expiry edit did not happen."""
+    """Only type, key, content, metadata, keep and occurredAt may change; naming any other
+    field is refused (rather than silently ignored) so a client learns its expiry edit did
+    not happen."""
     v = Violations()
     for name in changes:
         if name not in UPDATABLE_FIELDS:
@@ -234,6 +244,8 @@ def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
         _check_metadata(v, changes["metadata"])
     if "keep" in changes and not isinstance(changes["keep"], bool):
         v.add("keep", "must be true or false")
+    if "occurredAt" in changes:
+        _check_occurred_at(v, changes["occurredAt"])
     v.raise_if_any()
     return MemoryPatch(
         type=changes.get("type"),
@@ -241,6 +253,7 @@ def validate_patch(changes: Mapping[str, Any]) -> MemoryPatch:
         content=changes.get("content"),
         metadata=dict(changes["metadata"]) if "metadata" in changes else None,
         keep=changes.get("keep"),
+        occurred_at=changes.get("occurredAt"),
     )
 
 
