@@ -139,6 +139,9 @@ class MemoryTools:
         apiKeyId: ApiKeyId = None,
         metadata: Metadata = None,
         keep: Keep = None,
+        occurredAt: Annotated[str | None, Field(json_schema_extra={"format": "date-time"}, description=(
+            "When what the memory records happened, if not now (e.g. the time an imported chat "
+            "message was said; RFC 3339, e.g. 2023-12-31T18:45:00Z). Leave it out when not known."))] = None,
     ) -> str:
         """Store a memory for the tenant. Returns {success, id, created}; created is false
         when a memory with the same key was updated in place."""
@@ -150,6 +153,8 @@ class MemoryTools:
             request.session_id = sessionId
         if keep is not None:
             request.keep = keep
+        if occurredAt is not None:
+            request.occurred_at.CopyFrom(_timestamp(occurredAt, "occurredAt"))
         return _json(await self._call(ctx, self._upstream.memory.CreateMemory, request))
 
     async def memory_clear(
@@ -189,7 +194,7 @@ class MemoryTools:
 
     async def memory_get(self, ctx: Context, id: MemoryId) -> str:
         """Read one memory by id: {id, apiKeyId, type, key, content, metadata, createdAt,
-        updatedAt, accessCount, ...}. A memory the token may not see is reported as not found."""
+        updatedAt, accessCount, occurredAt (when it happened, if known), ...}. A memory the token may not see is reported as not found."""
         return _json(await self._call(ctx, self._upstream.memory.GetMemory, memory_pb2.GetMemoryRequest(id=id)))
 
     async def memory_update(

@@ -90,13 +90,14 @@ async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     added = await ok(session, "memory_add", apiKeyId=tenant, content="The user prefers dark mode in every editor",
                      type="factual", key="pref:theme", sessionId="s-1", metadata={"source": "mcp"})
     other = await ok(session, "memory_add", apiKeyId=tenant, content="Deployed the billing service on Friday",
-                     type="episodic")
+                     type="episodic", occurredAt="2023-12-29T16:30:00+02:00")
     assert added["created"] is True and added["id"] != other["id"]
     got = await ok(session, "memory_get", id=added["id"])
     assert (got["apiKeyId"], got["type"], got["key"], got["sessionId"]) == (tenant, "factual", "pref:theme", "s-1")
-    assert got["metadata"] == {"source": "mcp"}
+    assert got["metadata"] == {"source": "mcp"} and "occurredAt" not in got  # not known: not shown
     listed = await ok(session, "memory_list", apiKeyId=tenant, type="episodic")
     assert [m["id"] for m in listed["data"]] == [other["id"]] and listed["total"] == 1
+    assert listed["data"][0]["occurredAt"] == "2023-12-29T14:30:00Z"
     found = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor")
     assert found["memories"] and found["memories"][0]["id"] == added["id"]
     only_episodic = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor", type="episodic")
@@ -126,6 +127,10 @@ async def check_bad_arguments(session: ClientSession, tenant: str) -> None:
     assert "invalid argument: content: must be at most" in text
     assert "olderThan: must be an RFC 3339 time" in await failure(session, "memory_clear", apiKeyId=tenant,
                                                                   olderThan="last week")
+    assert "occurredAt: must be an RFC 3339 time" in await failure(session, "memory_add", apiKeyId=tenant,
+                                                                   content="x", type="factual", occurredAt="Friday")
+    assert "invalid argument: occurredAt: is in the future" in await failure(
+        session, "memory_add", apiKeyId=tenant, content="x", type="factual", occurredAt="2999-01-01T00:00:00Z")
     assert "apiKeyId: is required" in await failure(session, "memory_add", content="x", type="factual")
     assert "not found" in await failure(session, "memory_get", id="no-such-memory")
     assert (await ok(session, "memory_list", apiKeyId=tenant))["total"] == 0
