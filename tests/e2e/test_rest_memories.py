@@ -191,6 +191,24 @@ def test_crud_round_trip(env: Env, owner: str) -> None:
     assert again["code"] == 5 and "NOT_FOUND" in error_reasons(again), again
 
 
+def test_occurred_at_round_trips_and_a_future_one_is_400(env: Env, owner: str) -> None:
+    """occurredAt (when the recorded thing happened) is taken in any RFC 3339 offset, answered
+    in UTC beside createdAt, changed by PUT; one more than a day ahead is refused, nothing stored."""
+    memory_id = env.create(apiKeyId=owner, content="Mira: we watched the fireworks",
+                           occurredAt="2023-12-31T23:59:30.250+01:00")
+    status, got = env.rest.call("GET", f"/api/memory/{memory_id}")
+    assert status == 200, got
+    assert parse_rfc3339(got["occurredAt"]) == datetime(2023, 12, 31, 22, 59, 30, 250000, tzinfo=timezone.utc)
+    assert parse_rfc3339(got["createdAt"]) > datetime(2025, 1, 1, tzinfo=timezone.utc)
+    status, updated = env.rest.call("PUT", f"/api/memory/{memory_id}", {"occurredAt": "2024-01-01T00:00:10Z"})
+    assert status == 200 and updated["memory"]["occurredAt"] == "2024-01-01T00:00:10Z", updated
+    status, answer = env.rest.call("POST", "/api/memory", {"apiKeyId": owner, "content": "x",
+                                                           "occurredAt": FAR_FUTURE})
+    assert_bad_request(status, answer, "occurredAt")
+    assert violations(answer)["occurredAt"] == "is in the future"
+    assert env.count(owner) == 1
+
+
 def test_missing_ids_are_404(env: Env) -> None:
     missing = str(uuid.uuid4())
     for method, body in (("GET", None), ("DELETE", None), ("PUT", {"content": "x"})):
