@@ -186,12 +186,17 @@ def new_memory_json(memory: NewMemory) -> dict[str, Any]:
         out["expiresAt"] = to_iso(memory.expires_at)
     if memory.keep is not None:  # unsaid: a new memory is not kept, an upsert leaves it as it was
         out["keep"] = memory.keep
+    if memory.occurred_at:
+        out["occurredAt"] = to_iso(memory.occurred_at)
     return out
 
 
 def patch_json(patch: MemoryPatch) -> dict[str, Any]:
-    return {name: getattr(patch, name) for name in ("type", "key", "content", "metadata", "keep")
-            if getattr(patch, name) is not None}
+    out: dict[str, Any] = {name: getattr(patch, name) for name in ("type", "key", "content", "metadata", "keep")
+                           if getattr(patch, name) is not None}
+    if patch.occurred_at is not None:
+        out["occurredAt"] = to_iso(patch.occurred_at)
+    return out
 
 
 def _text(obj: Mapping[str, Any], *names: str) -> str | None:
@@ -218,6 +223,7 @@ def memory_from_json(obj: Any, owner: str = "") -> Memory:
         expires_at=parse_time(obj.get("expiresAt", obj.get("expires_at"))),
         access_count=obj.get("accessCount") if isinstance(obj.get("accessCount"), int) else 0,
         keep=obj.get("keep") is True,
+        occurred_at=parse_time(obj.get("occurredAt", obj.get("occurred_at"))),
     )
 
 
@@ -265,16 +271,18 @@ def matches(memory: Memory, flt: MemoryFilter) -> bool:
 def fresh(memory: NewMemory, memory_id: str, now: datetime) -> Memory:
     return Memory(id=memory_id, memory_id=0, api_key_id=memory.api_key_id, session_id=memory.session_id,
                   type=memory.type, key=memory.key, content=memory.content, metadata=dict(memory.metadata),
-                  created_at=now, updated_at=now, expires_at=memory.expires_at, keep=bool(memory.keep))
+                  created_at=now, updated_at=now, expires_at=memory.expires_at, keep=bool(memory.keep),
+                  occurred_at=memory.occurred_at)
 
 
 def upserted(existing: Memory, memory: NewMemory, now: datetime) -> Memory:
     """A create with the key of an existing memory: content, session, type and expiry
     replaced, metadata merged shallowly (new keys win); id and creation time kept, and keep
-    too unless the create says it."""
+    and the time it happened too unless the create says them."""
     return replace(existing, session_id=memory.session_id, type=memory.type, content=memory.content,
                    metadata={**existing.metadata, **memory.metadata}, expires_at=memory.expires_at, updated_at=now,
-                   keep=existing.keep if memory.keep is None else memory.keep)
+                   keep=existing.keep if memory.keep is None else memory.keep,
+                   occurred_at=memory.occurred_at or existing.occurred_at)
 
 
 def patched(existing: Memory, patch: MemoryPatch, now: datetime) -> Memory:
@@ -283,7 +291,8 @@ def patched(existing: Memory, patch: MemoryPatch, now: datetime) -> Memory:
                    key=existing.key if patch.key is None else (patch.key or None),
                    content=existing.content if patch.content is None else patch.content,
                    metadata=existing.metadata if patch.metadata is None else dict(patch.metadata), updated_at=now,
-                   keep=existing.keep if patch.keep is None else patch.keep)
+                   keep=existing.keep if patch.keep is None else patch.keep,
+                   occurred_at=patch.occurred_at or existing.occurred_at)
 
 
 def newest_first(memories: list[Memory]) -> list[Memory]:

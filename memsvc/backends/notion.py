@@ -7,6 +7,7 @@ are fixed; the health check lists any that are missing or of another type):
     Name (title)   Content (text)   Type (select)   Key (text)
     Owner (text)   Session (text)   Metadata (text) Expires (date)
     Keep (checkbox: kept with no age limit, so retentionDays never hides it)
+    Occurred (date: when the recorded thing happened, empty when not known)
 
 Routes used: `POST /v1/pages` (create), `GET /v1/pages/{id}` (read), `PATCH /v1/pages/{id}`
 (update; `archived: true` deletes, which is Notion's trash), `POST
@@ -46,7 +47,8 @@ TEXT_CHUNK = 2000
 PAGE_SIZE = 100
 MAX_SEARCH_TERMS = 4
 PROPERTIES = {"Name": "title", "Content": "rich_text", "Type": "select", "Key": "rich_text", "Owner": "rich_text",
-              "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox"}
+              "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox",
+              "Occurred": "date"}
 DATABASE_ID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 _PAGE_ID = DATABASE_ID
 
@@ -86,9 +88,21 @@ def properties(memory: Memory) -> dict[str, Any]:
         "Owner": {"rich_text": rich_text(memory.api_key_id)},
         "Session": {"rich_text": rich_text(memory.session_id)},
         "Metadata": {"rich_text": rich_text(json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")))},
-        "Expires": {"date": {"start": to_iso(memory.expires_at)} if memory.expires_at else None},
+        "Expires": _date(memory.expires_at),
         "Keep": {"checkbox": memory.keep},
+        "Occurred": _date(memory.occurred_at),
     }
+
+
+def _date(value: datetime | None) -> dict[str, Any]:
+    """A date property's value: an instant, or none (Notion clears the property)."""
+    return {"date": {"start": to_iso(value)} if value else None}
+
+
+def _start(props: Mapping[str, Any], name: str) -> Any:
+    """The start of a date property, None when it is empty or missing."""
+    date = props.get(name, {}).get("date") if isinstance(props.get(name), Mapping) else None
+    return date.get("start") if isinstance(date, Mapping) else None
 
 
 def memory_from_page(page: Any) -> Memory:
@@ -100,14 +114,13 @@ def memory_from_page(page: Any) -> Memory:
     except ValueError:
         metadata = {}
     select = props.get("Type", {}).get("select") if isinstance(props.get("Type"), Mapping) else None
-    date = props.get("Expires", {}).get("date") if isinstance(props.get("Expires"), Mapping) else None
     return memory_from_json({
         "id": page.get("id"), "content": plain(props.get("Content")), "apiKeyId": plain(props.get("Owner")),
         "sessionId": plain(props.get("Session")), "key": plain(props.get("Key")),
         "type": select.get("name") if isinstance(select, Mapping) else None,
         "metadata": metadata if isinstance(metadata, dict) else {},
         "createdAt": page.get("created_time"), "updatedAt": page.get("last_edited_time"),
-        "expiresAt": date.get("start") if isinstance(date, Mapping) else None,
+        "expiresAt": _start(props, "Expires"), "occurredAt": _start(props, "Occurred"),
         "keep": props.get("Keep", {}).get("checkbox") if isinstance(props.get("Keep"), Mapping) else None,
     })
 

@@ -2,14 +2,14 @@
 
 Each memory is one note, `<folder>/<id>.md`: the memory's fields in YAML frontmatter and its
 content as the note's body, so the vault stays readable and editable in Obsidian (a memory
-kept with no age limit says `keep: true` there). The plugin's routes used: `GET /` (status;
-the only route without authentication, it says whether the key was accepted),
-`PUT|GET|DELETE /vault/<path>` (write, read as `application/vnd.olrapi.note+json`, delete a
-note), `GET /vault/<folder>/` (the folder's files) and `POST /search/simple/?query=`
-(full-text search over the vault). The plugin serves https on 127.0.0.1:27124 with a
-self-signed certificate (pass it as `caCertificate`; the plugin offers it at
-`/obsidian-local-rest-api.crt`) and, when enabled in its settings, plain http on
-127.0.0.1:27123.
+kept with no age limit says `keep: true` there; `occurredAt` is when the recorded thing
+happened, ISO 8601). The plugin's routes used: `GET /` (status; the only route without
+authentication, it says whether the key was accepted), `PUT|GET|DELETE /vault/<path>`
+(write, read as `application/vnd.olrapi.note+json`, delete a note), `GET /vault/<folder>/`
+(the folder's files) and `POST /search/simple/?query=` (full-text search over the vault).
+The plugin serves https on 127.0.0.1:27124 with a self-signed certificate (pass it as
+`caCertificate`; the plugin offers it at `/obsidian-local-rest-api.crt`) and, when enabled
+in its settings, plain http on 127.0.0.1:27123.
 
 A memory with a key gets an id derived from (owner, key), so a create with the same key
 overwrites the same note: the upsert rule without a lookup."""
@@ -55,7 +55,7 @@ def note_text(memory: Memory) -> str:
              "type": memory.type, "key": memory.key,
              "metadata": json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")),
              "createdAt": to_iso(memory.created_at), "updatedAt": to_iso(memory.updated_at),
-             "expiresAt": to_iso(memory.expires_at),
+             "expiresAt": to_iso(memory.expires_at), "occurredAt": to_iso(memory.occurred_at),
              # Only a kept note says so (`keep: true`); a note without it ages with retentionDays.
              "keep": True if memory.keep else None}
     front = {k: v for k, v in front.items() if v is not None}

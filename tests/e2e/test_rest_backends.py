@@ -3,7 +3,8 @@
 key, memories landing in the vault, each backend's health in engine status, retrieval
 naming the backend; and the memsvc preset fronting a second, real memsvc through its own
 Envoy (create, list, update, retrieve and delete all served by the remote, keep sent on
-create and update, stored and honoured by the remote's retention)."""
+create and update, stored and honoured by the remote's retention; occurredAt sent and read
+back)."""
 
 from __future__ import annotations
 
@@ -112,3 +113,19 @@ def test_keep_round_trips_through_the_memsvc_preset(rest, remote):
     assert ok(far, "GET", f"/api/memory/{kept}")["keep"] is True, "an update that does not say keep leaves it"
     assert ok(rest, "PUT", f"/api/memory/{kept}", {"keep": False})["memory"]["keep"] is False
     assert ok(far, "GET", f"/api/memory/{kept}")["keep"] is False and found() == {plain}
+
+
+def test_occurred_at_round_trips_through_the_memsvc_preset(rest, remote):
+    _, far = remote
+    ok(rest, "PUT", "/api/settings/memory", {"primaryBackend": "mirror",
+                                             "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}}})
+    said = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Ada said she adopted a cat", "key": "turn:1",
+                                            "occurredAt": "2023-12-31T18:30:00Z"})["id"]
+    for gateway in (far, rest):  # stored by the remote, and read back from it
+        assert ok(gateway, "GET", f"/api/memory/{said}")["occurredAt"] == "2023-12-31T18:30:00Z"
+    ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Ada said she adopted a black cat", "key": "turn:1"})
+    assert ok(far, "GET", f"/api/memory/{said}")["occurredAt"] == "2023-12-31T18:30:00Z", \
+        "an upsert without it keeps it"
+    moved = ok(rest, "PUT", f"/api/memory/{said}", {"occurredAt": "2024-01-01T08:00:00Z"})["memory"]
+    assert moved["occurredAt"] == "2024-01-01T08:00:00Z"
+    assert ok(far, "GET", f"/api/memory/{said}")["occurredAt"] == "2024-01-01T08:00:00Z"

@@ -20,7 +20,7 @@ from typing import Any, Callable
 
 import grpc
 import pytest
-from google.protobuf import json_format, struct_pb2
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 
 from conftest import make_config, start_server
 from memsvc.core.backend_manager import SEARCH_LIMIT
@@ -325,6 +325,45 @@ def test_old_memories_hidden_by_retention_take_no_place_in_a_pluggable_search(st
         backdate(kind, obsidian, notion, memory_id, 400)
     answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="Ximena"))
     assert [m.id for m in answer.memories] == [kept]
+
+
+# ---- occurredAt: when the recorded thing happened, stored the way each store holds it ------
+
+
+def stamp(text: str) -> timestamp_pb2.Timestamp:
+    out = timestamp_pb2.Timestamp()
+    out.FromJsonString(text)
+    return out
+
+
+def stored_occurred_at(kind: str, obsidian: FakeObsidian, notion: FakeNotion, memory_id: str) -> str | None:
+    """What the store itself holds: the page's Occurred date, or `occurredAt` in the note."""
+    if kind == "notion":
+        page = next(p for p in notion.live_pages() if p["id"] == memory_id)
+        return (page["properties"]["Occurred"]["date"] or {}).get("start")
+    return frontmatter(obsidian.note(f"memsvc/{memory_id}.md") or "").get("occurredAt")
+
+
+@pytest.mark.parametrize("kind", PLUGGABLE)
+def test_occurred_at_round_trips_through_a_pluggable_primary(stubs, obsidian, notion, kind):
+    use(stubs, obsidian, notion, kind, [])
+    said = create(stubs, "Ada said she adopted a cat", key="turn:1", occurred_at=stamp("2023-12-31T18:30:00Z"))
+    unknown = create(stubs, "Ada mentioned a dentist appointment")
+    assert get(stubs, said).occurred_at.ToJsonString() == "2023-12-31T18:30:00Z"
+    assert not get(stubs, unknown).HasField("occurred_at")
+    assert stored_occurred_at(kind, obsidian, notion, said) == "2023-12-31T18:30:00Z"
+    assert stored_occurred_at(kind, obsidian, notion, unknown) is None
+    listed = stubs.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id=OWNER)).data
+    assert {m.id: m.occurred_at.ToJsonString() for m in listed if m.HasField("occurred_at")} == \
+        {said: "2023-12-31T18:30:00Z"}
+
+    create(stubs, "Ada said she adopted a black cat", key="turn:1")
+    assert get(stubs, said).occurred_at.ToJsonString() == "2023-12-31T18:30:00Z", "an upsert without it keeps it"
+    answer = stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=unknown, occurred_at=stamp("2024-03-02T09:15:00Z")))
+    assert answer.memory.occurred_at.ToJsonString() == "2024-03-02T09:15:00Z"
+    assert stored_occurred_at(kind, obsidian, notion, unknown) == "2024-03-02T09:15:00Z"
+    stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=unknown, content="Ada moved her dentist appointment"))
+    assert get(stubs, unknown).occurred_at.ToJsonString() == "2024-03-02T09:15:00Z", "an update without it keeps it"
 
 
 # ---- TLS: the Obsidian plugin's own https port, with its self-signed certificate ------------

@@ -17,7 +17,8 @@ from typing import Any
 from support.fake_api import FakeApi, Reply, Request
 
 SCHEMA = {"Name": "title", "Content": "rich_text", "Type": "select", "Key": "rich_text", "Owner": "rich_text",
-          "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox"}
+          "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox",
+          "Occurred": "date"}
 UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
 
 
