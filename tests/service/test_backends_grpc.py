@@ -366,6 +366,16 @@ def test_occurred_at_round_trips_through_a_pluggable_primary(stubs, obsidian, no
     assert get(stubs, unknown).occurred_at.ToJsonString() == "2024-03-02T09:15:00Z", "an update without it keeps it"
 
 
+def test_a_note_written_by_hand_may_say_keep_and_occurred_at_in_either_spelling(stubs, obsidian, notion):
+    use(stubs, obsidian, notion, "obsidian", [])
+    memory_id = "hand-written-note"
+    note = note_for(memory_id, OWNER, "Ada adopted a cat").replace(
+        "\n---\n", "\nkeep: true\noccurred_at: '2023-12-31T18:30:00Z'\n---\n", 1)
+    obsidian.put_note(f"memsvc/{memory_id}.md", note)
+    got = get(stubs, memory_id)
+    assert got.keep and got.occurred_at.ToJsonString() == "2023-12-31T18:30:00Z"
+
+
 # ---- TLS: the Obsidian plugin's own https port, with its self-signed certificate ------------
 
 
