@@ -181,3 +181,17 @@ def test_server_is_stopped_and_removed_when_the_block_raises() -> None:
     assert seen["below"]  # the postmaster had its worker processes
     assert [pid for pid in [seen["pid"], *seen["below"]] if alive(pid)] == []
     assert not Path(seen["root"]).exists()
+
+
+def test_a_port_taken_before_the_server_binds_it_is_given_up_for_a_free_one(
+        postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another process can take the free port first: the new server must not mistake that
+    server for itself, and starts on another port."""
+    import support.postgres as helper
+
+    picks = iter([postgres_server.port])
+    monkeypatch.setattr(helper, "free_port", lambda free=helper.free_port: next(picks, None) or free())
+    with running_postgres() as server:
+        assert server.port != postgres_server.port
+        with psycopg.connect(server.url) as conn:
+            assert conn.execute("SHOW data_directory").fetchone()[0] == str(server.data_dir)

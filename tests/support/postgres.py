@@ -125,23 +125,22 @@ class PostgresServer:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
-        while True:
-            try:
-                if self._serves_this_cluster():
-                    return
-            except psycopg.OperationalError:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"postgres exited with {self.proc.returncode}:\n{self.log_tail()}") from None
-                if time.monotonic() > deadline:
-                    self.stop()
-                    raise RuntimeError(f"postgres did not accept connections in {timeout_s}s:\n{self.log_tail()}")
-                time.sleep(0.02)
+        while not self._serves_this_cluster():
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"postgres exited with {self.proc.returncode}:\n{self.log_tail()}")
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"postgres did not accept connections in {timeout_s}s:\n{self.log_tail()}")
+            time.sleep(0.02)
 
     def _serves_this_cluster(self) -> bool:
         """The port answers, and with this cluster: another server that won the port between
         free_port() and the bind would answer too, while this one exits."""
-        with psycopg.connect(self.url, connect_timeout=2) as conn:
-            return conn.execute("SHOW data_directory").fetchone()[0] == str(self.data_dir)
+        try:
+            with psycopg.connect(self.url, connect_timeout=2) as conn:
+                return conn.execute("SHOW data_directory").fetchone()[0] == str(self.data_dir)
+        except psycopg.OperationalError:  # not listening yet, or still starting up
+            return False
 
     def stop(self, timeout_s: float = 30.0) -> None:
         """Fast shutdown (SIGINT: open sessions are ended, a checkpoint is written); if it
