@@ -273,6 +273,8 @@ def retrieved_to_pb(item: RetrievedItem) -> engine_pb2.RetrievedMemory:
         pb.vec_score = item.vec_score
     if item.fts_score is not None:
         pb.fts_score = item.fts_score
+    if m.occurred_at is not None:
+        pb.occurred_at.CopyFrom(to_timestamp(m.occurred_at))
     return pb
 
 

@@ -13,7 +13,7 @@ from google.protobuf import timestamp_pb2
 from grpc_status import rpc_status
 
 from memsvc.v1 import memory_pb2 as pb
-from tests.service.test_engine_retrieval import OWNER, enable, ids, retrieve
+from tests.service.test_engine_retrieval import OWNER, enable, ids, preview, retrieve
 from tests.service.test_memory_grpc import _create, _error, _row_count, _ts, _violated_fields
 
 SAID = datetime(2023, 12, 31, 18, 45, 1, 250000, tzinfo=timezone.utc)
@@ -124,3 +124,16 @@ def test_an_imported_memory_with_an_old_occurred_at_is_retrieved_under_default_r
                        occurred_at=_ts(SAID)).id
     found = retrieve(stubs, "lighthouse Sagres")
     assert ids(found) == [old_turn] and found.resolution.skipped_for_age == 0
+
+
+@pytest.mark.parametrize("strategy", ["", "recent"], ids=["default", "recent"])
+def test_retrieve_and_preview_return_occurred_at_when_known_and_leave_it_unset_otherwise(stubs, strategy):
+    """A ranked result says when its memory happened, so a caller can tell an old chat turn
+    from a fresh one; a memory with no known time has no occurredAt (not createdAt in its place)."""
+    enable(stubs)
+    said = _create(stubs, api_key_id=OWNER, content="Mira: the lighthouse in Sagres was closed", occurred_at=_ts(SAID)).id
+    unknown = _create(stubs, api_key_id=OWNER, content="Mira: the lighthouse keeper waved").id
+    found = retrieve(stubs, "lighthouse", strategy=strategy)
+    shown = preview(stubs, "lighthouse", api_key_id=OWNER, strategy=strategy or "hybrid")
+    for response in (found, shown):
+        assert {m.id: _when(m) for m in response.memories} == {said: SAID, unknown: None}

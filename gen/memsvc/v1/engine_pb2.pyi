@@ -32,7 +32,7 @@ class RetrieveRequest(_message.Message):
     def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., scope: _Optional[str] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
 
 class RetrievedMemory(_message.Message):
-    __slots__ = ("id", "type", "key", "content", "score", "tokens", "tier", "vec_score", "fts_score", "session_id")
+    __slots__ = ("id", "type", "key", "content", "score", "tokens", "tier", "vec_score", "fts_score", "session_id", "occurred_at")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -43,6 +43,7 @@ class RetrievedMemory(_message.Message):
     VEC_SCORE_FIELD_NUMBER: _ClassVar[int]
     FTS_SCORE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
+    OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     key: str
@@ -53,7 +54,8 @@ class RetrievedMemory(_message.Message):
     vec_score: float
     fts_score: float
     session_id: str
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ...) -> None: ...
+    occurred_at: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolution(_message.Message):
     __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score", "skipped_for_age")
