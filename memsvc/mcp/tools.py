@@ -110,8 +110,9 @@ class MemoryTools:
         """Search the tenant's memories for those relevant to `query`, best first, within a
         token budget. Ranking uses the retrieval strategy of the memory settings (keyword,
         semantic or hybrid). `type` keeps only memories of that type among the ranked results.
-        Returns {memories: [{id, type, key, content, score, tokens, tier, sessionId}],
-        totalTokens, resolution}; an empty list means nothing relevant is stored."""
+        Returns {memories: [{id, type, key, content, score, tokens, tier, sessionId, occurredAt
+        (when it happened, if known)}], totalTokens, resolution}; an empty list means nothing
+        relevant is stored."""
         request = engine_pb2.RetrieveRequest(api_key_id=await self._tenant(ctx, apiKeyId), query=query,
                                              scope="apiKey")
         if maxTokens is not None:

@@ -169,6 +169,20 @@ def test_extract_inject_retrieve_in_camel_case(rest):
     assert_camel_case(retrieved)
 
 
+def test_retrieve_and_preview_show_occurred_at_in_utc_only_when_known(rest):
+    """A ranked memory carries occurredAt (when it happened, given in any RFC 3339 offset,
+    answered in UTC); one stored without it has no occurredAt key at all."""
+    enable(rest)
+    said = create(rest, "Mira: the night train to Lisbon was late", occurredAt="2023-12-31T23:59:30.250+01:00")
+    unknown = create(rest, "Mira: the night train had a dining car")
+    for path, body in (("/api/memory/retrieve", {"apiKeyId": OWNER, "query": "night train"}),
+                       ("/api/memory/retrieve-preview", {"apiKeyId": OWNER, "query": "night train"})):
+        found = {m["id"]: m for m in ok(rest, "POST", path, body)["memories"]}
+        assert set(found) == {said, unknown}, path
+        assert found[said]["occurredAt"] == "2023-12-31T22:59:30.250Z", path
+        assert "occurredAt" not in found[unknown], path
+
+
 DB_QUESTION = "Which database will I use for this project?"
 
 

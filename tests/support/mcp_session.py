@@ -100,6 +100,10 @@ async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     assert listed["data"][0]["occurredAt"] == "2023-12-29T14:30:00Z"
     found = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor")
     assert found["memories"] and found["memories"][0]["id"] == added["id"]
+    assert "occurredAt" not in found["memories"][0]  # not known: not shown
+    deployed = await ok(session, "memory_search", apiKeyId=tenant, query="deployed billing service")
+    by_id = {m["id"]: m for m in deployed["memories"]}
+    assert other["id"] in by_id and by_id[other["id"]]["occurredAt"] == "2023-12-29T14:30:00Z"
     only_episodic = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor", type="episodic")
     assert all(m["type"] == "episodic" for m in only_episodic["memories"])
     updated = await ok(session, "memory_update", id=added["id"], content="The user prefers light mode", type="semantic")
