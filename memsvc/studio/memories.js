@@ -7,8 +7,9 @@ import { attempt, bar, clear, confirmAction, download, field, h, showNote } from
 const TYPES = ["factual", "episodic", "procedural", "semantic"];
 const PAGE_SIZE = 20;
 const EXPORT_PAGE = 200;
-// The fields a memory is restored from: what CreateMemory accepts.
-const RESTORED = ["sessionId", "type", "key", "content", "metadata", "expiresAt"];
+// The fields a memory is restored from: what CreateMemory accepts. keep (no age limit) and
+// occurredAt (when it happened) come back with it; id, createdAt and the counters are new.
+const RESTORED = ["sessionId", "type", "key", "content", "metadata", "expiresAt", "keep", "occurredAt"];
 
 const state = { panel: null, caller: null, page: 1, timer: null, serial: 0 };
 

@@ -243,7 +243,7 @@ def test_memories_tab_adds_searches_filters_pages_edits_and_deletes(studio, open
     assert_clean(console)
 
 
-RESTORED = ("apiKeyId", "sessionId", "type", "key", "content", "metadata")
+RESTORED = ("apiKeyId", "sessionId", "type", "key", "content", "metadata", "keep", "occurredAt")
 
 
 def _restorable(memories: list[dict[str, Any]]) -> list[tuple]:
@@ -252,8 +252,10 @@ def _restorable(memories: list[dict[str, Any]]) -> list[tuple]:
 
 def test_memories_export_import_round_trip_and_compress_old(studio, open_page, tmp_path):
     owner = "studio-export"
-    studio.create(owner, "I like green tea", key="tea", type="factual", metadata={"source": "chat", "n": 3})
-    studio.create(owner, "Meeting moved to Friday", type="episodic", sessionId="s-1")
+    studio.create(owner, "I like green tea", key="tea", type="factual", metadata={"source": "chat", "n": 3},
+                  keep=True)
+    studio.create(owner, "Meeting moved to Friday", type="episodic", sessionId="s-1",
+                  occurredAt="2023-12-29T16:30:00+02:00")
     studio.create(owner, "Always run the tests before pushing", key="habit", type="procedural")
     before = studio.memories(owner)
     page, console = open_page()
@@ -274,6 +276,9 @@ def test_memories_export_import_round_trip_and_compress_old(studio, open_page, t
     expect(panel.get_by_role("status")).to_have_text(f"Imported 3 memories into {owner}.")
     after = studio.memories(owner)
     assert _restorable(after) == _restorable(before)
+    assert {m["content"]: (m.get("keep", False), m.get("occurredAt")) for m in after} == {
+        "I like green tea": (True, None), "Meeting moved to Friday": (False, "2023-12-29T14:30:00Z"),
+        "Always run the tests before pushing": (False, None)}
     expect(memory_rows(panel)).to_have_count(3)
 
     # Compress old: a dry run lists the candidates, nothing changes until confirmed.
