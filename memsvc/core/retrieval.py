@@ -12,8 +12,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 
+from memsvc.core import conversation_signals as signals
 from memsvc.core.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
 from memsvc.core.text import is_sentence, normalize, scoring_tokens
+from memsvc.core.time_phrases import TimeWindow, time_windows
 
 RECENT_LIMIT = 100
 KEYWORD_LIMIT = 100
@@ -29,6 +31,8 @@ STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic",
 TIER_FTS = "fts5"
 TIER_RECENT = "recent"
 TIER_HYBRID = "hybrid-rrf"
+# An item neither list found, brought in by a conversation signal (a neighbouring turn, a named date).
+TIER_CONTEXT = "context"
 DEFAULT_RRF_K = 60
 DEFAULT_VEC_TOP_K = 20
 FUSION_GATED = "gated-rrf"
@@ -91,6 +95,14 @@ class SearchBackend(Protocol):
 
     def count_aged(self, scope: SearchScope) -> int:
         """Memories the scope hides for their age alone (older than retention, not kept)."""
+        ...
+
+    def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
+        """Up to `limit` memories of the scope per window that happened inside it."""
+        ...
+
+    def neighbours(self, scope: SearchScope, memories: Sequence[Memory]) -> dict[str, list[Memory]]:
+        """memory id → the scope's memories just before and after it in its session."""
         ...
 
 
@@ -323,10 +335,31 @@ class Retriever:
             ranked, resolution = self._semantic(scope, query, req.settings)
         else:
             ranked, resolution = self._hybrid(scope, query, req.settings)
+        if query and ranked and strategy != "exact":
+            ranked = self._in_conversation(scope, query, ranked)
         if self._reranker is not None and query and ranked and strategy != "exact":
             ranked, resolution = self._rerank(query, ranked, resolution, req.settings)
         resolution = replace(resolution, skipped_for_age=self._backend.count_aged(scope))
         return RetrievalResult(apply_budget(ranked, budget, req.limit), budget, resolution)
+
+    def _in_conversation(self, scope: SearchScope, query: str, ranked: list[RetrievedItem]) -> list[RetrievedItem]:
+        """The ranking with the conversation signals added: neighbouring turns of what it
+        found, and the memories of a date the query names (memsvc.core.conversation_signals)."""
+        sentence = is_sentence(query)
+        phrase, tokens = _phrase(query), scoring_tokens(query)
+
+        def new_item(memory: Memory, gain: float) -> RetrievedItem:
+            own = keyword_score(relevance(memory, phrase, tokens), 0.0, sentence)
+            return RetrievedItem(memory, own + gain, estimate_tokens(memory.content), TIER_CONTEXT)
+
+        turns = [item.memory for item in ranked[:signals.NEIGHBOUR_SOURCES] if signals.is_turn(item.memory)]
+        if turns:
+            ranked = signals.lend_to_neighbours(ranked, self._backend.neighbours(scope, turns), new_item)
+        windows = time_windows(query, scope.now)
+        if windows:
+            dated = self._backend.happened_within(scope, windows, signals.DATED_LIMIT)
+            ranked = signals.favour_dates(ranked, windows, dated, new_item)
+        return _rank(ranked)
 
     def _vector_result(self, scope: SearchScope, query: str, settings: Any) -> VectorResult:
         if self._vectors is None:

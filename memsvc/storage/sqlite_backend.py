@@ -18,6 +18,7 @@ from typing import Any, Callable, ContextManager, Mapping
 import apsw
 
 from memsvc.core.errors import ConflictError, shorten
+from memsvc.core.time_phrases import TimeWindow
 from memsvc.core.models import (
     MEMORY_TYPES,
     KeywordHit,
@@ -30,7 +31,7 @@ from memsvc.core.models import (
     UpsertResult,
     utcnow,
 )
-from memsvc.storage import keyword, owner_terms
+from memsvc.storage import keyword, owner_terms, timeline
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, as_domain_error, iso, parse_iso
 from memsvc.storage.memory_rows import (COLUMNS, M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata,
                                          row_to_memory)
@@ -387,6 +388,18 @@ class SqliteMemoryBackend:
         """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""
         with self.db.read() as conn:
             return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
+
+    def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
+        """Memories of the scope that happened inside the windows (see memsvc.storage.timeline)."""
+        with self.db.read() as conn:
+            return timeline.happened_within(conn, scope, windows, limit)
+
+    def neighbours(self, scope: SearchScope, memories: Sequence[Memory]) -> dict[str, list[Memory]]:
+        """Each memory's neighbours in its session (see memsvc.storage.timeline)."""
+        if not memories:
+            return {}
+        with self.db.read() as conn:
+            return timeline.neighbours(conn, scope, memories)
 
     def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None) -> list[Memory]:
         """Memories created before `cutoff`, oldest first (summarization candidates)."""

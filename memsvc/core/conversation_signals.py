@@ -1,0 +1,81 @@
+"""Two ranking signals of conversations, applied after a query's own ranking: when a memory
+happened, and the turns around it.
+
+* A date the question names ("What did Kate cook on 29 Dec 2023?") favours the memories
+  that happened then (`happened_at`: occurredAt, else createdAt), including those the
+  question's words did not find: the answer turn rarely repeats the date.
+* A turn of a conversation is often answered, or explained, by the turn before or after it
+  ("Elise: what did you cook?" / "Kate: carbonara"). A conversation turn (an episodic memory
+  of a session) the ranking found lends a share of its score to its neighbours in that
+  session, so the answer next to a matching question comes back too.
+
+Both weights were fitted on half A of the REALTALK conversations and checked on half B
+(bench/realtalk_bench.py).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+
+from memsvc.core.models import Memory
+from memsvc.core.time_phrases import TimeWindow
+
+if TYPE_CHECKING:
+    from memsvc.core.retrieval import RetrievedItem
+
+#: How many of the best items lend score to their neighbours.
+NEIGHBOUR_SOURCES = 10
+#: The share of a turn's score its neighbours receive.
+NEIGHBOUR_WEIGHT = 0.3
+#: What a memory that happened inside a date the question names gains, as a share of the
+#: ranking's best score.
+DATE_WEIGHT = 0.5
+#: How many memories of a named date are considered beyond those the ranking found.
+DATED_LIMIT = 200
+#: Only conversation turns have neighbours: facts extracted into a session are not in any order.
+TURN_TYPE = "episodic"
+
+NewItem = Callable[[Memory, float], "RetrievedItem"]
+
+
+def is_turn(memory: Memory) -> bool:
+    """A memory with neighbours: an episodic memory of a session."""
+    return memory.type == TURN_TYPE and bool(memory.session_id)
+
+
+def lend_to_neighbours(ranked: Sequence[RetrievedItem], neighbours: Mapping[str, Sequence[Memory]],
+                       new_item: NewItem) -> list[RetrievedItem]:
+    """Each neighbour gains NEIGHBOUR_WEIGHT × the best score among the turns next to it
+    (`neighbours`: memory id → the turns before and after it); a neighbour the ranking did
+    not have joins it with that share plus its own score from `new_item`. Unordered."""
+    lent: dict[str, float] = {}
+    found: dict[str, Memory] = {}
+    for item in ranked[:NEIGHBOUR_SOURCES]:
+        for memory in neighbours.get(item.memory.id, ()):
+            share = NEIGHBOUR_WEIGHT * item.score
+            if share > lent.get(memory.id, 0.0):
+                lent[memory.id], found[memory.id] = share, memory
+    return _raised(ranked, lent, found, new_item)
+
+
+def favour_dates(ranked: Sequence[RetrievedItem], windows: Sequence[TimeWindow], dated: Iterable[Memory],
+                 new_item: NewItem) -> list[RetrievedItem]:
+    """Every memory that happened inside one of `windows` gains DATE_WEIGHT × the best score;
+    `dated` are the memories of those windows the ranking may lack. Unordered."""
+    best = max((item.score for item in ranked), default=0.0) or 1.0
+    bonus = DATE_WEIGHT * best
+    found = {m.id: m for m in dated}
+    found.update({item.memory.id: item.memory for item in ranked})
+    lent = {i: bonus for i, m in found.items() if any(w.holds(m.happened_at) for w in windows)}
+    return _raised(ranked, lent, found, new_item)
+
+
+def _raised(ranked: Sequence[RetrievedItem], gains: Mapping[str, float], memories: Mapping[str, Memory],
+            new_item: NewItem) -> list[RetrievedItem]:
+    """`ranked` with `gains` added to the scores, and new items for the ids it lacks; in no
+    particular order (the caller ranks)."""
+    out = [replace(item, score=item.score + gains[item.memory.id]) if item.memory.id in gains else item
+           for item in ranked]
+    have = {item.memory.id for item in ranked}
+    return out + [new_item(memories[i], gain) for i, gain in gains.items() if i not in have]
