@@ -22,7 +22,8 @@ DEFAULT_BUDGET_TOKENS = 4000
 
 
 class SummaryBackend(Protocol):
-    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None) -> list[Memory]: ...
+    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None,
+                   *, include_kept: bool = True) -> list[Memory]: ...
 
     def replace_with_summary(self, ids: Sequence[str], summary: NewMemory) -> tuple[UpsertResult, int]: ...
 
@@ -97,7 +98,8 @@ def summarize(backend: SummaryBackend, older_than_days: int | None, api_key_id: 
               dry_run: bool, all_tenants: bool = False, now: datetime | None = None) -> SummaryOutcome:
     days = validate(older_than_days, api_key_id, all_tenants)
     now = now or utcnow()
-    candidates = backend.older_than(api_key_id or None, now - timedelta(days=days))
+    # A kept memory has no age limit: it is never a candidate, in a dry run or a real one.
+    candidates = backend.older_than(api_key_id or None, now - timedelta(days=days), include_kept=False)
     total = sum(estimate_tokens(m.content) for m in candidates)
     if dry_run or not candidates:
         return SummaryOutcome(candidates, total, dry_run)

@@ -401,9 +401,14 @@ class SqliteMemoryBackend:
         with self.db.read() as conn:
             return timeline.neighbours(conn, scope, memories)
 
-    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None) -> list[Memory]:
-        """Memories created before `cutoff`, oldest first (summarization candidates)."""
+    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None,
+                   *, include_kept: bool = True) -> list[Memory]:
+        """Memories created before `cutoff`, oldest first (summarization candidates).
+        `include_kept=False` leaves out memories stored with `keep`: they have no age limit,
+        so folding old memories into a summary must never delete them."""
         clauses, params = ["created_at < ?"], [iso(cutoff)]
+        if not include_kept:
+            clauses.append("keep = 0")
         if api_key_id is not None:
             clauses.append("api_key_id = ?")
             params.append(api_key_id)

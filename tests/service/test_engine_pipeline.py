@@ -599,6 +599,24 @@ def test_summarize_all_tenants_gives_each_owner_its_own_summary(server, stubs):
         assert other not in rows[0].content
 
 
+def test_summarize_never_folds_a_kept_memory(server, stubs):
+    kept = create(stubs, "The user's name is Ada. She lives in Porto.", key="profile:name", keep=True)
+    plain = create(stubs, four_sentences(0), key="fact_0")
+    make_old(server, OWNER)
+
+    preview = summarize(stubs, api_key_id=OWNER, dry_run=True)
+    assert [c.id for c in preview.candidates] == [plain]
+    assert preview.total_tokens == tokens(four_sentences(0))
+
+    resp = summarize(stubs, api_key_id=OWNER, older_than_days=30)
+    assert resp.deleted_count == 1 and [c.id for c in resp.candidates] == [plain]
+    remaining = {m.id: m for m in listing(stubs).data}
+    assert set(remaining) == {kept, resp.summary_id}
+    assert remaining[kept].content == "The user's name is Ada. She lives in Porto." and remaining[kept].keep
+    assert "Ada" not in remaining[resp.summary_id].content
+    assert "Alpha0." in remaining[resp.summary_id].content
+
+
 def test_summarize_to_budget_rewrites_older_memories_in_place(server, stubs):
     text = "Sentence one is here. Sentence two is here. Sentence three is here. Sentence four is here."
     short = "Sentence one is here. Sentence two is here. Sentence three is here."
