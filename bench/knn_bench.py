@@ -49,6 +49,9 @@ def build(quantization: str, data: np.ndarray) -> Path:
     path = folder / "memsvc.db"
     want = {"version": VERSION, "n": len(data), "dim": data.shape[1]}
     if marker.is_file() and path.is_file() and json.loads(marker.read_text()).get("want") == want:
+        db = Database(path)
+        apply_migrations(db)  # a corpus cached by an older schema is brought up to date, as the server would
+        db.close()
         return path
     started = time.perf_counter()
     for stale in folder.glob("memsvc.db*") if folder.exists() else []:
