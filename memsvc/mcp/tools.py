@@ -41,6 +41,10 @@ Metadata = Annotated[dict[str, Any] | None, Field(description="Free-form JSON ob
 Keep = Annotated[bool | None, Field(description=(
     "true: keep the memory with no age limit (the memory settings' retentionDays never hide it from "
     "search; for facts such as the user's name); false: let retentionDays apply. Expiry still applies."))]
+OccurredAt = Annotated[str | None, Field(json_schema_extra={"format": "date-time"}, description=(
+    "When what the memory records happened, if not when it is stored (e.g. the time an imported chat "
+    "message was said; RFC 3339, e.g. 2023-12-31T18:45:00Z). Leave it out when not known (memory_update: "
+    "to leave it as it is)."))]
 
 INSTRUCTIONS = (
     "Long-term memory for this user, kept by memsvc. Search it (memory_search) before answering "
@@ -140,9 +144,7 @@ class MemoryTools:
         apiKeyId: ApiKeyId = None,
         metadata: Metadata = None,
         keep: Keep = None,
-        occurredAt: Annotated[str | None, Field(json_schema_extra={"format": "date-time"}, description=(
-            "When what the memory records happened, if not now (e.g. the time an imported chat "
-            "message was said; RFC 3339, e.g. 2023-12-31T18:45:00Z). Leave it out when not known."))] = None,
+        occurredAt: OccurredAt = None,
     ) -> str:
         """Store a memory for the tenant. Returns {success, id, created}; created is false
         when a memory with the same key was updated in place."""
@@ -206,17 +208,20 @@ class MemoryTools:
         metadata: Annotated[dict[str, Any] | None, Field(description=(
             "Keys to merge into the memory's metadata."))] = None,
         keep: Keep = None,
+        occurredAt: OccurredAt = None,
     ) -> str:
-        """Change the content, type, key, metadata and/or keep of one memory; fields left out
-        stay as they are. Returns {success, memory}."""
-        if content is None and type is None and key is None and metadata is None and keep is None:
-            raise ToolError("invalid argument: give at least one of content, type, key, metadata, keep")
+        """Change the content, type, key, metadata, keep and/or occurredAt of one memory; fields
+        left out stay as they are. Returns {success, memory}."""
+        if all(value is None for value in (content, type, key, metadata, keep, occurredAt)):
+            raise ToolError("invalid argument: give at least one of content, type, key, metadata, keep, occurredAt")
         request = memory_pb2.UpdateMemoryRequest(id=id)
         for name, value in (("content", content), ("type", type), ("key", key), ("keep", keep)):
             if value is not None:
                 setattr(request, name, value)
         if metadata is not None:
             request.metadata.CopyFrom(dict_to_struct(metadata))
+        if occurredAt is not None:
+            request.occurred_at.CopyFrom(_timestamp(occurredAt, "occurredAt"))
         return _json(await self._call(ctx, self._upstream.memory.UpdateMemory, request))
 
     async def memory_delete(self, ctx: Context, id: MemoryId) -> str:

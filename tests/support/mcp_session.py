@@ -80,7 +80,7 @@ async def check_listing(session: ClientSession) -> None:
                                                                       "limit"}
     assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
     assert tools["memory_add"].input_schema["properties"]["keep"]["type"] == "boolean"
-    assert "keep" in tools["memory_update"].input_schema["properties"]
+    assert {"keep", "occurredAt"} <= set(tools["memory_update"].input_schema["properties"])
     assert tools["memory_search"].annotations.read_only_hint is True
     assert tools["memory_clear"].annotations.destructive_hint is True
 
@@ -108,6 +108,9 @@ async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     assert all(m["type"] == "episodic" for m in only_episodic["memories"])
     updated = await ok(session, "memory_update", id=added["id"], content="The user prefers light mode", type="semantic")
     assert (updated["memory"]["content"], updated["memory"]["type"]) == ("The user prefers light mode", "semantic")
+    dated = await ok(session, "memory_update", id=added["id"], occurredAt="2024-02-03T10:00:00+01:00")
+    assert dated["memory"]["occurredAt"] == "2024-02-03T09:00:00Z"
+    assert dated["memory"]["content"] == "The user prefers light mode"  # fields left out stay as they are
     assert (await ok(session, "memory_delete", id=other["id"]))["success"] is True
     assert "not found" in await failure(session, "memory_get", id=other["id"])
     cleared = await ok(session, "memory_clear", apiKeyId=tenant, olderThan="2999-01-01T00:00:00Z")
@@ -135,6 +138,8 @@ async def check_bad_arguments(session: ClientSession, tenant: str) -> None:
                                                                    content="x", type="factual", occurredAt="Friday")
     assert "invalid argument: occurredAt: is in the future" in await failure(
         session, "memory_add", apiKeyId=tenant, content="x", type="factual", occurredAt="2999-01-01T00:00:00Z")
+    assert "occurredAt: must be an RFC 3339 time" in await failure(session, "memory_update", id="no-such-memory",
+                                                                   occurredAt="Friday")
     assert "apiKeyId: is required" in await failure(session, "memory_add", content="x", type="factual")
     assert "not found" in await failure(session, "memory_get", id="no-such-memory")
     assert (await ok(session, "memory_list", apiKeyId=tenant))["total"] == 0
