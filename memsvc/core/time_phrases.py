@@ -50,6 +50,8 @@ _MONTH_PATTERNS = [
 ]
 _AGO = re.compile(rf"{_B}(?P<n>\d{{1,3}}|a|one|two|three) (?P<unit>days?|weeks?) ago{_E}")
 _SEASON = re.compile(rf"{_B}last (?P<season>spring|summer|autumn|fall|winter){_E}")
+# What every phrase above contains: a year's digits or a relative phrase's word.
+_MAY_NAME_TIME = re.compile(r"\d|yesterday|today|last |ago")
 _WORDS = {"a": 1, "one": 1, "two": 2, "three": 3}
 # Northern-hemisphere meteorological seasons: first month of each.
 _SEASON_START = {"spring": 3, "summer": 6, "autumn": 9, "fall": 9, "winter": 12}
@@ -70,6 +72,8 @@ def time_windows(query: str, now: datetime) -> list[TimeWindow]:
     """The windows the query's date phrases name, in the order they occur; [] when it names
     none. Relative phrases count from `now` (the request's time, UTC)."""
     text = normalize(query)
+    if not _MAY_NAME_TIME.search(text):  # most queries: one scan instead of every pattern's
+        return []
     found: list[tuple[int, TimeWindow]] = []
     for pattern in _DAY_PATTERNS:
         for m in pattern.finditer(text):
