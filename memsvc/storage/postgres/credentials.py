@@ -1,0 +1,93 @@
+"""The `credentials` table on PostgreSQL: the same store as SQLite's
+(`memsvc.storage.credentials`, which says why one SHA-256 of a 256-bit secret is enough),
+shared by every replica, so a credential created or revoked through one holds at the next
+request through any other (nothing verified is cached).
+
+Verification is one read of the row by its unique `lookup` and a constant-time comparison
+of the digests, whatever the outcome, so timing tells nothing about the secret.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from datetime import datetime, timezone
+from typing import Any, Sequence
+
+from psycopg.types.json import Jsonb
+
+from memsvc.core.credentials import ALL_TENANTS, Credential
+from memsvc.core.errors import ConflictError
+from memsvc.storage.postgres.database import PgDatabase
+
+_COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
+# Compared against when no row matches, so an unknown lookup costs what a wrong secret does.
+_NO_DIGEST = bytes(32)
+
+
+def _digest(secret: str) -> bytes:
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def _utc(dt: datetime | None) -> datetime | None:
+    """In UTC, as the SQLite store returns them (the session's time zone is the server's)."""
+    return None if dt is None else dt.astimezone(timezone.utc)
+
+
+def _row(row: Sequence[Any]) -> Credential:
+    """A row as the core's Credential (jsonb arrives parsed, timestamptz as aware datetimes)."""
+    credential_id, permissions, tenants, characters, created_at, revoked_at = row
+    return Credential(credential_id, frozenset(permissions), None if ALL_TENANTS in tenants else frozenset(tenants),
+                      bool(characters), _utc(created_at), _utc(revoked_at))
+
+
+class PgCredentialStore:
+    def __init__(self, db: PgDatabase):
+        self.db = db
+
+    def insert(self, credential: Credential, lookup: str, secret: str) -> Credential:
+        """Store a new credential; an id already taken (revoked ones included) is a conflict."""
+        try:
+            with self.db.write() as conn:
+                conn.execute(
+                    "INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
+                    " VALUES (%s, %s, %s, %s, %s, %s, now())",
+                    (credential.id, lookup, _digest(secret), Jsonb(sorted(credential.permissions)),
+                     Jsonb(credential.tenant_list()), bool(credential.characters)))
+        except ConflictError:  # the database's unique violation, as the core's error
+            raise ConflictError(f"a credential with id {credential.id!r} already exists",
+                                reason="CREDENTIAL_EXISTS") from None
+        return self._get(credential.id)
+
+    def find(self, lookup: str, secret: str) -> Credential | None:
+        """The active credential with this lookup and secret, else None."""
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT secret_sha256, {_COLUMNS} FROM credentials WHERE lookup = %s",
+                               (lookup,)).fetchone()
+        stored = bytes(row[0]) if row else _NO_DIGEST
+        matched = hmac.compare_digest(_digest(secret), stored)
+        if row is None or not matched:
+            return None
+        credential = _row(row[1:])
+        return None if credential.revoked_at is not None else credential
+
+    def all(self) -> list[Credential]:
+        with self.db.read() as conn:
+            return [_row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM credentials ORDER BY id COLLATE \"C\"").fetchall()]
+
+    def revoke(self, credential_id: str) -> Credential | None:
+        """Revoked from now on (idempotent: a second revoke keeps the first time); None
+        when there is no such credential."""
+        with self.db.write() as conn:
+            conn.execute("UPDATE credentials SET revoked_at = now() WHERE id = %s AND revoked_at IS NULL",
+                         (credential_id,))
+        return self._get(credential_id)
+
+    def exists(self) -> bool:
+        with self.db.read() as conn:
+            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM credentials)").fetchone()[0])
+
+    def _get(self, credential_id: str) -> Credential | None:
+        with self.db.read() as conn:
+            row = conn.execute(f"SELECT {_COLUMNS} FROM credentials WHERE id = %s", (credential_id,)).fetchone()
+        return _row(row) if row else None

@@ -1,0 +1,36 @@
+"""Databases for the contract suites, one of each store, migrated and closed after the test:
+`sqlite_database` (a file in the test's folder) and `pg_database` (a database of the test's
+own on the run's real PostgreSQL, see `postgres_db_url`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Iterator
+
+import pytest
+
+from memsvc.storage.database import Database
+from memsvc.storage.migrations import apply_migrations
+
+if TYPE_CHECKING:
+    from memsvc.storage.postgres.database import PgDatabase
+
+
+@pytest.fixture
+def sqlite_database(tmp_path: Path) -> Iterator[Database]:
+    db = Database(tmp_path / "memsvc.db")
+    apply_migrations(db)
+    yield db
+    db.close()
+
+
+@pytest.fixture
+def pg_database(postgres_db_url: str) -> Iterator["PgDatabase"]:
+    """Imported when asked for, as the server fixture is: only these tests need psycopg."""
+    from memsvc.storage.postgres.database import PgDatabase
+    from memsvc.storage.postgres.migrations import apply_migrations as apply_pg_migrations
+
+    db = PgDatabase(postgres_db_url)
+    apply_pg_migrations(db)
+    yield db
+    db.close()
