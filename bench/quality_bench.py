@@ -27,7 +27,7 @@ from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, write_resul
 from bench.facts import owner_facts  # noqa: E402
 from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
 
-from memsvc.core.retrieval import DEFAULT_FUSION, FUSION_RRF, FUSIONS, Candidate, Fusion, rrf  # noqa: E402
+from memsvc.core.retrieval import DEFAULT_FUSION, FUSION_RRF, FUSIONS, Candidate, Fusion, gated_convex, rrf  # noqa: E402
 
 OFF = {"embeddingSource": "auto", "staticEnabled": False, "transformersEnabled": False}
 STATIC = {"embeddingSource": "static", "staticEnabled": True, "transformersEnabled": False}
@@ -54,12 +54,18 @@ def _convex(keyword: list[Candidate], vector: list[Candidate], k: int) -> dict[s
     return {i: 0.7 * vec.get(i, 0.0) + 0.3 * kw.get(i, 0.0) for i in kw | vec}
 
 
+def _ungated_convex(keyword: list[Candidate], vector: list[Candidate], k: int) -> dict[str, float]:
+    """The default's score shares (keyword weight 0.8) with every keyword match counted, weak ones too."""
+    return gated_convex()([Candidate(c.id, c.score, True) for c in keyword], vector, k)
+
+
 CANDIDATE_FUSIONS = [  # measured beside the default; None = the server's own (Engine.preview)
     (f"{DEFAULT_FUSION} (default)", None),
     (f"{FUSION_RRF} (equal)", FUSIONS[FUSION_RRF]),
     ("weighted RRF, vector 2 : keyword 1", Fusion("weighted", _weighted_rrf)),
     ("RRF, k=10", Fusion("rrf-k10", _small_k_rrf)),
     ("convex 0.7 vector + 0.3 keyword", Fusion("convex", _convex)),
+    ("gated-convex without the gate", Fusion("ungated-convex", _ungated_convex)),
 ]
 CONFIGS = [  # (label, settings, strategy, fusion)
     ("exact (recent + keyword score)", OFF, "recent", None),
