@@ -1,0 +1,556 @@
+"""Vectors in PostgreSQL with pgvector: the shared-store twin of the sqlite-vec tier
+(`memsvc.storage.vector_index.SqliteVecIndex`), with the same methods and the same contract,
+for memsvc processes on many hosts that share one database.
+
+Two tables, created at run time (the dimension is only known once the first embedding is
+made, so no migration can declare the vector column):
+
+    memory_vector_state  one row: signature, dimension, generation (how many times the
+                         vectors table was recreated), last_reset_at
+    memory_vectors       memory_id bigint PRIMARY KEY REFERENCES memories ON DELETE CASCADE,
+                         the scope's filter columns (api_key_id, session_id with '' for no
+                         session, created_at, expires_at, keep) and embedding vector(DIM),
+                         with an HNSW index (vector_cosine_ops) and a btree on
+                         (api_key_id, session_id)
+
+Distance and score: `<=>` is pgvector's cosine distance, 1 - cos (0 = same direction, 2 =
+opposite), the same quantity sqlite-vec's `distance_metric=cosine` returns for the same
+vectors; the score is `1 / (1 + distance)` as there, so callers (the relevance floor turns it
+back into a cosine similarity) need not know which store answered.
+
+Scope inside the scan. A search puts the owner, session, expiry and retention filters in the
+WHERE of the nearest-neighbour query itself and runs with `hnsw.iterative_scan =
+strict_order`: when the index's first candidates are mostly out of scope (other owners'
+vectors nearer the query), pgvector goes on walking the graph, in distance order, until it
+has k rows that pass the filters, instead of returning a global top-k filtered afterwards
+(which silently loses a rare owner's results). For an owner with few rows the planner takes
+the btree and sorts them exactly instead, which is cheaper and exact. If the index scan still
+returns fewer than k rows (its walk stopped at `hnsw.max_scan_tuples`, or part of the graph
+was unreachable), the same query runs once more as an exact scan of the rows in scope, so
+"fewer than k" always means "fewer than k in scope" (`exact_fallbacks` counts those).
+
+`hnsw.ef_search` (the candidate list of one pass) is set to twice k, at least pgvector's
+default 40 and at most 1000: a pass can return no more rows than its list holds, and a list
+twice the rows asked for keeps the approximate order close to the exact one at k = 20 while
+the cost of a pass grows only with the list.
+
+Consistency across processes. Every change is one write transaction; an upsert locks the
+memories it attaches vectors to (FOR SHARE) and keeps only rows embedded from their current
+key and content, so a concurrent edit in another process either waits for it or makes it skip
+the row, never leaves a stale vector with its flag cleared. ensure() serializes on an
+advisory lock, so replicas starting together create the tables once. The foreign key deletes
+a memory's vector with the memory, so no orphan can outlive its row here.
+
+Every method copes with the tables not existing yet: searches return nothing, counts are 0,
+pending() returns every memory, deletes are no-ops.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import numpy as np
+import psycopg
+from pgvector.psycopg.vector import register_vector_info
+from psycopg.pq import Format
+from psycopg.types import TypeInfo
+
+from memsvc.core.models import Memory, SearchScope, utcnow
+from memsvc.storage.database import iso
+from memsvc.storage.memory_rows import COLUMNS, row_to_memory
+from memsvc.storage.postgres.database import PgDatabase
+from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState, _memory_ids
+from memsvc.vectors.index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
+                                  VectorUnavailable, as_vector, cosine_score)
+
+TABLE = "memory_vectors"
+STATE = "memory_vector_state"
+#: pgvector's HNSW index takes `vector` columns of at most 2,000 dimensions.
+MAX_DIM = 2000
+#: ensure() holds this transaction-level advisory lock while it checks and creates tables.
+_ENSURE_LOCK = 0x6D656D7663  # "memvc"
+_NO_SESSION = ""
+_TIMESTAMPS = ("created_at", "updated_at", "expires_at", "last_accessed_at", "occurred_at")
+_ISO = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"
+
+
+def _text_column(column: str) -> str:
+    """`m.column` as the SQLite schema stores it (ISO text for times, JSON text for the
+    metadata), so `row_to_memory` stays the one place a memories row becomes a Memory."""
+    if column in _TIMESTAMPS:
+        return f"to_char(m.{column} AT TIME ZONE 'UTC', {_ISO})"
+    if column == "metadata":
+        return "m.metadata::text"
+    return f"m.{column}"
+
+
+#: `memory_rows.COLUMNS` of alias m, in a form `row_to_memory` reads.
+M_COLUMNS = ", ".join(_text_column(c.strip()) for c in COLUMNS.split(","))
+
+
+def _scope_where(scope: SearchScope, alias: str, *, vectors: bool) -> tuple[str, list[Any]]:
+    """The scope as WHERE fragments on `alias`: owner, session, not expired, inside retention
+    unless kept. `vectors`: on memory_vectors (session '' = none) rather than memories."""
+    clauses = [f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)"]
+    params: list[Any] = [scope.now]
+    if scope.api_key_id is not None:
+        clauses.append(f"{alias}.api_key_id = %s")
+        params.append(scope.api_key_id)
+    if scope.session_only and vectors:
+        clauses.append(f"{alias}.session_id = %s")
+        params.append(scope.session_id or _NO_SESSION)
+    elif scope.session_only:
+        clauses.append(f"{alias}.session_id IS NOT DISTINCT FROM %s")
+        params.append(scope.session_id)
+    if scope.created_after is not None:
+        clauses.append(f"({alias}.created_at >= %s OR {alias}.keep)")
+        params.append(scope.created_after)
+    return " AND ".join(clauses), params
+
+
+def _scope_values(item: Any) -> tuple[str, Any, Any, bool]:
+    """(session_id, created_at, expires_at, keep) of a VectorRow or a Memory: the filter
+    columns of its vector."""
+    return (item.session_id or _NO_SESSION, item.created_at, item.expires_at, bool(getattr(item, "keep", False)))
+
+
+def _ef_search(k: int) -> int:
+    """The HNSW candidate list for a search of k (see the module docstring)."""
+    return max(40, min(1000, 2 * k))
+
+
+class PgVectorIndex:
+    """The pgvector tier over one `PgDatabase` (see the module docstring). Float32 vectors
+    only: a signature asking for int8 vectors is refused."""
+
+    name = "pgvector"
+    quantization = "none"
+
+    def __init__(self, database: PgDatabase, *, default_k: int = DEFAULT_TOP_K) -> None:
+        self.db = database
+        self.default_k = max(1, min(MAX_K, int(default_k)))
+        #: Searches whose HNSW scan returned fewer than k rows and were answered exactly.
+        self.exact_fallbacks = 0
+        self._vector_type: TypeInfo | None = None
+        self._version: str | None = None
+        self._state_table = False  # once seen, never dropped: no need to look again
+        self._lock = threading.Lock()
+
+    # -- set-up ----------------------------------------------------------------------------
+
+    def _extension(self, conn: psycopg.Connection) -> tuple[str | None, bool]:
+        """(pgvector's version, installed in this database); version None when the server
+        has no pgvector to install."""
+        row = conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'").fetchone()
+        if row:
+            return row[0], True
+        row = conn.execute("SELECT default_version FROM pg_available_extensions WHERE name = 'vector'").fetchone()
+        return (row[0] if row else None), False
+
+    @property
+    def vec_version(self) -> str | None:
+        """pgvector's version (installed, or installable by ensure()); None without it."""
+        if self._version is None:
+            with self.db.read() as conn:
+                self._version = self._extension(conn)[0]
+        return self._version
+
+    @property
+    def available(self) -> bool:
+        return self.vec_version is not None
+
+    def _adapt(self, conn: psycopg.Connection) -> None:
+        """Send and read `vector` values in binary on this connection (pgvector's psycopg
+        adapter, registered once per pooled connection, from a type looked up once)."""
+        if self._vector_type is None:
+            info = TypeInfo.fetch(conn, "vector")
+            if info is None:
+                raise VectorUnavailable("the pgvector extension is not installed in this database")
+            self._vector_type = info
+        if conn.adapters.get_loader(self._vector_type.oid, Format.BINARY) is None:
+            register_vector_info(conn, self._vector_type)
+
+    def _has_state(self, conn: psycopg.Connection) -> bool:
+        if not self._state_table:
+            self._state_table = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (STATE,)).fetchone()[0]
+        return self._state_table
+
+    def _read_state(self, conn: psycopg.Connection) -> tuple[str | None, int | None, Any, bool]:
+        """(signature, dimension, last_reset_at, vectors table exists) in this transaction."""
+        if not self._has_state(conn):
+            return None, None, None, self._table_exists(conn)
+        signature, dim, reset_at, exists = conn.execute(
+            f"SELECT s.signature, s.dimension, s.last_reset_at, to_regclass(%s) IS NOT NULL "
+            f"FROM (SELECT 1) AS one LEFT JOIN {STATE} s ON s.id = 1", (TABLE,)).fetchone()
+        return signature, dim, reset_at, bool(exists)
+
+    def state(self) -> VecState:
+        with self.db.read() as conn:
+            signature, dim, reset_at, exists = self._read_state(conn)
+        return VecState(signature, int(dim) if dim is not None else None, reset_at, self.available, exists)
+
+    def effective_signature(self, signature: str) -> str:
+        """The signature as recorded (this index stores float32 vectors only)."""
+        if signature.endswith(INT8_SUFFIX):
+            raise VectorError("the signature asks for int8 vectors but pgvector stores float32 here")
+        return signature
+
+    def ensure(self, signature: str, dim: int) -> bool:
+        """Make `memory_vectors` match `signature` and `dim`. When the recorded signature
+        differs (or the table is missing), in ONE write transaction under an advisory lock:
+        drop and recreate the table and its indexes, set `needs_reindex` on every memory,
+        record the signature, dimension and reset time, and count one more generation.
+        True when it reset; False when everything already matched (a read, no write)."""
+        if isinstance(dim, bool) or not isinstance(dim, int) or not 1 <= dim <= MAX_DIM:
+            raise VectorError(f"dimension must be an integer between 1 and {MAX_DIM}")
+        if not signature or not isinstance(signature, str):
+            raise VectorError("an embedding signature is required")
+        if not self.available:
+            raise VectorUnavailable("pgvector is not available on this PostgreSQL server")
+        wanted = self.effective_signature(signature)
+        current = self.state()
+        if current.signature == wanted and current.active_dim == dim and current.table_exists:
+            return False
+        with self.db.write() as conn:
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ENSURE_LOCK,))
+            self._create_support(conn)
+            recorded, recorded_dim, _, exists = self._read_state(conn)
+            if recorded == wanted and recorded_dim == dim and exists:
+                return False
+            self._recreate(conn, dim)
+            conn.execute("UPDATE memories SET needs_reindex = true WHERE NOT needs_reindex")
+            conn.execute(
+                f"INSERT INTO {STATE} (id, signature, dimension, generation, last_reset_at) "
+                "VALUES (1, %s, %s, 1, %s) ON CONFLICT (id) DO UPDATE SET signature = excluded.signature, "
+                f"dimension = excluded.dimension, generation = {STATE}.generation + 1, "
+                "last_reset_at = excluded.last_reset_at", (wanted, dim, utcnow()))
+        return True
+
+    def _create_support(self, conn: psycopg.Connection) -> None:
+        """The extension and the state table, if missing (under ensure()'s lock)."""
+        _, installed = self._extension(conn)
+        if not installed:
+            conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
+        conn.execute(f"CREATE TABLE IF NOT EXISTS {STATE} (id smallint PRIMARY KEY CHECK (id = 1), "
+                     "signature text, dimension integer, generation bigint NOT NULL DEFAULT 0, "
+                     "last_reset_at timestamptz)")
+
+    @staticmethod
+    def _recreate(conn: psycopg.Connection, dim: int) -> None:
+        conn.execute(f"DROP TABLE IF EXISTS {TABLE}")
+        conn.execute(
+            f"CREATE TABLE {TABLE} (memory_id bigint PRIMARY KEY "
+            "REFERENCES memories (memory_id) ON DELETE CASCADE, api_key_id text NOT NULL, "
+            "session_id text NOT NULL, created_at timestamptz NOT NULL, expires_at timestamptz, "
+            f"keep boolean NOT NULL, embedding vector({int(dim)}) NOT NULL)")
+        conn.execute(f"CREATE INDEX {TABLE}_embedding ON {TABLE} USING hnsw (embedding vector_cosine_ops)")
+        conn.execute(f"CREATE INDEX {TABLE}_owner ON {TABLE} (api_key_id, session_id)")
+
+    def _ready_dim(self, conn: psycopg.Connection) -> int:
+        """The active dimension; raises when ensure() was never called."""
+        signature, dim, _, exists = self._read_state(conn)
+        if dim is None or not signature or not exists:
+            raise VectorError("the vector index is not set up yet: call ensure(signature, dim) first")
+        return int(dim)
+
+    def _table_exists(self, conn: psycopg.Connection) -> bool:
+        return bool(conn.execute("SELECT to_regclass(%s) IS NOT NULL", (TABLE,)).fetchone()[0])
+
+    # -- vectors -------------------------------------------------------------------------
+
+    def see_own_writes(self) -> None:
+        """Inside a request's snapshot: let the rest of it see what this thread just wrote."""
+        self.db.renew_read()
+
+    def upsert(self, rows: Sequence[VectorRow]) -> int:
+        """Insert or replace the vectors and clear `needs_reindex` of those memories, in one
+        write transaction. A row is skipped (and stays pending) when its memory no longer
+        exists or its key/content changed since it was embedded, so a slow embedding can
+        never attach a stale vector or clear the flag of a newer edit. Returns how many
+        vectors were written."""
+        if not rows:
+            return 0
+        prepared = self._prepare(rows)
+        with self.db.write() as conn:
+            return self._upsert_in(conn, prepared)
+
+    def upsert_in_transaction(self, conn: psycopg.Connection, rows: Sequence[VectorRow]) -> int:
+        """`upsert` inside a write transaction the caller holds (the one that writes the
+        memories, so a new memory and its vector commit together). All or nothing in its
+        own savepoint: on failure its statements are undone, the caller's transaction goes
+        on, and VectorError is raised (any other error only when the connection itself was
+        lost, which ends the caller's transaction too)."""
+        if not rows:
+            return 0
+        prepared = self._prepare(rows)
+        try:
+            with self.db.savepoint(conn):
+                return self._upsert_in(conn, prepared)
+        except VectorError:
+            raise
+        except Exception as exc:
+            if conn.closed or conn.broken:
+                raise
+            raise VectorError(f"pgvector write failed ({type(exc).__name__}: {str(exc)[:200]})") from exc
+
+    def _prepare(self, rows: Sequence[VectorRow]) -> list[tuple[VectorRow, np.ndarray]]:
+        if not self.available:
+            raise VectorUnavailable("pgvector is not available on this PostgreSQL server")
+        return [(row, as_vector(row.vector)) for row in rows]
+
+    def _upsert_in(self, conn: psycopg.Connection, prepared: list[tuple[VectorRow, np.ndarray]]) -> int:
+        """A few statements whatever the batch size: the memories' current text read under a
+        share lock (an edit by another process waits for this transaction, or this one sees
+        the edit and skips the row), then one pipelined insert-or-update per vector and one
+        update of the flags that were set."""
+        dim = self._ready_dim(conn)
+        for row, vec in prepared:
+            if vec.shape[0] != dim:
+                raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
+        self._adapt(conn)
+        ids = sorted({int(row.memory_id) for row, _ in prepared})
+        current = {int(mid): (key, content, flagged) for mid, key, content, flagged in conn.execute(
+            "SELECT memory_id, key, content, needs_reindex FROM memories WHERE memory_id = ANY(%s) "
+            "ORDER BY memory_id FOR SHARE", (ids,)).fetchall()}
+        # Only rows embedded from the memory's current text; of two rows of one memory the
+        # later wins.
+        fresh = {int(row.memory_id): (row, vec) for row, vec in prepared
+                 if current.get(int(row.memory_id), (None, None, None))[:2] == (row.key, row.content)}
+        if not fresh:
+            return 0
+        with conn.cursor() as cur:
+            cur.executemany(
+                f"INSERT INTO {TABLE} (memory_id, api_key_id, session_id, created_at, expires_at, keep, embedding) "
+                "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO UPDATE SET "
+                "api_key_id = excluded.api_key_id, session_id = excluded.session_id, "
+                "created_at = excluded.created_at, expires_at = excluded.expires_at, keep = excluded.keep, "
+                "embedding = excluded.embedding",
+                [(mid, row.api_key_id, *_scope_values(row), vec) for mid, (row, vec) in fresh.items()])
+        flagged = [mid for mid in fresh if current[mid][2]]
+        if flagged:  # an UPDATE of memories moves every replica's change counter: only when needed
+            conn.execute("UPDATE memories SET needs_reindex = false WHERE memory_id = ANY(%s) AND needs_reindex",
+                         (flagged,))
+        return len(fresh)
+
+    def update_scope(self, memories: Sequence[Memory]) -> int:
+        """Bring the filter columns (session, creation, expiry, keep) of existing vectors up
+        to date without re-embedding. The owner is left alone, as in the sqlite-vec tier (a
+        memory never changes owner). Returns how many vectors were updated."""
+        if not memories or not self.available:
+            return 0
+        columns = list(zip(*[(int(m.memory_id), *_scope_values(m)) for m in memories]))
+        with self.db.write() as conn:
+            if not self._table_exists(conn):
+                return 0
+            return conn.execute(
+                f"UPDATE {TABLE} v SET session_id = u.session_id, created_at = u.created_at, "
+                "expires_at = u.expires_at, keep = u.keep FROM unnest(%s::bigint[], %s::text[], "
+                "%s::timestamptz[], %s::timestamptz[], %s::boolean[]) AS u(memory_id, session_id, created_at, "
+                "expires_at, keep) WHERE v.memory_id = u.memory_id", [list(c) for c in columns]).rowcount
+
+    def delete(self, ids: Sequence[Any]) -> DeleteResult:
+        """Delete the vectors of these memories (integer memory ids, or objects with
+        `.memory_id`). No table → nothing to delete."""
+        keys = _memory_ids(ids)
+        if not keys or not self.available:
+            return DeleteResult(0)
+        with self.db.write() as conn:
+            return DeleteResult(self.delete_in_transaction(conn, keys))
+
+    def delete_in_transaction(self, conn: psycopg.Connection, memory_ids: Iterable[Any]) -> int:
+        """Delete vectors inside a write transaction the caller holds (together with the
+        memories rows; the foreign key would delete them with the rows anyway). No table → 0."""
+        ids = _memory_ids(memory_ids)
+        if not ids or not self._table_exists(conn):
+            return 0
+        return conn.execute(f"DELETE FROM {TABLE} WHERE memory_id = ANY(%s)", (ids,)).rowcount
+
+    def mark_failed(self, memory_ids: Sequence[Any]) -> int:
+        """Embedding failed for these memories: set `needs_reindex` and remove their now
+        stale vectors (a vector of the old content would match the old meaning), in one
+        transaction. Returns how many memories were marked."""
+        keys = _memory_ids(memory_ids)
+        if not keys:
+            return 0
+        with self.db.write() as conn:
+            return self.mark_failed_in_transaction(conn, keys)
+
+    def mark_failed_in_transaction(self, conn: psycopg.Connection, memory_ids: Sequence[Any]) -> int:
+        """`mark_failed` inside a write transaction the caller holds."""
+        keys = _memory_ids(memory_ids)
+        if not keys:
+            return 0
+        marked = conn.execute("UPDATE memories SET needs_reindex = true WHERE memory_id = ANY(%s)", (keys,)).rowcount
+        self.delete_in_transaction(conn, keys)
+        return marked
+
+    def prune_orphans(self) -> int:
+        """Delete vectors whose memory no longer exists. The foreign key deletes a vector
+        with its memory, so this finds none unless the key was dropped by hand; kept so the
+        engine's clean-up calls the same method on either store."""
+        if not self.available:
+            return 0
+        with self.db.write() as conn:
+            if not self._table_exists(conn):
+                return 0
+            return conn.execute(f"DELETE FROM {TABLE} v WHERE NOT EXISTS "
+                                "(SELECT 1 FROM memories m WHERE m.memory_id = v.memory_id)").rowcount
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int | None = None) -> list[VectorHit]:
+        """The k nearest memories in scope, nearest first (ties by memory_id; k defaults to
+        `default_k`, clamped to [1, 4096]). The scope is the WHERE of the index scan (see
+        the module docstring); each hit carries its memory, re-checked against the scope on
+        its `memories` row, so a stale filter column only costs a slot. No table yet → []."""
+        if not self.available:
+            raise VectorUnavailable("pgvector is not available on this PostgreSQL server")
+        k = self.default_k if k is None else max(1, min(MAX_K, int(k)))
+        vec = as_vector(vector)
+        with self.db.read() as conn:
+            if not self._searchable(conn, vec, k):
+                return []
+            self._adapt(conn)
+            rows = self._nearest(conn, scope, vec, k, exact=False)
+            if len(rows) < k:
+                with self._lock:
+                    self.exact_fallbacks += 1
+                rows = self._nearest(conn, scope, vec, k, exact=True)
+        return [VectorHit(memory_id=int(mid), id=memory.id, distance=float(d), score=cosine_score(float(d)),
+                          memory=memory) for mid, d, memory in rows]
+
+    def _searchable(self, conn: psycopg.Connection, vec: np.ndarray, k: int) -> bool:
+        """Whether there is a table to search (DimensionMismatch when the query vector has
+        another dimension), with this transaction's HNSW settings made for k (set_config
+        with is_local, i.e. SET LOCAL: they end with the transaction), in one round trip."""
+        if not self._has_state(conn):
+            return False
+        dim, exists, _, _ = conn.execute(
+            f"SELECT s.dimension, to_regclass(%s) IS NOT NULL, set_config('hnsw.iterative_scan', 'strict_order', true), "
+            f"set_config('hnsw.ef_search', %s, true) FROM (SELECT 1) AS one LEFT JOIN {STATE} s ON s.id = 1",
+            (TABLE, str(_ef_search(k)))).fetchone()
+        if dim is None or not exists:
+            return False
+        if vec.shape[0] != dim:
+            raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
+        return True
+
+    @staticmethod
+    def _nearest(conn: psycopg.Connection, scope: SearchScope, vec: np.ndarray, k: int,
+                 exact: bool) -> list[tuple[int, float, Memory]]:
+        """(memory_id, distance, memory) of the k nearest in scope. Not exact: ORDER BY the
+        distance operator on the table, which the planner answers from the HNSW index (or,
+        for a selective owner, the btree and a sort). Exact: the distances of every row in
+        scope first (a materialized CTE, which no index can order), then sorted."""
+        where, params = _scope_where(scope, "v", vectors=True)
+        recheck, recheck_params = _scope_where(scope, "m", vectors=False)
+        if exact:
+            knn = (f"WITH scoped AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance "
+                   f"FROM {TABLE} v WHERE {where}) "
+                   "SELECT memory_id, distance FROM scoped ORDER BY distance, memory_id LIMIT %s")
+            knn_params = [vec, *params, k]
+        else:
+            knn = (f"SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v WHERE {where} "
+                   "ORDER BY v.embedding <=> %s LIMIT %s")
+            knn_params = [vec, *params, vec, k]
+        rows = conn.execute(
+            f"SELECT knn.memory_id, knn.distance, {M_COLUMNS} FROM ({knn}) AS knn "
+            f"JOIN memories m ON m.memory_id = knn.memory_id WHERE {recheck} ORDER BY knn.distance, knn.memory_id",
+            [*knn_params, *recheck_params]).fetchall()
+        return [(int(r[0]), max(float(r[1]), 0.0), row_to_memory(r[2:])) for r in rows]
+
+    def explain_search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int) -> str:
+        """The plan of search()'s index query for this scope (for operators and tests: which
+        index answers it)."""
+        vec = as_vector(vector)
+        where, params = _scope_where(scope, "v", vectors=True)
+        with self.db.read() as conn:
+            if not self._searchable(conn, vec, k):
+                return ""
+            self._adapt(conn)
+            plan = conn.execute(f"EXPLAIN SELECT v.memory_id FROM {TABLE} v WHERE {where} "
+                                "ORDER BY v.embedding <=> %s LIMIT %s", [*params, vec, k]).fetchall()
+        return "\n".join(row[0] for row in plan)
+
+    def pending_for_search(self, scope: SearchScope, limit: int) -> list[Memory]:
+        """`pending(owner, limit, scope=scope)` for the lazy backfill before a search."""
+        return self.pending(scope.api_key_id, limit, scope=scope)
+
+    def _pending_where(self, conn: psycopg.Connection, api_key_id: str | None,
+                       scope: SearchScope | None) -> tuple[str, list[Any]]:
+        clauses: list[str] = []
+        params: list[Any] = []
+        # Without the table no memory has a usable vector: all pending.
+        if self._table_exists(conn):
+            clauses.append(f"(m.needs_reindex OR NOT EXISTS (SELECT 1 FROM {TABLE} v "
+                           "WHERE v.memory_id = m.memory_id))")
+        if api_key_id is not None:
+            clauses.append("m.api_key_id = %s")
+            params.append(api_key_id)
+        if scope is not None:
+            where, scope_params = _scope_where(scope, "m", vectors=False)
+            clauses.append(where)
+            params.extend(scope_params)
+        return (" AND ".join(clauses) or "true"), params
+
+    def pending(self, api_key_id: str | None = None, limit: int = 100, *, scope: SearchScope | None = None,
+                before_memory_id: int | None = None) -> list[Memory]:
+        """Memories that need a vector: `needs_reindex`, or no vector row. Newest first
+        (highest memory_id), at most `limit`; `scope` narrows to what a search could return,
+        `before_memory_id` pages downwards (a batch loop that skips rows it failed on)."""
+        limit = max(0, int(limit))
+        if limit == 0:
+            return []
+        with self.db.read() as conn:
+            where, params = self._pending_where(conn, api_key_id, scope)
+            if before_memory_id is not None:
+                where += " AND m.memory_id < %s"
+                params.append(int(before_memory_id))
+            rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE {where} "
+                                "ORDER BY m.memory_id DESC LIMIT %s", [*params, limit]).fetchall()
+        return [row_to_memory(r) for r in rows]
+
+    def pending_count(self, api_key_id: str | None = None) -> int:
+        with self.db.read() as conn:
+            where, params = self._pending_where(conn, api_key_id, None)
+            return int(conn.execute(f"SELECT count(*) FROM memories m WHERE {where}", params).fetchone()[0])
+
+    def count(self) -> int:
+        """Vectors stored (0 before the table exists)."""
+        with self.db.read() as conn:
+            if not self._table_exists(conn):
+                return 0
+            return int(conn.execute(f"SELECT count(*) FROM {TABLE}").fetchone()[0])
+
+    def stored_vector(self, memory_id: int) -> bytes | None:
+        """One stored vector as sqlite-vec returns a float32 one: little-endian float32
+        bytes, 4 × dim."""
+        with self.db.read() as conn:
+            if not self._table_exists(conn):
+                return None
+            self._adapt(conn)
+            row = conn.execute(f"SELECT embedding FROM {TABLE} WHERE memory_id = %s", (int(memory_id),)).fetchone()
+        return np.asarray(row[0].to_numpy(), dtype="<f4").tobytes() if row else None
+
+    def health(self) -> dict[str, Any]:
+        """Measured, never assumed: {ok, backend, vec_version, error, table_exists,
+        signature, active_dim, quantization, last_reset_at, rows, pending}."""
+        result: dict[str, Any] = {"ok": False, "backend": self.name, "vec_version": None, "error": None,
+                                  "quantization": self.quantization}
+        try:
+            result["vec_version"] = self.vec_version
+            state = self.state()
+            result.update(table_exists=state.table_exists, signature=state.signature, active_dim=state.active_dim,
+                          last_reset_at=iso(state.last_reset_at),
+                          rows=self.count(), pending=self.pending_count())
+            if result["vec_version"] is None:
+                result["error"] = "pgvector is not available on this PostgreSQL server"
+            elif not state.table_exists:
+                result["error"] = "no vectors yet: the dimension is learned from the first embedding"
+            else:
+                result["ok"] = True
+        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
+            result["error"] = f"{type(exc).__name__}: {exc}"
+        return result
