@@ -1,0 +1,142 @@
+"""Keyword search on PostgreSQL: the `search` tsvector of every memory (its content and key
+through the `english` configuration, kept by the server as a generated column) and its GIN
+index, ranked by BM25.
+
+The query is never parsed from user text. `websearch_to_tsquery` and `plainto_tsquery` over
+the whole text AND the words (one missing word and nothing is found) and give the user's
+punctuation a meaning; here the words are the ones `memsvc.core.text.terms` gives (the same
+words the relevance score above the store rewards), each becomes a tsquery of its own through
+`plainto_tsquery('english', word)` (a bound parameter; that function has no operators, so
+`C++`, `"`, `'`, `:*`, `&`, `|`, `!` or `(` are only text to it), and those tsqueries are
+ORed: one matching word is enough. The OR is assembled by the server from the tsqueries'
+own text form, which it prints quoted and parses back unchanged.
+
+Ranking is BM25 (k1 = 1.2, b = 0.75, as FTS5's), because `ts_rank_cd` has no inverse
+document frequency: it ranks a row holding a word every memory has as high as one holding
+the rarest word of the query, where SQLite's bm25 puts the rare one first. The frequencies
+are the scope owner's (every owner's for a scope across owners), as the SQLite path's
+per-owner postings give: N = the owner's memories, n = those holding the word, idf =
+max(log((N − n + 0.5) / (n + 0.5)), 1e-6); the row's length is its number of distinct
+lexemes (`length(search)`), against the owner's average. Term frequencies are read from the
+row's tsvector positions, for the rows the GIN index matched inside the scope only. N, the
+average and n are counted at most once per `STATS_TTL_S` per owner and word: they only need
+to be roughly right, and counting them costs a scan of the owner's rows. As on SQLite, a
+word held by more than a tenth of a large owner's memories selects no candidates on its own
+when the query has rarer ones.
+
+CJK text: the `english` configuration does not split scripts written without spaces, so a
+run of CJK characters is indexed as one lexeme and the words of a question never match
+inside it; `terms()` keeps such runs apart from the words, and they are not searched here
+(a pg_trgm index over the content is the way to add them). The substring relevance that the
+core computes above the store still scores CJK text of the candidates other tiers find.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Any
+
+from memsvc.core.cache import TtlCache
+from memsvc.core.models import KeywordHit, SearchScope
+from memsvc.core.text import terms
+from memsvc.storage.owner_terms import BM25_B, BM25_K1, COMMON_MIN_DOCS, COMMON_SHARE, DOC_COUNT_TTL_S
+from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, scope_clause
+
+STATS_TTL_S = DOC_COUNT_TTL_S
+_MIN_IDF = 1e-6
+
+# The words' tsqueries: one per word whose tsquery is not empty (a word the english
+# configuration drops as a stop word has none), with the word's lexemes and its idf.
+_WORDS_CTE = (
+    "WITH w AS (SELECT q, tsvector_to_array(to_tsvector('english', t.word)) AS lexemes, t.idf "
+    "FROM unnest(%s::text[], %s::float8[]) AS t(word, idf), LATERAL plainto_tsquery('english', t.word) AS q "
+    "WHERE numnode(q) > 0) "
+)
+# A row's BM25: Σ idf·tf·(k1+1) / (tf + k1·(1−b) + k1·b·dl/avgdl), tf from the positions of
+# the word's lexemes in the row's tsvector.
+_SCORE = (
+    "LATERAL (SELECT sum(w.idf * f.tf * %s / (f.tf + %s + %s * length(m.search))) AS score FROM w, "
+    "LATERAL (SELECT coalesce(sum(cardinality(u.positions)), 0)::float8 AS tf FROM unnest(m.search) AS u "
+    "WHERE u.lexeme = ANY(w.lexemes)) AS f) AS s"
+)
+_MATCH = "m.search @@ (SELECT string_agg('(' || w.q::text || ')', ' | ')::tsquery FROM w)"
+_DOC_FREQ = (
+    "SELECT t.word, CASE WHEN numnode(q) = 0 THEN 0 ELSE (SELECT count(*) FROM memories m "
+    "WHERE m.search @@ q{owner}) END FROM unnest(%s::text[]) AS t(word), LATERAL plainto_tsquery('english', t.word) AS q"
+)
+_CORPUS = "SELECT count(*), coalesce(avg(length(m.search)), 0) FROM memories m{owner}"
+
+
+def stats_cache() -> TtlCache[Any]:
+    """A cache for the corpus statistics BM25 reads, one per backend."""
+    return TtlCache(max_entries=100_000, ttl_s=STATS_TTL_S)
+
+
+def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, float]:
+    """(N, average row length) over the owner's memories (every owner's for None)."""
+    def load() -> tuple[int, float]:
+        where, params = (" WHERE m.api_key_id = %s", [owner]) if owner is not None else ("", [])
+        count, avg = conn.execute(_CORPUS.format(owner=where), params).fetchone()
+        return int(count), float(avg)
+
+    return stats.get_or_load(("corpus", owner), load)
+
+
+def _doc_freqs(conn: Any, owner: str | None, words: Sequence[str], stats: TtlCache[Any]) -> dict[str, int]:
+    """How many of the owner's memories hold each word; the uncached ones counted in one
+    statement (a GIN lookup of the word, then the owner's rows among them)."""
+    found = {w: stats.get(("df", owner, w)) for w in words}
+    missing = [w for w, n in found.items() if n is None]
+    if missing:
+        where, params = (" AND m.api_key_id = %s", [owner]) if owner is not None else ("", [])
+        for word, n in conn.execute(_DOC_FREQ.format(owner=where), [*params, missing]).fetchall():
+            found[word] = int(n)
+            stats.put(("df", owner, word), int(n))
+    return {w: int(n) for w, n in found.items()}
+
+
+def selective(words: list[str], df: dict[str, int], n_docs: int) -> list[str]:
+    """The words that select candidates: a word in more than COMMON_SHARE of a large owner's
+    memories (and more than COMMON_MIN_DOCS of them) carries almost no BM25 weight and would
+    make every row holding it a candidate to score; it is left out when rarer words of the
+    query match something (the rule of the SQLite path)."""
+    if len(words) < 2:
+        return words
+    limit = max(COMMON_SHARE * n_docs, COMMON_MIN_DOCS)
+    if n_docs <= limit:
+        return words
+    kept = [w for w in words if df[w] <= limit]
+    return kept if any(df[w] > 0 for w in kept) else words
+
+
+def idf(n_docs: int, n: int) -> float:
+    """FTS5's inverse document frequency, floored at 1e-6 so a word in most rows still counts."""
+    return max(math.log((n_docs - n + 0.5) / (n + 0.5)), _MIN_IDF)
+
+
+def search(conn: Any, scope: SearchScope, text: str, limit: int, stats: TtlCache[Any]) -> list[KeywordHit]:
+    """The best `limit` memories of the scope for the words of `text`, best (highest BM25)
+    first; ties newest memory_id first."""
+    words = list(terms(text).words)
+    if not words or limit <= 0:
+        return []
+    owner = scope.api_key_id
+    n_docs, avgdl = _corpus(conn, owner, stats)
+    df = _doc_freqs(conn, owner, words, stats)
+    n_docs = max(n_docs, *df.values())  # counts cached at different moments
+    words = selective(words, df, n_docs)
+    weights = [idf(n_docs, df[w]) for w in words]
+    fixed, per_lexeme = BM25_K1 * (1 - BM25_B), BM25_K1 * BM25_B / max(avgdl, 1.0)
+    where, params = scope_clause(scope)
+    rows = conn.execute(
+        f"{_WORDS_CTE}SELECT {M_COLUMNS}, s.score FROM memories m, {_SCORE} WHERE {_MATCH} AND {where} "
+        "ORDER BY s.score DESC, m.memory_id DESC LIMIT %s",
+        [words, weights, BM25_K1 + 1, fixed, per_lexeme, *params, limit]).fetchall()
+    return [KeywordHit(row_to_memory(row[:-1]), float(row[-1] or 0.0)) for row in rows]
+
+
+def probe(conn: Any) -> None:
+    """A real match through the GIN index: the keyword tier's health, measured."""
+    conn.execute("SELECT count(*) FROM memories WHERE search @@ plainto_tsquery('english', %s)",
+                 ("memsvc_probe",)).fetchone()
