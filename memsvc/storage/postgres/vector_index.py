@@ -61,7 +61,7 @@ from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import iso
 from memsvc.storage.memory_rows import COLUMNS, row_to_memory
 from memsvc.storage.postgres.database import PgDatabase
-from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState, _memory_ids
+from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState
 from memsvc.vectors.index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
                                   VectorUnavailable, as_vector, cosine_score)
 
@@ -114,6 +114,16 @@ def _scope_values(item: Any) -> tuple[str, Any, Any, bool]:
     """(session_id, created_at, expires_at, keep) of a VectorRow or a Memory: the filter
     columns of its vector."""
     return (item.session_id or _NO_SESSION, item.created_at, item.expires_at, bool(getattr(item, "keep", False)))
+
+
+def _memory_ids(items: Iterable[Any]) -> list[int]:
+    """The distinct integer memory ids of ints or of objects with `.memory_id` (Memory,
+    VectorRow), in order; TypeError for anything else (a public UUID is not a vector key)."""
+    ids = [getattr(item, "memory_id", item) for item in items]
+    wrong = next((i for i in ids if isinstance(i, bool) or not isinstance(i, (int, np.integer))), None)
+    if wrong is not None:
+        raise TypeError(f"pgvector keys are integer memory ids, not {type(wrong).__name__}")
+    return list(dict.fromkeys(int(i) for i in ids))
 
 
 def _ef_search(k: int) -> int:
