@@ -585,7 +585,7 @@ def test_search_follows_updates_rewrites_and_deletes(backend):
 
 @pytest.mark.parametrize("query", ['C++', '"', '""', '*', 'asterisk*', '(', ')', 'parens(test)', 'OR', 'AND',
                                    'NOT', 'NEAR', 'a OR', 'content:', 'key:x', '-x', '^start', '{content}', "'",
-                                   '\\', '%', '_', ':', '', '   ', 'Johnson & Johnson', 'x' * 2000])
+                                   '\\', '%', '_', ':', '', '   ', 'the of and', 'Johnson & Johnson', 'x' * 2000])
 def test_search_never_parses_the_query_as_syntax(backend, query):
     _add(backend, "I write C++ and OR gates with parens(test) and Johnson & Johnson")
     for owner in ("alice", None):
@@ -687,6 +687,13 @@ def test_neighbours_are_the_turns_before_and_after_by_when_they_were_said(backen
     assert [m.id for m in found.get(first.id, [])] == [second.id]
     assert [m.id for m in found.get(third.id, [])] == [second.id]
     assert backend.neighbours(_scope(), []) == {}
+
+
+def test_neighbours_of_turns_said_at_one_instant_follow_the_order_they_were_stored(backend):
+    first, second, third = (_turn(backend, name, 1) for name in ("first", "second", "third"))
+    found = backend.neighbours(_scope(), [second, first, third])
+    assert [m.id for m in found[second.id]] == [first.id, third.id]
+    assert [m.id for m in found[first.id]] == [second.id] and [m.id for m in found[third.id]] == [second.id]
 
 
 def test_neighbours_fall_back_to_created_at(store: Store):
@@ -795,6 +802,6 @@ def test_reads_inside_a_snapshot_see_one_state(backend):
     assert backend.get(created[0].id) is not None
 
 
-def test_health_reports_ok(backend):
-    health = backend.health()
-    assert health["ok"] is True
+def test_health_and_the_keyword_probe_report_ok(backend):
+    assert backend.health()["ok"] is True
+    assert backend.keyword_probe() == (True, "")
