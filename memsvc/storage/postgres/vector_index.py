@@ -423,13 +423,12 @@ class PgVectorIndex:
             if not self._searchable(conn, vec, k):
                 return []
             self._adapt(conn)
-            rows = self._nearest(conn, scope, vec, k, exact=False)
-            if len(rows) < k:
-                with self._lock:
-                    self.exact_fallbacks += 1
-                rows = self._nearest(conn, scope, vec, k, exact=True)
+            rows = self._nearest(conn, scope, vec, k)
+        if any(exact for _, _, exact, _ in rows):
+            with self._lock:
+                self.exact_fallbacks += 1
         return [VectorHit(memory_id=int(mid), id=memory.id, distance=float(d), score=cosine_score(float(d)),
-                          memory=memory) for mid, d, memory in rows]
+                          memory=memory) for mid, d, _, memory in rows]
 
     def _searchable(self, conn: psycopg.Connection, vec: np.ndarray, k: int) -> bool:
         """Whether there is a table to search (DimensionMismatch when the query vector has
@@ -448,40 +447,49 @@ class PgVectorIndex:
         return True
 
     @staticmethod
-    def _nearest(conn: psycopg.Connection, scope: SearchScope, vec: np.ndarray, k: int,
-                 exact: bool) -> list[tuple[int, float, Memory]]:
-        """(memory_id, distance, memory) of the k nearest in scope. Not exact: ORDER BY the
-        distance operator on the table, which the planner answers from the HNSW index (or,
-        for a selective owner, the btree and a sort). Exact: the distances of every row in
-        scope first (a materialized CTE, which no index can order), then sorted."""
+    def _nearest_sql(scope: SearchScope, vec: np.ndarray, k: int) -> tuple[str, list[Any]]:
+        """The search statement: the k nearest in scope, with their memories.
+
+        `approx` orders the table by the distance operator, which the planner answers from
+        the HNSW index (or, for a selective owner, from the btree and a sort). Only when it
+        found fewer than k rows does `exact` run (its condition on approx's count is a
+        one-time filter: otherwise the scan is never started): the distances of every row
+        in scope, materialized first so that no index can order them, then sorted. The
+        memories rows are then looked up one by one by memory_id (a LATERAL subquery; its
+        LIMIT 1, harmless on a unique key, keeps the planner from turning it back into a join
+        that could scan all the owner's rows when its estimates are off)."""
         where, params = _scope_where(scope, "v", vectors=True)
         recheck, recheck_params = _scope_where(scope, "m", vectors=False)
-        if exact:
-            knn = (f"WITH scoped AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance "
-                   f"FROM {TABLE} v WHERE {where}) "
-                   "SELECT memory_id, distance FROM scoped ORDER BY distance, memory_id LIMIT %s")
-            knn_params = [vec, *params, k]
-        else:
-            knn = (f"SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v WHERE {where} "
-                   "ORDER BY v.embedding <=> %s LIMIT %s")
-            knn_params = [vec, *params, vec, k]
-        rows = conn.execute(
-            f"SELECT knn.memory_id, knn.distance, {M_COLUMNS} FROM ({knn}) AS knn "
-            f"JOIN memories m ON m.memory_id = knn.memory_id WHERE {recheck} ORDER BY knn.distance, knn.memory_id",
-            [*knn_params, *recheck_params]).fetchall()
-        return [(int(r[0]), max(float(r[1]), 0.0), row_to_memory(r[2:])) for r in rows]
+        found = "(SELECT count(*) FROM approx)"
+        sql = (f"WITH approx AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
+               f"WHERE {where} ORDER BY v.embedding <=> %s LIMIT %s), "
+               f"exact AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
+               f"WHERE {found} < %s AND {where}), "
+               f"knn AS (SELECT memory_id, distance, false AS exact FROM approx WHERE {found} >= %s "
+               "UNION ALL (SELECT memory_id, distance, true FROM exact ORDER BY distance, memory_id LIMIT %s)) "
+               f"SELECT knn.memory_id, knn.distance, knn.exact, m.* FROM knn CROSS JOIN LATERAL "
+               f"(SELECT {M_COLUMNS} FROM memories m WHERE m.memory_id = knn.memory_id AND {recheck} LIMIT 1) AS m "
+               "ORDER BY knn.distance, knn.memory_id")
+        return sql, [vec, *params, vec, k, vec, k, *params, k, k, *recheck_params]
 
-    def explain_search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int) -> str:
-        """The plan of search()'s index query for this scope (for operators and tests: which
-        index answers it)."""
+    @classmethod
+    def _nearest(cls, conn: psycopg.Connection, scope: SearchScope, vec: np.ndarray,
+                 k: int) -> list[tuple[int, float, bool, Memory]]:
+        """(memory_id, distance, exact, memory) of the k nearest in scope, nearest first."""
+        rows = conn.execute(*cls._nearest_sql(scope, vec, k)).fetchall()
+        return [(int(r[0]), max(float(r[1]), 0.0), bool(r[2]), row_to_memory(r[3:])) for r in rows]
+
+    def explain_search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int,
+                       analyze: bool = False) -> str:
+        """The plan of search()'s statement for this scope, with the settings search() uses
+        (for operators and tests: which index answers it); `analyze` runs it."""
         vec = as_vector(vector)
-        where, params = _scope_where(scope, "v", vectors=True)
         with self.db.read() as conn:
             if not self._searchable(conn, vec, k):
                 return ""
             self._adapt(conn)
-            plan = conn.execute(f"EXPLAIN SELECT v.memory_id FROM {TABLE} v WHERE {where} "
-                                "ORDER BY v.embedding <=> %s LIMIT %s", [*params, vec, k]).fetchall()
+            sql, params = self._nearest_sql(scope, vec, k)
+            plan = conn.execute(("EXPLAIN ANALYZE " if analyze else "EXPLAIN ") + sql, params).fetchall()
         return "\n".join(row[0] for row in plan)
 
     def pending_for_search(self, scope: SearchScope, limit: int) -> list[Memory]:
