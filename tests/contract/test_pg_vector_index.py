@@ -1,0 +1,163 @@
+"""What only the pgvector index does, on a real PostgreSQL: which index answers a search
+(EXPLAIN), the iterative HNSW scan that keeps an owner's far rows inside the index scan, the
+search settings ending with their transaction, the foreign key that deletes a vector with
+its memory, and several memsvc processes (each with its own pool) sharing the tables.
+The behaviour both stores share is in test_vector_index_contract.py."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import psycopg
+import pytest
+
+from contract.test_vector_index_contract import (DIM, SIGNATURE, Draft, Harness, _cosine_order, _drafts, _flag,
+                                                 _indexed, _postgres, _rows, _scope, _vectors)
+from memsvc.storage.postgres.database import PgDatabase
+from memsvc.storage.postgres.vector_index import PgVectorIndex
+from memsvc.vectors.index import DimensionMismatch, VectorError
+
+
+@pytest.fixture
+def h(request: pytest.FixtureRequest) -> Harness:
+    return _postgres(request)
+
+
+@pytest.fixture
+def replica(postgres_db_url: str, pg_database: PgDatabase) -> Iterator[PgVectorIndex]:
+    """A second memsvc process's index: its own pool on the same database."""
+    database = PgDatabase(postgres_db_url)
+    yield PgVectorIndex(database)
+    database.close()
+
+
+def _crowd_and_far(h: Harness, n: int = 1500) -> tuple[list, np.ndarray, np.ndarray]:
+    """`n` vectors of "crowd" around the query and `n` of "far" spread everywhere: the
+    index's first candidates for the query all belong to "crowd"."""
+    rng = np.random.default_rng(40)
+    query = np.ones(DIM, dtype=np.float32)
+    vectors = np.vstack([query + 0.1 * rng.normal(size=(n, DIM)), rng.normal(size=(n, DIM))]).astype(np.float32)
+    memories = _indexed(h, _drafts(n, "crowd") + _drafts(n, "far"), vectors)
+    h.sql("ANALYZE memory_vectors", ())
+    return memories, vectors, query
+
+
+def test_a_large_owners_search_is_an_hnsw_index_scan_with_the_scope_as_its_filter(h: Harness) -> None:
+    _crowd_and_far(h)
+    plan = h.index.explain_search(_scope("crowd", session_only=True, session_id=None), np.ones(DIM), 20)
+    assert "Index Scan using memory_vectors_embedding" in plan
+    hnsw = plan[plan.index("Index Scan using memory_vectors_embedding"):].splitlines()
+    assert "Order By: (embedding <=>" in hnsw[1]
+    assert "api_key_id = 'crowd'" in hnsw[2] and "session_id = ''" in hnsw[2] and "expires_at" in hnsw[2]
+
+
+def test_an_owner_whose_rows_are_far_gets_its_k_nearest_from_the_iterative_index_scan(h: Harness) -> None:
+    """Without hnsw.iterative_scan the index's candidate list holds only "crowd" rows, the
+    filter leaves none of them, and the search would need its exact rescan."""
+    memories, vectors, query = _crowd_and_far(h)
+    assert "Index Scan using memory_vectors_embedding" in h.index.explain_search(_scope("far"), query, 20)
+    hits = h.index.search(_scope("far"), query, 20)
+    assert [hit.memory_id for hit in hits] == _cosine_order(memories[1500:], vectors[1500:], query, 20)
+    assert h.index.exact_fallbacks == 0
+
+
+def test_fewer_in_scope_than_k_is_answered_exactly(h: Harness) -> None:
+    memories, vectors, query = _crowd_and_far(h, 300)
+    few = _indexed(h, _drafts(3, "few"), _vectors(3, 41))
+    hits = h.index.search(_scope("few"), query, 20)
+    assert [hit.memory_id for hit in hits] == _cosine_order(few, _vectors(3, 41), query, 20)
+    assert h.index.exact_fallbacks == 1
+
+
+def test_the_search_settings_hold_for_the_search_transaction_only(h: Harness) -> None:
+    _indexed(h, _drafts(5), _vectors(5, 42))
+    with h.database.read() as conn:
+        h.index.search(_scope(), np.ones(DIM), 20)
+        inside = [conn.execute(f"SHOW hnsw.{name}").fetchone()[0] for name in ("iterative_scan", "ef_search")]
+        h.index.search(_scope(), np.ones(DIM), 300)
+        wider = conn.execute("SHOW hnsw.ef_search").fetchone()[0]
+    assert inside == ["strict_order", "40"] and wider == "600"
+    for _ in range(3):  # every pooled connection: none kept the search's settings
+        with h.database.read() as conn:
+            assert conn.execute("SHOW hnsw.iterative_scan").fetchone()[0] == "off"
+
+
+def test_deleting_a_memory_deletes_its_vector_through_the_foreign_key(h: Harness) -> None:
+    memories = _indexed(h, _drafts(2), _vectors(2, 43))
+    h.sql("DELETE FROM memories WHERE memory_id = ?", (memories[0].memory_id,))
+    assert h.index.count() == 1 and h.index.stored_vector(memories[0].memory_id) is None
+    assert h.index.prune_orphans() == 0
+
+
+def test_an_int8_signature_is_refused(h: Harness) -> None:
+    with pytest.raises(VectorError, match="int8"):
+        h.index.ensure(SIGNATURE + ":int8", DIM)
+    assert h.index.state().table_exists is False
+
+
+def test_a_dimension_above_what_hnsw_indexes_is_refused(h: Harness) -> None:
+    with pytest.raises(VectorError, match="2000"):
+        h.index.ensure("test:big:2001", 2001)
+
+
+def test_replicas_ensuring_at_once_create_the_tables_once(h: Harness, replica: PgVectorIndex) -> None:
+    h.add_many(_drafts(3))
+    barrier = threading.Barrier(2)
+    results: list[bool] = []
+
+    def ensure(index: PgVectorIndex) -> None:
+        barrier.wait()
+        results.append(index.ensure(SIGNATURE, DIM))
+
+    threads = [threading.Thread(target=ensure, args=(index,)) for index in (h.index, replica)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert sorted(results) == [False, True]
+    assert h.sql("SELECT generation FROM memory_vector_state", ()) == [(1,)]
+
+
+def test_a_signature_change_by_another_replica_is_seen_at_once(h: Harness, replica: PgVectorIndex) -> None:
+    memories = _indexed(h, _drafts(2), _vectors(2, 44))
+    assert replica.ensure("test:other:5", 5) is True
+    assert h.index.state().signature == "test:other:5" and h.index.count() == 0
+    with pytest.raises(DimensionMismatch):
+        h.index.search(_scope(), np.ones(DIM), 5)
+    assert h.index.upsert(_rows(memories, _vectors(2, 45, dim=5))) == 2  # the same pooled connections
+    assert len(replica.search(_scope(), np.ones(5), 5)) == 2
+
+
+def _wait_for_lock_wait(url: str, timeout_s: float = 30.0) -> None:
+    """Poll until some session of this database waits for a row lock."""
+    deadline = time.monotonic() + timeout_s
+    with psycopg.connect(url, autocommit=True) as watcher:
+        while watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                              "AND wait_event_type = 'Lock'").fetchone()[0] == 0:
+            assert time.monotonic() < deadline, "no session waited for the edit's lock"
+            time.sleep(0.01)
+
+
+def test_an_upsert_racing_an_edit_in_another_process_never_keeps_the_old_vector(
+        h: Harness, postgres_db_url: str) -> None:
+    """The edit is uncommitted when the upsert of the old text starts: the upsert waits for
+    it, sees the new text and skips the row, which stays pending."""
+    (memory,) = h.add_many([Draft("old words")])
+    h.index.ensure(SIGNATURE, DIM)
+    edit = psycopg.connect(postgres_db_url)
+    try:
+        edit.execute("UPDATE memories SET content = 'new words', needs_reindex = true WHERE memory_id = %s",
+                     (memory.memory_id,))
+        written: list[int] = []
+        upsert = threading.Thread(target=lambda: written.append(h.index.upsert(_rows([memory], _vectors(1, 46)))))
+        upsert.start()
+        _wait_for_lock_wait(postgres_db_url)
+        edit.commit()
+        upsert.join(60)
+    finally:
+        edit.close()
+    assert written == [0]
+    assert h.index.count() == 0 and _flag(h, memory)
