@@ -161,3 +161,15 @@ def test_an_upsert_racing_an_edit_in_another_process_never_keeps_the_old_vector(
         edit.close()
     assert written == [0]
     assert h.index.count() == 0 and _flag(h, memory)
+
+
+def test_an_ensure_that_did_not_commit_leaves_no_table_behind_in_the_index(h: Harness) -> None:
+    """ensure() inside a transaction that rolls back: its tables were seen and then undone,
+    so the index must look again rather than query tables that do not exist."""
+    with pytest.raises(RuntimeError, match="caller failed"):
+        with h.database.write():
+            h.index.ensure(SIGNATURE, DIM)
+            raise RuntimeError("caller failed")
+    assert h.index.state().table_exists is False and h.index.count() == 0
+    assert h.index.search(_scope(), np.ones(DIM), 5) == []
+    assert h.index.ensure(SIGNATURE, DIM) is True
