@@ -3,15 +3,14 @@
 runs once per store through the methods the engine calls (ensure, upsert, search, pending,
 ...); expected nearest orders are computed here with NumPy (cosine distance).
 
-Memories are created through the store's own means: the SQLite memory backend, and plain
-INSERTs on PostgreSQL (the contract under test is the index's, not the memory store's). A
-test reaches into the database only through `Harness.sql` (`?` placeholders on both), for
-what no index method does: reading a flag, editing a row behind the index's back.
+Memories are created through each store's memory backend (SqliteMemoryBackend,
+PgMemoryBackend). A test reaches into the database only through `Harness.sql` (`?`
+placeholders on both), for what no index or backend method does: reading a flag, making a
+memory old, editing a row behind the index's back.
 """
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -56,54 +55,41 @@ class Harness:
     sql: Callable[[str, Sequence[Any]], list[tuple]]
 
 
-def _sqlite(request: pytest.FixtureRequest) -> Harness:
-    database = request.getfixturevalue("sqlite_database")
-    backend = SqliteMemoryBackend(database)
+def _harness(index: Any, database: Any, backend: Any, placeholder: str,
+             fetch: Callable[[Any], list] = lambda cur: cur.fetchall()) -> Harness:
+    """A Harness over a store's memory backend; `placeholder` is its SQL parameter mark,
+    `fetch` reads a cursor's rows (none for a statement that returns none)."""
+
+    def sql(statement: str, params: Sequence[Any]) -> list[tuple]:
+        with database.write() as conn:
+            cur = conn.execute(statement.replace("?", placeholder), tuple(params))
+            return [tuple(row) for row in fetch(cur)]
 
     def add_many(drafts: Sequence[Draft]) -> list[Memory]:
         results = backend.create_many([NewMemory(api_key_id=d.owner, content=d.content, session_id=d.session_id,
                                                  key=d.key, expires_at=d.expires_at, keep=d.keep) for d in drafts])
-        backdated = [(iso(d.created_at), r.id) for d, r in zip(drafts, results) if d.created_at is not None]
-        if backdated:
-            with database.write() as conn:
-                conn.executemany("UPDATE memories SET created_at = ? WHERE id = ?", backdated)
+        for d, r in zip(drafts, results):  # the one thing no engine route does: make a memory old
+            if d.created_at is not None:
+                sql("UPDATE memories SET created_at = ? WHERE id = ?", (backdated(d.created_at), r.id))
         found = backend.get_many([r.id for r in results])
         return [found[r.id] for r in results]
 
-    def sql(statement: str, params: Sequence[Any]) -> list[tuple]:
-        with database.write() as conn:
-            return [tuple(row) for row in conn.execute(statement, tuple(params)).fetchall()]
+    backdated = iso if placeholder == "?" else (lambda moment: moment)
+    return Harness(index, database, add_many, sql)
 
-    return Harness(SqliteVecIndex(database, default_k=DEFAULT_K), database, add_many, sql)
+
+def _sqlite(request: pytest.FixtureRequest) -> Harness:
+    database = request.getfixturevalue("sqlite_database")
+    return _harness(SqliteVecIndex(database, default_k=DEFAULT_K), database, SqliteMemoryBackend(database), "?")
 
 
 def _postgres(request: pytest.FixtureRequest) -> Harness:
+    from memsvc.storage.postgres.memory_backend import PgMemoryBackend
     from memsvc.storage.postgres.vector_index import PgVectorIndex
 
     database = request.getfixturevalue("pg_database")
-
-    def add_many(drafts: Sequence[Draft]) -> list[Memory]:
-        made = [(str(uuid.uuid4()), d, d.created_at or datetime.now(timezone.utc)) for d in drafts]
-        columns = list(zip(*[(id_, d.owner, d.session_id, d.key, d.content, created, d.expires_at, d.keep)
-                             for id_, d, created in made]))
-        with database.write() as conn:
-            numbers = dict(conn.execute(
-                "INSERT INTO memories (id, api_key_id, session_id, type, key, content, created_at, updated_at, "
-                "expires_at, keep) SELECT u.id, u.owner, u.session, 'factual', u.key, u.content, u.created, "
-                "u.created, u.expires, u.keep FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], "
-                "%s::text[], %s::timestamptz[], %s::timestamptz[], %s::boolean[]) "
-                "AS u(id, owner, session, key, content, created, expires, keep) RETURNING id, memory_id",
-                [list(c) for c in columns]).fetchall())
-        return [Memory(id=id_, memory_id=numbers[id_], api_key_id=d.owner, session_id=d.session_id, type="factual",
-                       key=d.key, content=d.content, metadata={}, created_at=created, updated_at=created,
-                       expires_at=d.expires_at, keep=d.keep) for id_, d, created in made]
-
-    def sql(statement: str, params: Sequence[Any]) -> list[tuple]:
-        with database.write() as conn:
-            cur = conn.execute(statement.replace("?", "%s"), tuple(params))
-            return [tuple(row) for row in cur.fetchall()] if cur.description else []
-
-    return Harness(PgVectorIndex(database, default_k=DEFAULT_K), database, add_many, sql)
+    return _harness(PgVectorIndex(database, default_k=DEFAULT_K), database, PgMemoryBackend(database), "%s",
+                    lambda cur: cur.fetchall() if cur.description else [])
 
 
 STORES: dict[str, Callable[[pytest.FixtureRequest], Harness]] = {"sqlite": _sqlite, "postgres": _postgres}

@@ -61,8 +61,8 @@ from psycopg.types import TypeInfo
 
 from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import iso
-from memsvc.storage.memory_rows import COLUMNS, row_to_memory
 from memsvc.storage.postgres.database import PgDatabase
+from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, scope_clause
 from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState
 from memsvc.vectors.index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
                                   VectorUnavailable, as_vector, cosine_score)
@@ -74,40 +74,22 @@ MAX_DIM = 2000
 #: ensure() holds this transaction-level advisory lock while it checks and creates tables.
 _ENSURE_LOCK = 0x6D656D7663  # "memvc"
 _NO_SESSION = ""
-_TIMESTAMPS = ("created_at", "updated_at", "expires_at", "last_accessed_at", "occurred_at")
-_ISO = "'YYYY-MM-DD\"T\"HH24:MI:SS.US\"Z\"'"
 
 
-def _text_column(column: str) -> str:
-    """`m.column` as the SQLite schema stores it (ISO text for times, JSON text for the
-    metadata), so `row_to_memory` stays the one place a memories row becomes a Memory."""
-    if column in _TIMESTAMPS:
-        return f"to_char(m.{column} AT TIME ZONE 'UTC', {_ISO})"
-    if column == "metadata":
-        return "m.metadata::text"
-    return f"m.{column}"
-
-
-#: `memory_rows.COLUMNS` of alias m, in a form `row_to_memory` reads.
-M_COLUMNS = ", ".join(_text_column(c.strip()) for c in COLUMNS.split(","))
-
-
-def _scope_where(scope: SearchScope, alias: str, *, vectors: bool) -> tuple[str, list[Any]]:
-    """The scope as WHERE fragments on `alias`: owner, session, not expired, inside retention
-    unless kept. `vectors`: on memory_vectors (session '' = none) rather than memories."""
-    clauses = [f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)"]
+def _vector_scope(scope: SearchScope) -> tuple[str, list[Any]]:
+    """The scope as WHERE fragments on memory_vectors (alias v): owner, session ('' = none),
+    not expired, inside retention unless kept. The same rule as `rows.scope_clause` on
+    memories, on the vectors' own filter columns, so the index scan itself applies it."""
+    clauses = ["(v.expires_at IS NULL OR v.expires_at > %s)"]
     params: list[Any] = [scope.now]
     if scope.api_key_id is not None:
-        clauses.append(f"{alias}.api_key_id = %s")
+        clauses.append("v.api_key_id = %s")
         params.append(scope.api_key_id)
-    if scope.session_only and vectors:
-        clauses.append(f"{alias}.session_id = %s")
+    if scope.session_only:
+        clauses.append("v.session_id = %s")
         params.append(scope.session_id or _NO_SESSION)
-    elif scope.session_only:
-        clauses.append(f"{alias}.session_id IS NOT DISTINCT FROM %s")
-        params.append(scope.session_id)
     if scope.created_after is not None:
-        clauses.append(f"({alias}.created_at >= %s OR {alias}.keep)")
+        clauses.append("(v.created_at >= %s OR v.keep)")
         params.append(scope.created_after)
     return " AND ".join(clauses), params
 
@@ -469,8 +451,8 @@ class PgVectorIndex:
         memories rows are then looked up one by one by memory_id (a LATERAL subquery; its
         LIMIT 1, harmless on a unique key, keeps the planner from turning it back into a join
         that could scan all the owner's rows when its estimates are off)."""
-        where, params = _scope_where(scope, "v", vectors=True)
-        recheck, recheck_params = _scope_where(scope, "m", vectors=False)
+        where, params = _vector_scope(scope)
+        recheck, recheck_params = scope_clause(scope, "m")
         found = "(SELECT count(*) FROM approx)"
         sql = (f"WITH approx AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
                f"WHERE {where} ORDER BY v.embedding <=> %s LIMIT %s), "
@@ -519,7 +501,7 @@ class PgVectorIndex:
             clauses.append("m.api_key_id = %s")
             params.append(api_key_id)
         if scope is not None:
-            where, scope_params = _scope_where(scope, "m", vectors=False)
+            where, scope_params = scope_clause(scope, "m")
             clauses.append(where)
             params.extend(scope_params)
         return (" AND ".join(clauses) or "true"), params
