@@ -287,15 +287,19 @@ def test_memories_export_import_round_trip_and_compress_old(studio, open_page, t
         conn.execute("UPDATE memories SET created_at = ? WHERE api_key_id = ?", (old, owner))
     panel.get_by_role("button", name="Compress old…").click()
     dialog = page.locator("#confirm")
-    expect(dialog).to_contain_text("Compress 3 memories")
-    expect(dialog.locator("li")).to_have_count(3)
+    # The kept memory (green tea) has no age limit: it is not a candidate.
+    expect(dialog).to_contain_text("Compress 2 memories")
+    expect(dialog.locator("li")).to_have_count(2)
     dialog.get_by_role("button", name="Cancel").click()
     assert len(studio.memories(owner)) == 3
     panel.get_by_role("button", name="Compress old…").click()
     dialog.get_by_role("button", name="Confirm").click()
-    expect(panel.get_by_role("status")).to_contain_text("Compressed 3 memories")
-    [summary] = studio.memories(owner)
-    assert summary["key"].startswith("summary_") and "green tea" in summary["content"]
+    expect(panel.get_by_role("status")).to_contain_text("Compressed 2 memories")
+    by_key = {m["key"]: m for m in studio.memories(owner)}
+    assert by_key.keys() - {"tea"} == {k for k in by_key if k.startswith("summary_")} and len(by_key) == 2
+    assert by_key["tea"]["content"] == "I like green tea" and by_key["tea"]["keep"] is True
+    [summary] = [m for k, m in by_key.items() if k != "tea"]
+    assert "Friday" in summary["content"] and "green tea" not in summary["content"]
     assert_clean(console)
 
 
