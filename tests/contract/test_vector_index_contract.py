@@ -437,6 +437,16 @@ def test_pending_in_a_scope_leaves_out_what_a_search_would_not_return(h: Harness
     assert h.index.pending_for_search(scope, 10) == []
 
 
+def test_a_flagged_memory_is_pending_for_search_even_with_a_vector(h: Harness) -> None:
+    """An edit flags its memory before the new vector is written: the old vector is still
+    there, and the backfill before a search must pick the memory up again."""
+    memories = _indexed(h, _drafts(3), _vectors(3, 38))
+    assert h.index.pending_for_search(_scope(), 10) == []
+    h.sql("UPDATE memories SET needs_reindex = ? WHERE memory_id = ?", (True, memories[1].memory_id))
+    assert [m.memory_id for m in h.index.pending_for_search(_scope(), 10)] == [memories[1].memory_id]
+    assert h.index.pending_for_search(_scope("bob"), 10) == []
+
+
 def test_mark_failed_flags_the_memories_and_removes_their_stale_vectors(h: Harness) -> None:
     memories = _indexed(h, _drafts(3), _vectors(3, 36))
     assert h.index.mark_failed([memories[0], memories[1].memory_id]) == 2

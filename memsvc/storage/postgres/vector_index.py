@@ -486,8 +486,29 @@ class PgVectorIndex:
         return "\n".join(row[0] for row in plan)
 
     def pending_for_search(self, scope: SearchScope, limit: int) -> list[Memory]:
-        """`pending(owner, limit, scope=scope)` for the lazy backfill before a search."""
-        return self.pending(scope.api_key_id, limit, scope=scope)
+        """`pending(owner, limit, scope=scope)` for the lazy backfill before a search, which
+        runs before every search: when the owner has nothing pending (the usual case) that
+        is known from two index counts instead of a search of every row of the owner for
+        one without a vector (measured here: an owner of 10,000 memories 23 -> 3.2 ms once
+        vacuumed, 14 ms before autovacuum has marked the pages all-visible; of 100, 6.2 ->
+        0.5 ms)."""
+        owner = scope.api_key_id
+        if owner is not None and self._none_pending(owner):
+            return []
+        return self.pending(owner, limit, scope=scope)
+
+    def _none_pending(self, owner: str) -> bool:
+        """True when every memory of `owner` has a vector and none is flagged. A vector
+        belongs to its memory's owner (a memory never changes owner) and goes with its
+        memory (the foreign key), so equal counts mean no memory lacks one."""
+        with self.db.read() as conn:
+            if not self._table_exists(conn):
+                return False
+            return bool(conn.execute(
+                f"SELECT (SELECT count(*) FROM memories WHERE api_key_id = %s) = "
+                f"(SELECT count(*) FROM {TABLE} WHERE api_key_id = %s) "
+                "AND NOT EXISTS (SELECT 1 FROM memories WHERE needs_reindex AND api_key_id = %s)",
+                (owner, owner, owner)).fetchone()[0])
 
     def _pending_where(self, conn: psycopg.Connection, api_key_id: str | None,
                        scope: SearchScope | None) -> tuple[str, list[Any]]:
