@@ -328,6 +328,20 @@ def test_update_scope_keep_lets_an_old_vector_through_retention(h: Harness) -> N
     assert _hit_ids(h.index.search(scope, _vectors(1, 23)[0], 5)) == [old.memory_id]
 
 
+def test_see_own_writes_moves_a_read_snapshot_past_this_threads_upsert(h: Harness) -> None:
+    """The backfill before a search writes vectors inside the request's read snapshot: the
+    search after it must see them."""
+    memories = h.add_many(_drafts(2))
+    h.index.ensure(SIGNATURE, DIM)
+    query = _vectors(1, 39)[0]
+    with h.database.read():
+        assert h.index.search(_scope(), query, 5) == []
+        assert h.index.upsert(_rows(memories, _vectors(2, 40))) == 2
+        assert h.index.search(_scope(), query, 5) == []  # the snapshot is older than the write
+        h.index.see_own_writes()
+        assert len(h.index.search(_scope(), query, 5)) == 2
+
+
 # -- writes ----------------------------------------------------------------------------------
 
 
