@@ -47,6 +47,13 @@ def test_only_storage_imports_the_sqlite_binding() -> None:
     assert found == []
 
 
+def test_only_storage_imports_the_postgresql_driver() -> None:
+    outside = [p for p in _modules() if "storage" not in p.relative_to(PACKAGE).parts]
+    found = [f"{p.relative_to(PACKAGE)}: {m}" for p in outside for m, _ in _imports(p)
+             if m.split(".")[0] in ("psycopg", "psycopg_pool", "pgvector")]
+    assert found == []
+
+
 @pytest.mark.parametrize("path", _modules(), ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_no_module_imports_another_modules_private_names(path: Path) -> None:
     """A private module (`memsvc.embedding._http`) may serve its own package; a private

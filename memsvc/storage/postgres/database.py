@@ -12,7 +12,7 @@ page and its counts over the same rows), as SQLite's read transaction does.
 Failures are the core's errors, never psycopg's: a refused or lost connection, a server
 shutting down or a pool that has no connection to give within `timeout_s` is
 UnavailableError (the same request succeeds once the server is back, with no restart of
-memsvc: the pool checks each connection before lending it and replaces broken ones); a
+memsvc: a connection the server ended is replaced before it is lent); a
 unique violation is ConflictError; a full disk is StorageFullError.
 """
 
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import select
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 
 import psycopg
 from psycopg import errors as pg_errors
-from psycopg_pool import ConnectionPool
+from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memsvc.core.errors import ConflictError, StorageFullError, UnavailableError
 
@@ -34,6 +35,11 @@ _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 #: The change counter of `memories` (migrations/postgres/0001_initial.sql).
 _DATA_VERSION = "SELECT version FROM memory_changes WHERE id = 1"
+#: How long the pool retries a lost connection in the background, its delays doubling from
+#: one second, before it gives up until a request asks again (then it connects at once). A
+#: bound keeps an outage of minutes from leaving the retries a minute apart after the server
+#: is back, when every request would still be UNAVAILABLE.
+_RECONNECT_S = 10.0
 
 
 def _first_line(exc: BaseException) -> str:
@@ -66,20 +72,25 @@ def _reraise(exc: psycopg.Error) -> None:
     raise mapped from exc
 
 
-def _check_connection(conn: psycopg.Connection) -> None:
-    """Raise when an idle connection is no longer usable, so the pool replaces it instead of
-    failing the request that drew it (after a server restart every idle connection is dead).
+def _usable(conn: psycopg.Connection) -> bool:
+    """Whether an idle connection from the pool still works (after a server restart every
+    idle connection is dead).
 
     An idle connection receives nothing unless the server ended it (a restart, a terminated
-    backend): then its socket is readable, and only then is the empty query of
-    `check_connection` sent. A round trip on every lending would cost as much as the
-    statement it precedes (0.3-0.4 ms of a 1 ms read on a busy two-core machine)."""
+    backend): then its socket is readable, and only then is an empty query sent to tell. A
+    round trip before every lending would cost as much as the statement it precedes (0.3-0.4
+    ms of a 1 ms read on a busy two-core machine)."""
     if conn.closed:
-        raise psycopg.OperationalError("the connection is closed")
+        return False
     poller = select.poll()
     poller.register(conn.fileno(), select.POLLIN | select.POLLERR | select.POLLHUP)
-    if poller.poll(0):
-        ConnectionPool.check_connection(conn)
+    if not poller.poll(0):
+        return True
+    try:
+        conn.execute("")
+    except psycopg.Error:
+        return False  # and the connection is marked broken: the pool will not lend it again
+    return True
 
 
 @dataclass
@@ -118,7 +129,7 @@ class PgDatabase:
         self._watch_lock = threading.Lock()
         self._pool = ConnectionPool(
             url, min_size=min_size, max_size=max_size, timeout=self.timeout_s, open=False, name="memsvc",
-            check=_check_connection, kwargs=self._connect_kwargs())
+            reconnect_timeout=_RECONNECT_S, kwargs=self._connect_kwargs())
         # Not waiting: a server that is down at start makes requests UNAVAILABLE, not startup hang.
         self._pool.open(wait=False)
 
@@ -171,7 +182,7 @@ class PgDatabase:
         self._check_open()
         outer = self._held()
         try:
-            with self._pool.connection() as conn:
+            with self._connection() as conn:
                 conn.execute(_BEGIN_READ if mode == "read" else _BEGIN_WRITE)
                 held = _Held(conn, mode)
                 self._local.held = held
@@ -187,6 +198,28 @@ class PgDatabase:
             _reraise(exc)
         finally:
             self._local.held = outer
+
+    @contextmanager
+    def _connection(self) -> Iterator[psycopg.Connection]:
+        """A working connection from the pool, returned to it afterwards. A dead one is
+        handed back (the pool replaces it) and the pool's other idle connections are checked
+        at once: when the server restarted they are all dead, and the pool's own check on
+        lending waits a growing back-off after each one (about a second for the first),
+        which would turn a restart into UNAVAILABLE answers after the server is back."""
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            try:
+                conn = self._pool.getconn(timeout=max(deadline - time.monotonic(), 0.001))
+            except PoolTimeout:
+                raise PoolTimeout(f"no connection to the database within {self.timeout_s:g} s") from None
+            if _usable(conn):
+                break
+            self._pool.putconn(conn)
+            self._pool.check()
+        try:
+            yield conn
+        finally:
+            self._pool.putconn(conn)
 
     def _count(self, name: str | None) -> None:
         if name is not None:
