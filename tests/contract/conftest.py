@@ -1,6 +1,7 @@
 """Databases for the contract suites, one of each store, migrated and closed after the test:
 `sqlite_database` (a file in the test's folder) and `pg_database` (a database of the test's
-own on the run's real PostgreSQL, see `postgres_db_url`)."""
+own on the run's real PostgreSQL, see `postgres_db_url`); and `own_server`, a PostgreSQL of
+the test module's own for tests that stop or restart it."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from memsvc.storage.migrations import apply_migrations
 
 if TYPE_CHECKING:
     from memsvc.storage.postgres.database import PgDatabase
+    from support.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -34,3 +36,12 @@ def pg_database(postgres_db_url: str) -> Iterator["PgDatabase"]:
     apply_pg_migrations(db)
     yield db
     db.close()
+
+
+@pytest.fixture(scope="module")
+def own_server() -> Iterator["PostgresServer"]:
+    """A server of the module's own: stopping it must not fail other tests' databases."""
+    from support.postgres import running_postgres
+
+    with running_postgres() as server:
+        yield server

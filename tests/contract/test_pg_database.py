@@ -22,7 +22,7 @@ from memsvc.storage.database import Database
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.migrations import (apply_migrations, available_migrations, current_version,
                                                 latest_version)
-from support.postgres import PostgresServer, running_postgres
+from support.postgres import PostgresServer
 
 
 @pytest.fixture
@@ -190,13 +190,6 @@ def test_a_connection_the_server_ends_is_unavailable_and_the_next_read_works(db,
             conn.execute("SELECT 1")
     assert status_for(caught.value).code == grpc.StatusCode.UNAVAILABLE
     assert _ids(db) == set()
-
-
-@pytest.fixture(scope="module")
-def own_server() -> Iterator[PostgresServer]:
-    """A server of this module's own: stopping it must not fail other tests' databases."""
-    with running_postgres() as server:
-        yield server
 
 
 @pytest.fixture
