@@ -173,3 +173,19 @@ def test_an_ensure_that_did_not_commit_leaves_no_table_behind_in_the_index(h: Ha
     assert h.index.state().table_exists is False and h.index.count() == 0
     assert h.index.search(_scope(), np.ones(DIM), 5) == []
     assert h.index.ensure(SIGNATURE, DIM) is True
+
+
+def test_a_search_in_a_snapshot_older_than_another_replicas_reset_fails_as_a_vector_error(
+        h: Harness, replica: PgVectorIndex) -> None:
+    """The snapshot still records the old dimension while the table is already the new one:
+    the search fails as a VectorError (the engine then falls back to keywords), never as a
+    database error."""
+    _indexed(h, _drafts(1000), _vectors(1000, 47))
+    with h.database.read():
+        assert h.index.state().active_dim == DIM  # the snapshot is taken here
+        replica.ensure("test:other:5", 5)
+        replica.upsert(_rows(replica.pending("alice", 1000), _vectors(1000, 48, dim=5)))
+        h.sql("ANALYZE memory_vectors", ())  # so that the plan is the HNSW index scan
+        with pytest.raises(VectorError, match="changed"):
+            h.index.search(_scope(), np.ones(DIM), 5)
+    assert len(h.index.search(_scope(), np.ones(5), 5)) == 5

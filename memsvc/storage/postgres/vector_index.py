@@ -26,8 +26,9 @@ has k rows that pass the filters, instead of returning a global top-k filtered a
 (which silently loses a rare owner's results). For an owner with few rows the planner takes
 the btree and sorts them exactly instead, which is cheaper and exact. If the index scan still
 returns fewer than k rows (its walk stopped at `hnsw.max_scan_tuples`, or part of the graph
-was unreachable), the same query runs once more as an exact scan of the rows in scope, so
-"fewer than k" always means "fewer than k in scope" (`exact_fallbacks` counts those).
+was unreachable), the second half of the same statement, an exact scan of the rows in scope
+that runs only then, answers instead, so "fewer than k" always means "fewer than k in
+scope" (`exact_fallbacks` counts the searches it answered).
 
 `hnsw.ef_search` (the candidate list of one pass) is set to twice k, at least pgvector's
 default 40 and at most 1000: a pass can return no more rows than its list holds, and a list
@@ -416,7 +417,13 @@ class PgVectorIndex:
             if not self._searchable(conn, vec, k):
                 return []
             self._adapt(conn)
-            rows = self._nearest(conn, scope, vec, k)
+            try:
+                rows = self._nearest(conn, scope, vec, k)
+            except psycopg.errors.DataException as exc:
+                # This snapshot still has the old dimension while another process has
+                # already replaced the table (a new signature): nothing valid to search.
+                raise VectorError("the vector table changed during the search (a new embedding "
+                                  "signature); retry") from exc
         if any(exact for _, _, exact, _ in rows):
             with self._lock:
                 self.exact_fallbacks += 1
