@@ -1,4 +1,4 @@
-"""Assembles the core over its storage: the one place that decides which backend serves.
+"""Assembles the core over its storage (memsvc.storage.stores decides which store serves).
 
 The gRPC server (server.py) and offline commands (cli.py `migrate`) both open an App, so
 the wiring is written once.
@@ -9,8 +9,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from memsvc.backends import create_backend
+from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
-from memsvc.config import Config
+from memsvc.config import Config, ConfigError
 from memsvc.core import extraction
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.backend_manager import BackendManager, RoutedEvents
@@ -19,31 +20,29 @@ from memsvc.core.engine import Engine
 from memsvc.core.introspection import Introspection
 from memsvc.core.leases import LeaseTiming
 from memsvc.core.memories import Memories
-from memsvc.core.qdrant_settings import QdrantSettingsManager
+from memsvc.core.qdrant_settings import QdrantSettingsManager, local_mode_across_hosts
 from memsvc.core.reindex import Reindexer
 from memsvc.core.retrieval import FUSIONS, Retriever
 from memsvc.core.settings import Settings
 from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.metrics import Metrics, StateSources
-from memsvc.storage.credentials import SqliteCredentialStore
 from memsvc.storage.database import Database
-from memsvc.storage.leases import SqliteLeaseStore
-from memsvc.storage.settings_store import SqliteSettingsStore
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.storage.vector_index import SqliteVecIndex
+from memsvc.storage.stores import Stores, open_stores
 
 
 @dataclass
 class App:
     config: Config
+    #: `Database` (SQLite) or `PgDatabase`, as configured; the same for `backend`.
     database: Database
     backend: SqliteMemoryBackend
     memories: Memories
     settings: Settings
     engine: Engine
     background: BackgroundWriter
-    characters: Characters
+    characters: Characters | PerNodeCharacters
     vectors: VectorTier
     qdrant_settings: QdrantSettingsManager
     introspection: Introspection
@@ -51,22 +50,17 @@ class App:
     metrics: Metrics
     credentials: Credentials
     backends: BackendManager
+    stores: Stores
 
     @classmethod
     def open(cls, config: Config) -> "App":
-        """Open the database and apply migrations (refusing a schema newer than the code)."""
-        database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(),
-                            cache_mb=config.sqlite_cache_mb)
-        backend = SqliteMemoryBackend(database)
-        try:
-            backend.initialize()
-        except BaseException:
-            database.close()
-            raise
-        store = SqliteSettingsStore(database)
+        """Open the configured store (SQLite under the data dir, or the PostgreSQL of
+        MEMSVC_DATABASE_URL) and apply its migrations (refusing a schema newer than the code)."""
+        stores = open_stores(config)
+        database, backend, store = stores.database, stores.backend, stores.settings_store
         settings = Settings(store)
         background = BackgroundWriter()
-        vectors, qdrant_settings = cls._vector_tier(config, database, backend, settings, store, background)
+        vectors, qdrant_settings = cls._vector_tier(config, stores, settings, background)
         backends = BackendManager(backend, settings, create_backend, health_interval_s=config.backend_health_s,
                                   retry_s=config.backend_retry_s)
         backends.initialize()
@@ -74,11 +68,11 @@ class App:
         memories = Memories(backends, events=events, changes=database.data_version)
         retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
                               rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion])
-        characters = Characters(config, database, memories)
+        characters = PerNodeCharacters() if config.shared_store else Characters(config, database, memories)
         characters.start()
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,
-                              leases=SqliteLeaseStore(database), timing=LeaseTiming(ttl_s=config.lease_ttl_s))
-        metrics = Metrics(StateSources(db_path=str(config.db_path), embedding_cache=vectors.embeddings.cache.stats,
+                              leases=stores.lease_store, timing=LeaseTiming(ttl_s=config.lease_ttl_s))
+        metrics = Metrics(StateSources(db_path=stores.info.db_path, embedding_cache=vectors.embeddings.cache.stats,
                                        reindex=lambda: _reindex_gauges(reindexer)))
         engine = Engine(backend, settings, background, retriever, events=events,
                         on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)),
@@ -89,21 +83,25 @@ class App:
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
                                                retrieval=retriever.status, backends=backends.check_all,
                                                reindex=reindexer.status),
-                   reindexer=reindexer, metrics=metrics, credentials=Credentials(SqliteCredentialStore(database)),
-                   backends=backends)
+                   reindexer=reindexer, metrics=metrics, credentials=Credentials(stores.credential_store),
+                   backends=backends, stores=stores)
 
     @staticmethod
-    def _vector_tier(config: Config, database: Database, backend: SqliteMemoryBackend, settings: Settings,
-                     store: SqliteSettingsStore, background: BackgroundWriter) -> tuple[VectorTier, QdrantSettingsManager]:
-        """sqlite-vec rows are deleted in the transaction that deletes their memories;
-        Qdrant points are removed after it, in the background."""
+    def _vector_tier(config: Config, stores: Stores, settings: Settings,
+                     background: BackgroundWriter) -> tuple[VectorTier, QdrantSettingsManager]:
+        """Tier-1 vector rows (sqlite-vec or pgvector) are deleted in the transaction that
+        deletes their memories; Qdrant points are removed after it, in the background."""
         embeddings = Embeddings(EmbeddingConfig.from_config(config))
-        sqlite_index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
-                                      cache_bytes=config.vec_cache_mb * 1_000_000)
-        qdrant_settings = QdrantSettingsManager(store, config.data_dir)
+        index, backend = stores.vector_index, stores.backend
+        qdrant_settings = QdrantSettingsManager(stores.settings_store, config.data_dir)
+        if config.shared_store:
+            qdrant_settings.shared_across_hosts()
+            if qdrant_settings.get().enabled and qdrant_settings.get().local_path is not None:
+                stores.close()
+                raise ConfigError(local_mode_across_hosts("the stored Qdrant settings enable local mode"))
         connector = QdrantConnector(qdrant_settings, str(config.data_dir), _qdrant_index)
-        vectors = VectorTier(embeddings, sqlite_index, connector, settings, backend, background, top_k=config.vec_top_k)
-        backend.add_delete_hook(lambda conn, rows: sqlite_index.delete_in_transaction(
+        vectors = VectorTier(embeddings, index, connector, settings, backend, background, top_k=config.vec_top_k)
+        backend.add_delete_hook(lambda conn, rows: index.delete_in_transaction(
             conn, [memory_id for _, memory_id in rows]))
         backend.add_delete_hook(lambda conn, rows: vectors.removed([memory_id for memory_id, _ in rows]))
         return vectors, qdrant_settings

@@ -13,7 +13,7 @@ from memsvc.cli_admin import add_commands, run_client_command
 from memsvc.cli_models import add_command as add_build_models_command
 from memsvc.cli_tokens import add_commands as add_token_commands
 from memsvc.client import ClientError
-from memsvc.core.errors import StorageVersionError
+from memsvc.core.errors import StorageVersionError, UnavailableError
 from memsvc.logs import configure
 from memsvc.mcp.command import add_command as add_mcp_command
 
@@ -50,16 +50,15 @@ async def _single_process(conf: cfg.Config) -> None:
 
 
 def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
-    from memsvc.storage.database import Database
-    from memsvc.storage.migrations import apply_migrations, current_version
+    from memsvc.storage.stores import open_admin
 
-    database = Database(conf.db_path, synchronous=conf.sqlite_synchronous.upper(), cache_mb=conf.sqlite_cache_mb)
+    stores = open_admin(conf)
     try:
-        applied = apply_migrations(database)
-        print(f"{conf.db_path}: schema version {current_version(database)}"
+        applied = stores.migrate()
+        print(f"{stores.info.location}: schema version {stores.schema_version()}"
               + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)"))
     finally:
-        database.close()
+        stores.close()
     return 0
 
 
@@ -129,6 +128,9 @@ def main(argv: list[str] | None = None) -> int:
     except (cfg.ConfigError, StorageVersionError) as exc:
         print(f"memsvc: {exc}", file=sys.stderr)
         return 2
+    except UnavailableError as exc:  # the configured PostgreSQL cannot be reached
+        print(f"memsvc: {exc}", file=sys.stderr)
+        return 1
     except ClientError as exc:
         print(f"memsvc: {exc}", file=sys.stderr)
         return exc.exit_code

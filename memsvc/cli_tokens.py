@@ -1,8 +1,9 @@
 """`memsvc tokens create | list | revoke`: the operator's credential management.
 
 These commands write the database directly (the same file the server reads, under
---data-dir), so they work with the server down, and a running server (every process on
-that file) sees the change at its next request: tokens are verified against the database
+--data-dir, or the PostgreSQL of --database-url / MEMSVC_DATABASE_URL), so they work with
+the server down, and a running server (every process and replica on that database) sees
+the change at its next request: tokens are verified against the database
 on every call. Admin callers can do the same over gRPC (CredentialService) or REST
 (`/api/credentials`).
 """
@@ -22,16 +23,14 @@ from memsvc.core.errors import ConflictError, MemsvcError, NotFoundError
 
 @contextmanager
 def _credentials(config: Config) -> Iterator[Credentials]:
-    from memsvc.storage.credentials import SqliteCredentialStore
-    from memsvc.storage.database import Database
-    from memsvc.storage.migrations import apply_migrations
+    from memsvc.storage.stores import open_admin
 
-    database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(), cache_mb=config.sqlite_cache_mb)
+    stores = open_admin(config)
     try:
-        apply_migrations(database)
-        yield Credentials(SqliteCredentialStore(database))
+        stores.migrate()
+        yield Credentials(stores.credential_store)
     finally:
-        database.close()
+        stores.close()
 
 
 def credential_dict(c: Credential) -> dict[str, object]:
@@ -102,6 +101,8 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
         sub = actions.add_parser(name, help=help_text, description=help_text)
         sub.add_argument("--data-dir", dest="data_dir", default=None,
                          help="where the SQLite database lives [MEMSVC_DATA_DIR, default ./data]")
+        sub.add_argument("--database-url", dest="database_url", default=None,
+                         help="the shared PostgreSQL instead of SQLite [MEMSVC_DATABASE_URL]")
         sub.set_defaults(handler=_guarded(handler))
         return sub
 

@@ -13,6 +13,7 @@ import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
+from urllib.parse import urlsplit, urlunsplit
 
 
 class ConfigError(ValueError):
@@ -79,6 +80,8 @@ class Config:
     gateway: bool = _opt(True, "MEMSVC_GATEWAY", "start the Envoy REST gateway with `serve` (--no-gateway to skip)", parse=_bool)
     api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated admin bearer tokens; with none and no stored credential (memsvc tokens), no auth and loopback binds only", parse=_tokens)
     log_level: str = _opt("INFO", "MEMSVC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", flag="--log-level")
+    database_url: str | None = _opt(None, "MEMSVC_DATABASE_URL", "postgresql://user:password@host:port/db of a PostgreSQL (with pgvector) that every memsvc replica shares; unset = SQLite under the data dir. Its password is never logged or returned", flag="--database-url", parse=_optional, secret=True)
+    database_pool_size: int = _opt(10, "MEMSVC_DATABASE_POOL_SIZE", "connections each server process keeps to MEMSVC_DATABASE_URL at most (PostgreSQL's max_connections must cover every process of every replica)", parse=int)
     sqlite_synchronous: str = _opt("NORMAL", "MEMSVC_SQLITE_SYNCHRONOUS", "NORMAL survives process kills in WAL mode; FULL also survives power loss")
     sqlite_cache_mb: int = _opt(16, "MEMSVC_SQLITE_CACHE_MB", "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)", parse=int)
     workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models) in each server process", parse=int)
@@ -132,6 +135,16 @@ class Config:
         return self.data_dir / "config"
 
     @property
+    def shared_store(self) -> bool:
+        """Whether memories live in a PostgreSQL that other replicas may share."""
+        return self.database_url is not None
+
+    @property
+    def database_location(self) -> str:
+        """Where the memories live, safe to print: the SQLite file, or the URL without its password."""
+        return str(self.db_path) if self.database_url is None else mask_url(self.database_url)
+
+    @property
     def auth_enabled(self) -> bool:
         return bool(self.api_tokens)
 
@@ -166,6 +179,7 @@ class Config:
             raise ConfigError("MEMSVC_RECENT_FLUSH_S and MEMSVC_REFLECTION_SWEEP_S must be > 0, "
                               "MEMSVC_RECENT_FLUSH_MESSAGES at least 1")
         _check_embedding_options(self)
+        check_database_options(self)
         if not self.api_tokens:
             exposed = [h for h in (self.grpc_host, self.rest_host if self.gateway else "127.0.0.1") if not is_loopback(h)]
             if exposed:
@@ -212,6 +226,42 @@ def _check_embedding_options(config: Config) -> None:
         if name not in names and name not in known:
             raise ConfigError(f"MEMSVC_EMBEDDING_API_KEYS names provider {name!r}, which has no base URL: "
                               f"add {name}=<base_url> to MEMSVC_EMBEDDING_PROVIDERS")
+
+
+DATABASE_SCHEMES = ("postgresql", "postgres")
+
+
+def mask_url(url: str) -> str:
+    """`url` with the password of its user part replaced by ***, so it can be logged or
+    shown (a URL that does not parse is shown as its scheme only)."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        return url.partition(":")[0] + "://***"
+    if parts.password is None:
+        return url
+    user = parts.username or ""
+    host = parts.netloc.rpartition("@")[2]
+    return urlunsplit(parts._replace(netloc=f"{user}:***@{host}"))
+
+
+def check_database_options(config: Config) -> None:
+    """Only a PostgreSQL URL is a shared store; errors name its scheme, never the URL (it
+    may carry a password)."""
+    if not 1 <= config.database_pool_size <= 1000:
+        raise ConfigError("MEMSVC_DATABASE_POOL_SIZE must be 1..1000")
+    if config.database_url is None:
+        return
+    scheme = config.database_url.partition("://")[0].lower() if "://" in config.database_url else ""
+    if scheme not in DATABASE_SCHEMES:
+        shown = f"scheme {scheme!r}" if scheme.isalnum() else "no scheme"
+        raise ConfigError(f"MEMSVC_DATABASE_URL must be a postgresql:// or postgres:// URL (got {shown}); "
+                          "leave it unset to keep SQLite under the data dir")
+    try:
+        urlsplit(config.database_url).port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        raise ConfigError("MEMSVC_DATABASE_URL is not a valid URL (check its host and port)") from None
 
 
 def is_loopback(host: str) -> bool:

@@ -248,30 +248,31 @@ class Prepared:
     """What the parent learns from the database before it starts workers."""
 
     auth: str
-    sqlite_vec: str
+    #: The store's part of the started line (AdminStores.started_fields).
+    store: dict[str, str]
     local_qdrant: bool
+    #: /metrics' database file gauges: the SQLite file, None for PostgreSQL.
+    db_path: str | None = None
 
 
 def prepare(config: Config) -> Prepared:
-    """Apply the migrations once, before any worker opens the database; read what the
-    started line reports and whether stored settings enable Qdrant's local mode."""
+    """Apply the configured store's migrations once, before any worker opens it; read what
+    the started line reports and whether stored settings enable Qdrant's local mode."""
     from memsvc.core.credentials import Credentials
-    from memsvc.core.qdrant_settings import QdrantSettingsManager
-    from memsvc.storage.credentials import SqliteCredentialStore
-    from memsvc.storage.database import Database
-    from memsvc.storage.migrations import apply_migrations
-    from memsvc.storage.settings_store import SqliteSettingsStore
+    from memsvc.core.qdrant_settings import QdrantSettingsManager, local_mode_across_hosts
+    from memsvc.storage.stores import open_admin
 
-    database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(), cache_mb=config.sqlite_cache_mb)
+    stores = open_admin(config)
     try:
-        apply_migrations(database)
-        qdrant = QdrantSettingsManager(SqliteSettingsStore(database), config.data_dir).get()
-        required = config.auth_enabled or Credentials(SqliteCredentialStore(database)).required()
-        return Prepared(auth="bearer" if required else "none (loopback only)",
-                        sqlite_vec=database.vec_version or f"unavailable: {database.vec_error}",
-                        local_qdrant=qdrant.enabled and qdrant.local_path is not None)
+        stores.migrate()
+        qdrant = QdrantSettingsManager(stores.settings_store, config.data_dir).get()
+        if config.shared_store and qdrant.enabled and qdrant.local_path is not None:
+            raise ConfigError(local_mode_across_hosts("the stored Qdrant settings enable local mode"))
+        required = config.auth_enabled or Credentials(stores.credential_store).required()
+        return Prepared(auth="bearer" if required else "none (loopback only)", store=stores.started_fields(),
+                        local_qdrant=qdrant.enabled and qdrant.local_path is not None, db_path=stores.info.db_path)
     finally:
-        database.close()
+        stores.close()
 
 
 async def serve_processes(config: Config) -> None:
@@ -303,7 +304,7 @@ async def serve_processes(config: Config) -> None:
 async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyncio.Event) -> None:
     from memsvc.metrics import ProcessesMetrics, StateSources
 
-    metrics = ProcessesMetrics(config.data_dir / METRICS_DIR_NAME, StateSources(db_path=str(config.db_path)))
+    metrics = ProcessesMetrics(config.data_dir / METRICS_DIR_NAME, StateSources(db_path=prepared.db_path))
     fleet = Fleet(config, port, metrics)
     mcp_http = supervisor = None
     try:
@@ -314,7 +315,7 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
         config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)
         log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": port,
                                           "metrics_port": serve_metrics(metrics, config), "auth": prepared.auth,
-                                          "sqlite_vec": prepared.sqlite_vec, "processes": config.processes,
+                                          **prepared.store, "processes": config.processes,
                                           "worker_pids": fleet.pids})
         if config.gateway:
             supervisor = await start_gateway(config, port, fleet.report_rest)

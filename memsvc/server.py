@@ -225,7 +225,7 @@ async def serve(config: Config) -> None:
                                       "metrics_port": metrics_port,
                                       "auth": ("bearer" if config.auth_enabled or app.credentials.required()
                                                else "none (loopback only)"),
-                                      "sqlite_vec": app.database.vec_version or f"unavailable: {app.database.vec_error}"})
+                                      **app.stores.started_fields()})
     supervisor = None
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

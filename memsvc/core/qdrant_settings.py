@@ -331,10 +331,16 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
     def __init__(self, store: SettingsStore, data_dir: str | Path):
         super().__init__(store, NAMESPACE, normalize, lambda patch: validate_update(patch, data_dir))
         self._processes = 1
+        self._across_hosts = False
 
     def shared_by(self, processes: int) -> None:
         """`processes` server processes serve this database (see `update`)."""
         self._processes = processes
+
+    def shared_across_hosts(self) -> None:
+        """Replicas on other hosts may serve this database (a shared store): a folder on
+        this host cannot hold their vectors (see `update`)."""
+        self._across_hosts = True
 
     def update(self, patch: Mapping[str, Any]) -> QdrantUpdate:
         """Validate strictly, save, and return the new settings plus the memory-settings
@@ -343,14 +349,24 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
         Qdrant's local mode opens its folder in one process only (qdrant-client locks it,
         and ":memory:" is one process's own), so while several processes serve, an update
         that sets a `localPath`, or enables Qdrant with one stored, is refused
-        (PreconditionError) and nothing is saved."""
+        (PreconditionError) and nothing is saved; so is it with a shared store, whose
+        replicas may run on other hosts."""
         values = self._validate(patch)
+        if self._across_hosts and _uses_local_mode(self.get(), values):
+            raise PreconditionError(local_mode_across_hosts("refused"))
         if self._processes > 1 and _uses_local_mode(self.get(), values):
             raise PreconditionError(
                 f"Qdrant's local mode (localPath) can be used by one process only, and {self._processes} server "
                 "processes serve this database: point Qdrant at a server (host and port, localPath empty), "
                 "or run memsvc with MEMSVC_PROCESSES=1")
         return QdrantUpdate(self.save(patch), memory_settings_patch(patch))
+
+
+def local_mode_across_hosts(what: str) -> str:
+    """Why Qdrant's local mode cannot serve a store shared across hosts, after `what`."""
+    return (f"{what}: Qdrant's local mode (localPath) keeps vectors in a folder of one host, and memsvc serves "
+            "from a database that replicas on other hosts share (MEMSVC_DATABASE_URL); point Qdrant at a server "
+            "or cluster (host and port, localPath empty)")
 
 
 def _uses_local_mode(current: QdrantSettings, values: Mapping[str, Any]) -> bool:
