@@ -1,5 +1,5 @@
 """Regenerate everything derived from proto/: the Python stubs and descriptor set in gen/,
-and deploy/envoy.yaml.
+deploy/envoy.yaml and the example of several replicas, deploy/envoy.three-replicas.yaml.
 
     python scripts/generate.py            # write into the repository
     python scripts/generate.py --check    # regenerate into a temp dir, exit 1 on drift
@@ -26,6 +26,10 @@ PROTO_ROOT = ROOT / "proto"
 PACKAGE_DIR = Path("memsvc") / "v1"
 DESCRIPTOR_NAME = "memsvc.pb"
 ENVOY_YAML = Path("deploy") / "envoy.yaml"
+# Envoy in front of three memsvc replicas sharing one PostgreSQL (the README's layout).
+ENVOY_REPLICAS_YAML = Path("deploy") / "envoy.three-replicas.yaml"
+EXAMPLE_REPLICAS = (("10.0.0.1", 50051), ("10.0.0.2", 50051), ("10.0.0.3", 50051))
+ENVOY_FILES = (ENVOY_YAML, ENVOY_REPLICAS_YAML)
 # Envoy's transcoder needs the error detail types to render google.rpc.Status details.
 ERROR_PROTOS = ["google/rpc/status.proto", "google/rpc/error_details.proto"]
 
@@ -46,7 +50,7 @@ def _protoc(args: list[str]) -> None:
 
 
 def generate(out: Path) -> list[Path]:
-    """Write gen/ and deploy/envoy.yaml under `out`; return the files written."""
+    """Write gen/ and the Envoy configs (`ENVOY_FILES`) under `out`; return the files written."""
     protos = sorted(str(p.relative_to(PROTO_ROOT)) for p in (PROTO_ROOT / PACKAGE_DIR).glob("*.proto"))
     gen = out / "gen"
     pkg = gen / PACKAGE_DIR
@@ -59,18 +63,19 @@ def generate(out: Path) -> list[Path]:
     sys.path.insert(0, str(ROOT))
     from memsvc.gateway.envoy_config import EnvoySettings, render_yaml
 
-    envoy = out / ENVOY_YAML
-    envoy.parent.mkdir(parents=True, exist_ok=True)
-    envoy.write_text(render_yaml(EnvoySettings.committed(descriptor_path=f"gen/{PACKAGE_DIR}/{DESCRIPTOR_NAME}")))
-    return sorted(p for p in gen.rglob("*") if p.is_file()) + [envoy]
+    descriptor_path = f"gen/{PACKAGE_DIR}/{DESCRIPTOR_NAME}"
+    (out / ENVOY_YAML).parent.mkdir(parents=True, exist_ok=True)
+    (out / ENVOY_YAML).write_text(render_yaml(EnvoySettings.committed(descriptor_path)))
+    (out / ENVOY_REPLICAS_YAML).write_text(render_yaml(EnvoySettings.committed(descriptor_path, EXAMPLE_REPLICAS)))
+    return sorted(p for p in gen.rglob("*") if p.is_file()) + [out / name for name in ENVOY_FILES]
 
 
 def _differences(fresh_root: Path) -> list[str]:
     problems = []
     fresh_files = {p.relative_to(fresh_root) for p in (fresh_root / "gen").rglob("*") if p.is_file()}
-    fresh_files.add(ENVOY_YAML)
+    fresh_files |= set(ENVOY_FILES)
     committed = {p.relative_to(ROOT) for p in (ROOT / "gen").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
-    committed |= {ENVOY_YAML} if (ROOT / ENVOY_YAML).exists() else set()
+    committed |= {name for name in ENVOY_FILES if (ROOT / name).exists()}
     for rel in sorted(fresh_files | committed):
         if rel not in committed:
             problems.append(f"missing from the repository: {rel}")

@@ -6,6 +6,7 @@ server was generated from, so there is one contract and no hand-written HTTP han
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -22,6 +23,8 @@ CLUSTER = "memsvc_grpc"
 # Large enough for a full recent-history save (2,097,152 characters of chat, up to 4 bytes
 # each in UTF-8, plus JSON framing); the gRPC server's message limit matches it.
 MAX_REQUEST_BYTES = 16 * 1024 * 1024
+# A memsvc replica's gRPC address: (host, port).
+Replica = tuple[str, int]
 
 
 @dataclass(frozen=True)
@@ -48,12 +51,37 @@ class EnvoySettings:
     # Where Envoy reads the studio's static files: relative to the repository root in
     # deploy/envoy.yaml (like the descriptor set), the installed package folder at run time.
     studio_dir: str = "memsvc/studio"
-
+    # Several memsvc replicas sharing one store, any of which may answer any request: one
+    # cluster balanced round robin over those that pass their health check. Empty: the one
+    # upstream_host:upstream_port.
+    replicas: tuple[Replica, ...] = ()
 
     @classmethod
-    def committed(cls, descriptor_path: str) -> "EnvoySettings":
-        """The defaults that deploy/envoy.yaml is generated with (run from the repo root)."""
-        return cls(descriptor_path=descriptor_path)
+    def committed(cls, descriptor_path: str, replicas: tuple[Replica, ...] = ()) -> "EnvoySettings":
+        """The defaults that deploy/envoy.yaml (and, with replicas, the example of several)
+        is generated with (run from the repo root)."""
+        return cls(descriptor_path=descriptor_path, replicas=replicas)
+
+    def upstreams(self) -> tuple[Replica, ...]:
+        """Every gRPC address Envoy balances over (the replicas, else the one upstream)."""
+        return self.replicas or ((self.upstream_host, self.upstream_port),)
+
+    @property
+    def several(self) -> bool:
+        return len(self.upstreams()) > 1
+
+
+def parse_replica(text: str) -> Replica:
+    """`host:port` (an IPv6 address in brackets, `[::1]:50051`) as a Replica; ValueError
+    saying what is wrong otherwise, so a typo is refused before Envoy is started."""
+    host, sep, port = text.strip().rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not sep or not host or any(c in host for c in " /[]") or (":" in host and not text.strip().startswith("[")):
+        raise ValueError(f"replica {text!r} is not host:port (an IPv6 address in brackets: [::1]:50051)")
+    if not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise ValueError(f"replica {text!r}: the port must be a number from 1 to 65535")
+    return host, int(port)
 
 
 def _typed(type_name: str, **fields: Any) -> dict[str, Any]:
@@ -177,10 +205,27 @@ def _local_replies(s: EnvoySettings) -> dict[str, Any]:
     }
 
 
+def min_healthy_percent(replicas: int) -> float:
+    """The share of replicas that must pass their health check for the probe to say SERVING:
+    one replica's share, rounded down to a hundredth (33.33 of three), so one healthy replica
+    is enough and none is not. Envoy compares 100 × healthy with replicas × this value, so
+    rounding down keeps one replica above it whatever the floating-point error.
+
+    Not more than one: with several replicas Envoy sends requests only to healthy ones, so
+    the gateway answers as long as any replica does; a probe that failed on the first lost
+    replica would make the load balancer in front drop a gateway that still serves. Lost
+    capacity is for alerting (Envoy's membership_healthy statistic), not for this probe.
+    One upstream: 100, it must be healthy."""
+    if replicas == 1:
+        return 100
+    return math.floor(10_000 / replicas) / 100
+
+
 def _health_probe(s: EnvoySettings) -> dict[str, Any]:
     """`GET <health_path>` answered by Envoy itself, without a token: 200 while its active
     gRPC health check of memsvc (the standard grpc.health.v1 service, overall status) passes,
-    503 once it fails (memsvc draining, down or unreachable). Other paths pass through."""
+    503 once it fails (memsvc draining, down or unreachable); with several replicas, 200 while
+    at least one of them passes (`min_healthy_percent`). Other paths pass through."""
     return {
         "name": "envoy.filters.http.health_check",
         "typed_config": _typed(
@@ -188,7 +233,7 @@ def _health_probe(s: EnvoySettings) -> dict[str, Any]:
             pass_through_mode=False,
             headers=[{"name": ":path", "string_match": {"exact": s.health_path}},
                      {"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}],
-            cluster_min_healthy_percentages={CLUSTER: {"value": 100}},
+            cluster_min_healthy_percentages={CLUSTER: {"value": min_healthy_percent(len(s.upstreams()))}},
         ),
     }
 
@@ -204,6 +249,37 @@ def _health_checks() -> list[dict[str, Any]]:
     }]
 
 
+# The retry triggers that mean the request never reached a replica's handler: the connection
+# could not be made, the replica refused the HTTP/2 stream (REFUSED_STREAM: not processed,
+# such as past a draining server's GOAWAY), or the connection was reset before the request
+# was sent. Anything later (a reset after the request went out, UNAVAILABLE, a 5xx) may come
+# from a replica that already committed a CreateMemory or an upsert, so it is not retried.
+RETRY_ON = ("connect-failure", "refused-stream", "reset-before-request")
+
+
+def _retry_policy(replicas: int) -> dict[str, Any]:
+    """Each other replica tried once, never the one that just failed."""
+    return {
+        "retry_on": ",".join(RETRY_ON),
+        "num_retries": replicas - 1,
+        "retry_host_predicate": [{
+            "name": "envoy.retry_host_predicates.previous_hosts",
+            "typed_config": _typed("envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"),
+        }],
+        "host_selection_retry_max_attempts": 5,
+    }
+
+
+def _upstream_route(s: EnvoySettings) -> dict[str, Any]:
+    """Everything else to memsvc. timeout 0s: the Reindex stream may run for minutes; idle
+    streams are still cut by stream_idle_timeout. With several replicas, a request that
+    could not reach one is retried on another (`RETRY_ON`)."""
+    route: dict[str, Any] = {"cluster": CLUSTER, "timeout": "0s"}
+    if s.several:
+        route["retry_policy"] = _retry_policy(len(s.upstreams()))
+    return {"match": {"prefix": "/"}, "route": route}
+
+
 def _listener(s: EnvoySettings) -> dict[str, Any]:
     manager = _typed(
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
@@ -217,10 +293,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
                 {
                     "name": "memsvc",
                     "domains": ["*"],
-                    # timeout 0s: the Reindex stream may run for minutes; idle streams are
-                    # still cut by stream_idle_timeout.
-                    "routes": _mcp_routes(s) + _studio_routes(s) + [
-                        {"match": {"prefix": "/"}, "route": {"cluster": CLUSTER, "timeout": "0s"}}],
+                    "routes": _mcp_routes(s) + _studio_routes(s) + [_upstream_route(s)],
                 }
             ],
             "max_direct_response_body_size_bytes": STUDIO_MAX_FILE_BYTES,
@@ -247,7 +320,35 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
     }
 
 
+def _replica_balancing() -> dict[str, Any]:
+    """What several replicas add to the cluster.
+
+    No panic routing (Envoy's default sends to every replica, dead ones included, once fewer
+    than half pass their health check): requests go only to healthy replicas, however few,
+    and with none Envoy answers 503 (UNAVAILABLE) at once.
+
+    Outlier detection takes a replica out for a while when it keeps failing requests while
+    its health check still passes (three 502/503/504 or connection failures in a row, or
+    five 5xx; a gRPC status counts as its HTTP equivalent). At most half the replicas are
+    ever taken out this way: when all fail alike (their shared database is down) taking them
+    out would not help. A replica that is down for good is removed by its health check."""
+    return {
+        "common_lb_config": {"healthy_panic_threshold": {"value": 0}},
+        "outlier_detection": {
+            "consecutive_5xx": 5,
+            "consecutive_gateway_failure": 3,
+            "enforcing_consecutive_gateway_failure": 100,
+            "interval": "5s",
+            "base_ejection_time": "10s",
+            "max_ejection_percent": 50,
+        },
+    }
+
+
 def _cluster(s: EnvoySettings) -> dict[str, Any]:
+    """memsvc's gRPC server, or its replicas: round robin over those whose grpc.health.v1
+    check passes (`_health_checks`, the same for each replica)."""
+    endpoints = [{"endpoint": {"address": _address(host, port)}} for host, port in s.upstreams()]
     return {
         "name": CLUSTER,
         "type": "STRICT_DNS",
@@ -262,8 +363,9 @@ def _cluster(s: EnvoySettings) -> dict[str, Any]:
         },
         "load_assignment": {
             "cluster_name": CLUSTER,
-            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address(s.upstream_host, s.upstream_port)}}]}],
+            "endpoints": [{"lb_endpoints": endpoints}],
         },
+        **(_replica_balancing() if s.several else {}),
     }
 
 

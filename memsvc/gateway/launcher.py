@@ -34,7 +34,7 @@ from typing import Awaitable, Callable
 
 from memsvc import studio
 from memsvc.config import Config
-from memsvc.gateway.envoy_config import EnvoySettings, render_yaml
+from memsvc.gateway.envoy_config import EnvoySettings, Replica, render_yaml
 from memsvc.supervision import RestartPolicy, Supervisor
 
 log = logging.getLogger("memsvc.gateway")
@@ -117,7 +117,8 @@ class Gateway:
         self.rest_port: int | None = None  # the port Envoy really bound (rest_port 0 picks one)
 
     @classmethod
-    def for_config(cls, config: Config, grpc_port: int) -> "Gateway":
+    def for_config(cls, config: Config, grpc_port: int, replicas: tuple[Replica, ...] = ()) -> "Gateway":
+        """Envoy for `config`'s server on `grpc_port`, or for the `replicas` if any."""
         data_dir = config.data_dir.resolve()
         settings = EnvoySettings(
             descriptor_path=str(descriptor_path()),
@@ -125,7 +126,7 @@ class Gateway:
             upstream_host=_connectable(config.grpc_host), upstream_port=grpc_port,
             mcp_port=config.mcp_port,
             admin_socket=str(data_dir / ADMIN_SOCKET_NAME), admin_port=config.envoy_admin_port,
-            studio_dir=str(studio.package_dir()),
+            studio_dir=str(studio.package_dir()), replicas=replicas,
         )
         return cls(settings, data_dir / "envoy.yaml")
 

@@ -1,4 +1,5 @@
-"""Generated stubs, the descriptor set and deploy/envoy.yaml must match a fresh generation."""
+"""Generated stubs, the descriptor set and the Envoy configs under deploy/ (one server, three
+replicas) must match a fresh generation."""
 
 from __future__ import annotations
 
@@ -29,9 +30,12 @@ def test_the_drift_check_catches_a_changed_file(tmp_path):
     assert generate._differences(tmp_path) == []
     envoy = tmp_path / "deploy" / "envoy.yaml"
     envoy.write_text(envoy.read_text().replace("reject_unknown_query_parameters: true", "reject_unknown_query_parameters: false"))
+    replicas = tmp_path / "deploy" / "envoy.three-replicas.yaml"
+    replicas.write_text(replicas.read_text().replace("address: 10.0.0.3", "address: 10.0.0.4"))
     stub = tmp_path / "gen" / "memsvc" / "v1" / "memory_pb2.py"
     stub.write_text(stub.read_text() + "\n# edited\n")
     assert sorted(generate._differences(tmp_path)) == [
+        "differs from a fresh generation: deploy/envoy.three-replicas.yaml",
         "differs from a fresh generation: deploy/envoy.yaml",
         "differs from a fresh generation: gen/memsvc/v1/memory_pb2.py",
     ]
