@@ -53,6 +53,8 @@ class Harness:
     database: Any
     add_many: Callable[[Sequence[Draft]], list[Memory]]
     sql: Callable[[str, Sequence[Any]], list[tuple]]
+    #: A time as `sql` takes it for a memories column (SQLite stores ISO text).
+    moment: Callable[[datetime], Any]
 
 
 def _harness(index: Any, database: Any, backend: Any, placeholder: str,
@@ -70,12 +72,12 @@ def _harness(index: Any, database: Any, backend: Any, placeholder: str,
                                                  key=d.key, expires_at=d.expires_at, keep=d.keep) for d in drafts])
         for d, r in zip(drafts, results):  # the one thing no engine route does: make a memory old
             if d.created_at is not None:
-                sql("UPDATE memories SET created_at = ? WHERE id = ?", (backdated(d.created_at), r.id))
+                sql("UPDATE memories SET created_at = ? WHERE id = ?", (moment(d.created_at), r.id))
         found = backend.get_many([r.id for r in results])
         return [found[r.id] for r in results]
 
-    backdated = iso if placeholder == "?" else (lambda moment: moment)
-    return Harness(index, database, add_many, sql)
+    moment = iso if placeholder == "?" else (lambda when: when)
+    return Harness(index, database, add_many, sql, moment)
 
 
 def _sqlite(request: pytest.FixtureRequest) -> Harness:
@@ -312,8 +314,7 @@ def test_update_scope_moves_the_filter_columns_without_re_embedding(h: Harness) 
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2"), query, 5)) == [first.memory_id]
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s1"), query, 5)) == [second.memory_id]
     assert h.index.stored_vector(first.memory_id) == stored and h.index.count() == 2
-    h.sql("UPDATE memories SET expires_at = ? WHERE memory_id = ?",
-          (iso(NOW + DAY) if isinstance(h.index, SqliteVecIndex) else NOW + DAY, first.memory_id))
+    # The vector's expiry moved too (its row in memories still never expires).
     assert h.index.search(_scope(session_only=True, session_id="s2", now=NOW + 2 * DAY), query, 5) == []
     unknown = Memory(**{**first.__dict__, "memory_id": first.memory_id + 1000})
     assert h.index.update_scope([unknown]) == 0
