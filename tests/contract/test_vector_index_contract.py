@@ -269,37 +269,46 @@ def test_a_rare_owner_among_many_near_vectors_still_gets_its_k_nearest(h: Harnes
     assert _hit_ids(hits) == _cosine_order(memories[3000:], rare, query, 5)
 
 
+def _with_nearest_out_of_scope(vectors: np.ndarray, query: np.ndarray, out: Sequence[int]) -> np.ndarray:
+    """`vectors` with the rows `out` replaced by the query itself: out of scope but nearer
+    than anything in scope, so a scope applied after a top-k would leave too few."""
+    vectors = vectors.copy()
+    vectors[list(out)] = query
+    return vectors
+
+
 def test_session_scope_returns_only_that_sessions_vectors(h: Harness) -> None:
-    vectors = _vectors(9, 15)
-    memories = _indexed(h, _drafts(3, session_id="s1") + _drafts(3, session_id="s2") + _drafts(3), vectors)
     query = _vectors(1, 16)[0]
-    s1 = h.index.search(_scope(session_only=True, session_id="s1"), query, 10)
-    assert _hit_ids(s1) == _cosine_order(memories[:3], vectors[:3], query, 10)
-    none = h.index.search(_scope(session_only=True, session_id=None), query, 10)
-    assert _hit_ids(none) == _cosine_order(memories[6:], vectors[6:], query, 10)
+    vectors = _with_nearest_out_of_scope(_vectors(9, 15), query, range(3, 6))
+    memories = _indexed(h, _drafts(3, session_id="s1") + _drafts(3, session_id="s2") + _drafts(3), vectors)
+    s1 = h.index.search(_scope(session_only=True, session_id="s1"), query, 3)
+    assert _hit_ids(s1) == _cosine_order(memories[:3], vectors[:3], query, 3)
+    none = h.index.search(_scope(session_only=True, session_id=None), query, 3)
+    assert _hit_ids(none) == _cosine_order(memories[6:], vectors[6:], query, 3)
     assert h.index.search(_scope(session_only=True, session_id="s9"), query, 10) == []
     assert len(h.index.search(_scope(), query, 10)) == 9  # not session-only: every session
 
 
 def test_expired_vectors_are_not_returned(h: Harness) -> None:
-    vectors = _vectors(4, 17)
+    query = _vectors(1, 18)[0]
+    vectors = _with_nearest_out_of_scope(_vectors(4, 17), query, [0, 1])
     memories = _indexed(h, [Draft("gone", expires_at=NOW - HOUR), Draft("at now", expires_at=NOW),
                             Draft("later", expires_at=NOW + HOUR), Draft("never")], vectors)
-    hits = h.index.search(_scope(), _vectors(1, 18)[0], 10)
+    hits = h.index.search(_scope(), query, 2)
     assert set(_hit_ids(hits)) == {memories[2].memory_id, memories[3].memory_id}
-    later = h.index.search(_scope(now=NOW + DAY), _vectors(1, 18)[0], 10)
+    later = h.index.search(_scope(now=NOW + DAY), query, 1)
     assert _hit_ids(later) == [memories[3].memory_id]
 
 
 def test_retention_hides_old_vectors_unless_kept(h: Harness) -> None:
-    vectors = _vectors(3, 19)
+    query = _vectors(1, 20)[0]
+    vectors = _with_nearest_out_of_scope(_vectors(3, 19), query, [0])
     old, kept, new = _indexed(h, [Draft("old", created_at=NOW - 30 * DAY),
                                   Draft("old kept", created_at=NOW - 30 * DAY, keep=True),
                                   Draft("new", created_at=NOW - HOUR)], vectors)
-    query = _vectors(1, 20)[0]
-    recent = h.index.search(_scope(created_after=NOW - 7 * DAY), query, 10)
+    recent = h.index.search(_scope(created_after=NOW - 7 * DAY), query, 2)
     assert set(_hit_ids(recent)) == {kept.memory_id, new.memory_id}
-    assert len(h.index.search(_scope(), query, 10)) == 3
+    assert _hit_ids(h.index.search(_scope(), query, 1)) == [old.memory_id]
 
 
 def test_update_scope_moves_the_filter_columns_without_re_embedding(h: Harness) -> None:
