@@ -82,7 +82,7 @@ class App:
                    qdrant_settings=qdrant_settings,
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
                                                retrieval=retriever.status, backends=backends.check_all,
-                                               reindex=reindexer.status),
+                                               reindex=reindexer.status, keyword_backend=stores.info.keyword_name),
                    reindexer=reindexer, metrics=metrics, credentials=Credentials(stores.credential_store),
                    backends=backends, stores=stores)
 

@@ -39,8 +39,9 @@ class Introspection:
     def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
                  qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]],
                  backends: Callable[[], list[BackendStatus]] | None = None,
-                 reindex: Callable[[], ReindexStatus] | None = None):
+                 reindex: Callable[[], ReindexStatus] | None = None, keyword_backend: str = "FTS5"):
         self._keyword_probe = keyword_probe
+        self._keyword_backend = keyword_backend  # what answers keyword search: SQLite's FTS5 or PostgreSQL's
         self._vectors = vectors
         self._settings = settings
         self._qdrant_settings = qdrant_settings
@@ -57,7 +58,7 @@ class Introspection:
         keyword_ok, keyword_error = self._keyword_probe()
         vector = self._vectors.state(settings)
         return {
-            "keyword": {"available": keyword_ok, "backend": "FTS5", "reason": keyword_error},
+            "keyword": {"available": keyword_ok, "backend": self._keyword_backend, "reason": keyword_error},
             "embedding": self._vectors.embeddings.status(settings),
             "vector_store": {"backend": vector.backend, "available": vector.available, "row_count": vector.row_count,
                              "needs_reindex": vector.needs_reindex, "reason": vector.reason,

@@ -256,7 +256,7 @@ class VectorTier:
 
     def state(self, settings: MemorySettings) -> VectorState:
         qdrant_selected = settings.vector_store == "qdrant"
-        backend = "qdrant" if qdrant_selected else "sqlite-vec"
+        backend = "qdrant" if qdrant_selected else self.sqlite.name  # "sqlite-vec" or "pgvector"
         if not self.sqlite.available:
             return VectorState(backend, False, 0, self._safe(self.sqlite.pending_count),
                                "the sqlite-vec extension is not loaded", None)

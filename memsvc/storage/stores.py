@@ -37,6 +37,8 @@ class StoreInfo:
     db_path: str | None
     #: "sqlite-vec" or "pgvector".
     vector_name: str
+    #: What answers keyword search (GetEngineStatus keyword.backend).
+    keyword_name: str
 
 
 @dataclass
@@ -122,7 +124,7 @@ def _sqlite_admin(config: Config) -> AdminStores:
 
     database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(),
                         cache_mb=config.sqlite_cache_mb)
-    info = StoreInfo("sqlite", str(config.db_path), str(config.db_path), "sqlite-vec")
+    info = StoreInfo("sqlite", str(config.db_path), str(config.db_path), "sqlite-vec", "FTS5")
     return AdminStores(info, database, SqliteSettingsStore(database), SqliteCredentialStore(database),
                        SqliteLeaseStore(database), lambda: apply_migrations(database),
                        lambda: current_version(database),
@@ -139,7 +141,7 @@ def _postgres_admin(config: Config) -> AdminStores:
 
     assert config.database_url is not None
     database = PgDatabase(config.database_url, max_size=config.database_pool_size)
-    info = StoreInfo("postgresql", config.database_location, None, "pgvector")
+    info = StoreInfo("postgresql", config.database_location, None, "pgvector", "PostgreSQL full-text search")
     probe = PgVectorIndex(database)
     return AdminStores(info, database, PgSettingsStore(database), PgCredentialStore(database),
                        PgLeaseStore(database), lambda: apply_migrations(database),
