@@ -53,10 +53,28 @@ def _sqlite(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
     return Store(backend, backdate)
 
 
+def _postgres(tmp_path: Path, request: pytest.FixtureRequest) -> Store:
+    """A database of the test's own on the run's real PostgreSQL (the `postgres_db_url`
+    fixture); imported here, so the SQLite entries need no PostgreSQL."""
+    from memsvc.storage.postgres.database import PgDatabase
+    from memsvc.storage.postgres.memory_backend import PgMemoryBackend
+
+    database = PgDatabase(request.getfixturevalue("postgres_db_url"))
+    backend = PgMemoryBackend(database)
+    backend.initialize()
+
+    def backdate(memory_id: str, when: datetime) -> None:
+        with database.write() as conn:
+            conn.execute("UPDATE memories SET created_at = %s WHERE id = %s", (when, memory_id))
+
+    return Store(backend, backdate)
+
+
 #: name -> factory(tmp_path, request) giving a fresh initialized store. A factory that needs
 #: a server takes it from `request.getfixturevalue(...)`.
 FACTORIES: dict[str, Callable[[Path, pytest.FixtureRequest], Store]] = {
     "sqlite": _sqlite,
+    "postgres": _postgres,
 }
 
 
