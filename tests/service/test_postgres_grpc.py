@@ -174,6 +174,13 @@ def test_qdrant_local_mode_is_refused_with_a_shared_store_and_nothing_is_saved(r
     assert stubs.settings.GetQdrantSettings(spb.GetQdrantSettingsRequest(), timeout=10) == before
 
 
+def test_metrics_have_no_database_file_gauges_with_postgresql(replicas):
+    server = replicas()
+    names = {family.name for family in server.app.metrics.registry.collect()}
+    assert "memsvc_rpc" in names and "memsvc_embedding_cache" in names
+    assert "memsvc_db_size_bytes" not in names and "memsvc_data_free_bytes" not in names
+
+
 def test_the_password_of_the_url_is_in_no_answer(replicas):
     server = replicas()
     stubs = server.stubs()
