@@ -34,6 +34,8 @@ LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.02
 class StateSources:
     """Callables the collector reads at scrape time; any may be None."""
 
+    #: The SQLite file. None with PostgreSQL (its files are the database server's, and the
+    #: data dir's free space says nothing about them): no size or free-space gauges then.
     db_path: str | None = None
     embedding_cache: Callable[[], Mapping[str, int]] | None = None
     reindex: Callable[[], Mapping[str, float]] | None = None

@@ -5,7 +5,8 @@ worker processes, each a complete gRPC server (its own App, database connections
 background writers and health servicer) bound to the same port with SO_REUSEPORT; the
 kernel spreads connections over them.
 
-What runs once, in the parent: the migrations (before any worker starts), the Envoy
+What runs once, in the parent: the migrations of the configured store, SQLite or the
+shared PostgreSQL (before any worker starts), the Envoy
 gateway, the MCP HTTP server and /metrics (every worker's counters and histograms summed,
 through prometheus_client's multiprocess files). The parent reserves the port first: it
 checks that no other program holds it, then keeps it bound (not listening) with
@@ -22,7 +23,9 @@ fork of a process running gRPC threads. Each:
 
 Qdrant's local mode locks its folder for one process, so several processes never use it:
 with local Qdrant already enabled in the stored settings, `serve` runs one process and logs
-why (setting a local path while several processes serve is refused).
+why (setting a local path while several processes serve is refused). With a shared
+PostgreSQL store local mode is refused at start instead: replicas on other hosts could not
+share the folder, so one process would not help.
 """
 
 from __future__ import annotations
