@@ -190,3 +190,20 @@ def test_the_password_of_the_url_is_in_no_answer(replicas):
     assert all(PASSWORD not in str(answer) for answer in answers)
     assert PASSWORD not in repr(server.config) and PASSWORD not in server.app.stores.info.location
     assert server.app.stores.info.location.startswith("postgresql://postgres:***@127.0.0.1:")
+
+
+def test_batches_summarize_candidates_and_clear_run_on_postgres(replicas, postgres_db_url):
+    stubs = replicas().stubs()
+    batch = stubs.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=[
+        mpb.CreateMemoryRequest(api_key_id="pg-batch", content=f"batch memory {i}", type="episodic")
+        for i in range(3)]), timeout=10)
+    assert (batch.stored_count, batch.failed_count) == (3, 0)
+    rows(postgres_db_url, "UPDATE memories SET created_at = now() - interval '30 days', "
+                          "updated_at = now() - interval '30 days' RETURNING id")
+    dry = stubs.engine.Summarize(epb.SummarizeRequest(api_key_id="pg-batch", older_than_days=7, dry_run=True),
+                                 timeout=30)
+    assert sorted(c.id for c in dry.candidates) == sorted(r.id for r in batch.results) and dry.deleted_count == 0
+    assert rows(postgres_db_url, "SELECT count(*) FROM memories WHERE api_key_id = 'pg-batch'") == [(3,)]
+    cleared = stubs.memory.ClearMemories(mpb.ClearMemoriesRequest(api_key_id="pg-batch"), timeout=10)
+    assert cleared.deleted_count == 3
+    assert rows(postgres_db_url, "SELECT count(*) FROM memories") == [(0,)]
