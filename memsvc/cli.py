@@ -1,4 +1,4 @@
-"""`memsvc serve | migrate | gateway | build-models | reindex | status | memories`: the operator's entry points."""
+"""`memsvc serve | migrate | gateway | gateway-config | build-models | reindex | status | memories`: the operator's entry points."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from memsvc import config as cfg
 from memsvc.cli_admin import add_commands, run_client_command
 from memsvc.cli_models import add_command as add_build_models_command
 from memsvc.cli_tokens import add_commands as add_token_commands
+from memsvc.gateway import command as gateway_command
 from memsvc.client import ClientError
 from memsvc.core.errors import StorageVersionError, UnavailableError
 from memsvc.logs import configure
@@ -63,11 +64,12 @@ def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
 
 
 def _gateway(conf: cfg.Config, args: argparse.Namespace) -> int:
-    """Envoy in the foreground for a server running elsewhere; it dies with this process
-    (started from the main thread, see memsvc.gateway.launcher). Returns Envoy's exit code."""
+    """Envoy in the foreground for a server running elsewhere (or for several replicas,
+    `--replica`); it dies with this process (started from the main thread, see
+    memsvc.gateway.launcher). Returns Envoy's exit code."""
     from memsvc.gateway.launcher import Gateway, GatewayError
 
-    gateway = Gateway.for_config(conf, grpc_port=conf.grpc_port)
+    gateway = Gateway.for_config(conf, grpc_port=conf.grpc_port, replicas=gateway_command.replicas(args))
     if args.write_only:
         print(gateway.write_config())
         return 0
@@ -110,6 +112,8 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--ready-fd", type=int, default=None, help=argparse.SUPPRESS)
         if name == "gateway":
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
+            gateway_command.add_replica_option(sub)
+    gateway_command.add_command(commands)
     add_commands(commands)
     add_build_models_command(commands)
     add_mcp_command(commands)
