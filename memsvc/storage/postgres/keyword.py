@@ -18,7 +18,8 @@ are the scope owner's (every owner's for a scope across owners), as the SQLite p
 per-owner postings give: N = the owner's memories, n = those holding the word, idf =
 max(log((N − n + 0.5) / (n + 0.5)), 1e-6); the row's length is its number of distinct
 lexemes (`length(search)`), against the owner's average. Term frequencies are read from the
-row's tsvector positions, for the rows the GIN index matched inside the scope only. N, the
+row's tsvector positions (a word the configuration splits into several lexemes counts each,
+with the word's idf), for the rows the GIN index matched inside the scope only. N, the
 average and n are counted at most once per `STATS_TTL_S` per owner and word: they only need
 to be roughly right, and counting them costs a scan of the owner's rows. As on SQLite, a
 word held by more than a tenth of a large owner's memories selects no candidates on its own
@@ -46,24 +47,21 @@ from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, scope_clause
 STATS_TTL_S = DOC_COUNT_TTL_S
 _MIN_IDF = 1e-6
 
-# The words' tsqueries: one per word whose tsquery is not empty (a word the english
-# configuration drops as a stop word has none), with the word's lexemes and its idf.
-_WORDS_CTE = (
-    "WITH w AS (SELECT q, tsvector_to_array(to_tsvector('english', t.word)) AS lexemes, t.idf "
-    "FROM unnest(%s::text[], %s::float8[]) AS t(word, idf), LATERAL plainto_tsquery('english', t.word) AS q "
-    "WHERE numnode(q) > 0) "
-)
-# A row's BM25: Σ idf·tf·(k1+1) / (tf + k1·(1−b) + k1·b·dl/avgdl), tf from the positions of
-# the word's lexemes in the row's tsvector.
-_SCORE = (
-    "LATERAL (SELECT sum(w.idf * f.tf * %s / (f.tf + %s + %s * length(m.search))) AS score FROM w, "
-    "LATERAL (SELECT coalesce(sum(cardinality(u.positions)), 0)::float8 AS tf FROM unnest(m.search) AS u "
-    "WHERE u.lexeme = ANY(w.lexemes)) AS f) AS s"
-)
-_MATCH = "m.search @@ (SELECT string_agg('(' || w.q::text || ')', ' | ')::tsquery FROM w)"
-_DOC_FREQ = (
-    "SELECT t.word, CASE WHEN numnode(q) = 0 THEN 0 ELSE (SELECT count(*) FROM memories m "
-    "WHERE m.search @@ q{owner}) END FROM unnest(%s::text[]) AS t(word), LATERAL plainto_tsquery('english', t.word) AS q"
+# The ORed tsquery of the words: one tsquery per word (none for a word the english
+# configuration drops as a stop word), joined by the server from their own text form.
+_QUERY = ("(SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM unnest(%s::text[]) AS t(word), "
+          "LATERAL plainto_tsquery('english', t.word) AS q WHERE numnode(q) > 0)")
+# A row's BM25: Σ idf·tf·(k1+1) / (tf + k1·(1−b) + k1·b·dl/avgdl) over the query's lexemes
+# the row holds, tf = the lexeme's positions in the row's tsvector: one pass over the row's
+# lexemes (a lexeme's idf is its word's, found by its place in the lexeme array).
+_SCORE = ("(SELECT sum((%s::float8[])[array_position(%s::text[], u.lexeme)] * cardinality(u.positions) * %s"
+          " / (cardinality(u.positions) + %s + %s * length(m.search))) FROM unnest(m.search) AS u"
+          " WHERE u.lexeme = ANY(%s::text[]))")
+# Per word: its lexemes and how many memories (of the owner) hold it.
+_WORD_STATS = (
+    "SELECT t.word, tsvector_to_array(to_tsvector('english', t.word)), CASE WHEN numnode(q) = 0 THEN 0 "
+    "ELSE (SELECT count(*) FROM memories m WHERE m.search @@ q{owner}) END "
+    "FROM unnest(%s::text[]) AS t(word), LATERAL plainto_tsquery('english', t.word) AS q"
 )
 _CORPUS = "SELECT count(*), coalesce(avg(length(m.search)), 0) FROM memories m{owner}"
 
@@ -83,17 +81,18 @@ def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, fl
     return stats.get_or_load(("corpus", owner), load)
 
 
-def _doc_freqs(conn: Any, owner: str | None, words: Sequence[str], stats: TtlCache[Any]) -> dict[str, int]:
-    """How many of the owner's memories hold each word; the uncached ones counted in one
-    statement (a GIN lookup of the word, then the owner's rows among them)."""
-    found = {w: stats.get(("df", owner, w)) for w in words}
-    missing = [w for w, n in found.items() if n is None]
+def _word_stats(conn: Any, owner: str | None, words: Sequence[str],
+                stats: TtlCache[Any]) -> dict[str, tuple[int, tuple[str, ...]]]:
+    """word → (how many of the owner's memories hold it, its lexemes); the uncached words
+    counted in one statement (a GIN lookup of the word, then the owner's rows among them)."""
+    found = {w: stats.get(("word", owner, w)) for w in words}
+    missing = [w for w, known in found.items() if known is None]
     if missing:
         where, params = (" AND m.api_key_id = %s", [owner]) if owner is not None else ("", [])
-        for word, n in conn.execute(_DOC_FREQ.format(owner=where), [*params, missing]).fetchall():
-            found[word] = int(n)
-            stats.put(("df", owner, word), int(n))
-    return {w: int(n) for w, n in found.items()}
+        for word, lexemes, n in conn.execute(_WORD_STATS.format(owner=where), [*params, missing]).fetchall():
+            found[word] = (int(n), tuple(lexemes))
+            stats.put(("word", owner, word), found[word])
+    return found
 
 
 def selective(words: list[str], df: dict[str, int], n_docs: int) -> list[str]:
@@ -115,6 +114,18 @@ def idf(n_docs: int, n: int) -> float:
     return max(math.log((n_docs - n + 0.5) / (n + 0.5)), _MIN_IDF)
 
 
+def _lexeme_weights(words: Sequence[str], known: dict[str, tuple[int, tuple[str, ...]]],
+                    n_docs: int) -> tuple[list[str], list[float]]:
+    """The query's lexemes and each one's idf (its word's; the highest when two words share
+    one)."""
+    weights: dict[str, float] = {}
+    for word in words:
+        n, lexemes = known[word]
+        for lexeme in lexemes:
+            weights[lexeme] = max(weights.get(lexeme, 0.0), idf(n_docs, n))
+    return list(weights), list(weights.values())
+
+
 def search(conn: Any, scope: SearchScope, text: str, limit: int, stats: TtlCache[Any]) -> list[KeywordHit]:
     """The best `limit` memories of the scope for the words of `text`, best (highest BM25)
     first; ties newest memory_id first."""
@@ -123,16 +134,19 @@ def search(conn: Any, scope: SearchScope, text: str, limit: int, stats: TtlCache
         return []
     owner = scope.api_key_id
     n_docs, avgdl = _corpus(conn, owner, stats)
-    df = _doc_freqs(conn, owner, words, stats)
+    known = _word_stats(conn, owner, words, stats)
+    df = {w: n for w, (n, _) in known.items()}
     n_docs = max(n_docs, *df.values())  # counts cached at different moments
     words = selective(words, df, n_docs)
-    weights = [idf(n_docs, df[w]) for w in words]
+    lexemes, weights = _lexeme_weights(words, known, n_docs)
+    if not lexemes:
+        return []
     fixed, per_lexeme = BM25_K1 * (1 - BM25_B), BM25_K1 * BM25_B / max(avgdl, 1.0)
     where, params = scope_clause(scope)
     rows = conn.execute(
-        f"{_WORDS_CTE}SELECT {M_COLUMNS}, s.score FROM memories m, {_SCORE} WHERE {_MATCH} AND {where} "
-        "ORDER BY s.score DESC, m.memory_id DESC LIMIT %s",
-        [words, weights, BM25_K1 + 1, fixed, per_lexeme, *params, limit]).fetchall()
+        f"SELECT {M_COLUMNS}, s.score FROM memories m, LATERAL {_SCORE} AS s(score) "
+        f"WHERE m.search @@ {_QUERY} AND {where} ORDER BY s.score DESC, m.memory_id DESC LIMIT %s",
+        [weights, lexemes, BM25_K1 + 1, fixed, per_lexeme, lexemes, words, *params, limit]).fetchall()
     return [KeywordHit(row_to_memory(row[:-1]), float(row[-1] or 0.0)) for row in rows]
 
 
