@@ -25,7 +25,6 @@ import pytest
 import yaml
 
 from conftest import Rest
-from memsvc import cli
 from memsvc.gateway.launcher import UnixHTTPConnection
 from memsvc.v1 import memory_pb2, memory_pb2_grpc
 from support.processes import wait_gone
@@ -172,12 +171,17 @@ def test_a_killed_replica_costs_no_request_and_the_probe_serves_while_one_replic
     assert (status, body["code"]) == (503, 14), body
 
 
-def test_gateway_config_prints_what_the_gateway_runs_for_the_listed_replicas(tmp_path: Path, capsys):
+def _memsvc(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "memsvc", *args], capture_output=True, text=True, timeout=60)
+
+
+def test_gateway_config_prints_what_the_gateway_runs_for_the_listed_replicas(tmp_path: Path):
     listed = ["--replica", "10.0.0.1:50051", "--replica", "10.0.0.2:50051", "--replica", "[fd00::3]:50061"]
-    assert cli.main(["gateway-config", "--data-dir", str(tmp_path), *listed]) == 0
-    printed = capsys.readouterr().out
-    assert cli.main(["gateway", "--write-only", "--data-dir", str(tmp_path), *listed]) == 0
-    assert (tmp_path / "envoy.yaml").read_text() == printed
+    printed = _memsvc("gateway-config", "--data-dir", str(tmp_path), *listed)
+    assert printed.returncode == 0, printed.stderr
+    assert _memsvc("gateway", "--write-only", "--data-dir", str(tmp_path), *listed).returncode == 0
+    assert (tmp_path / "envoy.yaml").read_text() == printed.stdout
+    printed = printed.stdout
     cluster = next(c for c in yaml.safe_load(printed)["static_resources"]["clusters"] if c["name"] == "memsvc_grpc")
     addresses = [e["endpoint"]["address"]["socket_address"] for e in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]]
     assert [(a["address"], a["port_value"]) for a in addresses] == [("10.0.0.1", 50051), ("10.0.0.2", 50051), ("fd00::3", 50061)]
@@ -188,7 +192,6 @@ def test_gateway_config_prints_what_the_gateway_runs_for_the_listed_replicas(tmp
     (["--replica", "10.0.0.1:50051", "--replica", "10.0.0.1:50051"], "listed more than once"),
 ])
 def test_a_wrong_replica_list_is_refused_and_nothing_is_written(tmp_path: Path, listed, message):
-    result = subprocess.run([sys.executable, "-m", "memsvc", "gateway", "--write-only", "--data-dir", str(tmp_path),
-                             *listed], capture_output=True, text=True, timeout=60)
+    result = _memsvc("gateway", "--write-only", "--data-dir", str(tmp_path), *listed)
     assert result.returncode == 2 and message in result.stderr, result.stderr
     assert not (tmp_path / "envoy.yaml").exists()
