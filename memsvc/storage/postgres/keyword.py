@@ -17,13 +17,13 @@ the rarest word of the query, where SQLite's bm25 puts the rare one first. The f
 are the scope owner's (every owner's for a scope across owners), as the SQLite path's
 per-owner postings give: N = the owner's memories, n = those holding the word, idf =
 max(log((N − n + 0.5) / (n + 0.5)), 1e-6); the row's length is its number of distinct
-lexemes (`length(search)`), against the owner's average. Term frequencies are read from the
-row's tsvector positions (a word the configuration splits into several lexemes counts each,
-with the word's idf), for the rows the GIN index matched inside the scope only. N, the
-average and n are counted at most once per `STATS_TTL_S` per owner and word: they only need
-to be roughly right, and counting them costs a scan of the owner's rows. As on SQLite, a
-word held by more than a tenth of a large owner's memories selects no candidates on its own
-when the query has rarer ones.
+lexemes (`length(search)`), against the average of the owner's newest AVG_SAMPLE rows. Term
+frequencies are read from the row's tsvector positions (a word the configuration splits
+into several lexemes counts each, with the word's idf), for the rows the GIN index matched
+inside the scope only. N, the average and n are counted at most once per `STATS_TTL_S` per
+owner and word: they only need to be roughly right, and counting them costs a pass over the
+owner's index entries. As on SQLite, a word held by more than a tenth of a large owner's
+memories selects no candidates on its own when the query has rarer ones.
 
 CJK text: the `english` configuration does not split scripts written without spaces, so a
 run of CJK characters is indexed as one lexeme and the words of a question never match
@@ -63,7 +63,11 @@ _WORD_STATS = (
     "ELSE (SELECT count(*) FROM memories m WHERE m.search @@ q{owner}) END "
     "FROM unnest(%s::text[]) AS t(word), LATERAL plainto_tsquery('english', t.word) AS q"
 )
-_CORPUS = "SELECT count(*), coalesce(avg(length(m.search)), 0) FROM memories m{owner}"
+# N, and the average row length over the newest AVG_SAMPLE rows (read through an index, so
+# its cost does not grow with the owner's memories; an average needs no more).
+AVG_SAMPLE = 1000
+_CORPUS = ("SELECT (SELECT count(*) FROM memories m{owner}), (SELECT coalesce(avg(length(s.search)), 0) "
+           "FROM (SELECT m.search FROM memories m{owner} ORDER BY {order} LIMIT %s) AS s)")
 
 
 def stats_cache() -> TtlCache[Any]:
@@ -72,10 +76,14 @@ def stats_cache() -> TtlCache[Any]:
 
 
 def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, float]:
-    """(N, average row length) over the owner's memories (every owner's for None)."""
+    """(N, average row length) of the owner's memories (every owner's for None)."""
     def load() -> tuple[int, float]:
-        where, params = (" WHERE m.api_key_id = %s", [owner]) if owner is not None else ("", [])
-        count, avg = conn.execute(_CORPUS.format(owner=where), params).fetchone()
+        if owner is None:
+            sql, params = _CORPUS.format(owner="", order="m.memory_id DESC"), [AVG_SAMPLE]
+        else:
+            sql = _CORPUS.format(owner=" WHERE m.api_key_id = %s", order="m.created_at DESC, m.memory_id DESC")
+            params = [owner, owner, AVG_SAMPLE]
+        count, avg = conn.execute(sql, params).fetchone()
         return int(count), float(avg)
 
     return stats.get_or_load(("corpus", owner), load)
