@@ -24,6 +24,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -101,13 +102,15 @@ def single(fn, reqs: list, rounds: int) -> dict:
     return {"p50_ms": agg(p50s), "p99_ms": agg(p99s), "calls_per_round": len(reqs)}
 
 
-def concurrent(port: int, path: str, response_type, reqs: list, clients: int, per_client: int,
+def concurrent(port: int | Sequence[int], path: str, response_type, reqs: list, clients: int, per_client: int,
                rounds: int) -> dict:
     """`clients` concurrent callers (grpc.aio, one channel each), each making `per_client`
     calls of the method at `path` back to back, responses parsed as a client would;
-    throughput = calls / wall time."""
+    throughput = calls / wall time. Several ports (replicas): client i calls port i mod n."""
+    ports = [port] if isinstance(port, int) else list(port)
+
     async def one_round() -> float:
-        channels = [aio_channel(port) for _ in range(clients)]
+        channels = [aio_channel(ports[i % len(ports)]) for i in range(clients)]
         calls = [ch.unary_unary(path, request_serializer=type(reqs[0]).SerializeToString,
                                 response_deserializer=response_type.FromString) for ch in channels]
 

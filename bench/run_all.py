@@ -7,8 +7,9 @@ The first run also builds what later runs reuse from bench/.cache/: the static m
 database (about 8–9 minutes) and the 100k-vector KNN databases (about 1 minute). With those
 cached, the whole run takes under 10 minutes on the 2-core machine. Each script can also be
 run alone (bench/hot_path.py, profile_retrieve.py, knn_bench.py, writes_bench.py,
-reindex_bench.py, startup_bench.py, quality_bench.py, extraction_bench.py, realtalk_bench.py
-— the last reads the REALTALK conversations from ../shared/data/realtalk/, or REALTALK_DIR).
+replicas_bench.py, reindex_bench.py, startup_bench.py, quality_bench.py, extraction_bench.py,
+realtalk_bench.py — the last reads the REALTALK conversations from ../shared/data/realtalk/, or
+REALTALK_DIR; replicas_bench.py starts a PostgreSQL of its own from the dev extra).
 The quality benches run in the same run as the speed ones, so a speed change that costs
 retrieval quality shows in the same summary. BENCH_RESULTS=DIR writes a trial run's results
 there instead of bench/results/.
@@ -26,8 +27,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import (  # noqa: E402
-    extraction_bench, hot_path, knn_bench, profile_retrieve, quality_bench, realtalk_bench, reindex_bench, startup_bench,
-    writes_bench,
+    extraction_bench, hot_path, knn_bench, profile_retrieve, quality_bench, realtalk_bench, reindex_bench, replicas_bench,
+    startup_bench, writes_bench,
 )
 from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
 from bench.dataset import ensure_all  # noqa: E402
@@ -38,6 +39,7 @@ STEPS = [
     ("hot_path", "Hot path", hot_path),
     ("profile_retrieve", "Where a Retrieve's time goes", profile_retrieve),
     ("writes", "Writes", writes_bench),
+    ("replicas", "Scale-out: replicas on one PostgreSQL", replicas_bench),
     ("reindex", "Reindex throughput", reindex_bench),
     ("quality", "Retrieval quality", quality_bench),
     ("extraction", "Extraction quality", extraction_bench),
@@ -50,6 +52,7 @@ QUICK = {
     "hot_path": {"calls": 20, "big_calls": 5, "rounds": 1, "per_client": 3, "sizes": (10_000,)},
     "profile_retrieve": {"calls": 30, "seconds": 4},
     "writes": {"creates": 400, "rounds": 1, "batches": 4},
+    "replicas": {"facts": 2_000, "calls": 20, "rounds": 1, "per_client": 3},
 }
 
 
