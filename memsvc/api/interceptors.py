@@ -204,11 +204,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
 
     async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
         handler = await continuation(details)
-        if handler is None or _is_exempt(details.method) or not self._enabled():
+        if handler is None or _is_exempt(details.method):
             return handler
         method = details.method
         header = _metadata(details, "authorization")
-        credential = self._authenticate(header)
+        try:
+            if not self._enabled():
+                return handler
+            credential = self._authenticate(header)
+        except MemsvcError as exc:  # the credential store is unreachable (a shared database restarting)
+            return _failing(handler, method, exc)
         if credential is None and header is None and admits_anonymous(method):
             credential = ANONYMOUS
         if handler.request_streaming:
@@ -243,6 +248,20 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return run_checked
 
         return _wrap(handler, unary, stream)
+
+
+def _failing(handler: grpc.RpcMethodHandler, method: str, exc: MemsvcError) -> grpc.RpcMethodHandler:
+    """`handler` ending every call with `exc`'s status (UNAVAILABLE when the credentials
+    could not be read): an exception raised while choosing the handler would reach the
+    client as UNKNOWN, with the exception's text."""
+    async def fail(request, context):
+        await abort(context, exc, method)
+
+    async def fail_stream(request, context):
+        await abort(context, exc, method)
+        yield  # pragma: no cover - abort raises
+
+    return _wrap(handler, lambda _: fail, lambda _: fail_stream)
 
 
 def _audit(credential: Credential | None, method: str, tenant: str, code: Any) -> None:

@@ -92,7 +92,10 @@ def _apply_one(db: PgDatabase, version: int, name: str, sql: str, known: int) ->
 
 
 def _lock(conn: psycopg.Connection) -> None:
-    """Wait for the runners of other replicas; released when this transaction ends."""
+    """Wait for the runners of other replicas; released when this transaction ends. A
+    migration may build an index over every row and another replica's may hold the lock
+    that long: the statement timeout that bounds requests is lifted for this transaction."""
+    conn.execute("SET LOCAL statement_timeout = 0")
     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_KEY,))
 
 
