@@ -221,6 +221,9 @@ def remote_source(three: Cluster, gated: GatedModels) -> Iterator[GatedModels]:
 
 
 def test_a_reindex_through_one_replica_runs_once_and_is_refused_through_the_others(three: Cluster, remote_source):
+    """The job's source is a loopback model server that holds its second embedding call until
+    the test releases it, so the job is running while the others are asked, whatever the
+    machine's speed (a fast local model could finish before they are)."""
     a, b, c = three.replicas.values()
     who = owner("reindex")
     batch = [mpb.CreateMemoryRequest(api_key_id=who, content=f"memory {i} about topic {i % 13}")
