@@ -18,9 +18,10 @@ import statistics
 import subprocess
 import sys
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -421,6 +422,23 @@ def server_shape(server: "ServerProc") -> dict[str, Any]:
     return {"MEMSVC_PROCESSES": "unset" if asked is None else str(asked),
             "option_known": processes_option(), "cores": os.cpu_count(),
             "serving_processes": listening_sockets(server.port), "process_tree": process_tree(server.pid)}
+
+
+# ------------------------------------------------------------------------------- PostgreSQL
+
+
+@contextmanager
+def postgres() -> Iterator[Any]:
+    """A PostgreSQL 16 + pgvector of the bench's own (tests/support/postgres.py: the dev
+    extra's binaries on a free loopback port, fsync off as in the tests), stopped and removed
+    when the block ends."""
+    tests = str(ROOT / "tests")
+    if tests not in sys.path:
+        sys.path.insert(0, tests)
+    from support.postgres import running_postgres
+
+    with running_postgres() as server:
+        yield server
 
 
 # ------------------------------------------------------------------------------- in-process engine

@@ -1,7 +1,8 @@
 """Retrieval quality on a labeled set (bench/quality_set.py): recall@5, recall@10 and MRR
 for exact ("recent"), keyword (FTS5), semantic and hybrid with the static model and with
 MiniLM — with the per-query latency of each beside it, so quality is never traded for
-speed silently. Hybrid is measured with each candidate fusion (the
+speed silently. The keyword-only row is also measured on a PostgreSQL store (a server the
+bench starts, tests/support/postgres.py): its full-text search ranking beside FTS5's. Hybrid is measured with each candidate fusion (the
 default, equal RRF, weighted RRF, RRF with a small k, a convex combination of normalized
 scores) over the same two lists. Also the FTS5 tokenizer and query-building choices,
 measured on the same set.
@@ -23,7 +24,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, write_results  # noqa: E402
+from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, postgres, write_results  # noqa: E402
 from bench.facts import owner_facts  # noqa: E402
 from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
 
@@ -67,14 +68,17 @@ CANDIDATE_FUSIONS = [  # measured beside the default; None = the server's own (E
     ("convex 0.7 vector + 0.3 keyword", Fusion("convex", _convex)),
     ("gated-convex without the gate", Fusion("ungated-convex", _ungated_convex)),
 ]
+KEYWORD_LABEL = "keyword (FTS5)"
 CONFIGS = [  # (label, settings, strategy, fusion)
     ("exact (recent + keyword score)", OFF, "recent", None),
-    ("keyword (FTS5)", OFF, "semantic", None),
+    (KEYWORD_LABEL, OFF, "semantic", None),
     ("semantic, static", STATIC, "semantic", None),
     *((f"hybrid {name}, static", STATIC, "hybrid", fusion) for name, fusion in CANDIDATE_FUSIONS),
     ("semantic, MiniLM", MINILM, "semantic", None),
     *((f"hybrid {name}, MiniLM", MINILM, "hybrid", fusion) for name, fusion in CANDIDATE_FUSIONS),
 ]
+#: Measured on a PostgreSQL store too (with_postgres_keyword).
+PG_CONFIGS = [("keyword only, PostgreSQL store", OFF, "semantic", None)]
 
 
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
@@ -105,17 +109,19 @@ def _searcher(app, config, strategy: str, fusion: Fusion | None) -> Callable[[st
         retention_days=app.settings.get().retention_days, limit=10))
 
 
-def engine_quality() -> tuple[dict, dict[str, str]]:
+def engine_quality(configs: list = CONFIGS, database_url: str | None = None) -> tuple[dict, dict[str, str]]:
+    """Every configuration's figures over one fresh store: SQLite under bench/.cache, or
+    the PostgreSQL database of `database_url`."""
     from memsvc.app import App
     from memsvc.config import Config
     from memsvc.core.models import NewMemory
 
-    folder = CACHE / "quality"
+    folder = CACHE / ("quality" if database_url is None else "quality-postgres")
     shutil.rmtree(folder, ignore_errors=True)
     # auto_static off: the keyword row's settings (embeddingSource auto, no model enabled)
     # must mean keywords only, not the static model the auto rule would otherwise pick.
     config = Config(data_dir=folder / "data", grpc_port=0, gateway=False, log_level="WARNING",
-                    static_cache_dir=STATIC_CACHE, auto_static=False)
+                    static_cache_dir=STATIC_CACHE, auto_static=False, database_url=database_url)
     app = App.open(config)
     ids: dict[tuple[str, str], str] = {}
     try:
@@ -134,7 +140,7 @@ def engine_quality() -> tuple[dict, dict[str, str]]:
                 ids[(draft.api_key_id, draft.content)] = result.id
         results: dict[str, dict] = {}
         current = None
-        for label, settings, strategy, fusion in CONFIGS:
+        for label, settings, strategy, fusion in configs:
             if settings is not current:
                 app.settings.update(settings)
                 app.vectors.embeddings.warm(app.settings.get())
@@ -217,8 +223,22 @@ def tokenizer_choices() -> dict:
     return out
 
 
+def with_postgres_keyword(engine: dict) -> dict:
+    """The keyword-only row measured again on a PostgreSQL store (its full-text search
+    instead of FTS5), the same facts, the same method, placed beside the SQLite one."""
+    with postgres() as pg:
+        found, _ = engine_quality(PG_CONFIGS, pg.create_database("memsvc_quality"))
+    out = {}
+    for label, row in engine.items():
+        out[label] = row
+        if label == KEYWORD_LABEL:
+            out.update(found)
+    return out
+
+
 def run() -> dict:
     engine, _ = engine_quality()
+    engine = with_postgres_keyword(engine)
     return {"engine": engine, "tokenizers": tokenizer_choices(), "labeled": len(LABELED),
             "distractors": DISTRACTORS_PER_OWNER * len(OWNERS), "owners": len(OWNERS)}
 

@@ -18,6 +18,9 @@ FTS5 BM25 over every word (unicode61), FTS5 BM25 without stopwords and with Port
 dense cosine with the static model and with MiniLM (the server's own models), and equal RRF
 (k = 60) of the stopword+Porter BM25 list with each dense list.
 
+The keyword-only row is also measured with the server on a PostgreSQL store (a server the
+bench starts, tests/support/postgres.py): its full-text search ranking beside FTS5's.
+
 The conversations are split in two halves (odd-numbered chats = half A, where anything tuned
 was fitted; even-numbered = half B, held out); every row is reported on both and overall.
 """
@@ -38,7 +41,7 @@ from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, ROOT, ServerProc, Stubs, Target, md_table, pct, write_results  # noqa: E402
+from bench.common import CACHE, ROOT, ServerProc, Stubs, Target, md_table, pct, postgres, write_results  # noqa: E402
 
 DATA = Path(os.environ.get("REALTALK_DIR", ROOT.parent / "shared" / "data" / "realtalk"))
 KS = (5, 10, 20)
@@ -55,6 +58,8 @@ SERVER_CONFIGS = [  # (label, settings, strategy)
     ("memsvc hybrid, static", STATIC, "hybrid"),
     ("memsvc hybrid, MiniLM", MINILM, "hybrid"),
 ]
+#: Measured with the server on a PostgreSQL store too (with_postgres_keyword).
+PG_CONFIGS = [("memsvc keyword only, PostgreSQL store", KEYWORD, "hybrid")]
 
 
 # ------------------------------------------------------------------------------------ data
@@ -325,21 +330,25 @@ def _wait_ready(stubs: Stubs, conv: Conversation, strategy: str, timeout_s: floa
     return f"still falling back: {reason}"
 
 
-def server_rows(convs: Sequence[Conversation]) -> tuple[dict[str, dict], dict[str, Any]]:
+def server_rows(convs: Sequence[Conversation], configs: Sequence[tuple[str, dict, str]] = SERVER_CONFIGS,
+                database_url: str | None = None) -> tuple[dict[str, dict], dict[str, Any]]:
+    """Each configuration's figures from one server over one fresh store: SQLite under
+    bench/.cache, or the PostgreSQL database of `database_url`."""
     from memsvc.v1 import engine_pb2 as pb
 
     folder = CACHE / f"realtalk-{os.getpid()}"  # one per run: two runs may overlap
     shutil.rmtree(folder, ignore_errors=True)
     out: dict[str, dict] = {}
     info: dict[str, Any] = {}
-    with ServerProc(folder / "data", extra_env=_static_env()) as server:
+    extra = _static_env() | ({"MEMSVC_DATABASE_URL": database_url} if database_url else {})
+    with ServerProc(folder / "data", extra_env=extra) as server:
         stubs = Stubs(server.port)
         try:
             _settings(stubs, {"enabled": True, "retentionDays": 365, "maxTokens": 16000, **KEYWORD})
             t0 = time.perf_counter()
             ids = load_server(stubs, convs)
             info["load_s"] = round(time.perf_counter() - t0, 1)
-            for label, settings, strategy in SERVER_CONFIGS:
+            for label, settings, strategy in configs:
                 _settings(stubs, settings)
                 if settings is not KEYWORD:
                     _reindex(stubs)
@@ -370,10 +379,26 @@ def _static_env() -> dict[str, str]:
 # ---------------------------------------------------------------------------------- report
 
 
+def with_postgres_keyword(convs: Sequence[Conversation], served: dict[str, dict], info: dict[str, Any]) -> dict:
+    """The keyword-only row measured again with the server on a PostgreSQL store (its
+    full-text search instead of FTS5; a PostgreSQL the bench starts), placed beside the
+    SQLite one. Only that configuration: every turn is loaded again, one CreateMemory each."""
+    with postgres() as pg:
+        found, pg_info = server_rows(convs, PG_CONFIGS, pg.create_database("memsvc_realtalk"))
+    info["load_s_postgres"] = pg_info["load_s"]
+    out = {}
+    for label, row in served.items():
+        out[label] = row
+        if label == SERVER_CONFIGS[0][0]:
+            out.update(found)
+    return out
+
+
 def run() -> dict:
     convs = load()
     base = baselines(convs)
     served, info = server_rows(convs)
+    served = with_postgres_keyword(convs, served, info)
     split = {h: [c.number for c in convs if c.half == h] for h in HALVES}
     return {"baselines": base, "memsvc": served, "info": info, "split": split,
             "conversations": len(convs), "turns": sum(len(c.turns) for c in convs),

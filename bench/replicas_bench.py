@@ -39,8 +39,8 @@ from typing import Any, Callable, Iterator, Sequence
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    CACHE, QUIET_PORTS, ROOT, STATIC_CACHE, ServerProc, Stubs, agg, enable_static, fmt, interleaved_n, md_table,
-    one_blas_thread, pct, server_pids, server_shape, warm_engine, write_results,
+    CACHE, QUIET_PORTS, STATIC_CACHE, ServerProc, Stubs, agg, enable_static, fmt, interleaved_n, md_table,
+    one_blas_thread, pct, postgres, server_pids, server_shape, warm_engine, write_results,
 )
 from bench.facts import owner_facts, queries as make_queries  # noqa: E402
 from bench.hot_path import _retrieve_req, concurrent, warm  # noqa: E402
@@ -50,18 +50,6 @@ OWNER = "owner-0001"
 BATCH = 500
 REPLICAS = (1, 2, 3)
 ENGINE = "/memsvc.v1.EngineService/"
-
-
-@contextmanager
-def postgres() -> Iterator[Any]:
-    """A PostgreSQL of the bench's own (tests/support/postgres.py), stopped and removed after."""
-    tests = str(ROOT / "tests")
-    if tests not in sys.path:
-        sys.path.insert(0, tests)
-    from support.postgres import running_postgres
-
-    with running_postgres() as server:
-        yield server
 
 
 # ------------------------------------------------------------------------------- loading
@@ -201,29 +189,34 @@ def _config(scratch: Path, **extra: Any) -> Any:
 
 
 @contextmanager
-def counting_statements() -> Iterator[Counter]:
-    """Every statement psycopg sends from this process, by its first word (BEGIN, SELECT,
-    COMMIT, …), while the block runs."""
+def counting_statements() -> Iterator[tuple[Counter, Counter]]:
+    """Every statement psycopg sends from this process while the block runs: how many by
+    their first word (BEGIN, SELECT, COMMIT, …), and the milliseconds spent in each distinct
+    statement's execute (the round trip and the server's work: a client cursor has its rows
+    once execute returns), by the statement's first 90 characters."""
     import psycopg
 
     counts: Counter = Counter()
+    spent: Counter = Counter()
     original, original_many = psycopg.Cursor.execute, psycopg.Cursor.executemany
 
-    def word(query: Any) -> str:
-        text = query.decode() if isinstance(query, bytes) else query if isinstance(query, str) else "composed"
-        return (text.split(None, 1) or [""])[0].upper()
+    def text(query: Any) -> str:
+        return query.decode() if isinstance(query, bytes) else query if isinstance(query, str) else "composed"
 
-    def execute(self, query, *args, **kwargs):
-        counts[word(query)] += 1
-        return original(self, query, *args, **kwargs)
+    def wrap(call: Callable) -> Callable:
+        def counted(self, query, *args, **kwargs):
+            sql = text(query)
+            counts[(sql.split(None, 1) or [""])[0].upper()] += 1
+            t0 = time.perf_counter()
+            try:
+                return call(self, query, *args, **kwargs)
+            finally:
+                spent[" ".join(sql.split())[:90]] += (time.perf_counter() - t0) * 1000.0
+        return counted
 
-    def executemany(self, query, *args, **kwargs):
-        counts[word(query)] += 1
-        return original_many(self, query, *args, **kwargs)
-
-    psycopg.Cursor.execute, psycopg.Cursor.executemany = execute, executemany
+    psycopg.Cursor.execute, psycopg.Cursor.executemany = wrap(original), wrap(original_many)
     try:
-        yield counts
+        yield counts, spent
     finally:
         psycopg.Cursor.execute, psycopg.Cursor.executemany = original, original_many
 
@@ -291,12 +284,13 @@ def _statements(app: Any, args: list[dict], pg_pid: int) -> dict:
     reads, commits = db.read_transactions, db.commits
     pg_pids = server_pids(pg_pid)
     pg0, own0, t0 = cpu_s(pg_pids), time.process_time(), time.perf_counter()
-    with counting_statements() as counts:
+    with counting_statements() as (counts, spent):
         for a in args:
             r = app.engine.retrieve(**a)
     wall, own, pg = time.perf_counter() - t0, time.process_time() - own0, cpu_s(pg_pids) - pg0
     n = len(args)
     return {"statements": sum(counts.values()) / n, "by_word": {k: v / n for k, v in counts.most_common()},
+            "ms_by_statement": {k: v / n for k, v in spent.most_common()},
             "read_transactions": (db.read_transactions - reads) / n, "commits": (db.commits - commits) / n,
             "wall_ms": wall * 1000 / n, "engine_cpu_ms": own * 1000 / n, "postgres_cpu_ms": pg * 1000 / n,
             "strategy_used": r.resolution.strategy_used, "calls": n}
@@ -387,7 +381,9 @@ def report(out: dict) -> tuple[str, list]:
               f"(tier used: {per['strategy_used']}); at {rt:.3f} ms a round trip that is ≈"
               f"{per['statements'] * rt:.1f} ms of waiting on the database per Retrieve, on loopback. Per Retrieve "
               f"({per['calls']} back to back): {per['wall_ms']:.1f} ms wall, of which {per['engine_cpu_ms']:.1f} ms "
-              f"CPU in memsvc's engine and {per['postgres_cpu_ms']:.1f} ms CPU in PostgreSQL's processes.")
+              f"CPU in memsvc's engine and {per['postgres_cpu_ms']:.1f} ms CPU in PostgreSQL's processes; "
+              f"{sum(per['ms_by_statement'].values()):.1f} ms inside psycopg's execute, the slowest statements: "
+              + "; ".join(f"{v:.1f} ms `{k[:60]}…`" for k, v in list(per["ms_by_statement"].items())[:3]) + ".")
     return table, []
 
 
