@@ -189,3 +189,20 @@ def test_a_search_in_a_snapshot_older_than_another_replicas_reset_fails_as_a_vec
         with pytest.raises(VectorError, match="changed"):
             h.index.search(_scope(), np.ones(DIM), 5)
     assert len(h.index.search(_scope(), np.ones(5), 5)) == 5
+
+
+def test_no_vector_missing_is_remembered_until_a_memory_is_written(h: Harness, replica: PgVectorIndex) -> None:
+    """The "nothing pending" answer of an owner is kept with the memories' change counter:
+    asked again with no write in between it is not counted again, and once a memory is
+    created (moving the counter) it is pending at once, for this replica and another one."""
+    memories = _indexed(h, _drafts(5), np.eye(5, DIM, dtype=np.float32) + 0.1)
+    assert h.index.pending_for_search(_scope(), 10) == []
+    # Vectors removed behind the index's back (no write to memories): the kept answer holds,
+    # which shows the count did not run again.
+    h.sql("DELETE FROM memory_vectors WHERE memory_id = ?", (memories[0].memory_id,))
+    assert h.index.pending_for_search(_scope(), 10) == []
+    # A new memory moves the counter: counted again, pending.
+    [new] = h.add_many([Draft("alice note new", "alice")])
+    pending = {m.memory_id for m in h.index.pending_for_search(_scope(), 10)}
+    assert pending == {memories[0].memory_id, new.memory_id}
+    assert {m.memory_id for m in replica.pending_for_search(_scope(), 10)} == pending
