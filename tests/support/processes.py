@@ -71,9 +71,18 @@ def leftovers(root: int, marker: str, names: tuple[str, ...] = ("envoy", "memsvc
         if pid == root or not alive(pid):
             continue
         line = cmdline(pid)
-        if any(name in line for name in names) and (pid in mine or marker in line):
+        if any(runs(line, name) for name in names) and (pid in mine or marker in line):
             out[pid] = line
     return out
+
+
+def runs(line: str, name: str) -> bool:
+    """Whether the command line runs `name`: its program (or one it execs, such as
+    `python -m memsvc`) is called that. A name merely inside a path does not count: the
+    run's PostgreSQL lives in a folder called memsvc-pg-…, and it is not a memsvc process."""
+    words = line.split()
+    return any(os.path.basename(word).rstrip(":") == name for word in words) or any(
+        a == "-m" and b.split(".")[0] == name for a, b in zip(words, words[1:]))
 
 
 def listening_tcp_ports(pid: int) -> set[int]:
