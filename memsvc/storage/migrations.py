@@ -20,6 +20,8 @@ from memsvc.core.models import utcnow
 from memsvc.storage.database import Database, iso
 
 _FILE_NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")
+#: Where the SQLite migration files ship.
+PACKAGE = "memsvc.migrations"
 
 _CREATE_TABLE = """
 CREATE TABLE IF NOT EXISTS schema_migrations (
@@ -30,23 +32,24 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 """
 
 
-def available_migrations() -> list[tuple[int, str, str]]:
-    """(version, name, sql) of every shipped migration file, in version order."""
+def available_migrations(package: str = PACKAGE) -> list[tuple[int, str, str]]:
+    """(version, name, sql) of every migration file shipped in `package` (the SQLite ones
+    by default; the PostgreSQL runner passes its own), in version order."""
     found: list[tuple[int, str, str]] = []
-    for entry in resources.files("memsvc.migrations").iterdir():
+    for entry in resources.files(package).iterdir():
         match = _FILE_NAME.match(entry.name)
         if match:
             found.append((int(match[1]), match[2], entry.read_text(encoding="utf-8")))
     found.sort()
     versions = [v for v, _, _ in found]
     if len(set(versions)) != len(versions):
-        raise RuntimeError(f"two migration files share a version number: {versions}")
+        raise RuntimeError(f"two migration files of {package} share a version number: {versions}")
     return found
 
 
-def latest_version() -> int:
-    """The newest schema version this memsvc knows (0 when it ships no migrations)."""
-    return max((v for v, _, _ in available_migrations()), default=0)
+def latest_version(package: str = PACKAGE) -> int:
+    """The newest schema version of `package` this memsvc knows (0 when it ships none)."""
+    return max((v for v, _, _ in available_migrations(package)), default=0)
 
 
 def current_version(db: Database) -> int:

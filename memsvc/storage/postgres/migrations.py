@@ -13,15 +13,14 @@ migration, the others then find its row and skip it. Each migration is applied e
 
 from __future__ import annotations
 
-import re
-from importlib import resources
-
 import psycopg
 
 from memsvc.core.errors import StorageVersionError
+from memsvc.storage import migrations
 from memsvc.storage.postgres.database import PgDatabase
 
-_FILE_NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")
+#: Where the PostgreSQL migration files ship (read by the same file walk as the SQLite ones).
+PACKAGE = "memsvc.migrations.postgres"
 #: The advisory lock every runner transaction takes (any constant; "memsvcmg" in ASCII).
 _LOCK_KEY = 0x6D656D7376636D67
 
@@ -36,21 +35,12 @@ CREATE TABLE IF NOT EXISTS schema_migrations (
 
 def available_migrations() -> list[tuple[int, str, str]]:
     """(version, name, sql) of every shipped PostgreSQL migration file, in version order."""
-    found: list[tuple[int, str, str]] = []
-    for entry in resources.files("memsvc.migrations.postgres").iterdir():
-        match = _FILE_NAME.match(entry.name)
-        if match:
-            found.append((int(match[1]), match[2], entry.read_text(encoding="utf-8")))
-    found.sort()
-    versions = [v for v, _, _ in found]
-    if len(set(versions)) != len(versions):
-        raise RuntimeError(f"two PostgreSQL migration files share a version number: {versions}")
-    return found
+    return migrations.available_migrations(PACKAGE)
 
 
 def latest_version() -> int:
     """The newest PostgreSQL schema version this memsvc knows (0 when it ships none)."""
-    return max((v for v, _, _ in available_migrations()), default=0)
+    return migrations.latest_version(PACKAGE)
 
 
 def current_version(db: PgDatabase) -> int:
@@ -67,14 +57,14 @@ def apply_migrations(db: PgDatabase) -> list[int]:
 
     Raises StorageVersionError, changing nothing, when the database is newer than us.
     """
-    migrations = available_migrations()
-    known = max((v for v, _, _ in migrations), default=0)
+    shipped = available_migrations()
+    known = max((v for v, _, _ in shipped), default=0)
     with db.write() as conn:
         _lock(conn)
         conn.execute(_CREATE_TABLE)
         _refuse_if_newer(conn, known)
         done = _recorded_versions(conn)
-    return [version for version, name, sql in migrations
+    return [version for version, name, sql in shipped
             if version not in done and _apply_one(db, version, name, sql, known)]
 
 
