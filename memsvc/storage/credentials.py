@@ -24,13 +24,21 @@ from memsvc.core.errors import ConflictError
 from memsvc.core.models import utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 
-_COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
+COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
 # Compared against when no row matches, so an unknown lookup costs what a wrong secret does.
 _NO_DIGEST = bytes(32)
 
 
-def _digest(secret: str) -> bytes:
+def secret_digest(secret: str) -> bytes:
+    """What the table stores of a secret (see the module docstring for why SHA-256)."""
     return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def secret_matches(secret: str, stored: bytes | None) -> bool:
+    """Whether `secret` hashes to `stored` (None: no row had the lookup), compared in
+    constant time either way, so timing tells nothing about the secret or the lookup."""
+    matched = hmac.compare_digest(secret_digest(secret), _NO_DIGEST if stored is None else stored)
+    return matched and stored is not None
 
 
 def _row(row: Sequence[Any]) -> Credential:
@@ -53,7 +61,7 @@ class SqliteCredentialStore:
                 conn.execute(
                     "INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
                     " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (credential.id, lookup, _digest(secret), json.dumps(sorted(credential.permissions)),
+                    (credential.id, lookup, secret_digest(secret), json.dumps(sorted(credential.permissions)),
                      json.dumps(credential.tenant_list()), int(credential.characters), created))
         except apsw.ConstraintError:
             raise ConflictError(f"a credential with id {credential.id!r} already exists",
@@ -63,18 +71,16 @@ class SqliteCredentialStore:
     def find(self, lookup: str, secret: str) -> Credential | None:
         """The active credential with this lookup and secret, else None."""
         with self.db.read() as conn:
-            rows = conn.execute(f"SELECT secret_sha256, {_COLUMNS} FROM credentials WHERE lookup = ?",
+            rows = conn.execute(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = ?",
                                 (lookup,)).fetchall()
-        stored = bytes(rows[0][0]) if rows else _NO_DIGEST
-        matched = hmac.compare_digest(_digest(secret), stored)
-        if not rows or not matched:
+        if not secret_matches(secret, bytes(rows[0][0]) if rows else None):
             return None
         credential = _row(rows[0][1:])
         return None if credential.revoked_at is not None else credential
 
     def all(self) -> list[Credential]:
         with self.db.read() as conn:
-            return [_row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM credentials ORDER BY id").fetchall()]
+            return [_row(r) for r in conn.execute(f"SELECT {COLUMNS} FROM credentials ORDER BY id").fetchall()]
 
     def revoke(self, credential_id: str) -> Credential | None:
         """Revoked from now on (idempotent: a second revoke keeps the first time); None
@@ -90,5 +96,5 @@ class SqliteCredentialStore:
 
     def _get(self, credential_id: str) -> Credential | None:
         with self.db.read() as conn:
-            rows = conn.execute(f"SELECT {_COLUMNS} FROM credentials WHERE id = ?", (credential_id,)).fetchall()
+            rows = conn.execute(f"SELECT {COLUMNS} FROM credentials WHERE id = ?", (credential_id,)).fetchall()
         return _row(rows[0]) if rows else None

@@ -9,8 +9,6 @@ of the digests, whatever the outcome, so timing tells nothing about the secret.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 from datetime import datetime, timezone
 from typing import Any, Sequence
 
@@ -18,15 +16,8 @@ from psycopg.types.json import Jsonb
 
 from memsvc.core.credentials import ALL_TENANTS, Credential
 from memsvc.core.errors import ConflictError
+from memsvc.storage.credentials import COLUMNS, secret_digest, secret_matches
 from memsvc.storage.postgres.database import PgDatabase
-
-_COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
-# Compared against when no row matches, so an unknown lookup costs what a wrong secret does.
-_NO_DIGEST = bytes(32)
-
-
-def _digest(secret: str) -> bytes:
-    return hashlib.sha256(secret.encode("utf-8")).digest()
 
 
 def _utc(dt: datetime | None) -> datetime | None:
@@ -52,7 +43,7 @@ class PgCredentialStore:
                 conn.execute(
                     "INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
                     " VALUES (%s, %s, %s, %s, %s, %s, now())",
-                    (credential.id, lookup, _digest(secret), Jsonb(sorted(credential.permissions)),
+                    (credential.id, lookup, secret_digest(secret), Jsonb(sorted(credential.permissions)),
                      Jsonb(credential.tenant_list()), bool(credential.characters)))
         except ConflictError:  # the database's unique violation, as the core's error
             raise ConflictError(f"a credential with id {credential.id!r} already exists",
@@ -62,18 +53,16 @@ class PgCredentialStore:
     def find(self, lookup: str, secret: str) -> Credential | None:
         """The active credential with this lookup and secret, else None."""
         with self.db.read() as conn:
-            row = conn.execute(f"SELECT secret_sha256, {_COLUMNS} FROM credentials WHERE lookup = %s",
+            row = conn.execute(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = %s",
                                (lookup,)).fetchone()
-        stored = bytes(row[0]) if row else _NO_DIGEST
-        matched = hmac.compare_digest(_digest(secret), stored)
-        if row is None or not matched:
+        if not secret_matches(secret, bytes(row[0]) if row else None):
             return None
         credential = _row(row[1:])
         return None if credential.revoked_at is not None else credential
 
     def all(self) -> list[Credential]:
         with self.db.read() as conn:
-            return [_row(r) for r in conn.execute(f"SELECT {_COLUMNS} FROM credentials ORDER BY id COLLATE \"C\"").fetchall()]
+            return [_row(r) for r in conn.execute(f"SELECT {COLUMNS} FROM credentials ORDER BY id COLLATE \"C\"").fetchall()]
 
     def revoke(self, credential_id: str) -> Credential | None:
         """Revoked from now on (idempotent: a second revoke keeps the first time); None
@@ -89,5 +78,5 @@ class PgCredentialStore:
 
     def _get(self, credential_id: str) -> Credential | None:
         with self.db.read() as conn:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM credentials WHERE id = %s", (credential_id,)).fetchone()
+            row = conn.execute(f"SELECT {COLUMNS} FROM credentials WHERE id = %s", (credential_id,)).fetchone()
         return _row(row) if row else None
