@@ -19,10 +19,15 @@ Caches across replicas, with PostgreSQL:
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, Iterator
 
-from memsvc.config import Config, check_database_options
+from memsvc.config import Config, ConfigError, check_database_options
+
+#: The extra that installs the PostgreSQL client (pyproject.toml), and the modules it brings.
+POSTGRES_EXTRA = "postgres"
+_POSTGRES_MODULES = ("psycopg", "psycopg_pool", "pgvector")
 
 
 @dataclass(frozen=True)
@@ -131,13 +136,30 @@ def _sqlite_admin(config: Config) -> AdminStores:
                        lambda: database.vec_version or f"unavailable: {database.vec_error}")
 
 
+@contextmanager
+def _postgres_client() -> Iterator[None]:
+    """Turns a missing PostgreSQL client module into a ConfigError that names the extra to
+    install (the CLI exits 2 with it): SQLite needs none of them, so a plain install lacks
+    them, and a raw ModuleNotFoundError would not say what to do."""
+    try:
+        yield
+    except ImportError as exc:
+        missing = (exc.name or "").split(".")[0]
+        if missing not in _POSTGRES_MODULES:
+            raise
+        raise ConfigError(
+            f"MEMSVC_DATABASE_URL (--database-url) needs the PostgreSQL client, and {missing} is not "
+            f"installed: pip install 'memsvc[{POSTGRES_EXTRA}]'") from exc
+
+
 def _postgres_admin(config: Config) -> AdminStores:
-    from memsvc.storage.postgres.credentials import PgCredentialStore
-    from memsvc.storage.postgres.database import PgDatabase
-    from memsvc.storage.postgres.leases import PgLeaseStore
-    from memsvc.storage.postgres.migrations import apply_migrations, current_version
-    from memsvc.storage.postgres.settings_store import PgSettingsStore
-    from memsvc.storage.postgres.vector_index import PgVectorIndex
+    with _postgres_client():
+        from memsvc.storage.postgres.credentials import PgCredentialStore
+        from memsvc.storage.postgres.database import PgDatabase
+        from memsvc.storage.postgres.leases import PgLeaseStore
+        from memsvc.storage.postgres.migrations import apply_migrations, current_version
+        from memsvc.storage.postgres.settings_store import PgSettingsStore
+        from memsvc.storage.postgres.vector_index import PgVectorIndex
 
     assert config.database_url is not None
     database = PgDatabase(config.database_url, max_size=config.database_pool_size)
@@ -161,7 +183,8 @@ def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
 def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
     """MEMORY_VEC_QUANTIZATION and MEMORY_VEC_CACHE_MB shape the sqlite-vec tier only:
     pgvector stores float32 vectors and searches them in the database."""
-    from memsvc.storage.postgres.memory_backend import PgMemoryBackend
-    from memsvc.storage.postgres.vector_index import PgVectorIndex
+    with _postgres_client():
+        from memsvc.storage.postgres.memory_backend import PgMemoryBackend
+        from memsvc.storage.postgres.vector_index import PgVectorIndex
 
     return PgMemoryBackend(database), PgVectorIndex(database, default_k=config.vec_top_k)
