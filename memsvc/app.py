@@ -6,6 +6,7 @@ the wiring is written once.
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass
 
 from memsvc.backends import create_backend
@@ -25,11 +26,15 @@ from memsvc.core.reindex import Reindexer
 from memsvc.core.retrieval import FUSIONS, Retriever
 from memsvc.core.settings import Settings
 from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
+from memsvc.embedding.errors import EmbeddingError
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
+from memsvc.embedding.sources import StaticSource
 from memsvc.metrics import Metrics, StateSources
 from memsvc.storage.database import Database
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.stores import Stores, open_stores
+
+log = logging.getLogger("memsvc.app")
 
 
 @dataclass
@@ -105,6 +110,22 @@ class App:
             conn, [memory_id for _, memory_id in rows]))
         backend.add_delete_hook(lambda conn, rows: vectors.removed([memory_id for memory_id, _ in rows]))
         return vectors, qdrant_settings
+
+    def load_model(self) -> None:
+        """Load the embedding model the stored settings select before the server reports
+        ready: requests never wait for a model (they fall back to keywords while it loads),
+        so a server that served first answered its first Retrieves, on every worker, with
+        keywords only. A default static model that still has to be distilled is left to its
+        first use (minutes; the set-up builds it), and a model that cannot load leaves the
+        server serving keyword search, as it would on first use."""
+        resolved = self.vectors.embeddings.resolve(self.settings.get())
+        source = resolved.source
+        if source is None or source.loaded or (isinstance(source, StaticSource) and not source.built):
+            return
+        try:
+            source.warm()
+        except EmbeddingError as exc:
+            log.warning("embedding.load_failed", extra={"source": source.name, "error": str(exc)})
 
     def warm(self) -> None:
         """What is cheaper to prepare once the server serves than before it does: the

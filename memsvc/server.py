@@ -97,7 +97,8 @@ def _bind(server: grpc.aio.Server, host: str, port: int) -> int:
 async def start(config: Config, app: App, shared_port: bool = False) -> RunningServer:
     """Start serving `app` on config.grpc_host:grpc_port (0 = any free port). `shared_port`:
     one of several worker processes binding the same port (SO_REUSEPORT), which the kernel
-    spreads connections over."""
+    spreads connections over. The embedding model the settings select is loaded before the
+    port is bound (App.load_model), so the first Retrieve is already hybrid."""
     config.validate()
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(config.workers, thread_name_prefix="memsvc-worker"))
@@ -126,6 +127,8 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
     reflection.enable_server_reflection((*ALL_SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server)
+    # Before the port is bound: a worker sharing the port gets connections once it listens.
+    await loop.run_in_executor(None, app.load_model)
     port = _bind(server, config.grpc_host, config.grpc_port)
     await server.start()
     for name in ("", *ALL_SERVICE_NAMES):
