@@ -14,6 +14,12 @@ How a tenant is found:
   is PERMISSION_DENIED (nothing of it runs). An item without one is the core's to refuse.
 - `MemoryById(name)`: the call names a memory id; a memory of another tenant is NOT_FOUND,
   exactly as a missing id, so existence is not revealed.
+- `CharacterOwner(name, filename)`: the call writes a character's recent history (field
+  `name` holds the character, or its `recent_<name>.json` file name when `filename`), whose
+  chat turns become memories of the owner `character:<name>` (reflections promote them):
+  the token must cover that owner as it would an apiKeyId, or the call is PERMISSION_DENIED.
+  A name that does not parse is the core's to refuse; an append that follows a rename to
+  another character is checked again by the core against the character it lands on.
 - `characters=True`: character memory, which needs the credential's character access.
 - permission `ANYONE`: any caller, even one without a token (then as the credential-less
   `ANONYMOUS`): the caller asking about itself, which tells a tokenless caller only that a
@@ -29,8 +35,10 @@ from typing import Any
 
 from google.protobuf.message import Message
 
+from memsvc.characters.common import owner_id
+from memsvc.characters.names import character_from_filename
 from memsvc.core.credentials import ADMIN, READ, WRITE, Credential, TenantScope
-from memsvc.core.errors import PermissionDeniedError, shorten
+from memsvc.core.errors import PermissionDeniedError, ValidationError, shorten
 from memsvc.core.memories import memory_not_found
 
 CORE, CONFINE, ADMIN_ONLY = "core", "confine", "admin"
@@ -60,6 +68,13 @@ class MemoryById:
     name: str = "id"
 
 
+@dataclass(frozen=True)
+class CharacterOwner:
+    name: str = "character"
+    filename: bool = False
+
+
+TenantSource = NoTenant | TenantField | TenantsOf | MemoryById | CharacterOwner
 NO_TENANT = NoTenant()
 OWNER = TenantField()
 
@@ -67,7 +82,7 @@ OWNER = TenantField()
 @dataclass(frozen=True)
 class Rule:
     permission: str
-    tenant: NoTenant | TenantField | TenantsOf | MemoryById = NO_TENANT
+    tenant: TenantSource = NO_TENANT
     characters: bool = False
     #: (field, value) pairs that widen the call to every tenant; value True = any truthy value.
     widens: tuple[tuple[str, Any], ...] = field(default_factory=tuple)
@@ -91,8 +106,8 @@ RULES: dict[str, Rule] = {
     _M + "DeleteMemory": Rule(WRITE, MemoryById()),
     _M + "ListRecentFiles": Rule(READ, characters=True),
     _M + "GetRecentFile": Rule(READ, characters=True),
-    _M + "SaveRecentFile": Rule(WRITE, characters=True),
-    _M + "AppendRecentMessages": Rule(WRITE, characters=True),
+    _M + "SaveRecentFile": Rule(WRITE, CharacterOwner("filename", filename=True), characters=True),
+    _M + "AppendRecentMessages": Rule(WRITE, CharacterOwner("character"), characters=True),
     _M + "RenameCharacter": _admin(),
     _M + "ScanLegacy": _admin(),
     _M + "PurgeLegacy": _admin(),
@@ -156,7 +171,7 @@ def authorize(method: str, credential: Credential, request: Any) -> Grant:
     return _tenant_grant(rule.tenant, credential, request, scope, audited)
 
 
-def _tenant_grant(source: NoTenant | TenantField | TenantsOf | MemoryById, credential: Credential, request: Any,
+def _tenant_grant(source: TenantSource, credential: Credential, request: Any,
                   scope: TenantScope | None, audited: bool) -> Grant:
     if isinstance(source, MemoryById):
         return Grant(scope, "", audited, memory_id=getattr(request, source.name))
@@ -165,6 +180,11 @@ def _tenant_grant(source: NoTenant | TenantField | TenantsOf | MemoryById, crede
         for tenant in tenants:
             _check_covers(credential, tenant)
         return Grant(scope, shorten(",".join(tenants), 256), audited)  # the audit line names them
+    if isinstance(source, CharacterOwner):
+        owner = _character_owner(source, request)
+        if owner:
+            _check_covers(credential, owner)
+        return Grant(scope, owner, audited)
     if not isinstance(source, TenantField):
         return Grant(scope, "", audited)
     tenant = getattr(request, source.name)
@@ -184,6 +204,19 @@ def _check_covers(credential: Credential, tenant: str) -> None:
 def _item_tenants(source: TenantsOf, request: Any) -> list[str]:
     """The distinct non-empty apiKeyIds a batch's items name, in first-seen order."""
     return list(dict.fromkeys(t for t in (getattr(item, source.name) for item in getattr(request, source.items)) if t))
+
+
+def _character_owner(source: CharacterOwner, request: Any) -> str:
+    """`character:<name>` of the character a request writes, "" when the name does not
+    parse (the core refuses that request as INVALID_ARGUMENT)."""
+    raw = str(getattr(request, source.name) or "")
+    if source.filename:
+        try:
+            raw = character_from_filename(raw)
+        except ValidationError:
+            return ""
+    name = raw if source.filename else raw.strip()  # an append trims the name it is given
+    return owner_id(name) if name else ""
 
 
 def admits_anonymous(method: str) -> bool:
@@ -215,6 +248,8 @@ def requested_tenant(method: str, request: Any) -> str:
         return ""
     if isinstance(rule.tenant, TenantsOf):
         return shorten(",".join(_item_tenants(rule.tenant, request)), 256)
+    if isinstance(rule.tenant, CharacterOwner):
+        return shorten(_character_owner(rule.tenant, request), 256)
     if not isinstance(rule.tenant, TenantField):
         return ""
     return str(getattr(request, rule.tenant.name, "") or "")

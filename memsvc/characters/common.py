@@ -12,7 +12,8 @@ from typing import Callable
 
 from memsvc.characters.fsutil import clean_temp_files, exists_no_follow, is_real_dir, is_real_file, writable_dir
 from memsvc.characters.process_lock import ProcessLock, lock_path
-from memsvc.core.errors import ConflictError
+from memsvc.core.credentials import current_scope
+from memsvc.core.errors import ConflictError, PermissionDeniedError, shorten
 
 STORAGE_READ_ONLY = "STORAGE_READ_ONLY"
 STORAGE_MAINTENANCE = "STORAGE_MAINTENANCE"
@@ -28,6 +29,16 @@ STORAGE_PREFIXES = tuple(p[:-2] for p in FLAT_ENTRIES if p.endswith("{}"))
 def owner_id(name: str) -> str:
     """The `memories` owner of a character's long-term memory."""
     return f"character:{name}"
+
+
+def check_writes_owner(name: str) -> None:
+    """A confined caller may write only the chat of a character whose owner it covers. The
+    rule table checks the name a request gives; this checks the character a write actually
+    lands on (an append to an old name follows the rename to the new one)."""
+    scope = current_scope()
+    owner = owner_id(name)
+    if scope is not None and scope.tenants is not None and owner not in scope.tenants:
+        raise PermissionDeniedError(f"this credential may not address apiKeyId {shorten(owner)!r}")
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from memsvc.characters import messages as fmt
-from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard
+from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, check_writes_owner
 from memsvc.characters.fsutil import atomic_write_text, check_writable, is_real_file, signature
 from memsvc.characters.models import AppendResult, ChatItem, RecentSnapshot, SaveRequest, SaveResult
 from memsvc.characters.names import character_from_filename, logical_filename, validate_new_name
@@ -240,6 +240,7 @@ class RecentFiles:
         self.guard.check()
         with self.registry.lock:
             name, registered = self._append_target(character)
+            check_writes_owner(name)
             self._check_writable(name)
             if not registered:
                 self.guard.check_dir(self.registry.path.parent)
