@@ -9,51 +9,20 @@ root (CAP_SYS_ADMIN), so without it the test is skipped and says why.
 
 from __future__ import annotations
 
-import errno
 import logging
 import os
-import subprocess
 from pathlib import Path
 
-import grpc
 import pytest
 
 from conftest import Rest, make_config, start_gateway, start_server
 from memsvc.v1 import memory_pb2
-from tests.support.rpc_errors import error_info
-
-FILLER_CHUNK = b"\0" * 65536
+from support.small_disk import assert_storage_full, fill, mounted as small_disk_mount, until_refused
 
 
 @pytest.fixture
 def small_disk(tmp_path: Path):
-    mount_point = tmp_path / "disk"
-    mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=8m", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
-    if done.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs to fill (needs root / CAP_SYS_ADMIN): {done.stderr.strip()}")
-    try:
-        yield mount_point
-    finally:
-        subprocess.run(["umount", str(mount_point)], check=False)
-
-
-def _fill(path: Path) -> None:
-    """Write until the filesystem refuses: nothing is left for anyone."""
-    with open(path, "wb", buffering=0) as handle:
-        while True:
-            try:
-                handle.write(FILLER_CHUNK)
-            except OSError as exc:
-                assert exc.errno == errno.ENOSPC
-                break
-        for size in (4096, 512, 1):  # the last partial blocks
-            try:
-                while True:
-                    handle.write(b"\0" * size)
-            except OSError:
-                continue
+    yield from small_disk_mount(tmp_path)
 
 
 def _create(stubs, i: int) -> str:
@@ -66,25 +35,6 @@ def _append(stubs, character: str, i: int) -> None:
         character=character, messages=[memory_pb2.ChatItem(role="human", text=f"turn {i} " + "y" * 2000)]))
 
 
-def _until_refused(call, limit: int = 4000) -> tuple[list[int], grpc.RpcError]:
-    """Call `call(i)` until it fails; the indexes that were acknowledged, and the failure."""
-    acknowledged = []
-    for i in range(limit):
-        try:
-            call(i)
-        except grpc.RpcError as err:
-            return acknowledged, err
-        acknowledged.append(i)
-    pytest.fail(f"no refusal in {limit} writes on a full disk")
-
-
-def _assert_storage_full(err: grpc.RpcError) -> None:
-    assert err.code() is grpc.StatusCode.RESOURCE_EXHAUSTED, (err.code(), err.details())
-    info = error_info(err)
-    assert info is not None and info.reason == "STORAGE_FULL"
-    assert err.details().startswith("storage is full (no space left in the data directory)")
-
-
 def test_a_full_disk_is_resource_exhausted_and_the_server_recovers(small_disk, caplog):
     handle = start_server(make_config(small_disk))
     gateway = start_gateway(handle)
@@ -94,12 +44,12 @@ def test_a_full_disk_is_resource_exhausted_and_the_server_recovers(small_disk, c
         before = [_create(stubs, i) for i in range(20)]
         _append(stubs, "Mia", 0)
         filler = small_disk / "filler"
-        _fill(filler)
+        fill(filler)
 
-        _, create_err = _until_refused(lambda i: before.append(_create(stubs, 100 + i)))
-        _assert_storage_full(create_err)
-        _, append_err = _until_refused(lambda i: _append(stubs, f"Char{i}", i))
-        _assert_storage_full(append_err)
+        _, create_err = until_refused(lambda i: before.append(_create(stubs, 100 + i)))
+        assert_storage_full(create_err)
+        _, append_err = until_refused(lambda i: _append(stubs, f"Char{i}", i))
+        assert_storage_full(append_err)
 
         status, body = rest.call("POST", "/api/memory", {"apiKeyId": "full", "content": "z" * 30_000})
         assert status == 429 and body["code"] == 8 and body["details"][0]["reason"] == "STORAGE_FULL", body
