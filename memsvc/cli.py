@@ -5,7 +5,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
-import signal
 import sys
 
 from memsvc import config as cfg
@@ -63,46 +62,13 @@ def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
     return 0
 
 
-def _gateway(conf: cfg.Config, args: argparse.Namespace) -> int:
-    """Envoy in the foreground for a server running elsewhere (or for several replicas,
-    `--replica`); it dies with this process (started from the main thread, see
-    memsvc.gateway.launcher). Returns Envoy's exit code."""
-    from memsvc.gateway.launcher import Gateway, GatewayError
-
-    gateway = Gateway.for_config(conf, grpc_port=conf.grpc_port, replicas=gateway_command.replicas(args))
-    if args.write_only:
-        print(gateway.write_config())
-        return 0
-    try:
-        rest_port = gateway.start()
-    except GatewayError as exc:
-        print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
-        return 1
-    log.info("gateway.started", extra={"rest_port": rest_port, "grpc_port": conf.grpc_port, "pid": gateway.pid})
-    stopping: list[bool] = []
-
-    def on_sigterm(*_: object) -> None:
-        stopping.append(True)
-        gateway.stop()
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    try:
-        code = gateway.process.wait() if gateway.process else 1
-    except KeyboardInterrupt:
-        gateway.stop()
-        return 0
-    # Exiting on its own (not told to by SIGTERM) is a failure worth an error line.
-    log.log(logging.INFO if stopping else logging.ERROR, "gateway.exited", extra={"pid": gateway.pid, "exit_code": code})
-    return code
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="memsvc", description="Conversation memory service (gRPC + REST via Envoy).")
     commands = parser.add_subparsers(dest="command", required=True)
     for name, handler, text in (
         ("serve", _serve, "run the gRPC server (and the Envoy REST gateway unless --no-gateway)"),
         ("migrate", _migrate, "apply database migrations and exit"),
-        ("gateway", _gateway, "write the Envoy config for a running server and run Envoy"),
+        ("gateway", gateway_command.run, "write the Envoy config for a running server and run Envoy"),
     ):
         sub = commands.add_parser(name, help=text, description=text)
         cfg.add_arguments(sub)

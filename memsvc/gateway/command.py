@@ -1,14 +1,22 @@
-"""`memsvc gateway-config` and the `--replica` option of `memsvc gateway`: Envoy in front of
-several memsvc replicas that share one store, for operators who run the gateway apart from
-the replicas (`memsvc serve --no-gateway` on each)."""
+"""`memsvc gateway` (Envoy in the foreground for a server running elsewhere) with its
+`--replica` option, and `memsvc gateway-config`: Envoy in front of several memsvc replicas
+that share one store, for operators who run the gateway apart from the replicas
+(`memsvc serve --no-gateway` on each)."""
 
 from __future__ import annotations
 
 import argparse
+import logging
+import signal
 import sys
 
 from memsvc import config as cfg
 from memsvc.gateway.envoy_config import Replica, parse_replica
+
+log = logging.getLogger("memsvc.gateway")
+# How long Envoy may take to drain and exit once told to stop before it is killed; well
+# inside the grace period systemd (90 s) and Kubernetes (30 s) give before their SIGKILL.
+STOP_GRACE_S = 10.0
 
 REPLICA_HELP = ("HOST:PORT of a memsvc replica's gRPC server; repeat it for each replica (round robin "
                 "over those whose health check passes). Default: the configured gRPC host and port")
@@ -35,6 +43,46 @@ def replicas(args: argparse.Namespace) -> tuple[Replica, ...]:
         if listed.count(replica) > 1:
             raise cfg.ConfigError(f"--replica {replica[0]}:{replica[1]} is listed more than once")
     return listed
+
+
+def run(conf: cfg.Config, args: argparse.Namespace) -> int:
+    """`memsvc gateway`: Envoy in the foreground for a server running elsewhere (or for
+    several replicas, `--replica`); it dies with this process (started from the main thread,
+    see memsvc.gateway.launcher). SIGTERM or SIGINT stops Envoy and exits 0; Envoy exiting on
+    its own is logged as an error and its exit code returned."""
+    from memsvc.gateway.launcher import Gateway, GatewayError
+
+    gateway = Gateway.for_config(conf, grpc_port=conf.grpc_port, replicas=replicas(args))
+    if args.write_only:
+        print(gateway.write_config())
+        return 0
+    # The handlers only ask Envoy to stop; the one wait below reaps it (a handler that waited
+    # too would deadlock with it, see Gateway.request_stop). Installed before Envoy starts: a
+    # stop may come at any time, and one during the start stops Envoy as soon as it runs.
+    signalled: list[int] = []
+
+    def on_stop_signal(signum: int, _frame: object) -> None:
+        signalled.append(signum)
+        gateway.request_stop()
+
+    for stop_signal in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(stop_signal, on_stop_signal)
+    try:
+        rest_port = gateway.start()
+    except GatewayError as exc:
+        if signalled:  # told to stop while it started: Envoy exited as asked
+            return 0
+        print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
+        return 1
+    log.info("gateway.started", extra={"rest_port": rest_port, "upstreams": gateway.settings.upstream_names(),
+                                       "pid": gateway.pid})
+    if signalled:
+        gateway.request_stop()
+    code = gateway.wait_exit(STOP_GRACE_S)
+    stopping = bool(signalled)
+    # Exiting on its own (not told to by a signal) is a failure worth an error line.
+    log.log(logging.INFO if stopping else logging.ERROR, "gateway.exited", extra={"pid": gateway.pid, "exit_code": code})
+    return 0 if stopping else code
 
 
 def _print_config(conf: cfg.Config, args: argparse.Namespace) -> int:

@@ -66,6 +66,11 @@ class EnvoySettings:
         """Every gRPC address Envoy balances over (the replicas, else the one upstream)."""
         return self.replicas or ((self.upstream_host, self.upstream_port),)
 
+    def upstream_names(self) -> list[str]:
+        """The upstreams as `host:port` (an IPv6 host in brackets), for logs: what this Envoy
+        really fronts, whether one server or several replicas."""
+        return [f"[{host}]:{port}" if ":" in host else f"{host}:{port}" for host, port in self.upstreams()]
+
     @property
     def several(self) -> bool:
         return len(self.upstreams()) > 1

@@ -115,6 +115,7 @@ class Gateway:
         self.config_path = config_path
         self.process: subprocess.Popen[bytes] | None = None
         self.rest_port: int | None = None  # the port Envoy really bound (rest_port 0 picks one)
+        self._stop_requested_at: float | None = None  # time.monotonic() of the first request_stop
 
     @classmethod
     def for_config(cls, config: Config, grpc_port: int, replicas: tuple[Replica, ...] = ()) -> "Gateway":
@@ -147,6 +148,7 @@ class Gateway:
         self._claim_admin_socket()
         self.write_config()
         self.rest_port = None
+        self._stop_requested_at = None
         command = [envoy_binary(), "-c", str(self.config_path), "--disable-hot-restart",
                    "--log-level", "warn", "--log-format", LOG_FORMAT]
         try:
@@ -179,14 +181,48 @@ class Gateway:
             raise
 
     def stop(self, timeout_s: float = 5.0) -> None:
+        """Stop Envoy and reap it: SIGTERM, SIGKILL after `timeout_s`. Blocks, so never call
+        it from a signal handler (see `request_stop`)."""
         if self.process is None or self.process.poll() is not None:
             return
-        self.process.terminate()
+        self.request_stop()
+        self.wait_exit(timeout_s)
+
+    def request_stop(self) -> None:
+        """Ask Envoy to stop (SIGTERM) without waiting for it: safe in a signal handler.
+
+        A handler runs on the main thread, possibly while that thread is inside
+        `Popen.wait` for this very process; waiting again there deadlocks on Popen's wait
+        lock (which is how `memsvc gateway` once ignored SIGTERM). So the handler only sends
+        the signal and `wait_exit`, in one place, reaps Envoy."""
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        if self._stop_requested_at is None:
+            self._stop_requested_at = time.monotonic()
         try:
-            self.process.wait(timeout_s)
-        except subprocess.TimeoutExpired:
-            self.process.kill()
-            self.process.wait()
+            os.kill(process.pid, signal.SIGTERM)  # not Popen.terminate: no Popen locks here
+        except ProcessLookupError:
+            pass
+
+    @property
+    def stop_requested(self) -> bool:
+        return self._stop_requested_at is not None
+
+    def wait_exit(self, grace_s: float = 5.0) -> int:
+        """Wait until Envoy exits and return its exit code; once a stop has been requested
+        (`request_stop`, possibly from a signal arriving during this wait), SIGKILL it if it
+        is still running `grace_s` later. The one place that reaps Envoy."""
+        assert self.process is not None
+        while True:
+            try:
+                return self.process.wait(0.1)
+            except subprocess.TimeoutExpired:
+                pass
+            requested = self._stop_requested_at
+            if requested is not None and time.monotonic() - requested > grace_s:
+                self.process.kill()
+                return self.process.wait()
 
     def admin(self, path: str, method: str = "GET", timeout_s: float = 2.0) -> tuple[int, bytes]:
         """One request to Envoy's admin interface (unix socket, or the TCP port if set)."""

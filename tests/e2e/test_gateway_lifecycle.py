@@ -233,3 +233,26 @@ def test_a_data_dir_too_long_for_the_admin_socket_is_refused_clearly(tmp_path):
         process.stop()
     assert "is longer than the 107 bytes a unix socket path may have: use a shorter --data-dir" in "\n".join(
         process.lines)
+
+
+@pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])
+def test_the_gateway_command_stops_envoy_and_exits_0_on_sigterm_or_sigint(server, tmp_path, stop_signal):
+    """systemd and Kubernetes stop with SIGTERM and wait a grace period before SIGKILL: the
+    command must stop Envoy, reap it and exit 0 well within it (it once deadlocked here)."""
+    proc = _gateway_command(server.port, tmp_path / "gw")
+    try:
+        envoy = _started_envoy(proc)
+        assert alive(envoy)
+        proc.send_signal(stop_signal)
+        code = proc.wait(30)  # the grace period systemd and Kubernetes give by default
+        logged = [json.loads(line) for line in proc.stderr if line.startswith("{")]
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(30)
+        proc.stderr.close()
+    assert code == 0, logged
+    assert wait_gone(envoy), "Envoy outlived the `memsvc gateway` told to stop"
+    assert not os.path.exists(f"/proc/{envoy}"), "Envoy was left a zombie"
+    exited = [entry for entry in logged if entry.get("event") == "gateway.exited"]
+    assert exited and exited[0]["level"] == "info" and exited[0]["pid"] == envoy, logged

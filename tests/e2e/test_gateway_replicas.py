@@ -139,6 +139,12 @@ def layout(tmp_path: Path) -> Iterator[Layout]:
             wait_gone(process.proc.pid)
 
 
+def test_the_gateway_logs_the_replicas_it_fronts(layout: Layout):
+    started = layout.gateway.events("gateway.started")[0]
+    assert started["upstreams"] == [f"127.0.0.1:{replica.port}" for replica in layout.replicas]
+    assert "grpc_port" not in started  # the configured gRPC port is not what it fronts
+
+
 def test_round_robin_spreads_requests_over_every_replica(layout: Layout):
     owner = f"spread-{uuid.uuid4().hex[:8]}"
     created = layout.create_until_each_holds_some(owner, layout.replicas)
