@@ -13,7 +13,10 @@ The rules, for a user:
 - search (Retrieve, Inject, RetrievePreview with a primary other than SQLite): the primary's
   own search, then each fallback's in order when the primary fails; the resolution names
   the backend that answered and why the earlier ones did not;
-- health: every configured backend is probed periodically, and again for engine status.
+- health: every configured backend is probed periodically, and again for engine status;
+- whatever a backend answers to a read (list, search, the newest memories without a
+  query) passes one owner filter, `readable`, before it reaches the caller: a remote API
+  that ignores the apiKeyId it is sent never hands one tenant another tenant's rows.
 
 With SQLite as primary every memory operation goes straight to SQLite, with its vector
 index in the same transaction; only update/delete replay and the fallbacks' get/search
@@ -48,6 +51,7 @@ from memsvc.core.models import (
     MemoryPage,
     MemoryPatch,
     NewMemory,
+    SearchScope,
     UpsertResult,
     estimate_tokens,
     utcnow,
@@ -168,6 +172,40 @@ class Routing:
 
     def chain(self) -> tuple[PluggableBackend, ...]:
         return (self.primary, *self.fallbacks)
+
+
+def readable(memory: Memory, flt: MemoryFilter) -> bool:
+    """Whether a row a backend answered may reach the caller: it belongs to the owner (and
+    session) the read asked for, or to one of the owners a confined caller's listing is
+    limited to (`memsvc.core.credentials.confined` put them in the filter). A backend is sent
+    the filter, but a remote one may ignore it."""
+    if flt.api_key_id is not None and memory.api_key_id != flt.api_key_id:
+        return False
+    if flt.owners is not None and memory.api_key_id not in flt.owners:
+        return False
+    return flt.session_id is None or memory.session_id == flt.session_id
+
+
+def readable_page(page: MemoryPage, flt: MemoryFilter) -> MemoryPage:
+    """`page` without the rows `readable` refuses; its total and counts lose them too (a
+    backend that ignored the filter counted other tenants' rows)."""
+    kept: list[Memory] = []
+    by_type, tokens = dict(page.by_type), page.tokens_used
+    for m in page.data:
+        if readable(m, flt):
+            kept.append(m)
+            continue
+        by_type[m.type] = by_type.get(m.type, 0) - 1
+        tokens -= estimate_tokens(m.content)
+    if len(kept) == len(page.data):
+        return page
+    total = page.total - (len(page.data) - len(kept))
+    return MemoryPage(kept, max(0, total), {k: v for k, v in by_type.items() if v > 0}, max(0, tokens))
+
+
+def _scope_filter(scope: SearchScope) -> MemoryFilter:
+    """The owner filter of a search scope (what a listing of that scope would ask for)."""
+    return MemoryFilter(api_key_id=scope.api_key_id, session_id=scope.session_id if scope.session_only else None)
 
 
 def _unavailable(name: str, exc: Exception) -> UnavailableError:
@@ -348,7 +386,7 @@ class BackendManager:
     def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
         r = self.routing()
         try:
-            return r.primary.list(flt, limit, offset)
+            return readable_page(r.primary.list(flt, limit, offset), flt)
         except BackendError as exc:
             raise _unavailable(r.primary.name, exc) from None
 
@@ -376,6 +414,7 @@ class BackendManager:
         search = BackendSearch(req.query.strip(), scope, limit=min(req.limit or SEARCH_LIMIT, SEARCH_LIMIT),
                                max_tokens=budget, strategy=req.strategy)
         failures: list[str] = []
+        owners = _scope_filter(scope)
         for backend in r.chain():
             try:
                 found = self._search_one(backend, search)
@@ -383,7 +422,7 @@ class BackendManager:
                 failures.append(f"backend {backend.name!r} failed ({exc})")
                 continue
             items = [RetrievedItem(s.memory, s.score, estimate_tokens(s.memory.content), TIER_BACKEND)
-                     for s in found if in_scope(s.memory, scope)]
+                     for s in found if in_scope(s.memory, scope) and readable(s.memory, owners)]
             reason = "; ".join(failures + ([f"answered by fallback {backend.name!r}"] if failures else []))
             return RetrievalResult(apply_budget(items, budget, req.limit), budget,
                                    Resolution(strategy_used=STRATEGY_BACKEND, fallback_reason=reason,
@@ -396,9 +435,8 @@ class BackendManager:
         """The backend's search for a query; its newest memories in scope without one."""
         if search.query:
             return backend.search(search)
-        scope = search.scope
-        flt = MemoryFilter(api_key_id=scope.api_key_id, session_id=scope.session_id if scope.session_only else None)
-        return [ScoredMemory(m) for m in backend.list(flt, min(search.limit, RECENT_LIMIT), 0).data]
+        page = backend.list(_scope_filter(search.scope), min(search.limit, RECENT_LIMIT), 0)
+        return [ScoredMemory(m) for m in page.data]
 
     # ---- replay of updates and deletes on the fallbacks ----
 
