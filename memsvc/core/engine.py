@@ -13,6 +13,7 @@ from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import retrieval_scope
 from memsvc.core.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction import Fact, extract_facts, fact_metadata
+from memsvc.core.extraction_speakers import ASSISTANT, USER
 from memsvc.core.injection import InjectOptions, Injection, detect_format, inject, no_memory_requested
 from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, store_drafts, validate_new
 from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
@@ -266,7 +267,7 @@ class Engine:
     def extract(self, call: ExtractCall) -> ExtractOutcome:
         """Facts from the texts; stored now (wait), in the background, or not at all (dry
         run, disabled, no owner, opt-out)."""
-        facts = self._facts(call.text, call.user_message, call.assistant_message)
+        facts = self._facts((call.text, USER), (call.user_message, USER), (call.assistant_message, ASSISTANT))
         if call.dry_run:
             return ExtractOutcome(facts, skipped_reason="dry run")
         reason = self._skip_reason(call.api_key_id, call.no_memory, call.headers)
@@ -283,10 +284,12 @@ class Engine:
         return len(store_drafts(self._writer, self._events, drafts, each=False))
 
     @staticmethod
-    def _facts(*texts: str) -> list[Fact]:
+    def _facts(*turns: tuple[str, str]) -> list[Fact]:
+        """The user's facts of each (text, speaker): `text` and the user message are the
+        user's words, the assistant reply gives only what it restates about the user."""
         seen: dict[str, Fact] = {}
-        for text in texts:
-            for fact in extract_facts(text) if text else []:
+        for text, speaker in turns:
+            for fact in extract_facts(text, speaker) if text else []:
                 seen.setdefault(fact.key, fact)
         return list(seen.values())
 

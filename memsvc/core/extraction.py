@@ -16,6 +16,12 @@ What a fact keeps:
   tea anymore" share `preference:tea`, so the later statement replaces the earlier one when
   it is stored (memories upsert on their key), and within one text the later one wins.
 
+Whose words: the user's own first-person statements are the user's facts. The assistant's
+first-person statements ("I love Italian food") are its own, or a character's, and never
+become a memory; only what the assistant restates about the user in the second person
+("you mentioned you live in Paris", "since you're vegetarian") does, turned into the same
+statement and key the user's own words give (`extraction_speakers`).
+
 What never becomes a fact: questions ("do I like tea?"), hypotheticals ("if I liked tea",
 "もし…なら", "如果我…", "если бы я…"), and what others say about the user or about
 themselves ("my wife says I like tea", "彼はVimが好き"). A relative's own facts are family
@@ -40,6 +46,8 @@ from typing import Iterable, Iterator
 
 from memsvc.core import extraction_rules as rules_data
 from memsvc.core.extraction_rules import CJK, LINE_BREAKS, NT, T, Slot, Table, expand, key_word
+from memsvc.core.extraction_speakers import ASSISTANT, SPEAKERS, USER, restatements
+from memsvc.core.extraction_speakers import tables as restatement_tables
 from memsvc.core.extraction_statements import key_phrase, statement, value_in_statement
 
 _EVERYDAY = ("name", "location", "diet", "family", "pet", "language", "profession")
@@ -171,6 +179,7 @@ def rule_sets() -> dict[str, _RuleSet]:
 def warm() -> None:
     """Compile the rules now (a server calls it off the request path once it serves)."""
     rule_sets()
+    restatement_tables()
 
 
 # -- public helpers ----------------------------------------------------------------------------
@@ -223,11 +232,31 @@ def scan_window(text: str) -> str:
     return tail[start:].decode("utf-8", "surrogatepass")
 
 
-def extract_facts(text: str) -> list[Fact]:
-    """The facts of a text, one per key, in the order their keys first appear. When a key
-    comes back ("I like tea. Actually, I don't like tea."), the later statement wins, as
-    it does across calls when the fact is stored again."""
+def extract_facts(text: str, speaker: str = USER) -> list[Fact]:
+    """The user's facts in a text, one per key, in the order their keys first appear. When
+    a key comes back ("I like tea. Actually, I don't like tea."), the later statement wins,
+    as it does across calls when the fact is stored again.
+
+    `speaker` says whose words the text is. The user's first-person statements are the
+    user's facts. The assistant's first-person statements are its own and give nothing;
+    only what it restates about the user ("you mentioned you live in Paris") does, read as
+    the user's own words would be (see `extraction_speakers`)."""
+    if speaker not in SPEAKERS:
+        raise ValueError(f"speaker must be one of {', '.join(SPEAKERS)}, not {speaker!r}")
     window = scan_window(text)
+    if speaker == ASSISTANT:
+        facts = {f.key: f for said in _restated(window) for f in _facts_of(said)}
+        return list(facts.values())
+    return _facts_of(window)
+
+
+def _restated(window: str) -> Iterator[str]:
+    for lang in detect_languages(window):
+        yield from restatements(window, lang, rule_sets()[lang].guards.before)
+
+
+def _facts_of(window: str) -> list[Fact]:
+    """The facts of the user's own words."""
     lowered = window.casefold()
     candidates = [
         c for lang in detect_languages(window) for c in _candidates(window, lowered, rule_sets()[lang])

@@ -140,7 +140,7 @@ def test_settings_validation_errors_are_400_with_field_violations(rest):
 
 def test_extract_inject_retrieve_in_camel_case(rest):
     enable(rest)
-    extracted = ok(rest, "POST", "/api/memory/extract", {"assistantMessage": FACTS_TEXT, "apiKeyId": OWNER,
+    extracted = ok(rest, "POST", "/api/memory/extract", {"userMessage": FACTS_TEXT, "apiKeyId": OWNER,
                                                          "wait": True})
     assert extracted["stored"] == 2 and extracted["accepted"] is False and extracted["skippedReason"] == ""
     assert {f["key"] for f in extracted["facts"]} == {"preference:concise_answers", "pattern:answer_in_bullet_points"}
@@ -230,7 +230,7 @@ def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(re
 @pytest.mark.parametrize("how", ["noMemory", "x-omniroute-no-memory", "x-memsvc-no-memory"])
 def test_opt_out_through_envoy(rest, how):
     enable(rest)
-    ok(rest, "POST", "/api/memory/extract", {"assistantMessage": FACTS_TEXT, "apiKeyId": OWNER, "wait": True})
+    ok(rest, "POST", "/api/memory/extract", {"userMessage": FACTS_TEXT, "apiKeyId": OWNER, "wait": True})
     request = {"request": CHAT, "provider": "openai", "apiKeyId": OWNER}
     headers = {}
     if how == "noMemory":
@@ -240,7 +240,7 @@ def test_opt_out_through_envoy(rest, how):
     resp = ok(rest, "POST", "/api/memory/inject", request, headers=headers)
     assert resp["injected"] is False and resp["request"] == CHAT and resp["skippedReason"]
     extra = {"noMemory": True} if how == "noMemory" else {}
-    out = ok(rest, "POST", "/api/memory/extract", {"assistantMessage": "I prefer green tea.", "apiKeyId": OWNER,
+    out = ok(rest, "POST", "/api/memory/extract", {"userMessage": "I prefer green tea.", "apiKeyId": OWNER,
                                                    "wait": True, **extra}, headers=headers)
     assert out["stored"] == 0
     assert listing(rest)["total"] == 2

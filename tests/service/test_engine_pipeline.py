@@ -58,7 +58,7 @@ def enable(stubs, **values: Any) -> spb.MemorySettings:
 
 def extract(stubs, text: str = FACTS_TEXT, api_key_id: str = OWNER, metadata=None, **fields) -> epb.ExtractResponse:
     fields.setdefault("wait", True)
-    return stubs.engine.Extract(epb.ExtractRequest(assistant_message=text, api_key_id=api_key_id, **fields),
+    return stubs.engine.Extract(epb.ExtractRequest(user_message=text, api_key_id=api_key_id, **fields),
                                 metadata=metadata)
 
 

@@ -326,7 +326,7 @@ def test_cjk_and_russian_facts_are_found_by_their_language(server, stubs, strate
 
 def test_extracted_chinese_fact_is_retrieved(server, stubs):
     enable(stubs)
-    out = stubs.engine.Extract(epb.ExtractRequest(assistant_message="我喜欢深色模式。", api_key_id=OWNER, wait=True))
+    out = stubs.engine.Extract(epb.ExtractRequest(user_message="我喜欢深色模式。", api_key_id=OWNER, wait=True))
     assert out.stored == 1
     resp = retrieve(stubs, "深色模式是什么")
     assert [m.content for m in resp.memories] == [out.facts[0].content]
