@@ -28,6 +28,7 @@ from memsvc.core.models import (
     UpsertResult,
     utcnow,
 )
+from memsvc.core.retention import default_keep
 
 MAX_CONTENT_BYTES = 32 * 1024
 MAX_KEY_CHARS = 512
@@ -189,7 +190,8 @@ def _check_occurred_at(v: Violations, value: datetime | None, now: datetime | No
 
 
 def validate_new(draft: NewMemory, now: datetime | None = None) -> NewMemory:
-    """Check every limit at once and normalize ("" → None, default type)."""
+    """Check every limit at once and normalize ("" → None, default type; a durable fact is
+    kept unless the draft says otherwise, memsvc.core.retention)."""
     v = Violations()
     memory = replace(
         draft,
@@ -208,7 +210,7 @@ def validate_new(draft: NewMemory, now: datetime | None = None) -> NewMemory:
         v.add("expiresAt", "must be in the future")
     _check_occurred_at(v, memory.occurred_at, now)
     v.raise_if_any()
-    return memory
+    return replace(memory, keep=default_keep(memory.keep, memory.key, memory.type))
 
 
 def check_batch_size(count: int) -> None:
