@@ -8,7 +8,8 @@ kernel spreads connections over them.
 What runs once, in the parent: the migrations of the configured store, SQLite or the
 shared PostgreSQL (before any worker starts), the Envoy
 gateway, the MCP HTTP server and /metrics (every worker's counters and histograms summed,
-through prometheus_client's multiprocess files). The parent reserves the port first: it
+through prometheus_client's multiprocess files, in a folder of the run's own off the data
+disk, see memsvc.metrics). The parent reserves the port first: it
 checks that no other program holds it, then keeps it bound (not listening) with
 SO_REUSEPORT, so port 0 picks one port that every worker then binds.
 
@@ -32,6 +33,7 @@ from __future__ import annotations
 
 import asyncio
 import ctypes
+import errno
 import logging
 import os
 import select
@@ -53,7 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("memsvc.processes")
 PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 120.0  # a worker opens its App (models included) before it is ready
-METRICS_DIR_NAME = "prometheus"
 
 
 class WorkerError(RuntimeError):
@@ -63,23 +64,49 @@ class WorkerError(RuntimeError):
 def reserve_port(host: str, port: int) -> list[socket.socket]:
     """Bound, not listening, SO_REUSEPORT sockets that keep host:port for the workers (port 0
     picks a free one). A port another program holds is refused: the probe binds without
-    SO_REUSEPORT, which fails on any holder, so no other server silently shares the port."""
+    SO_REUSEPORT, which fails on any holder, so no other server silently shares the port.
+
+    Both binds allow what a server that just died leaves behind: its connections linger in
+    TIME_WAIT for a minute, and a supervisor restarting memsvc must get a serving process at
+    once, not "Address already in use" for that minute. The probe sets SO_REUSEADDR (as
+    gRPC's own bind does), which still fails on a listener and on another memsvc's
+    reservation. The reservation binds with SO_REUSEPORT alone, which TIME_WAIT connections
+    of earlier workers (SO_REUSEPORT too) allow; those of a one-process server have no
+    SO_REUSEPORT, and then it binds with SO_REUSEADDR as well."""
     chosen = port
     sockets: list[socket.socket] = []
     try:
         for family, kind, proto, _, address in _addresses(host, port):
+            where = (address[0], chosen, *address[2:])
             with socket.socket(family, kind, proto) as probe:
-                probe.bind((address[0], chosen, *address[2:]))
+                probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                probe.bind(where)
                 chosen = probe.getsockname()[1]
-            reserved = socket.socket(family, kind, proto)
-            sockets.append(reserved)
-            reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-            reserved.bind((address[0], chosen, *address[2:]))
+                where = (address[0], chosen, *address[2:])
+            sockets.append(_reservation(family, kind, proto, where))
     except OSError as exc:
         for reserved in sockets:
             reserved.close()
         raise ConfigError(f"cannot bind gRPC to {host}:{port}: {exc}") from None
     return sockets
+
+
+def _reservation(family: int, kind: int, proto: int, where: tuple) -> socket.socket:
+    """A SO_REUSEPORT socket bound to `where` (see reserve_port), SO_REUSEADDR added only when
+    the port's TIME_WAIT connections refuse it without."""
+    for reuse_address in (False, True):
+        reserved = socket.socket(family, kind, proto)
+        reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        if reuse_address:
+            reserved.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            reserved.bind(where)
+            return reserved
+        except OSError as exc:
+            reserved.close()
+            if reuse_address or exc.errno != errno.EADDRINUSE:
+                raise
+    raise AssertionError("unreachable")
 
 
 def _addresses(host: str, port: int) -> list[tuple]:
@@ -307,7 +334,8 @@ async def serve_processes(config: Config) -> None:
 async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyncio.Event) -> None:
     from memsvc.metrics import ProcessesMetrics, StateSources
 
-    metrics = ProcessesMetrics(config.data_dir / METRICS_DIR_NAME, StateSources(db_path=prepared.db_path))
+    # Off the data disk: a full data disk must not SIGBUS the workers (memsvc.metrics).
+    metrics = ProcessesMetrics.private(StateSources(db_path=prepared.db_path))
     fleet = Fleet(config, port, metrics)
     mcp_http = supervisor = None
     try:
@@ -319,7 +347,7 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
         log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": port,
                                           "metrics_port": serve_metrics(metrics, config), "auth": prepared.auth,
                                           **prepared.store, "processes": config.processes,
-                                          "worker_pids": fleet.pids})
+                                          "worker_pids": fleet.pids, "metrics_dir": str(metrics.directory)})
         if config.gateway:
             supervisor = await start_gateway(config, port, fleet.report_rest)
         await until_stopped(stop, fleet, supervisor)
@@ -338,9 +366,15 @@ def run_worker(config: Config, parent_pid: int, ready_fd: int) -> int:
     """A worker's life (`memsvc serve --worker-of <pid>`): bound to its parent, it serves
     until told to stop; its port goes on `ready_fd` once it serves."""
     from memsvc.logs import configure
+    from memsvc.metrics import MetricsFilesError, preallocate_worker_files
     from memsvc.server import REST_DOWN, REST_UP, serve_worker
 
     configure(config.log_level, with_process=True)
+    try:  # before any metric exists: prometheus_client would create them with holes
+        preallocate_worker_files(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+    except MetricsFilesError as exc:
+        log.error("worker.metrics_files_failed", extra={"error": str(exc)})
+        return 75  # EX_TEMPFAIL: the parent restarts it with backoff
     for sig in (REST_DOWN, REST_UP):  # until its handlers are in place, these must not kill it
         signal.signal(sig, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
