@@ -8,8 +8,7 @@ kernel spreads connections over them.
 What runs once, in the parent: the migrations of the configured store, SQLite or the
 shared PostgreSQL (before any worker starts), the Envoy
 gateway, the MCP HTTP server and /metrics (every worker's counters and histograms summed,
-through prometheus_client's multiprocess files, in a folder of the run's own off the data
-disk, see memsvc.metrics). The parent reserves the port first: it
+through prometheus_client's multiprocess files). The parent reserves the port first: it
 checks that no other program holds it, then keeps it bound (not listening) with
 SO_REUSEPORT, so port 0 picks one port that every worker then binds.
 
@@ -55,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("memsvc.processes")
 PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 120.0  # a worker opens its App (models included) before it is ready
+METRICS_DIR_NAME = "prometheus"
 
 
 class WorkerError(RuntimeError):
@@ -334,8 +334,7 @@ async def serve_processes(config: Config) -> None:
 async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyncio.Event) -> None:
     from memsvc.metrics import ProcessesMetrics, StateSources
 
-    # Off the data disk: a full data disk must not SIGBUS the workers (memsvc.metrics).
-    metrics = ProcessesMetrics.private(StateSources(db_path=prepared.db_path))
+    metrics = ProcessesMetrics(config.data_dir / METRICS_DIR_NAME, StateSources(db_path=prepared.db_path))
     fleet = Fleet(config, port, metrics)
     mcp_http = supervisor = None
     try:
@@ -347,7 +346,7 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
         log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": port,
                                           "metrics_port": serve_metrics(metrics, config), "auth": prepared.auth,
                                           **prepared.store, "processes": config.processes,
-                                          "worker_pids": fleet.pids, "metrics_dir": str(metrics.directory)})
+                                          "worker_pids": fleet.pids})
         if config.gateway:
             supervisor = await start_gateway(config, port, fleet.report_rest)
         await until_stopped(stop, fleet, supervisor)
@@ -366,15 +365,9 @@ def run_worker(config: Config, parent_pid: int, ready_fd: int) -> int:
     """A worker's life (`memsvc serve --worker-of <pid>`): bound to its parent, it serves
     until told to stop; its port goes on `ready_fd` once it serves."""
     from memsvc.logs import configure
-    from memsvc.metrics import MetricsFilesError, preallocate_worker_files
     from memsvc.server import REST_DOWN, REST_UP, serve_worker
 
     configure(config.log_level, with_process=True)
-    try:  # before any metric exists: prometheus_client would create them with holes
-        preallocate_worker_files(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
-    except MetricsFilesError as exc:
-        log.error("worker.metrics_files_failed", extra={"error": str(exc)})
-        return 75  # EX_TEMPFAIL: the parent restarts it with backoff
     for sig in (REST_DOWN, REST_UP):  # until its handlers are in place, these must not kill it
         signal.signal(sig, signal.SIG_IGN)
     if sys.platform.startswith("linux"):
