@@ -4,7 +4,7 @@
 // character rename, the review and Powerful Memory switches, and the legacy scan and purge.
 
 import { api } from "./api.js";
-import { attempt, clear, confirmAction, field, h, showError, showNote } from "./ui.js";
+import { attempt, clear, confirmAction, field, h, perform, showNote } from "./ui.js";
 
 const ROLES = ["human", "ai", "system"];
 const CONFLICT = "RECENT_FILE_CONFLICT";
@@ -118,14 +118,16 @@ function chatFrom(rows, keepIndexes) {
 async function save(overwrite) {
   const body = { filename: state.file, fingerprint: state.snapshot.fingerprint,
     identity_token: state.snapshot.identity_token, chat: chatFrom(state.rows, !overwrite) };
-  try {
-    await api("POST", "/api/memory/recent_file/save", { body });
-  } catch (err) {
-    if (err.status === 409 && err.reason === CONFLICT) return showConflict();
-    showError(el("editor-msg"), err);
-    return;
-  }
-  const snap = await attempt(el("editor-msg"), () => fetchFile(state.file));
+  const snap = await perform(el("editor-msg"), async () => {
+    try {
+      await api("POST", "/api/memory/recent_file/save", { body });
+    } catch (err) {
+      if (err.status === 409 && err.reason === CONFLICT) return CONFLICT;
+      throw err;
+    }
+    return fetchFile(state.file);
+  }, { control: el("save") });
+  if (snap === CONFLICT) return showConflict();
   if (!snap) return;
   state.snapshot = snap;
   state.rows = rowsFrom(snap.content);
@@ -156,12 +158,14 @@ function renameForm() {
     h("button", { type: "submit" }, "Rename"), h("div", { dataset: { el: "rename-msg" } }));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
+    const submitter = ev.submitter;
     const oldName = characterOf(state.file), newName = input.value.trim();
     const ok = await confirmAction(`Rename ${oldName} to ${newName}?`,
       "Its files, long-term memories and reflections move to the new name.");
     if (!ok) return;
-    const done = await attempt(el("rename-msg"), () => api("POST",
-      `/api/characters/catgirl/${encodeURIComponent(oldName)}/rename`, { body: { new_name: newName } }));
+    const done = await perform(el("rename-msg"), () => api("POST",
+      `/api/characters/catgirl/${encodeURIComponent(oldName)}/rename`, { body: { new_name: newName } }),
+      { control: submitter, pending: "Renaming…" });
     if (done) { await openFile(`recent_${newName}.json`); showNote(el("editor-msg"), `Renamed ${oldName} to ${newName}.`); }
   });
   return form;
@@ -172,7 +176,8 @@ function togglesCard() {
   const toggle = (name, label, route) => {
     const box = h("input", { type: "checkbox", disabled: !admin, dataset: { el: `toggle-${name}` } });
     box.addEventListener("change", async () => {
-      const done = await attempt(el("toggles-msg"), () => api("POST", route, { body: { enabled: box.checked } }));
+      const done = await perform(el("toggles-msg"), () => api("POST", route, { body: { enabled: box.checked } }),
+        { control: box });
       if (done) { box.checked = done.enabled; showNote(el("toggles-msg"), `${label}: ${done.enabled ? "on" : "off"}.`); }
       else box.checked = !box.checked;
     });
@@ -205,8 +210,9 @@ function size(bytes) {
   return bytes < 1024 ? `${bytes} B` : bytes < 1048576 ? `${(bytes / 1024).toFixed(1)} KiB` : `${(bytes / 1048576).toFixed(1)} MiB`;
 }
 
-async function scanLegacy() {
-  const scan = await attempt(el("legacy-msg"), () => api("GET", "/api/memory/legacy/scan"));
+async function scanLegacy(ev) {
+  const scan = await perform(el("legacy-msg"), () => api("GET", "/api/memory/legacy/scan"),
+    { control: ev?.currentTarget, pending: "Scanning…" });
   if (!scan) return;
   const boxes = [];
   clear(el("legacy"), h("p", {}, `${scan.total_entries} entries, ${size(scan.total_size_bytes)}`),
@@ -227,7 +233,8 @@ async function purgeLegacy() {
   const ok = await confirmAction(`Delete ${paths.length} legacy ${paths.length === 1 ? "entry" : "entries"}?`,
     "These are removed from disk, folders with everything inside:", paths);
   if (!ok) return;
-  const done = await attempt(el("legacy-msg"), () => api("POST", "/api/memory/legacy/purge", { body: { paths } }));
+  const done = await perform(el("legacy-msg"), () => api("POST", "/api/memory/legacy/purge", { body: { paths } }),
+    { control: el("purge"), pending: "Deleting…" });
   if (!done) return;
   await scanLegacy();
   showNote(el("legacy-msg"), `Removed ${done.removed.length}` +

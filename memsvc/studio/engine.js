@@ -2,7 +2,7 @@
 // embedding source, the Qdrant card and the rerank card. Every route here needs admin.
 
 import { api, stream } from "./api.js";
-import { attempt, clear, confirmAction, field, h, indicator, showNote } from "./ui.js";
+import { attempt, clear, confirmAction, field, h, indicator, perform, showNote } from "./ui.js";
 
 const SOURCES = ["auto", "remote", "static", "transformers"];
 const state = { panel: null, running: false };
@@ -62,7 +62,7 @@ function settingsCard() {
     const body = { enabled: enabled.checked, embeddingSource: source.value };
     if (baseUrl.value.trim()) body.customBaseUrl = baseUrl.value.trim();
     if (model.value.trim()) body.customModelId = model.value.trim();
-    const saved = await attempt(el("settings-msg"), () => api("PUT", "/api/settings/memory", { body }));
+    const saved = await perform(el("settings-msg"), () => api("PUT", "/api/settings/memory", { body }), { control: ev.submitter });
     if (saved) { fillSettings(saved); showNote(el("settings-msg"), "Settings saved."); refresh(); }
   });
   return form;
@@ -90,10 +90,9 @@ function reindexCard() {
 async function reindex() {
   if (state.running) return;
   state.running = true;
-  el("reindex").disabled = true;
   const bar = el("progress"), text = el("progress-text");
   let total = 0, last = null;
-  const done = await attempt(el("reindex-msg"), () => stream("POST", "/api/memory/reindex", { force: el("force").checked }, (m) => {
+  const done = await perform(el("reindex-msg"), () => stream("POST", "/api/memory/reindex", { force: el("force").checked }, (m) => {
     last = m;
     if (m.started) total = m.pending;
     const processed = m.processed || 0;
@@ -101,9 +100,8 @@ async function reindex() {
     bar.value = Math.min(processed, bar.max);
     text.textContent = `${m.state || "running"} · ${processed} of ${total} · ${m.errors} errors` +
       (m.ratePerSecond ? ` · ${m.ratePerSecond.toFixed(1)}/s` : "") + (m.error ? ` · ${m.error}` : "");
-  }).then(() => true));
+  }).then(() => true), { control: el("reindex"), pending: "Reindexing…" });
   state.running = false;
-  el("reindex").disabled = false;
   if (done && last) {
     if (last.state === "done") bar.value = bar.max;
     showNote(el("reindex-msg"), last.state === "done" ? `Reindexed ${last.processed} memories.` :
@@ -134,7 +132,7 @@ function qdrantCard() {
     ev.preventDefault();
     const body = { enabled: enabled.checked, host: host.value.trim(), port: Number(port.value), collection: collection.value.trim() };
     if (key.value) body.apiKey = key.value;
-    const saved = await attempt(el("qdrant-msg"), () => api("PUT", "/api/settings/qdrant", { body }));
+    const saved = await perform(el("qdrant-msg"), () => api("PUT", "/api/settings/qdrant", { body }), { control: ev.submitter });
     if (saved) { fillQdrant(saved); key.value = ""; showNote(el("qdrant-msg"), "Qdrant settings saved."); refresh(); }
   });
   return form;
@@ -148,26 +146,30 @@ function fillQdrant(q) {
   el("q-key").placeholder = q.hasApiKey ? `stored: ${q.apiKeyMasked}` : "none stored";
 }
 
-async function testConnection() {
-  const health = await attempt(el("qdrant-msg"), () => api("GET", "/api/settings/qdrant/health"));
+async function testConnection(ev) {
+  const health = await perform(el("qdrant-msg"), () => api("GET", "/api/settings/qdrant/health"),
+    { control: ev.currentTarget, pending: "Testing the connection…" });
   if (!health) return;
   showNote(el("qdrant-msg"), health.ok ? `Connected (${health.mode}) in ${health.latencyMs.toFixed(0)} ms; collection ` +
     `${health.collectionExists ? `exists with ${health.pointsCount} points` : "does not exist yet"}.` :
     `Not reachable: ${health.error}`, health.ok ? "note" : "error");
 }
 
-async function testSearch() {
-  const answer = await attempt(el("qdrant-msg"), () => api("POST", "/api/settings/qdrant/search", { body: { query: el("q-query").value } }));
+async function testSearch(ev) {
+  const answer = await perform(el("qdrant-msg"), () => api("POST", "/api/settings/qdrant/search", { body: { query: el("q-query").value } }),
+    { control: ev.currentTarget, pending: "Searching…" });
   if (!answer) return;
   clear(el("qdrant-msg"), h("p", {}, `${answer.results.length} hits in ${answer.latencyMs} ms`),
     h("ol", {}, answer.results.map((r) => h("li", {}, `${r.score.toFixed(3)} · ${r.apiKeyId} · ${r.content}`))));
 }
 
-async function cleanup() {
+async function cleanup(ev) {
+  const control = ev.currentTarget;
   const days = Number(el("q-days").value);
   const ok = await confirmAction("Clean up Qdrant?", `Deletes the Qdrant points of memories older than ${days} days.`);
   if (!ok) return;
-  const done = await attempt(el("qdrant-msg"), () => api("POST", "/api/settings/qdrant/cleanup", { body: { retentionDays: days } }));
+  const done = await perform(el("qdrant-msg"), () => api("POST", "/api/settings/qdrant/cleanup", { body: { retentionDays: days } }),
+    { control, pending: "Cleaning up…" });
   if (done) showNote(el("qdrant-msg"), `Removed ${done.deletedCount} points.`);
 }
 
@@ -181,7 +183,7 @@ function rerankCard() {
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
     const body = { rerankEnabled: enabled.checked, rerankProviderModel: model.value.trim() || null };
-    const saved = await attempt(el("rerank-msg"), () => api("PUT", "/api/settings/memory", { body }));
+    const saved = await perform(el("rerank-msg"), () => api("PUT", "/api/settings/memory", { body }), { control: ev.submitter });
     if (saved) { fillSettings(saved); showNote(el("rerank-msg"), "Rerank settings saved."); refresh(); }
   });
   return form;

@@ -2,7 +2,7 @@
 // import of an owner's memories, "compress old" (Summarize) with a dry run first.
 
 import { api } from "./api.js";
-import { attempt, bar, clear, confirmAction, download, field, h, showNote } from "./ui.js";
+import { attempt, bar, clear, confirmAction, download, field, h, perform, showNote } from "./ui.js";
 
 const TYPES = ["factual", "episodic", "procedural", "semantic"];
 const PAGE_SIZE = 20;
@@ -114,7 +114,8 @@ function row(m) {
     h("td", { class: "when" }, (m.updatedAt || "").replace("T", " ").slice(0, 19)),
     h("td", { class: "actions" }, canWrite ? [
       h("button", { type: "button", "aria-label": `Edit memory ${m.key || m.id}`, onclick: () => edit(tr, m) }, "Edit"),
-      h("button", { type: "button", class: "danger", "aria-label": `Delete memory ${m.key || m.id}`, onclick: () => remove(m) }, "Delete"),
+      h("button", { type: "button", class: "danger", "aria-label": `Delete memory ${m.key || m.id}`,
+        onclick: (ev) => remove(m, ev.currentTarget) }, "Delete"),
     ] : "read only"));
   return tr;
 }
@@ -123,9 +124,10 @@ function edit(tr, m) {
   const key = h("input", { type: "text", value: m.key || "", "aria-label": "Key" });
   const type = h("select", { "aria-label": "Type" }, TYPES.map((t) => h("option", { value: t, selected: t === m.type }, t)));
   const content = h("textarea", { rows: 3, "aria-label": "Content" }, m.content);
-  const save = async () => {
+  const save = async (ev) => {
     const body = { key: key.value, type: type.value, content: content.value };
-    const done = await attempt(el("status"), () => api("PUT", `/api/memory/${encodeURIComponent(m.id)}`, { body }));
+    const done = await perform(el("status"), () => api("PUT", `/api/memory/${encodeURIComponent(m.id)}`, { body }),
+      { control: ev.currentTarget });
     if (done) { showNote(el("status"), "Memory saved."); load(); }
   };
   clear(tr, h("td", {}, key), h("td", {}, type), h("td", { class: "content" }, content),
@@ -135,11 +137,12 @@ function edit(tr, m) {
   content.focus();
 }
 
-async function remove(m) {
+async function remove(m, control) {
   const ok = await confirmAction("Delete this memory?", "It is removed with its vectors; this cannot be undone.",
     [`${m.key || "(no key)"}: ${m.content.slice(0, 120)}`]);
   if (!ok) return;
-  const done = await attempt(el("status"), () => api("DELETE", `/api/memory/${encodeURIComponent(m.id)}`));
+  const done = await perform(el("status"), () => api("DELETE", `/api/memory/${encodeURIComponent(m.id)}`),
+    { control, pending: "Deleting…" });
   if (done) { showNote(el("status"), "Memory deleted."); load(); }
 }
 
@@ -156,7 +159,7 @@ function addForm() {
     ev.preventDefault();
     const body = { apiKeyId: owner(), type: type.value, content: content.value };
     if (key.value.trim()) body.key = key.value.trim();
-    const done = await attempt(el("status"), () => api("POST", "/api/memory", { body }));
+    const done = await perform(el("status"), () => api("POST", "/api/memory", { body }), { control: ev.submitter });
     if (done) { showNote(el("status"), done.created === false ? "Memory updated (same key)." : "Memory added."); form.reset(); load(); }
   });
   return form;
@@ -176,18 +179,19 @@ function transferSection(canRead, canWrite) {
     h("div", { dataset: { el: "transfer-status" } }));
 }
 
-async function exportAll() {
+async function exportAll(ev) {
+  const control = ev.currentTarget;
   const status = el("transfer-status");
   const who = owner();
   if (!who) { showNote(status, "Name the owner (apiKeyId) to export.", "error"); return; }
-  const memories = await attempt(status, async () => {
+  const memories = await perform(status, async () => {
     const out = [];
     for (let page = 1; ; page += 1) {
       const answer = await api("GET", "/api/memory", { query: { apiKeyId: who, limit: EXPORT_PAGE, page } });
       out.push(...answer.data);
       if (page >= (answer.totalPages || 1)) return out;
     }
-  });
+  }, { control, pending: "Exporting…" });
   if (!memories) return;
   const doc = { format: "memsvc.memories.v1", apiKeyId: who, exportedAt: new Date().toISOString(), memories };
   download(`memories-${who}.json`, JSON.stringify(doc, null, 2));
@@ -223,7 +227,7 @@ async function importFile(file) {
   const total = doc.memories.length;
   let restored = 0;
   const refused = [];
-  const done = await attempt(status, async () => {
+  const done = await perform(status, async () => {
     for (let start = 0; start < total; start += IMPORT_BATCH) {
       const memories = doc.memories.slice(start, start + IMPORT_BATCH).map((m) => restoredBody(doc, m));
       const answer = await api("POST", "/api/memory/batch", { body: { memories } });
@@ -232,7 +236,7 @@ async function importFile(file) {
       showNote(status, `Importing… ${start + memories.length} of ${total}`);
     }
     return true;
-  });
+  }, { control: el("import-file"), pending: "Importing…" });
   if (done && !refused.length) showNote(status, `Imported ${restored} memories into ${doc.apiKeyId}.`);
   else if (done) {
     showNote(status, `Imported ${restored} of ${total} memories into ${doc.apiKeyId}; ${refused.length} refused.`, "error");
@@ -242,18 +246,21 @@ async function importFile(file) {
   load();
 }
 
-async function compressOld() {
+async function compressOld(ev) {
+  const control = ev.currentTarget;
   const status = el("transfer-status");
   const who = owner();
   if (!who) { showNote(status, "Name the owner (apiKeyId) whose old memories to compress.", "error"); return; }
   const body = { apiKeyId: who, olderThanDays: Number(el("older-days").value), dryRun: true };
-  const preview = await attempt(status, () => api("POST", "/api/memory/summarize", { body }));
+  const preview = await perform(status, () => api("POST", "/api/memory/summarize", { body }),
+    { control, pending: "Looking for old memories…" });
   if (!preview) return;
   if (!preview.candidates.length) { showNote(status, "Nothing is old enough to compress."); return; }
   const items = preview.candidates.map((c) => `${c.key || c.id} (${c.type}, ${c.tokens} tokens)`);
   const ok = await confirmAction(`Compress ${items.length} memories into one summary?`,
     `About ${preview.tokensSaved} tokens saved; the originals are replaced by the summary.`, items);
   if (!ok) { showNote(status, "Nothing was compressed."); return; }
-  const done = await attempt(status, () => api("POST", "/api/memory/summarize", { body: { ...body, dryRun: false } }));
+  const done = await perform(status, () => api("POST", "/api/memory/summarize", { body: { ...body, dryRun: false } }),
+    { control, pending: "Compressing…" });
   if (done) { showNote(status, `Compressed ${done.deletedCount} memories into ${done.summaryIds.length} summary.`); load(); }
 }

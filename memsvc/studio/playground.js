@@ -3,7 +3,7 @@
 // engine resolved the request (embedding source, vector store, fallback and why).
 
 import { api } from "./api.js";
-import { attempt, bar, clear, field, h } from "./ui.js";
+import { bar, clear, field, h, perform } from "./ui.js";
 
 const STRATEGIES = [["", "settings default"], ["hybrid", "hybrid"], ["semantic", "semantic"], ["recent", "recent"], ["exact", "exact"]];
 const state = { panel: null };
@@ -30,17 +30,22 @@ export function init(panel, caller) {
     h("div", { class: "toolbar" }, field("Owner (apiKeyId)", ownerInput), field("Query", query),
       field("Strategy", strategy), field("Token budget", budget)),
     h("button", { type: "submit", class: "primary" }, "Simulate"));
-  form.addEventListener("submit", (ev) => { ev.preventDefault(); simulate(); });
+  form.addEventListener("submit", (ev) => { ev.preventDefault(); simulate(ev.submitter); });
   clear(panel, form, h("div", { dataset: { el: "status" } }),
     h("div", { class: "split" }, h("div", { class: "scroll", dataset: { el: "results" } }), h("aside", { class: "resolution", dataset: { el: "resolution" } })));
 }
 
-async function simulate() {
+// The results of an earlier run go the moment a new one starts: what the panel shows is
+// always the answer to the query in the form.
+async function simulate(control) {
+  clear(el("results"));
+  clear(el("resolution"));
   const body = { query: el("query").value, apiKeyId: el("owner").value.trim() };
   if (el("strategy").value) body.strategy = el("strategy").value;
   if (el("budget").value) body.maxTokens = Number(el("budget").value);
-  const answer = await attempt(el("status"), () => api("POST", "/api/memory/retrieve-preview", { body }));
-  if (!answer) { clear(el("results")); clear(el("resolution")); return; }
+  const answer = await perform(el("status"), () => api("POST", "/api/memory/retrieve-preview", { body }),
+    { control, pending: "Simulating…" });
+  if (!answer) return;
   renderResults(answer);
   renderResolution(answer.resolution || {});
 }

@@ -52,6 +52,25 @@ export async function attempt(target, action) {
   }
 }
 
+// Every change the person asks for (a Save, Add, Delete, switch, rename, test, reindex…)
+// runs through here: the moment it starts, whatever an earlier action left in `target` (its
+// "saved" note, its error) is replaced by a `pending` note, and `control`, the button or
+// switch that started it, is disabled until the server answers. So what `target` shows
+// afterwards is always this action's outcome, never a leftover a person (or a test) could
+// take for it. Returns the action's result, or undefined when it failed (the error is shown
+// in `target`); the caller then shows its own note of success.
+export async function perform(target, action, { control = null, pending = "Saving…" } = {}) {
+  if (target) clear(target, h("div", { class: "note pending", role: "status", "aria-busy": "true" }, pending));
+  if (control) control.disabled = true;
+  try {
+    const out = await attempt(target, action);
+    if (target && target.querySelector(":scope > .pending")) clear(target);
+    return out;
+  } finally {
+    if (control) control.disabled = false;
+  }
+}
+
 let dialogResolve = null;
 
 // Asks before something destructive; `items` (optional) lists exactly what it will touch.

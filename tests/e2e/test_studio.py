@@ -10,8 +10,10 @@ $MEMSVC_STUDIO_SCREENSHOTS when it names a folder.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import time
 import urllib.parse
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -23,7 +25,7 @@ import memsvc.studio
 from conftest import Rest, make_config, start_gateway, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
 from tests.support.chat_history import message as msg
-from tests.support.vectors import model_server, remote_settings
+from tests.support.vectors import model_server, remote_settings, wait_for
 
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
@@ -162,6 +164,14 @@ def tab(page, name: str):
     return panel
 
 
+def engine_tab(page):
+    """The Engine tab once it has loaded: its status indicators drawn, and its forms filled
+    in the same step."""
+    panel = tab(page, "Engine")
+    expect(panel.locator(".indicator")).to_have_count(5)
+    return panel
+
+
 def shot(page, tmp_path: Path, name: str, full_page: bool = True) -> None:
     """Into the test's tmp folder; also into $MEMSVC_STUDIO_SCREENSHOTS when set (how the
     README's pictures in docs/studio/ are refreshed)."""
@@ -172,6 +182,60 @@ def shot(page, tmp_path: Path, name: str, full_page: bool = True) -> None:
 
 def memory_rows(panel):
     return panel.locator("table.memories tbody tr[data-id]")
+
+
+class Held:
+    """The page's `method` requests to `path`, held back until the `held` block ends: each
+    still reaches the real server, only later, so a test can look at the page while a save
+    is in flight. Other requests pass untouched."""
+
+    def __init__(self, page, method: str, path: str):
+        self.page, self.method, self.path = page, method, path
+        self.routes: list[Any] = []
+
+    def matches(self, url: str) -> bool:
+        return urllib.parse.urlsplit(url).path == self.path
+
+    def handle(self, route) -> None:
+        if route.request.method == self.method:
+            self.routes.append(route)
+        else:
+            route.continue_()
+
+    def wait(self, timeout_s: float = 30.0) -> None:
+        """Until the page has sent the request (the browser's events are delivered while
+        playwright waits, so the wait is a short page timeout, repeated)."""
+        deadline = time.monotonic() + timeout_s
+        while not self.routes:
+            assert time.monotonic() < deadline, f"the page sent no {self.method} {self.path}"
+            self.page.wait_for_timeout(20)
+
+
+@contextlib.contextmanager
+def held(page, method: str, path: str) -> Iterator[Held]:
+    hold = Held(page, method, path)
+    page.route(hold.matches, hold.handle)
+    try:
+        yield hold
+    finally:
+        for route in hold.routes:
+            route.continue_()
+        page.unroute(hold.matches, hold.handle)
+
+
+def save_in_flight(page, scope, button, method: str, path: str, note: str) -> None:
+    """Clicks `button` with its write held back: while the server has not answered, `scope`
+    shows no `note` (an earlier save's) but a pending note, and the button is disabled; once
+    the write is let through this save's own note appears and the button is usable again."""
+    with held(page, method, path) as hold:
+        button.click()
+        hold.wait()
+        expect(scope.get_by_text(note)).to_have_count(0)
+        expect(scope.locator(".note.pending")).to_be_visible()
+        expect(button).to_be_disabled()
+    expect(scope.get_by_text(note)).to_be_visible()
+    expect(scope.locator(".note.pending")).to_have_count(0)
+    expect(button).to_be_enabled()
 
 
 # ---- Memories --------------------------------------------------------------------------------
@@ -387,7 +451,7 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
         studio.create("studio-engine", text)
     page, console = open_page()
     sign_in(page, studio.url, ADMIN)
-    panel = tab(page, "Engine")
+    panel = engine_tab(page)
     embeddings = panel.locator('.indicator[data-name="Embeddings"]')
     expect(embeddings).to_have_class("indicator bad")
     expect(panel.locator('.indicator[data-name="Keyword index"]')).to_have_class("indicator ok")
@@ -397,7 +461,7 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     panel.get_by_label("Remote base URL").fill(models.base_url)
     panel.get_by_label("Remote model").fill("minilm")
     panel.get_by_role("button", name="Save").first.click()
-    expect(panel.get_by_text("Settings saved.")).to_be_visible()
+    expect(panel.get_by_text("Settings saved.")).to_be_visible()  # shown only once this save's PUT answered
     settings = studio.ok("GET", "/api/settings/memory")
     assert (settings["enabled"], settings["embeddingSource"], settings["customBaseUrl"]) == (True, "remote", models.base_url)
     expect(embeddings).to_have_class("indicator ok")
@@ -434,13 +498,68 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     rerank_card.get_by_label("Rerank retrieved memories").check()
     rerank_card.get_by_role("button", name="Save").click()
     expect(rerank_card.get_by_text("Rerank settings saved.")).to_be_visible()
-    assert studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is True
-    expect(panel.locator('.indicator[data-name="Rerank"]')).to_be_visible()
+    wait_for(lambda: studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is True, what="rerank switched on")
+    # Switched on without a provider/model: the status says why it cannot rerank.
+    expect(panel.locator('.indicator[data-name="Rerank"]')).to_contain_text("rerankProviderModel is not set")
     shot(page, tmp_path, "engine")
     rerank_card.get_by_label("Rerank retrieved memories").uncheck()
     rerank_card.get_by_role("button", name="Save").click()
+    # The first save's note went when this one started: this note is the second save's.
     expect(rerank_card.get_by_text("Rerank settings saved.")).to_be_visible()
+    wait_for(lambda: studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is False, what="rerank switched off")
+    expect(panel.locator('.indicator[data-name="Rerank"]')).to_contain_text("rerankEnabled is false")
+    assert_clean(console)
+
+
+def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page):
+    """A second Save once left the first one's "saved" note on screen until the server
+    answered, so neither a person nor a test could tell whether the second had landed:
+    each save, on every card, replaces the note with a pending one as it starts."""
+    studio.seed_character("Lulu", [msg("human", "hi Lulu"), msg("ai", "hi!")])
+    page, console = open_page()
+    sign_in(page, studio.url, ADMIN)
+    panel = engine_tab(page)
+    for heading, note in (("Memory and embeddings", "Settings saved."), ("Qdrant", "Qdrant settings saved."),
+                          ("Rerank", "Rerank settings saved.")):
+        card = panel.locator("form.card", has=page.get_by_role("heading", name=heading, exact=True))
+        card.get_by_role("button", name="Save").click()
+        expect(card.get_by_text(note)).to_be_visible()
+        save_in_flight(page, card, card.get_by_role("button", name="Save"), "PUT",
+                       "/api/settings/qdrant" if heading == "Qdrant" else "/api/settings/memory", note)
+
+    # The Rerank card's switch, as in the flaky run: on, then off; while the second save is
+    # held, the server still says on and the page does not claim otherwise.
+    rerank = panel.locator("form.card", has=page.get_by_role("heading", name="Rerank"))
+    rerank.get_by_label("Rerank retrieved memories").check()
+    rerank.get_by_role("button", name="Save").click()
+    expect(rerank.get_by_text("Rerank settings saved.")).to_be_visible()
+    wait_for(lambda: studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is True, what="rerank on")
+    rerank.get_by_label("Rerank retrieved memories").uncheck()
+    save_in_flight(page, rerank, rerank.get_by_role("button", name="Save"), "PUT", "/api/settings/memory",
+                   "Rerank settings saved.")
     assert studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is False
+
+    panel = tab(page, "Memories")
+    panel.get_by_label("Owner (apiKeyId)").fill("studio-saves")
+    add = panel.get_by_role("button", name="Add memory")
+    panel.get_by_label("Content", exact=True).fill("the first saved memory")
+    add.click()
+    expect(panel.get_by_role("status")).to_have_text("Memory added.")
+    panel.get_by_label("Content", exact=True).fill("the second saved memory")
+    save_in_flight(page, panel, add, "POST", "/api/memory", "Memory added.")
+    assert sorted(m["content"] for m in studio.memories("studio-saves")) == [
+        "the first saved memory", "the second saved memory"]
+
+    panel = tab(page, "Characters")
+    panel.get_by_role("button", name="recent_Lulu.json").click()
+    editor = panel.locator('[data-el="editor"]')
+    panel.get_by_label("Message 2 text").fill("hello there")
+    panel.get_by_role("button", name="Save", exact=True).click()
+    expect(editor.get_by_role("status")).to_have_text("Saved.")
+    panel.get_by_label("Message 2 text").fill("hello again")
+    save_in_flight(page, editor, panel.get_by_role("button", name="Save", exact=True), "POST",
+                   "/api/memory/recent_file/save", "Saved.")
+    assert json.loads(studio.recent("recent_Lulu.json")["content"])[1]["data"]["content"] == "hello again"
     assert_clean(console)
 
 
