@@ -206,7 +206,8 @@ _JA_PLAIN = (
     ("飼っていらっしゃいます", "飼っています"), ("飼っていらっしゃる", "飼っている"), ("飼ってらっしゃる", "飼っている"),
     ("飼われている", "飼っている"), ("飼っておられる", "飼っている"),
     ("働いていらっしゃる", "働いている"), ("働かれている", "働いている"),
-    ("勉強されている", "勉強している"), ("勉強なさっている", "勉強している"),
+    ("勉強されている", "勉強している"), ("勉強なさっている", "勉強している"), ("勉強していらっしゃる", "勉強している"),
+    ("引っ越された", "引っ越した"), ("引っ越しされた", "引っ越した"),
     ("結婚されています", "結婚しています"), ("結婚されている", "結婚している"),
     ("お好き", "好き"), ("お嫌い", "嫌い"), ("ご出身", "出身"), ("ご職業", "職業"), ("お仕事", "職業"), ("お名前", "名前"),
     ("でいらっしゃいます", "です"), ("でいらっしゃる", "です"),
@@ -219,6 +220,8 @@ _JA_PLAIN = (
 )
 _JA_HONORIFIC = re.compile("|".join(re.escape(h) for h, _ in _JA_PLAIN if h not in ("奥さん",)))
 _JA_VERB_END = re.compile("[るたいすきだ]$")
+# What the user has rather than is: 「名前はアンナ」 is 「私の名前はアンナ」.
+_JA_POSSESSED = re.compile("(?:名前|職業|妻|夫|息子|娘|母|父|兄|姉|弟|妹|子供|犬|猫)(?:の名前)?は")
 
 
 def _ja_first_person(clause: str, reported: bool) -> str | None:
@@ -234,7 +237,9 @@ def _ja_first_person(clause: str, reported: bool) -> str | None:
     clause = re.sub("(?:だ|です|である)$", "", clause)
     if not _JA_VERB_END.search(clause):
         clause += "です"
-    return clause if clause.startswith("私") else "私は" + clause
+    if clause.startswith("私"):
+        return clause
+    return ("私の" if _JA_POSSESSED.match(clause) else "私は") + clause
 
 
 # -- the tables --------------------------------------------------------------------------------
