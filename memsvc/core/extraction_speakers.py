@@ -69,7 +69,7 @@ _EN_SUFFIX = (rf",<SP>*(?:as|like)<SP>+you(?:['’]ve|<SP>+have)?<SP>+(?:already
 _EN_ASSISTANT_SELF = re.compile(r"\b(?:I|me|my|mine|myself|we|us|our|ours)\b|\bI['’]", re.IGNORECASE)
 _EN_SECOND = (
     (re.compile(r"\byou['’]re\b", re.IGNORECASE), "I'm"),
-    (re.compile(r"\byou<SP>+are\b".replace("<SP>", " "), re.IGNORECASE), "I am"),
+    (re.compile(r"\byou\s+are\b", re.IGNORECASE), "I am"),
     (re.compile(r"\byou aren['’]t\b", re.IGNORECASE), "I am not"),
     (re.compile(r"\byou weren['’]t\b", re.IGNORECASE), "I wasn't"),
     (re.compile(r"\byou were\b", re.IGNORECASE), "I was"),
@@ -159,8 +159,7 @@ _RU_WORDS = {
     "привыкли": "привык", "родились": "родился", "были": "был", "женаты": "женат", "разведены": "разведён",
     "склонны": "склонен",
 }
-_RU_STARTS_WITH_SUBJECT = re.compile(r"^(?:я|у<SP>+меня|мне|меня|мой|моя|моё|мои|мою|моего|моей)(?![\w-])"
-                                     .replace("<SP>", r"\s"), re.IGNORECASE)
+_RU_STARTS_WITH_SUBJECT = re.compile(r"^(?:я|у\s+меня|мне|меня|мой|моя|моё|мои|мою|моего|моей)(?![\w-])", re.IGNORECASE)
 
 
 def _ru_verb(word: str) -> str:
