@@ -34,7 +34,7 @@ async function refresh() {
     attempt(el("qdrant-msg"), () => api("GET", "/api/settings/qdrant")),
   ]);
   if (status) renderStatus(status);
-  if (settings) fillSettings(settings);
+  if (settings) { fillSettings(settings); fillRerank(settings); }
   if (qdrant) fillQdrant(qdrant);
 }
 
@@ -53,7 +53,7 @@ function settingsCard() {
   const source = h("select", { dataset: { el: "source" } }, SOURCES.map((s) => h("option", { value: s }, s)));
   const baseUrl = h("input", { type: "url", dataset: { el: "base-url" }, placeholder: "https://… (remote source)" });
   const model = h("input", { type: "text", dataset: { el: "model-id" }, placeholder: "model id (remote source)" });
-  const form = h("form", { class: "card" }, h("h3", {}, "Memory and embeddings"),
+  const form = h("form", { class: "card", dataset: { el: "settings-form" } }, h("h3", {}, "Memory and embeddings"),
     h("label", { class: "switch" }, enabled, " Memory enabled (retrieval, injection, extraction)"),
     field("Embedding source", source), field("Remote base URL", baseUrl), field("Remote model", model),
     h("button", { type: "submit", class: "primary" }, "Save"), h("div", { dataset: { el: "settings-msg" } }));
@@ -63,18 +63,43 @@ function settingsCard() {
     if (baseUrl.value.trim()) body.customBaseUrl = baseUrl.value.trim();
     if (model.value.trim()) body.customModelId = model.value.trim();
     const saved = await perform(el("settings-msg"), () => api("PUT", "/api/settings/memory", { body }), { control: ev.submitter });
-    if (saved) { fillSettings(saved); showNote(el("settings-msg"), "Settings saved."); refresh(); }
+    if (saved) { fillSettings(saved, true); fillRerank(saved); showNote(el("settings-msg"), "Settings saved."); refresh(); }
   });
+  return keepsEdits(form);
+}
+
+// A form the person has changed since it was last filled keeps their edits: the refresh
+// that follows every save, reindex or tab switch answers later than a person types, and
+// must not put the stored values back under their hands. A save's own answer fills its
+// form always (`force`), which makes it untouched again.
+function keepsEdits(form) {
+  const edited = () => { form.dataset.edited = "true"; };
+  form.addEventListener("input", edited);
+  form.addEventListener("change", edited);
   return form;
 }
 
-function fillSettings(s) {
-  el("enabled").checked = Boolean(s.enabled);
-  el("source").value = s.embeddingSource;
-  el("base-url").value = s.customBaseUrl || "";
-  el("model-id").value = s.customModelId || "";
-  el("rerank-enabled").checked = Boolean(s.rerankEnabled);
-  el("rerank-model").value = s.rerankProviderModel || "";
+function fillForm(name, force, fill) {
+  const form = el(name);
+  if (!force && form.dataset.edited === "true") return;
+  fill();
+  delete form.dataset.edited;
+}
+
+function fillSettings(s, force = false) {
+  fillForm("settings-form", force, () => {
+    el("enabled").checked = Boolean(s.enabled);
+    el("source").value = s.embeddingSource;
+    el("base-url").value = s.customBaseUrl || "";
+    el("model-id").value = s.customModelId || "";
+  });
+}
+
+function fillRerank(s, force = false) {
+  fillForm("rerank-form", force, () => {
+    el("rerank-enabled").checked = Boolean(s.rerankEnabled);
+    el("rerank-model").value = s.rerankProviderModel || "";
+  });
 }
 
 function reindexCard() {
@@ -118,7 +143,7 @@ function qdrantCard() {
   const key = h("input", { type: "password", dataset: { el: "q-key" }, autocomplete: "new-password" });
   const query = h("input", { type: "text", dataset: { el: "q-query" }, placeholder: "a test query" });
   const days = h("input", { type: "number", min: 1, max: 365, value: 30, dataset: { el: "q-days" } });
-  const form = h("form", { class: "card" }, h("h3", {}, "Qdrant"),
+  const form = h("form", { class: "card", dataset: { el: "qdrant-form" } }, h("h3", {}, "Qdrant"),
     h("label", { class: "switch" }, enabled, " Use Qdrant as the vector store"),
     h("div", { class: "row" }, field("Host", host), field("Port", port)),
     field("Collection", collection), field("API key", key, "write-only; leave empty to keep the stored key"),
@@ -133,16 +158,18 @@ function qdrantCard() {
     const body = { enabled: enabled.checked, host: host.value.trim(), port: Number(port.value), collection: collection.value.trim() };
     if (key.value) body.apiKey = key.value;
     const saved = await perform(el("qdrant-msg"), () => api("PUT", "/api/settings/qdrant", { body }), { control: ev.submitter });
-    if (saved) { fillQdrant(saved); key.value = ""; showNote(el("qdrant-msg"), "Qdrant settings saved."); refresh(); }
+    if (saved) { fillQdrant(saved, true); key.value = ""; showNote(el("qdrant-msg"), "Qdrant settings saved."); refresh(); }
   });
-  return form;
+  return keepsEdits(form);
 }
 
-function fillQdrant(q) {
-  el("q-enabled").checked = Boolean(q.enabled);
-  el("q-host").value = q.host || "";
-  el("q-port").value = q.port || "";
-  el("q-collection").value = q.collection || "";
+function fillQdrant(q, force = false) {
+  fillForm("qdrant-form", force, () => {
+    el("q-enabled").checked = Boolean(q.enabled);
+    el("q-host").value = q.host || "";
+    el("q-port").value = q.port || "";
+    el("q-collection").value = q.collection || "";
+  });
   el("q-key").placeholder = q.hasApiKey ? `stored: ${q.apiKeyMasked}` : "none stored";
 }
 
@@ -176,7 +203,7 @@ async function cleanup(ev) {
 function rerankCard() {
   const enabled = h("input", { type: "checkbox", dataset: { el: "rerank-enabled" } });
   const model = h("input", { type: "text", dataset: { el: "rerank-model" }, placeholder: "provider/model" });
-  const form = h("form", { class: "card" }, h("h3", {}, "Rerank"),
+  const form = h("form", { class: "card", dataset: { el: "rerank-form" } }, h("h3", {}, "Rerank"),
     h("label", { class: "switch" }, enabled, " Rerank retrieved memories"),
     field("Rerank provider/model", model),
     h("button", { type: "submit", class: "primary" }, "Save"), h("div", { dataset: { el: "rerank-msg" } }));
@@ -184,7 +211,7 @@ function rerankCard() {
     ev.preventDefault();
     const body = { rerankEnabled: enabled.checked, rerankProviderModel: model.value.trim() || null };
     const saved = await perform(el("rerank-msg"), () => api("PUT", "/api/settings/memory", { body }), { control: ev.submitter });
-    if (saved) { fillSettings(saved); showNote(el("rerank-msg"), "Rerank settings saved."); refresh(); }
+    if (saved) { fillRerank(saved, true); fillSettings(saved); showNote(el("rerank-msg"), "Rerank settings saved."); refresh(); }
   });
-  return form;
+  return keepsEdits(form);
 }

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import time
 import urllib.parse
 from datetime import datetime, timedelta, timezone
@@ -152,6 +153,9 @@ def assert_clean(console: Console) -> None:
 def sign_in(page, studio_url: str, token: str | None) -> None:
     page.goto(studio_url)
     if token is not None:
+        # The page first asks, without a token, who it is: sign in once that answer is on
+        # screen, so it cannot land after (and over) the signed-in one.
+        expect(page.locator("#caller")).to_have_text(re.compile(r"\S"))
         page.get_by_label("Bearer token").fill(token)
         page.get_by_role("button", name="Sign in").click()
     expect(page.locator("#caller")).to_contain_text("Signed in as")
@@ -261,7 +265,7 @@ def test_memories_tab_adds_searches_filters_pages_edits_and_deletes(studio, open
         "tea": ("I like green tea in the morning", "factual"), "editor": ("I prefer dark mode in my editor", "procedural"),
         "trip": ("We went to Kyoto in spring", "episodic")}
     expect(memory_rows(panel)).to_have_count(3)
-    expect(panel.locator(".card").first).to_contain_text("3")
+    expect(panel.locator(".card .card-value").first).to_have_text("3")
 
     # Live search (debounced) and the type filter narrow the list.
     panel.get_by_label("Search").fill("tea")
@@ -343,7 +347,10 @@ def test_memories_export_import_round_trip_and_compress_old(studio, open_page, t
     assert {m["content"]: (m.get("keep", False), m.get("occurredAt")) for m in after} == {
         "I like green tea": (True, None), "Meeting moved to Friday": (False, "2023-12-29T14:30:00Z"),
         "Always run the tests before pushing": (False, None)}
-    expect(memory_rows(panel)).to_have_count(3)
+    # The list shows the restored memories (new ids), not the listing from before the clear.
+    restored_ids = sorted(m["id"] for m in after)
+    wait_for(lambda: sorted(memory_rows(panel).evaluate_all("rs => rs.map(r => r.dataset.id)")) == restored_ids,
+             what="the list to show the imported memories")
 
     # Compress old: a dry run lists the candidates, nothing changes until confirmed.
     old = (datetime.now(timezone.utc) - timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -560,6 +567,32 @@ def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page)
     save_in_flight(page, editor, panel.get_by_role("button", name="Save", exact=True), "POST",
                    "/api/memory/recent_file/save", "Saved.")
     assert json.loads(studio.recent("recent_Lulu.json")["content"])[1]["data"]["content"] == "hello again"
+    assert_clean(console)
+
+
+def test_a_refresh_that_answers_late_keeps_what_the_person_typed(studio, open_page):
+    """The Engine tab loads its forms in the background (on sign-in, on every visit, after
+    each save and reindex); an answer that arrives after the person began typing must not
+    put the stored values back under their hands."""
+    studio.ok("PUT", "/api/settings/memory", {"rerankProviderModel": "acme/rr-1", "customModelId": "stored-model"})
+    page, console = open_page()
+    with held(page, "GET", "/api/settings/memory") as hold:
+        sign_in(page, studio.url, ADMIN)
+        panel = tab(page, "Engine")
+        hold.wait()
+        panel.get_by_label("Remote model").fill("typed-model")
+    # The untouched Rerank card is filled from the same answer; the edited card kept the edit.
+    expect(panel.get_by_label("Rerank provider/model")).to_have_value("acme/rr-1")
+    expect(panel.get_by_label("Remote model")).to_have_value("typed-model")
+    # Its save fills it from the server's answer, and later refreshes fill it again.
+    settings_card = panel.locator("form.card", has=page.get_by_role("heading", name="Memory and embeddings"))
+    settings_card.get_by_role("button", name="Save").click()
+    expect(settings_card.get_by_text("Settings saved.")).to_be_visible()
+    assert studio.ok("GET", "/api/settings/memory")["customModelId"] == "typed-model"
+    studio.ok("PUT", "/api/settings/memory", {"customModelId": "changed-elsewhere"})
+    panel.get_by_role("button", name="Refresh").click()
+    expect(panel.get_by_label("Remote model")).to_have_value("changed-elsewhere")
+    studio.ok("PUT", "/api/settings/memory", {"rerankProviderModel": None, "customModelId": ""})
     assert_clean(console)
 
 
