@@ -6,7 +6,9 @@ and read leniently.
 obsidian, notion, memsvc) defaults to its name, so `{"obsidian": {...}}` needs none. Each
 entry's `apiKey` is write-only, as the Qdrant key: never returned (GET shows `hasApiKey` and
 `apiKeyMasked`), kept when a write leaves it out (so a client can send back what it read),
-removed by `apiKey: ""` or null. The name "sqlite" is the built-in store; an entry under it
+removed by `apiKey: ""` or null. A write that changes where the key is sent (the entry's
+`baseUrl`, or its `type` and with it the default one) must give the key again:
+`moved_secret_problem` is the rule, the Qdrant key follows it too. The name "sqlite" is the built-in store; an entry under it
 is accepted and ignored."""
 
 from __future__ import annotations
@@ -182,6 +184,8 @@ def check(add: Add, patch: Mapping[str, Any], stored_configs: Mapping[str, Any],
     primary = patch.get("primaryBackend", stored_primary)
     if isinstance(primary, str) and primary not in known:
         add("primaryBackend", f"unknown backend {primary!r}; defined: {', '.join(sorted(known))}")
+    if "backendConfigs" in patch and isinstance(configs, Mapping):
+        _check_moved_keys(add, configs, stored_configs)
     fallbacks = patch.get("fallbackBackends", list(stored_fallbacks))
     if isinstance(fallbacks, list) and all(isinstance(f, str) for f in fallbacks):
         unknown = [f for f in fallbacks if f not in known]
@@ -202,6 +206,37 @@ def names_problem(value: Any) -> str | None:
 
 
 # ---- secrets ----
+
+
+def moved_secret_problem(stored: bool, given: bool, before: str | None, after: str | None) -> str | None:
+    """The rule for every stored secret (a backend's apiKey, Qdrant's): a write that changes
+    the address the secret is sent to must give the secret again, or remove it. Otherwise
+    whoever may change the address could have the stored key sent to a host of their choice.
+    A write that leaves the secret out keeps it only while the address stays as it was."""
+    if not stored or given or before == after:
+        return None
+    return ("must be given again when the address it is sent to changes (the stored key is never sent to a new "
+            'address); "" removes it')
+
+
+def destination(name: str, config: Mapping[str, Any]) -> str | None:
+    """The base URL a backend entry's key is sent to (its type's default when it has none)."""
+    url = config.get("baseUrl")
+    if isinstance(url, str) and url.strip():
+        return url.strip().rstrip("/")
+    kind = backend_type(name, config)
+    return DEFAULT_BASE_URLS.get(kind) if kind else None
+
+
+def _check_moved_keys(add: Add, configs: Mapping[str, Any], stored: Mapping[str, Any]) -> None:
+    for name, config in configs.items():
+        previous = stored.get(name)
+        if not isinstance(config, Mapping) or not isinstance(previous, Mapping) or name == SQLITE:
+            continue
+        problem = moved_secret_problem(bool(previous.get("apiKey")), "apiKey" in config,
+                                       destination(name, previous), destination(name, config))
+        if problem:
+            add(f"backendConfigs.{name}.apiKey", problem)
 
 
 def with_stored_keys(configs: Mapping[str, Any], stored: Mapping[str, Any]) -> dict[str, Any]:

@@ -5,7 +5,9 @@ namespace "qdrant", cached by the store's version.
 
 The API key is write-only: it is stored, used for the `api-key` header, and never returned
 or logged — GET shows `hasApiKey` and `apiKeyMasked` ("***" + its last 4 characters); a PUT
-with `apiKey: ""` (or null) removes it; a PUT without `apiKey` leaves it alone.
+with `apiKey: ""` (or null) removes it; a PUT without `apiKey` leaves it alone, unless it
+changes the server the key is sent to (`host`, `port`): then the key must be given again
+(`memsvc.core.backend_settings.moved_secret_problem`, the one rule for stored secrets).
 
 `localPath` (qdrant-client's embedded store) is always a folder inside the data directory:
 a relative path is taken under it, an absolute one must lie inside it once links are
@@ -26,7 +28,8 @@ from pathlib import Path, PurePath
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from memsvc.core.errors import PreconditionError, Violations
+from memsvc.core.backend_settings import moved_secret_problem
+from memsvc.core.errors import PreconditionError, ValidationError, Violations
 from memsvc.core.settings import (
     NamespaceSettings,
     SettingsStore,
@@ -329,7 +332,8 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
     `localPath` must stay inside."""
 
     def __init__(self, store: SettingsStore, data_dir: str | Path):
-        super().__init__(store, NAMESPACE, normalize, lambda patch: validate_update(patch, data_dir))
+        super().__init__(store, NAMESPACE, normalize, self._checked)
+        self._data_dir = data_dir
         self._processes = 1
         self._across_hosts = False
 
@@ -341,6 +345,12 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
         """Replicas on other hosts may serve this database (a shared store): a folder on
         this host cannot hold their vectors (see `update`)."""
         self._across_hosts = True
+
+    def _checked(self, patch: Mapping[str, Any]) -> dict[str, Any]:
+        """validate_update, then the stored key's rule against the current settings."""
+        values = validate_update(patch, self._data_dir)
+        _check_moved_key(self.get(), values)
+        return values
 
     def update(self, patch: Mapping[str, Any]) -> QdrantUpdate:
         """Validate strictly, save, and return the new settings plus the memory-settings
@@ -360,6 +370,15 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
                 "processes serve this database: point Qdrant at a server (host and port, localPath empty), "
                 "or run memsvc with MEMSVC_PROCESSES=1")
         return QdrantUpdate(self.save(patch), memory_settings_patch(patch))
+
+
+def _check_moved_key(current: QdrantSettings, values: Mapping[str, Any]) -> None:
+    """INVALID_ARGUMENT on `apiKey` when the validated update moves the server a stored key
+    is sent to without giving the key again."""
+    after = normalize({**current.to_api(), **values})
+    problem = moved_secret_problem(current.has_api_key, "apiKey" in values, current.server_url(), after.server_url())
+    if problem:
+        raise ValidationError.single("apiKey", problem)
 
 
 def local_mode_across_hosts(what: str) -> str:

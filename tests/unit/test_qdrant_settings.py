@@ -62,8 +62,12 @@ def test_api_key_is_write_only_and_masked(manager, store, caplog):
     assert "apiKey" not in api and KEY not in str(api) and KEY not in repr(got) and KEY not in repr(manager.get())
     assert got.api_key == KEY  # usable by the tier
     assert KEY not in caplog.text
-    # Omitted: left alone. "" or null: removed.
-    assert manager.update({"port": 6334}).settings.api_key == KEY
+    # Omitted: left alone (unless the server it is sent to changes). "" or null: removed.
+    assert manager.update({"collection": "other"}).settings.api_key == KEY
+    with pytest.raises(ValidationError) as moved:
+        manager.update({"port": 6334})
+    assert [v.field for v in moved.value.violations] == ["apiKey"] and manager.get().port == 6333
+    assert manager.update({"port": 6334, "apiKey": KEY}).settings.api_key == KEY
     assert manager.update({"apiKey": ""}).settings.to_api()["hasApiKey"] is False
     manager.update({"apiKey": KEY})
     assert manager.update({"apiKey": None}).settings.api_key is None
