@@ -1,7 +1,8 @@
 """`memsvc gateway --replica … ×3` through the real binaries: one Envoy in front of three
 `memsvc serve --no-gateway` replicas. Round robin spreads REST requests over all three; a
 replica killed with SIGKILL costs no request (a request sent its way before its health check
-fails is retried on another, never having reached it), the others serve everything once its
+fails is retried on another, never having reached it), nor any read under a continuous stream
+of them (a read cut off by the kill is retried too), the others serve everything once its
 check marks it down, and /healthz stays SERVING while any one replica serves.
 
 Each replica has its own SQLite data dir here, so which replica stored a memory shows which
@@ -175,6 +176,61 @@ def test_a_killed_replica_costs_no_request_and_the_probe_serves_while_one_replic
         time.sleep(0.1)
     status, body = layout.rest.call("POST", "/api/memory", {"apiKeyId": alone, "content": "nowhere to go"})
     assert (status, body["code"]) == (503, 14), body
+
+
+class ReadStream:
+    """Reads through the gateway from several threads, back to back, until stopped: a
+    ListMemories (GET) and a Retrieve (a read-only POST) in turn; every answer that is not
+    200 is kept."""
+
+    def __init__(self, rest: Rest, api_key_id: str, threads: int = 4):
+        self.rest, self.api_key_id = rest, api_key_id
+        self.answered = 0
+        self.failures: list[tuple[str, int, object]] = []
+        self._stop = threading.Event()
+        self._threads = [threading.Thread(target=self._run, daemon=True) for _ in range(threads)]
+        for thread in self._threads:
+            thread.start()
+
+    def _run(self) -> None:
+        reads = (("GET", f"/api/memory?apiKeyId={self.api_key_id}", None),
+                 ("POST", "/api/memory/retrieve", {"apiKeyId": self.api_key_id, "query": "fact"}))
+        while not self._stop.is_set():
+            for method, path, body in reads:
+                status, reply = self.rest.call(method, path, body)
+                self.answered += 1
+                if status != 200:
+                    self.failures.append((path, status, reply))
+
+    def wait_answered(self, count: int, timeout_s: float = 60) -> None:
+        deadline = time.monotonic() + timeout_s
+        while self.answered < count:
+            assert time.monotonic() < deadline, f"{self.answered} reads answered"
+            time.sleep(0.05)
+
+    def stop(self) -> None:
+        self._stop.set()
+        for thread in self._threads:
+            thread.join(60)
+
+
+def test_a_replica_killed_under_a_stream_of_reads_fails_none_of_them(layout: Layout):
+    """SIGKILL drops the replica's connections with Envoy at once: a read already sent to it
+    (reset) and one sent before its health check fails (connect failure) are retried on
+    another replica, so the clients see no failure at all."""
+    owner = f"reads-{uuid.uuid4().hex[:8]}"
+    layout.create(owner, REPLICAS)
+    reads = ReadStream(layout.rest, owner)
+    try:
+        for victim in layout.replicas[:2]:
+            reads.wait_answered(reads.answered + 50)
+            layout.kill(victim)
+            reads.wait_answered(reads.answered + 200)
+        layout.wait_healthy({layout.replicas[2].port})
+        reads.wait_answered(reads.answered + 50)
+    finally:
+        reads.stop()
+    assert reads.failures == [], f"{len(reads.failures)} of {reads.answered} reads failed: {reads.failures[:5]}"
 
 
 def _memsvc(*args: str) -> subprocess.CompletedProcess[str]:
