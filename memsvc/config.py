@@ -76,6 +76,8 @@ class Config:
     grpc_port: int = _opt(50051, "MEMSVC_GRPC_PORT", "gRPC port (0 picks a free one)", flag="--grpc-port", parse=int)
     rest_host: str = _opt("127.0.0.1", "MEMSVC_REST_HOST", "REST (Envoy) bind address (non-loopback needs MEMSVC_API_TOKENS)", flag="--rest-host")
     rest_port: int = _opt(8080, "MEMSVC_REST_PORT", "REST port served by Envoy", flag="--rest-port", parse=int)
+    allowed_hosts: tuple[str, ...] = _opt((), "MEMSVC_ALLOWED_HOSTS", "comma-separated extra host names a REST or /mcp request's Host may carry (a reverse proxy's public name); on a loopback bind only loopback names are accepted without them, on a public bind any name unless some are listed", parse=_tokens)
+    allowed_origins: tuple[str, ...] = _opt((), "MEMSVC_ALLOWED_ORIGINS", "comma-separated extra origins (scheme://host[:port]) a REST or /mcp request's Origin may be besides its own Host; any other Origin is refused", parse=_tokens)
     envoy_admin_port: int = _opt(-1, "MEMSVC_ENVOY_ADMIN_PORT", "Envoy admin port on loopback, open to every local user (-1: only the unix socket <data-dir>/envoy-admin.sock, mode 0600)", flag="--envoy-admin-port", parse=int)
     gateway: bool = _opt(True, "MEMSVC_GATEWAY", "start the Envoy REST gateway with `serve` (--no-gateway to skip)", parse=_bool)
     api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated admin bearer tokens; with none and no stored credential (memsvc tokens), no auth and loopback binds only", parse=_tokens)
@@ -179,6 +181,7 @@ class Config:
             raise ConfigError("MEMSVC_RECENT_FLUSH_S and MEMSVC_REFLECTION_SWEEP_S must be > 0, "
                               "MEMSVC_RECENT_FLUSH_MESSAGES at least 1")
         _check_embedding_options(self)
+        _check_web_access(self)
         check_database_options(self)
         if not self.api_tokens:
             exposed = [h for h in (self.grpc_host, self.rest_host if self.gateway else "127.0.0.1") if not is_loopback(h)]
@@ -190,6 +193,15 @@ class Config:
 
 
 MAX_PROCESSES = 256
+
+
+def _check_web_access(config: Config) -> None:
+    from memsvc.gateway.web_access import web_access
+
+    try:
+        web_access(config.rest_host, config.allowed_hosts, config.allowed_origins)
+    except ValueError as exc:
+        raise ConfigError(f"MEMSVC_ALLOWED_HOSTS / MEMSVC_ALLOWED_ORIGINS: {exc}") from None
 
 
 def _check_embedding_options(config: Config) -> None:

@@ -16,6 +16,7 @@ import yaml
 from memsvc import studio
 
 from memsvc.gateway import request_guard
+from memsvc.gateway.web_access import web_access
 
 SERVICES = ("memsvc.v1.MemoryService", "memsvc.v1.EngineService", "memsvc.v1.SettingsService",
             "memsvc.v1.CredentialService")
@@ -55,6 +56,10 @@ class EnvoySettings:
     # cluster balanced round robin over those that pass their health check. Empty: the one
     # upstream_host:upstream_port.
     replicas: tuple[Replica, ...] = ()
+    # The operator's extra Host names and Origins (MEMSVC_ALLOWED_HOSTS / _ORIGINS): the
+    # request guard's rule is memsvc.gateway.web_access.web_access of these and listen_host.
+    allowed_hosts: tuple[str, ...] = ()
+    allowed_origins: tuple[str, ...] = ()
 
     @classmethod
     def committed(cls, descriptor_path: str, replicas: tuple[Replica, ...] = ()) -> "EnvoySettings":
@@ -333,7 +338,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
             _health_probe(s),
             _strip_grpc_headers(),
             request_guard.buffer_filter(s.max_request_bytes),
-            request_guard.lua_filter(SERVICES),
+            request_guard.lua_filter(SERVICES, web_access(s.listen_host, s.allowed_hosts, s.allowed_origins)),
             _transcoder(s),
             {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},
         ],

@@ -128,6 +128,7 @@ class Gateway:
             mcp_port=config.mcp_port,
             admin_socket=str(data_dir / ADMIN_SOCKET_NAME), admin_port=config.envoy_admin_port,
             studio_dir=str(studio.package_dir()), replicas=replicas,
+            allowed_hosts=config.allowed_hosts, allowed_origins=config.allowed_origins,
         )
         return cls(settings, data_dir / "envoy.yaml")
 

@@ -1,5 +1,11 @@
-"""Checks Envoy makes on a REST request before the transcoder sees it: the URL length, and
-that a JSON body names only fields the request message has.
+"""Checks Envoy makes on a REST request before the transcoder sees it: who may call (the
+`Host` and `Origin` rule of memsvc.gateway.web_access, also applied to /mcp), that a body is
+declared JSON, the URL length, and that a JSON body names only fields the request message has.
+
+Why the content type: a web page may send a cross-origin POST without asking first only as
+text/plain, a form or multipart; the transcoder reads any body as JSON whatever it is declared
+as, so without this check a page the user opens could write to a tokenless server. A JSON
+content type makes the browser ask first (a CORS preflight), which memsvc never answers.
 
 Why here: the transcoder drops unknown JSON body fields by design (its JSON parser is built
 with unknown fields ignored, and no option turns that off), so a misspelled `expiresAT`
@@ -26,6 +32,7 @@ from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 
 import memsvc.v1
+from memsvc.gateway.web_access import WebAccess
 
 # The longest request target (path and query string, in bytes as sent) a client may use.
 MAX_URL_BYTES = 8192
@@ -101,21 +108,20 @@ def _schema(msg: Descriptor, schemas: dict[str, dict[str, Any]]) -> None:
 
 
 def tables(service_names: Iterable[str]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """The routes that take a JSON body, each with the message its body is parsed into, and
-    the field table of every message reachable from those bodies."""
+    """Every REST route, each with the schema its JSON body is parsed into (False: the route
+    takes no body, or a free-form one), and the field table of every message reachable from
+    those bodies."""
     routes: list[dict[str, Any]] = []
     schemas: dict[str, dict[str, Any]] = {}
     for method in service_methods(service_names):
         for verb, template, body in _bindings(method):
-            if not body:
-                continue
-            target: Any = method.input_type.full_name
+            target: Any = False
             if body == "*":
                 _schema(method.input_type, schemas)
-            else:
+                target = method.input_type.full_name
+            elif body:
                 target = _child(method.input_type.fields_by_name[body], schemas)
-            if target:
-                routes.append({"method": verb, "pattern": _lua_pattern(template), "schema": target})
+            routes.append({"method": verb, "pattern": _lua_pattern(template), "schema": target})
     # Literal paths before templated ones, so `/x/literal` is never read as `/x/{var}`.
     routes.sort(key=lambda r: ("[^/]+" in r["pattern"], r["pattern"], r["method"]))
     return routes, schemas
@@ -136,11 +142,18 @@ def _lua_value(value: Any) -> str:
     return "{" + items + "}"
 
 
-def lua_source(service_names: Iterable[str]) -> str:
+def _lua_set(names: Iterable[str]) -> str:
+    return "{" + ",".join(f"[{json.dumps(n)}]=true" for n in names) + "}"
+
+
+def lua_source(service_names: Iterable[str], access: WebAccess) -> str:
     """The whole Lua filter: the generated tables followed by the fixed code."""
     routes, schemas = tables(service_names)
+    hosts = "nil" if access.hosts is None else _lua_set(access.hosts)
     lines = [f"local MAX_URL = {MAX_URL_BYTES}", f"local MAX_DEPTH = {MAX_WALK_DEPTH}",
-             f"local GUARD_HEADER = {json.dumps(GUARD_HEADER)}", "local ROUTES = {"]
+             f"local GUARD_HEADER = {json.dumps(GUARD_HEADER)}",
+             "-- Host names accepted (any port); nil: any name. Origins accepted besides the request's own.",
+             f"local HOSTS = {hosts}", f"local ORIGINS = {_lua_set(access.origins)}", "local ROUTES = {"]
     lines += [f"  {_lua_value(r)}," for r in routes]
     lines += ["}", "local SCHEMAS = {"]
     lines += [f"  [{json.dumps(name)}] = {_lua_value(schemas[name])}," for name in sorted(schemas)]
@@ -148,13 +161,15 @@ def lua_source(service_names: Iterable[str]) -> str:
     return "\n".join(lines) + "\n" + _LUA_CODE
 
 
-def lua_filter(service_names: Iterable[str]) -> dict[str, Any]:
-    """The Envoy HTTP filter entry; it must come before the transcoder."""
+def lua_filter(service_names: Iterable[str], access: WebAccess) -> dict[str, Any]:
+    """The Envoy HTTP filter entry; it must come before the transcoder. Routes outside the
+    REST contract on which it stays on (/mcp) get the Host and Origin check alone: no REST
+    route matches them."""
     return {
         "name": "envoy.filters.http.lua",
         "typed_config": {
             "@type": "type.googleapis.com/envoy.extensions.filters.http.lua.v3.Lua",
-            "default_source_code": {"inline_string": lua_source(service_names)},
+            "default_source_code": {"inline_string": lua_source(service_names, access)},
         },
     }
 
@@ -356,7 +371,7 @@ local function json_string(s)
 end
 
 local function refuse(handle, status, grpc_code, message, field)
-  local body = '{"code":' .. grpc_code .. ',"message":' .. json_string(message)
+  local body = '{"code":' .. grpc_code .. ',"message":' .. json_string(message:sub(1, 512))
   if field then
     -- The same details as memsvc's own validation errors.
     body = body .. ',"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",'
@@ -369,17 +384,59 @@ local function refuse(handle, status, grpc_code, message, field)
   handle:respond({[":status"] = tostring(status), ["content-type"] = "application/json"}, body .. "}")
 end
 
-local function route_schema(method, path)
+local function route_of(method, path)
   local bare = path:match("^[^?]*")
   for _, r in ipairs(ROUTES) do
-    if r.method == method and bare:find(r.pattern) then return r.schema end
+    if r.method == method and bare:find(r.pattern) then return r end
   end
   return nil
+end
+
+-- The name of a Host header (lowercase, without its port), or nil when it is not a plain
+-- host[:port]: userinfo (127.0.0.1:1@evil.example), a path or an odd port are refused.
+local function host_name(authority)
+  local a = authority:lower()
+  local name, rest = a:match("^(%[[%x:.]+%])(.*)$")
+  if not name then name, rest = a:match("^([%w.-]+)(.*)$") end
+  if not name or (rest ~= "" and not rest:match("^:%d%d?%d?%d?%d?$")) then return nil end
+  return name
+end
+
+-- Why a request may not be served from where it comes (memsvc.gateway.web_access), or nil.
+local function web_refusal(headers)
+  local authority = headers:get(":authority") or ""
+  local name = host_name(authority)
+  if not name then
+    return "the Host header must be a host name or address with an optional port"
+  end
+  if HOSTS and not HOSTS[name] then
+    return "this server does not answer to the Host " .. name .. " (MEMSVC_ALLOWED_HOSTS lists more names)"
+  end
+  local origin = headers:get("origin")
+  if origin then
+    local o = origin:lower()
+    if o ~= "http://" .. authority:lower() and o ~= "https://" .. authority:lower() and not ORIGINS[o] then
+      return "requests from pages of another origin are refused: " .. origin:sub(1, 200)
+        .. " (MEMSVC_ALLOWED_ORIGINS lists more origins)"
+    end
+  end
+  return nil
+end
+
+-- Whether a content type is JSON's: application/json, parameters (charset) allowed.
+local function is_json(ctype)
+  local media = ctype:lower():match("^%s*([^;%s]*)")
+  return media == "application/json"
 end
 
 function envoy_on_request(handle)
   local headers = handle:headers()
   headers:remove(GUARD_HEADER)
+  local refusal = web_refusal(headers)
+  if refusal then
+    refuse(handle, 403, 7, refusal)
+    return
+  end
   local path = headers:get(":path") or ""
   if #path > MAX_URL then
     refuse(handle, 414, 8, "the URL is " .. #path .. " bytes long; at most " .. MAX_URL .. " are accepted")
@@ -389,11 +446,20 @@ function envoy_on_request(handle)
   -- application/grpc+<codec> (the transcoder's own test; application/grpc-web is not gRPC).
   local ctype = headers:get("content-type") or ""
   if ctype == "application/grpc" or ctype:find("^application/grpc%+") then return end
-  local schema = route_schema(headers:get(":method") or "", path)
-  if not schema then return end
+  local method = headers:get(":method") or ""
+  local route = route_of(method, path)
+  if not route then return end
   local body = handle:body()
-  if not body or body:length() == 0 then return end
-  local field = unknown_field(body:getBytes(0, body:length()), schema)
+  local size = body and body:length() or 0
+  -- A body, or a content type on anything but a read, must be declared JSON: a web page can
+  -- send text/plain, a form or multipart across origins without a CORS preflight.
+  if (size > 0 or (ctype ~= "" and method ~= "GET" and method ~= "HEAD")) and not is_json(ctype) then
+    local got = ctype == "" and "no content type" or ("content-type " .. ctype:sub(1, 100))
+    refuse(handle, 415, 3, "the request body must be JSON, sent with content-type: application/json (got " .. got .. ")")
+    return
+  end
+  if size == 0 or not route.schema then return end
+  local field = unknown_field(body:getBytes(0, size), route.schema)
   if field then
     field = field:sub(1, 128)
     refuse(handle, 400, 3, "unknown field in the request body: " .. field, field)

@@ -15,8 +15,12 @@ deep nesting, huge strings, odd unicode, garbage bytes). Whatever is sent:
 
 Two more properties of the check on JSON bodies, on every route whose body is the request
 message: a field the message does not have is refused with 400 that names it, whatever else
-the body holds and whatever content type (other than gRPC's own) it comes with; a body of
-known fields only is never refused for an unknown one.
+the body holds and whichever JSON content type it comes with; a body of known fields only is
+never refused for an unknown one.
+
+And who may call: a body declared anything but JSON is 415, a Host this server does not
+answer to (or one with userinfo) and an Origin other than the request's own are 403, on
+every route and whatever the request holds, and none of them changes anything.
 """
 
 from __future__ import annotations
@@ -33,7 +37,7 @@ from urllib.parse import quote
 import apsw
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from conftest import ServerHandle, make_config, start_gateway, start_server
@@ -128,14 +132,23 @@ def snapshot(server: ServerHandle) -> dict[str, Any]:
 def send(port: int, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
          ) -> tuple[int, bytes]:
     """One HTTP/1.1 request written byte for byte (no client library rewrites it)."""
-    head = [method.encode() + b" " + target + b" HTTP/1.1", b"host: 127.0.0.1",
+    status, _, payload = exchange(port, method, target, headers, body)
+    return status, payload
+
+
+def exchange(port: int, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+             ) -> tuple[int, http.client.HTTPMessage, bytes]:
+    """`send`, with the response's headers."""
+    head = [method.encode() + b" " + target + b" HTTP/1.1",
             b"content-length: " + str(len(body)).encode(), b"connection: close"]
+    if not any(k.lower() == b"host" for k, _ in headers):
+        head.append(b"host: 127.0.0.1")
     head += [k + b": " + v for k, v in headers]
     with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
         sock.sendall(b"\r\n".join(head) + b"\r\n\r\n" + body)
         response = http.client.HTTPResponse(sock, method=method)
         response.begin()
-        return response.status, response.read()
+        return response.status, response.headers, response.read()
 
 
 # ---- strategies ------------------------------------------------------------------------------
@@ -244,11 +257,28 @@ HEADER_VALUE = st.one_of(
 BIG_HEADER_VALUE = st.sampled_from([1000, 9000, 20_000, 31_000]).map(lambda n: b"v" * n)
 HEADER = st.tuples(st.sampled_from([b"x-fuzz", b"x-trace-bin", b"grpc-timeout", b"grpc-encoding", b"te",
                                     b"accept", b"x-request-id", b"x-memsvc-guard", b"cookie",
-                                    b"x-envoy-original-path", b"accept-encoding"]), HEADER_VALUE)
+                                    b"x-envoy-original-path", b"accept-encoding", b"origin"]), HEADER_VALUE)
 CONTENT_TYPE = st.sampled_from([b"application/json", b"application/json", b"application/json; charset=utf-8",
                                 b"text/plain", b"application/x-www-form-urlencoded", b"application/grpc-web",
                                 b"application/grpc;x", b"Application/GRPC", b"application/grpc+json",
                                 b"application/grpc", b""])
+LOOPBACK_NAMES = {b"127.0.0.1", b"localhost", b"[::1]"}
+# Host values Envoy's HTTP/1 codec lets through (it refuses a path or an empty Host itself)
+# that name anything but loopback, or loopback with userinfo or a bad port.
+FOREIGN_HOST = st.one_of(
+    st.sampled_from([b"evil.example", b"evil.example:8080", b"127.0.0.1:1@evil.example", b"127.0.0.1@evil.example",
+                     b"user@127.0.0.1", b"127.0.0.1.nip.io", b"localhost.evil.example", b"0.0.0.0", b"[::2]:80",
+                     b"127.0.0.2", b"127.0.0.1:80x", b"127.0.0.1:123456", b"localhost.", b"[::1]x", b"LOCALHOST.EVIL"]),
+    st.from_regex(rb"\A[a-z0-9][a-z0-9.-]{0,30}(:[0-9]{1,5})?\Z").filter(
+        lambda h: h.split(b":")[0] not in LOOPBACK_NAMES),
+)
+LOOPBACK_HOST = st.builds(lambda n, p: n + p, st.sampled_from(sorted(LOOPBACK_NAMES) + [b"LocalHost"]),
+                          st.sampled_from([b"", b":8080", b":1"]))
+FOREIGN_ORIGIN = st.one_of(
+    st.sampled_from([b"null", b"http://evil.example", b"http://127.0.0.1:1", b"https://localhost:3000",
+                     b"http://127.0.0.1.evil.example", b"file://", b"http://127.0.0.1/"]),
+    st.builds(lambda scheme, host: scheme + host, st.sampled_from([b"http://", b"https://", b""]), FOREIGN_HOST),
+)
 AUTH = st.one_of(st.just(b"Bearer " + TOKEN.encode()), st.just(b"Bearer " + TOKEN.encode()),
                  st.just(b"Bearer " + TOKEN.encode()), st.just(b"Bearer wrong"), st.just(b"Basic Zm9v"),
                  st.just(b"bearer " + TOKEN.encode()), HEADER_VALUE, st.none())
@@ -293,6 +323,11 @@ def requests(draw) -> tuple[str, bytes, list[tuple[bytes, bytes]], bytes]:
     if auth is not None:
         headers.append((b"authorization", auth))
     headers += draw(st.lists(HEADER, max_size=3))
+    where = draw(st.integers(0, 15))
+    if where == 0:
+        headers.append((b"host", draw(st.one_of(FOREIGN_HOST, LOOPBACK_HOST))))
+    elif where == 1:
+        headers.append((b"origin", draw(st.one_of(FOREIGN_ORIGIN, st.just(b"http://127.0.0.1")))))
     if draw(st.integers(0, 9)) == 0:
         headers.append((b"x-large", draw(BIG_HEADER_VALUE)))
     body = draw(bodies(route)) if method != "GET" or draw(st.booleans()) else b""
@@ -334,9 +369,19 @@ def test_fuzz_rest_surface_never_5xx_and_refusals_change_nothing(stack):
 UNKNOWN_KEY = st.one_of(st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789"),
                                 min_size=1, max_size=30),
                         st.sampled_from(["expiresAT", "ApiKeyId", "api-key-id", "\u00e9t\u00e9", "🧠", "a b"]))
-# Content types the transcoder reads as JSON (anything but application/grpc[+codec]).
-TRANSCODED_TYPES = st.sampled_from([b"application/json", b"application/json; charset=utf-8", b"text/plain", b"",
-                                    b"application/grpc-web", b"application/grpc;x", b"Application/GRPC"])
+# The content types a body is accepted with.
+JSON_TYPES = st.sampled_from([b"application/json", b"application/json; charset=utf-8", b"Application/JSON",
+                              b"application/json;charset=UTF-8", b" application/json"])
+# Content types the transcoder would read as JSON (anything but application/grpc[+codec]), but
+# that are not JSON's: what a web page may send across origins without asking, and more.
+NOT_JSON_TYPES = st.one_of(
+    st.sampled_from([b"text/plain", b"text/plain;charset=UTF-8", b"application/x-www-form-urlencoded",
+                     b"multipart/form-data; boundary=----x", b"application/grpc-web", b"application/grpc;x",
+                     b"Application/GRPC", b"text/json", b"application/json5", b"application/jsonl", b"json",
+                     b"application/x-json", b"*/*"]),
+    st.from_regex(rb"\A[a-z]{1,12}/[a-z0-9.+-]{1,20}\Z").filter(lambda t: t.lower() != b"application/json"
+                                                                  and not t.lower().startswith(b"application/grpc")),
+)
 # Routes whose whole JSON body is parsed into the request message (`body: "*"`).
 STAR_ROUTES = [r for r in BODY_ROUTES if _input_type(r).full_name not in
                {"memsvc.v1.UpdateMemorySettingsRequest", "memsvc.v1.UpdateQdrantSettingsRequest"}]
@@ -357,7 +402,7 @@ def test_fuzz_unknown_body_field_is_a_400_naming_it_on_every_route(stack):
         target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
         before = snapshot(server)
         status, payload = send(port, route.method, target,
-                               [(b"content-type", data.draw(TRANSCODED_TYPES)),
+                               [(b"content-type", data.draw(JSON_TYPES)),
                                 (b"authorization", b"Bearer " + TOKEN.encode())],
                                _encode(body, data.draw(st.booleans())))
         error = json.loads(payload)
@@ -391,5 +436,61 @@ def test_fuzz_a_body_of_known_fields_is_never_refused_for_an_unknown_one(stack):
             unknown = [v for d in error.get("details", []) for v in d.get("fieldViolations", [])
                        if v.get("description") == "unknown field"]
             assert not unknown, (route, body, error)
+
+    run()
+
+
+def test_fuzz_a_body_not_declared_json_is_a_415_on_every_route(stack):
+    """Whatever the body holds, on every route that takes one: nothing changes."""
+    server, port = stack
+
+    @fuzz_settings(60)
+    @given(route=st.sampled_from(BODY_ROUTES), data=st.data())
+    def run(route, data):
+        body = data.draw(st.one_of(bodies(route), st.just(b"")))
+        headers = [(b"authorization", b"Bearer " + TOKEN.encode())]
+        ctype = data.draw(st.one_of(NOT_JSON_TYPES, st.none()))
+        if ctype is not None:
+            headers.append((b"content-type", ctype))
+        elif not body:
+            return  # neither a body nor a content type: nothing to declare
+        target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
+        before = snapshot(server)
+        status, payload = send(port, route.method, target, headers, body)
+        error = json.loads(payload)
+        assert status == 415 and error["code"] == 3, (route, ctype, body[:200], error)
+        assert "application/json" in error["message"]
+        assert snapshot(server) == before
+
+    run()
+
+
+def test_fuzz_a_foreign_host_or_origin_is_a_403_on_every_route(stack):
+    """Before anything else is looked at: any route, method, body and token."""
+    server, port = stack
+
+    @fuzz_settings(80)
+    @given(request=requests(), data=st.data())
+    def run(request, data):
+        method, target, headers, body = request
+        # What Envoy's HTTP codec refuses before any filter runs (a raw byte above 0x7f in
+        # the URL, 32 KiB of headers) is left out: it never gets that far.
+        assume(all(b < 0x80 for b in target))
+        headers = [(k, v) for k, v in headers if k not in (b"host", b"origin", b"x-large")]
+        if data.draw(st.booleans()):
+            headers.append((b"host", data.draw(FOREIGN_HOST)))
+        else:
+            headers += [(b"host", data.draw(LOOPBACK_HOST)), (b"origin", data.draw(FOREIGN_ORIGIN))]
+        before = snapshot(server)
+        status, answer, payload = exchange(port, method, target, headers, body)
+        what = _describe(method, target, headers, body)
+        if answer.get("grpc-status") is not None:
+            # A gRPC request (application/grpc[+codec]) gets Envoy's refusal as gRPC: HTTP 200
+            # with the status in a header.
+            assert (status, answer["grpc-status"]) == (200, "7"), f"{status} {answer} for {what}"
+        else:
+            assert status == 403, f"{status} for {what}: {payload[:300]!r}"
+            assert json.loads(payload)["code"] == 7, what
+        assert snapshot(server) == before
 
     run()
