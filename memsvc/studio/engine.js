@@ -38,14 +38,21 @@ async function refresh() {
   if (qdrant) fillQdrant(qdrant);
 }
 
+// Which state each part is in (see ui.indicator): a feature switched off or an embedding
+// source not chosen (or still loading) is grey, and so is the vector store while there is
+// nothing to embed with; red only for what is set up and failing.
 function renderStatus(s) {
   const e = s.embedding || {}, v = s.vectorStore || {}, q = s.qdrant || {}, r = s.rerank || {}, k = s.keyword || {};
+  const waiting = ["none", "not_loaded", "loading"].includes(e.state);
+  const embeddings = e.available ? "ok" : waiting ? "neutral" : "bad";
+  const switchable = (enabled, working) => (!enabled ? "neutral" : working ? "ok" : "bad");
   clear(el("indicators"),
-    indicator(k.available, "Keyword index", k.reason || k.backend),
-    indicator(e.available, "Embeddings", e.reason || [e.source, e.model, e.dimensions ? `${e.dimensions} dims` : ""].filter(Boolean).join(" · ")),
-    indicator(v.available, "Vector store", v.reason || `${v.backend} · ${v.rowCount} vectors · ${v.needsReindex} need reindex`),
-    indicator(q.enabled && q.healthy, "Qdrant", q.enabled ? (q.error || `healthy · ${q.latencyMs} ms`) : "disabled"),
-    indicator(r.enabled && r.available, "Rerank", r.enabled ? (r.reason || `${r.provider} ${r.model}`) : (r.reason || "disabled")));
+    indicator(k.available ? "ok" : "bad", "Keyword index", k.reason || k.backend),
+    indicator(embeddings, "Embeddings", e.reason || [e.source, e.model, e.dimensions ? `${e.dimensions} dims` : ""].filter(Boolean).join(" · ")),
+    indicator(v.available ? "ok" : embeddings === "neutral" ? "neutral" : "bad", "Vector store",
+      v.reason || `${v.backend} · ${v.rowCount} vectors · ${v.needsReindex} need reindex`),
+    indicator(switchable(q.enabled, q.healthy), "Qdrant", q.enabled ? (q.error || `healthy · ${q.latencyMs} ms`) : "disabled"),
+    indicator(switchable(r.enabled, r.available), "Rerank", r.enabled ? (r.reason || `${r.provider} ${r.model}`) : (r.reason || "disabled")));
 }
 
 function settingsCard() {

@@ -114,11 +114,17 @@ export function bar(value, label) {
     fill, h("span", { class: "bar-text" }, v === null ? "—" : v.toFixed(3)));
 }
 
-export function indicator(ok, label, reason) {
-  return h("div", { class: `indicator ${ok ? "ok" : "bad"}`, dataset: { name: label } },
+// The state of one part of the engine: "ok" (working, green), "neutral" (switched off, not
+// set up, or still loading: a choice or a wait, not a fault, so grey) or "bad" (set up and
+// failing: red). Red is kept for faults, so a person can trust it.
+const INDICATOR_WORDS = { ok: "available", neutral: "not in use", bad: "unavailable" };
+
+export function indicator(state, label, reason) {
+  const words = INDICATOR_WORDS[state];
+  return h("div", { class: `indicator ${state}`, dataset: { name: label, state } },
     h("span", { class: "dot", "aria-hidden": "true" }),
-    h("span", { class: "ind-label" }, label, h("span", { class: "sr-only" }, ok ? " available" : " unavailable")),
-    h("span", { class: "ind-reason" }, reason || (ok ? "available" : "unavailable")));
+    h("span", { class: "ind-label" }, label, h("span", { class: "sr-only" }, ` ${words}`)),
+    h("span", { class: "ind-reason" }, reason || words));
 }
 
 export function download(filename, text) {

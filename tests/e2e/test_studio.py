@@ -460,7 +460,7 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     sign_in(page, studio.url, ADMIN)
     panel = engine_tab(page)
     embeddings = panel.locator('.indicator[data-name="Embeddings"]')
-    expect(embeddings).to_have_class("indicator bad")
+    expect(embeddings).to_have_class("indicator neutral")  # no source chosen: off, not a fault
     expect(panel.locator('.indicator[data-name="Keyword index"]')).to_have_class("indicator ok")
 
     panel.get_by_label("Memory enabled").check()
@@ -515,6 +515,42 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     expect(rerank_card.get_by_text("Rerank settings saved.")).to_be_visible()
     wait_for(lambda: studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is False, what="rerank switched off")
     expect(panel.locator('.indicator[data-name="Rerank"]')).to_contain_text("rerankEnabled is false")
+    assert_clean(console)
+
+
+RED = "rgb(201, 42, 42)"  # --bad
+GREY = "rgb(173, 181, 189)"  # --neutral
+
+
+def indicator_states(panel) -> dict[str, tuple[str, str]]:
+    """Each status indicator's state and its dot's colour as drawn."""
+    drawn = panel.locator(".indicator").evaluate_all(
+        "els => els.map(e => [e.dataset.name, e.dataset.state, getComputedStyle(e.querySelector('.dot')).backgroundColor])")
+    return {name: (state, colour) for name, state, colour in drawn}
+
+
+def test_engine_status_shows_what_is_off_in_grey_and_red_only_for_faults(studio, open_page):
+    studio.ok("PUT", "/api/settings/memory", {"enabled": False, "embeddingSource": "auto", "customBaseUrl": "",
+                                              "customModelId": "", "rerankEnabled": False})
+    studio.ok("PUT", "/api/settings/qdrant", {"enabled": False})
+    page, console = open_page()
+    sign_in(page, studio.url, ADMIN)
+    panel = engine_tab(page)
+    assert indicator_states(panel) == {
+        "Keyword index": ("ok", "rgb(43, 138, 62)"), "Embeddings": ("neutral", GREY), "Vector store": ("neutral", GREY),
+        "Qdrant": ("neutral", GREY), "Rerank": ("neutral", GREY)}
+    expect(panel.locator('.indicator[data-name="Qdrant"]')).to_contain_text("Qdrant not in use")
+
+    # Switched on and failing: red. Qdrant on a port nothing listens on; rerank with no model.
+    studio.ok("PUT", "/api/settings/qdrant", {"enabled": True, "host": "127.0.0.1", "port": _closed_port(), "apiKey": ""})
+    studio.ok("PUT", "/api/settings/memory", {"rerankEnabled": True, "rerankProviderModel": None})
+    panel.get_by_role("button", name="Refresh").click()
+    expect(panel.locator('.indicator[data-name="Qdrant"]')).to_have_attribute("data-state", "bad")
+    expect(panel.locator('.indicator[data-name="Rerank"]')).to_have_attribute("data-state", "bad")
+    states = indicator_states(panel)
+    assert states["Qdrant"] == ("bad", RED) and states["Rerank"] == ("bad", RED)
+    studio.ok("PUT", "/api/settings/qdrant", {"enabled": False})
+    studio.ok("PUT", "/api/settings/memory", {"rerankEnabled": False})
     assert_clean(console)
 
 
