@@ -5,6 +5,11 @@ import { api, stream } from "./api.js";
 import { attempt, clear, confirmAction, field, h, indicator, perform, showNote } from "./ui.js";
 
 const SOURCES = ["auto", "remote", "static", "transformers"];
+// The collection the server uses when none is chosen (memsvc.core.qdrant_settings.
+// DEFAULT_COLLECTION; a test checks they agree): the reference API's name, kept so that a
+// Qdrant it filled is found. The field shows it as the default it is, empty with this name
+// as its placeholder, not prefilled as if someone had typed another product's name.
+const DEFAULT_COLLECTION = "omniroute_memory";
 const state = { panel: null, running: false };
 
 function el(name) { return state.panel.querySelector(`[data-el="${name}"]`); }
@@ -146,14 +151,15 @@ function qdrantCard() {
   const enabled = h("input", { type: "checkbox", dataset: { el: "q-enabled" } });
   const host = h("input", { type: "text", dataset: { el: "q-host" }, autocomplete: "off" });
   const port = h("input", { type: "number", min: 1, max: 65535, dataset: { el: "q-port" } });
-  const collection = h("input", { type: "text", dataset: { el: "q-collection" }, autocomplete: "off" });
+  const collection = h("input", { type: "text", dataset: { el: "q-collection" }, autocomplete: "off",
+    placeholder: `default: ${DEFAULT_COLLECTION}` });
   const key = h("input", { type: "password", dataset: { el: "q-key" }, autocomplete: "new-password" });
   const query = h("input", { type: "text", dataset: { el: "q-query" }, placeholder: "a test query" });
   const days = h("input", { type: "number", min: 1, max: 365, value: 30, dataset: { el: "q-days" } });
   const form = h("form", { class: "card", dataset: { el: "qdrant-form" } }, h("h3", {}, "Qdrant"),
     h("label", { class: "switch" }, enabled, " Use Qdrant as the vector store"),
     h("div", { class: "row" }, field("Host", host), field("Port", port)),
-    field("Collection", collection), field("API key", key, "write-only; leave empty to keep the stored key"),
+    field("Collection", collection, "leave empty for the default collection"), field("API key", key, "write-only; leave empty to keep the stored key"),
     h("div", { class: "row" }, h("button", { type: "submit", class: "primary" }, "Save"),
       h("button", { type: "button", onclick: testConnection }, "Test connection")),
     h("div", { class: "row" }, field("Test search", query), h("button", { type: "button", onclick: testSearch }, "Search")),
@@ -162,7 +168,7 @@ function qdrantCard() {
     h("div", { dataset: { el: "qdrant-msg" } }));
   form.addEventListener("submit", async (ev) => {
     ev.preventDefault();
-    const body = { enabled: enabled.checked, host: host.value.trim(), port: Number(port.value), collection: collection.value.trim() };
+    const body = { enabled: enabled.checked, host: host.value.trim(), port: Number(port.value), collection: collection.value.trim() || DEFAULT_COLLECTION };
     if (key.value) body.apiKey = key.value;
     const saved = await perform(el("qdrant-msg"), () => api("PUT", "/api/settings/qdrant", { body }), { control: ev.submitter });
     if (saved) { fillQdrant(saved, true); key.value = ""; showNote(el("qdrant-msg"), "Qdrant settings saved."); refresh(); }
@@ -175,7 +181,7 @@ function fillQdrant(q, force = false) {
     el("q-enabled").checked = Boolean(q.enabled);
     el("q-host").value = q.host || "";
     el("q-port").value = q.port || "";
-    el("q-collection").value = q.collection || "";
+    el("q-collection").value = q.collection === DEFAULT_COLLECTION ? "" : q.collection || "";
   });
   el("q-key").placeholder = q.hasApiKey ? `stored: ${q.apiKeyMasked}` : "none stored";
 }

@@ -25,6 +25,7 @@ import pytest
 import memsvc.studio
 from conftest import Rest, make_config, start_gateway, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
+from memsvc.core.qdrant_settings import DEFAULT_COLLECTION
 from tests.support.chat_history import message as msg
 from tests.support.vectors import model_server, remote_settings, wait_for
 
@@ -552,6 +553,35 @@ def test_engine_status_shows_what_is_off_in_grey_and_red_only_for_faults(studio,
     studio.ok("PUT", "/api/settings/qdrant", {"enabled": False})
     studio.ok("PUT", "/api/settings/memory", {"rerankEnabled": False})
     assert_clean(console)
+
+
+def test_the_qdrant_collection_field_shows_the_default_as_a_default_not_as_a_typed_name(studio, open_page):
+    studio.ok("PUT", "/api/settings/qdrant", {"enabled": False, "collection": DEFAULT_COLLECTION})
+    page, console = open_page()
+    sign_in(page, studio.url, ADMIN)
+    panel = engine_tab(page)
+    card = panel.locator("form.card", has=page.get_by_role("heading", name="Qdrant"))
+    field = card.get_by_label("Collection")
+    expect(field).to_have_value("")
+    expect(field).to_have_attribute("placeholder", f"default: {DEFAULT_COLLECTION}")
+    expect(card).to_contain_text("leave empty for the default collection")
+    # A name of one's own is saved and shown; emptied again, the default is saved.
+    field.fill("my_points")
+    card.get_by_role("button", name="Save").click()
+    expect(card.get_by_text("Qdrant settings saved.")).to_be_visible()
+    assert studio.ok("GET", "/api/settings/qdrant")["collection"] == "my_points"
+    expect(field).to_have_value("my_points")
+    field.fill("")
+    card.get_by_role("button", name="Save").click()
+    expect(card.get_by_text("Qdrant settings saved.")).to_be_visible()
+    assert studio.ok("GET", "/api/settings/qdrant")["collection"] == DEFAULT_COLLECTION
+    expect(field).to_have_value("")
+    assert_clean(console)
+
+
+def test_the_studio_default_collection_is_the_servers():
+    source = (Path(memsvc.studio.__file__).parent / "engine.js").read_text(encoding="utf-8")
+    assert f'const DEFAULT_COLLECTION = "{DEFAULT_COLLECTION}";' in source
 
 
 def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page):
