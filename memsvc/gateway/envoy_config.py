@@ -422,19 +422,22 @@ MCP_PATH = "/mcp"
 _NOT_REST = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
 
 
-def _plain_route(path: str, **action: Any) -> dict[str, Any]:
-    """An exact-path route that skips the REST contract's filters (`_NOT_REST`)."""
+def _plain_route(path: str, skip: tuple[str, ...] = _NOT_REST, **action: Any) -> dict[str, Any]:
+    """An exact-path route that skips the REST contract's filters (`_NOT_REST`, or `skip`)."""
     return {"match": {"path": path}, **action,
             "typed_per_filter_config": {f: _typed("envoy.config.route.v3.FilterConfig", disabled=True)
-                                        for f in _NOT_REST}}
+                                        for f in skip}}
 
 
 def _mcp_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     """/mcp to the MCP server as it is (plain HTTP, the caller's Authorization header
-    included: the MCP server forwards it to gRPC, where it is checked)."""
+    included: the MCP server forwards it to gRPC, where it is checked). The request guard
+    stays on: it refuses a Host or Origin as it does for REST (no REST route matches /mcp,
+    so nothing else of it applies)."""
     if s.mcp_port <= 0:
         return []
-    return [_plain_route(MCP_PATH, route={"cluster": MCP_CLUSTER, "timeout": "0s"})]
+    return [_plain_route(MCP_PATH, skip=("envoy.filters.http.grpc_json_transcoder",),
+                         route={"cluster": MCP_CLUSTER, "timeout": "0s"})]
 
 
 def _mcp_clusters(s: EnvoySettings) -> list[dict[str, Any]]:

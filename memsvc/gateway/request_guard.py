@@ -443,9 +443,13 @@ function envoy_on_request(handle)
     return
   end
   -- gRPC passes through untranscoded: the content type is exactly application/grpc or
-  -- application/grpc+<codec> (the transcoder's own test; application/grpc-web is not gRPC).
+  -- application/grpc+<codec> (the transcoder's own test), or gRPC-Web's
+  -- (application/grpc-web[-text][+codec]), which the grpc_web filter turns into gRPC. Neither
+  -- is a content type a page may send across origins without a preflight.
   local ctype = headers:get("content-type") or ""
-  if ctype == "application/grpc" or ctype:find("^application/grpc%+") then return end
+  if ctype == "application/grpc" or ctype:find("^application/grpc%+") or ctype:find("^application/grpc%-web") then
+    return
+  end
   local method = headers:get(":method") or ""
   local route = route_of(method, path)
   if not route then return end

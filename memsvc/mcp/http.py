@@ -21,7 +21,8 @@ from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
 from memsvc.client import server_address
-from memsvc.config import Config, is_loopback
+from memsvc.config import Config
+from memsvc.gateway.web_access import web_access
 from memsvc.mcp.tools import build_server
 from memsvc.mcp.upstream import Upstream
 
@@ -37,15 +38,18 @@ def request_authorization(ctx: Context) -> str | None:
 
 
 def _transport_security(config: Config) -> TransportSecuritySettings:
-    """When REST listens on loopback only, refuse requests whose Host or Origin is not
-    loopback, so a web page cannot reach the tools through DNS rebinding. A gateway on a
-    public address serves whatever host name clients use, and is reachable at all only
-    with tokens, which a web page cannot attach."""
-    if not is_loopback(config.rest_host):
+    """The Host and Origin rule of the REST port (memsvc.gateway.web_access), which Envoy's
+    request guard enforces on /mcp, repeated here for a caller that reaches this loopback
+    port directly (a DNS-rebinding page aimed at it). The SDK's check knows no "same origin",
+    so the origins of the allowed names are listed, and it answers a foreign Host with 421
+    (through Envoy the guard has answered 403 before). A public bind without listed names
+    accepts any name: it needs tokens, which a web page cannot attach."""
+    access = web_access(config.rest_host, config.allowed_hosts, config.allowed_origins)
+    if access.hosts is None:
         return TransportSecuritySettings(enable_dns_rebinding_protection=False)
-    return TransportSecuritySettings(
-        allowed_hosts=["127.0.0.1:*", "localhost:*", "[::1]:*", "127.0.0.1", "localhost", "[::1]"],
-        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"])
+    hosts = [h for name in access.hosts for h in (name, f"{name}:*")]
+    origins = [f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts]
+    return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins + list(access.origins))
 
 
 class _Uvicorn(uvicorn.Server):

@@ -372,11 +372,11 @@ UNKNOWN_KEY = st.one_of(st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDE
 # The content types a body is accepted with.
 JSON_TYPES = st.sampled_from([b"application/json", b"application/json; charset=utf-8", b"Application/JSON",
                               b"application/json;charset=UTF-8", b" application/json"])
-# Content types the transcoder would read as JSON (anything but application/grpc[+codec]), but
+# Content types the transcoder would read as JSON (anything but gRPC's and gRPC-Web's), but
 # that are not JSON's: what a web page may send across origins without asking, and more.
 NOT_JSON_TYPES = st.one_of(
     st.sampled_from([b"text/plain", b"text/plain;charset=UTF-8", b"application/x-www-form-urlencoded",
-                     b"multipart/form-data; boundary=----x", b"application/grpc-web", b"application/grpc;x",
+                     b"multipart/form-data; boundary=----x", b"application/grpc;x",
                      b"Application/GRPC", b"text/json", b"application/json5", b"application/jsonl", b"json",
                      b"application/x-json", b"*/*"]),
     st.from_regex(rb"\A[a-z]{1,12}/[a-z0-9.+-]{1,20}\Z").filter(lambda t: t.lower() != b"application/json"

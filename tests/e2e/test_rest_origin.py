@@ -6,6 +6,7 @@ checked through the API afterwards."""
 
 from __future__ import annotations
 
+import asyncio
 import http.client
 import json
 import socket
@@ -16,6 +17,7 @@ import pytest
 from conftest import free_port, make_config, start_server
 from memsvc.config import Config, ConfigError
 from memsvc.gateway.launcher import Gateway
+from memsvc.mcp.http import McpHttp
 
 pytestmark = pytest.mark.e2e
 
@@ -24,11 +26,14 @@ CREATE = json.dumps({"apiKeyId": OWNER, "content": "written by whoever got throu
 
 
 class Stack:
-    """A server and its Envoy, configured like `memsvc serve` with `overrides`."""
+    """A server and its Envoy, configured like `memsvc serve` with `overrides`; with `mcp`,
+    also its MCP HTTP server (in the server's loop, as `serve` runs it) behind /mcp."""
 
-    def __init__(self, tmp_path, **overrides):
+    def __init__(self, tmp_path, mcp: bool = False, **overrides):
         self.server = start_server(make_config(tmp_path, **overrides))
-        config = replace(self.server.config, rest_port=free_port())
+        self.mcp = self._in_loop(McpHttp.start(replace(self.server.config, mcp_port=0), self.server.port)) \
+            if mcp else None
+        config = replace(self.server.config, rest_port=free_port(), mcp_port=self.mcp.port if self.mcp else -1)
         self.gateway = Gateway.for_config(config, grpc_port=self.server.port)
         self.port = self.gateway.start()
         self.host = f"127.0.0.1:{self.port}"
@@ -54,15 +59,20 @@ class Stack:
         assert status == 200, body
         return [m["content"] for m in body["data"]]
 
+    def _in_loop(self, coroutine):
+        return asyncio.run_coroutine_threadsafe(coroutine, self.server.loop).result(60)
+
     def stop(self) -> None:
         self.gateway.stop()
+        if self.mcp is not None:
+            self._in_loop(self.mcp.stop())
         self.server.stop()
 
 
 @pytest.fixture(scope="module")
 def open_stack(tmp_path_factory):
-    """The quick start: no token, loopback only."""
-    stack = Stack(tmp_path_factory.mktemp("rest-origin"))
+    """The quick start: no token, loopback only, /mcp served."""
+    stack = Stack(tmp_path_factory.mktemp("rest-origin"), mcp=True)
     yield stack
     stack.stop()
 
@@ -74,7 +84,7 @@ JSON = {"content-type": "application/json"}
 
 
 @pytest.mark.parametrize("ctype", ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
-                                   "multipart/form-data; boundary=x", "application/grpc-web", "application/jsonx",
+                                   "multipart/form-data; boundary=x", "application/jsonx",
                                    "text/json", None])
 def test_a_body_not_declared_json_is_415_and_stores_nothing(open_stack, ctype):
     headers = {} if ctype is None else {"content-type": ctype}
@@ -158,13 +168,46 @@ def test_the_requests_own_origin_is_served(open_stack, host, origin):
     assert open_stack.send("DELETE", f"/api/memory/{body['id']}")[0] == 200
 
 
+# ---- /mcp: the same rule, the same answer ------------------------------------------------------
+
+MCP_LIST = json.dumps({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).encode()
+MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, text/event-stream"}
+
+
+def test_mcp_serves_loopback_hosts_and_its_own_origin(open_stack):
+    for host, origin in ((None, None), (f"localhost:{open_stack.port}", f"http://localhost:{open_stack.port}"),
+                         (f"[::1]:{open_stack.port}", None)):
+        headers = {**MCP_HEADERS, **({"origin": origin} if origin else {})}
+        status, body = open_stack.send("POST", "/mcp", headers, MCP_LIST, host=host)
+        assert status == 200 and "memory_search" in {t["name"] for t in body["result"]["tools"]}, (host, body)
+
+
+@pytest.mark.parametrize("host,origin", [("evil.example:{port}", None), ("127.0.0.1:1@evil.example", None),
+                                         ("127.0.0.1:{port}@evil.example", None), ("localhost.evil.example", None),
+                                         ("127.0.0.1:{port}", "http://evil.example"),
+                                         ("127.0.0.1:{port}", "http://localhost:{port}"),
+                                         ("127.0.0.1:{port}", "null")])
+def test_mcp_refuses_a_foreign_host_or_origin_with_403_like_rest(open_stack, host, origin):
+    """403 with the same JSON error as REST (before, a foreign Host got the SDK's 421 and a
+    Host with userinfo passed its `127.0.0.1:*` pattern)."""
+    port = open_stack.port
+    headers = {**MCP_HEADERS, **({"origin": origin.format(port=port)} if origin else {})}
+    status, body = open_stack.send("POST", "/mcp", headers, MCP_LIST, host=host.format(port=port))
+    assert status == 403 and body["code"] == 7, (host, origin, body)
+
+
 # ---- what an operator widens ----------------------------------------------------------------
 
 
 def test_allowed_hosts_and_origins_are_served_and_nothing_else(tmp_path):
     """Behind a reverse proxy that keeps the public name (Host) or calls from a listed app."""
-    stack = Stack(tmp_path, allowed_hosts=("Memsvc.Example.com",), allowed_origins=("https://app.example.com/",))
+    stack = Stack(tmp_path, mcp=True, allowed_hosts=("Memsvc.Example.com",),
+                  allowed_origins=("https://app.example.com/",))
     try:
+        # /mcp follows the same settings, through Envoy and on the MCP server's own port.
+        listed = {**MCP_HEADERS, "origin": "https://app.example.com"}
+        assert stack.send("POST", "/mcp", listed, MCP_LIST, host="memsvc.example.com")[0] == 200
+        assert stack.send("POST", "/mcp", MCP_HEADERS, MCP_LIST, host="other.example.com")[0] == 403
         assert stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host="memsvc.example.com")[0] == 200
         assert stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host="memsvc.example.com:443")[0] == 200
         same = {**JSON, "origin": "https://memsvc.example.com"}
