@@ -28,20 +28,15 @@ from typing import Iterable
 import apsw
 
 from memsvc.core.cache import TtlCache
-from memsvc.core.text import Terms, cjk_runs, ngrams
+from memsvc.core.text import Terms, ngrams
+from memsvc.working_set import owner
+from memsvc.working_set.owner import BM25_B, BM25_K1, GRAM, grams as cjk_grams
 
 WORDS_FUNCTION = "memsvc_owner_words"
 GRAMS_FUNCTION = "memsvc_owner_grams"
 TAG_FUNCTION = "memsvc_owner_tag"
 BM25_FUNCTION = "memsvc_owner_bm25"
-# FTS5's own bm25 constants, kept so the owner's score differs from FTS5's in the idf alone.
-BM25_K1, BM25_B = 1.2, 0.75
 WORD_TOKENIZER = ("porter", ["unicode61", "remove_diacritics", "2"])
-GRAM = 3
-# A query term in more than COMMON_SHARE of the owner's memories, and in more than
-# COMMON_MIN_DOCS of them, selects no candidates on its own (see `selective`).
-COMMON_SHARE = 0.1
-COMMON_MIN_DOCS = 500
 # How long a document count is reused (see `doc_counts`).
 DOC_COUNT_TTL_S = 30.0
 
@@ -56,17 +51,9 @@ def word_tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
     return conn.fts5_tokenizer(name, args)
 
 
-def _tokens(tokenizer: apsw.FTS5Tokenizer, text: str, flags: int) -> list[str]:
+def tokens(tokenizer: apsw.FTS5Tokenizer, text: str, flags: int) -> list[str]:
     return tokenizer(text.encode("utf-8", "surrogatepass"), flags, None, include_offsets=False,
                      include_colocated=False)
-
-
-def _grams(text: str) -> list[str]:
-    out: list[str] = []
-    for run in cjk_runs(text):
-        if len(run) >= GRAM:
-            out += ngrams(run, GRAM)
-    return out
 
 
 def _prefixed(tag: str, tokens: Iterable[str]) -> str:
@@ -81,12 +68,12 @@ def register(conn: apsw.Connection) -> None:
     def words(api_key_id: str | None, text: str | None) -> str | None:
         if api_key_id is None or not text:
             return None
-        return _prefixed(owner_tag(api_key_id), _tokens(tokenizer, text, apsw.FTS5_TOKENIZE_DOCUMENT))
+        return _prefixed(owner_tag(api_key_id), tokens(tokenizer, text, apsw.FTS5_TOKENIZE_DOCUMENT))
 
     def grams(api_key_id: str | None, content: str | None, key: str | None) -> str | None:
         if api_key_id is None:
             return None
-        found = _grams(content or "") + _grams(key or "")
+        found = cjk_grams(content or "") + cjk_grams(key or "")
         return _prefixed(owner_tag(api_key_id), found) if found else None
 
     def tag(api_key_id: str | None) -> str | None:
@@ -110,9 +97,9 @@ def word_phrases(conn: apsw.Connection, tokenizer: apsw.FTS5Tokenizer, api_key_i
     tag = owner_tag(api_key_id)
     phrases: list[list[str]] = []
     for word in t.words:
-        tokens = _tokens(tokenizer, word, apsw.FTS5_TOKENIZE_QUERY)
-        if tokens and tokens not in phrases:
-            phrases.append(tokens)
+        found = tokens(tokenizer, word, apsw.FTS5_TOKENIZE_QUERY)
+        if found and found not in phrases:
+            phrases.append(found)
     return selective(conn, tag, phrases, counts)
 
 
@@ -137,7 +124,7 @@ def owner_idf(conn: apsw.Connection, api_key_id: str, phrases: list[list[str]], 
     out = []
     for phrase in phrases:
         n = min(owned, min(doc_count(conn, tag + token, counts) for token in phrase))
-        out.append(max(math.log((owned - n + 0.5) / (n + 0.5)), 1e-6))
+        out.append(owner.idf(owned, n))
     return json.dumps(out)
 
 
@@ -180,24 +167,11 @@ def doc_count(conn: apsw.Connection, term: str, counts: TtlCache[int]) -> int:
 
 
 def selective(conn: apsw.Connection, tag: str, phrases: list[list[str]], counts: TtlCache[int]) -> list[list[str]]:
-    """The phrases that select candidates. A word held by a large share of the owner's
-    memories ("prefer" among facts that mostly read "User prefers …") matched 40 % of an
-    owner's 10k rows, and bm25 read a row's length for each: 8 ms of a query's 9. Such a
-    word carries almost no bm25 weight and still counts in the relevance score of every
-    candidate the other words select (Elasticsearch's "common terms" rule). When the other
-    words select nothing, the common ones are all the query has, and they all stay."""
-    if len(phrases) < 2:
-        return phrases
-    owned = doc_count(conn, tag, counts)
-    limit = max(COMMON_SHARE * owned, COMMON_MIN_DOCS)
-    if owned <= limit:
-        return phrases
-    # A multi-token phrase ("e-mail") has no single document count: it always stays.
-    found = [doc_count(conn, tag + p[0], counts) if len(p) == 1 else None for p in phrases]
-    kept = [(p, n) for p, n in zip(phrases, found) if n is None or n <= limit]
-    if not any(n is None or n > 0 for _, n in kept):
-        return phrases
-    return [p for p, _ in kept]
+    """The phrases that select candidates (memsvc.working_set.owner.selective), with the
+    owner's counts from the vocabulary. Such a word matched 40 % of an owner's 10k rows, and
+    bm25 read a row's length for each: 8 ms of a query's 9."""
+    return owner.selective(phrases, lambda: doc_count(conn, tag, counts),
+                           lambda token: doc_count(conn, tag + token, counts))
 
 
 def gram_query(api_key_id: str, t: Terms) -> str | None:

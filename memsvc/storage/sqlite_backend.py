@@ -37,7 +37,11 @@ from memsvc.storage.memory_rows import (COLUMNS, M_COLUMNS, NEWEST_FIRST, RETURN
                                          row_to_memory)
 from memsvc.storage.migrations import apply_migrations
 from memsvc.storage.sequences import bump_vec_generation
+from memsvc.storage.working_set_port import SqliteWorkingSetPort
+from memsvc.working_set import WorkingSets
 
+#: The working sets' memory budget when the caller names none (MEMSVC_WORKING_SET_MB).
+DEFAULT_WORKING_SET_BYTES = 256_000_000
 #: Retrieval counts the memories retention hid up to this many (see count_aged).
 AGED_COUNT_CAP = 10_000
 
@@ -100,10 +104,12 @@ class SqliteMemoryBackend:
 
     name = "sqlite"
 
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, working_set_bytes: int = DEFAULT_WORKING_SET_BYTES) -> None:
         self.db = db
         self._delete_hooks: list[DeleteHook] = []
         self._doc_counts = owner_terms.doc_counts()
+        #: Owner-scoped keyword searches ranked in memory (memsvc.working_set); 0 bytes: in FTS5.
+        self.working_sets = WorkingSets(SqliteWorkingSetPort(), working_set_bytes)
 
     def add_delete_hook(self, hook: "DeleteHook") -> None:
         """Run `hook(conn, [(id, memory_id), ...])` inside every transaction that deletes
@@ -385,8 +391,14 @@ class SqliteMemoryBackend:
                                     [*params, AGED_COUNT_CAP]).fetchone()[0])
 
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
-        """Best keyword matches of `text` within the scope (see memsvc.storage.keyword)."""
+        """Best keyword matches of `text` within the scope: an owner's from its working set
+        (memsvc.working_set), kept current through the change sequence in this snapshot;
+        across owners, or for an owner the budget cannot hold, from FTS5
+        (memsvc.storage.keyword)."""
         with self.db.read() as conn:
+            hits = self.working_sets.search_keyword(conn, scope, text, limit)
+            if hits is not None:
+                return hits
             return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:

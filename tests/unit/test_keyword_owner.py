@@ -152,7 +152,7 @@ def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
     what "haskell" selects (and still counts "prefer" in their relevance), instead of
     reading 603 rows for a word that says nothing. Alone, beside other common words, or
     beside words the owner never used, the common words still search."""
-    from memsvc.storage.owner_terms import COMMON_MIN_DOCS
+    from memsvc.working_set.owner import COMMON_MIN_DOCS
 
     owner, other = "key-common", "key-small"
     common = COMMON_MIN_DOCS + 100

@@ -606,7 +606,7 @@ def test_occurred_at_migration_leaves_old_rows_unknown_and_indexes_effective_tim
             conn.execute("INSERT INTO memories (id, memory_id, api_key_id, session_id, type, content, created_at, "
                          "updated_at) VALUES ('old', 1, 'k', 's', 'factual', 'before 0009', "
                          "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
-        assert apply_migrations(database) == [9]
+        assert apply_migrations(database)[0] == 9
         with database.read() as conn:
             assert conn.execute("SELECT occurred_at FROM memories WHERE id = 'old'").fetchall() == [(None,)]
             day = conn.execute(

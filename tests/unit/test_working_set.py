@@ -1,0 +1,192 @@
+"""The working sets (memsvc.working_set) answer an owner's keyword search as the store's
+FTS5 search does: on a database of one owner whose matches fit one window (where the two
+definitions coincide) the same ids with the same scores, for random corpora, queries and
+scopes, before and after inserts, updates, deletes, backdating and expiry applied through
+the change sequence; and they stay correct across connections, owners and budgets."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.storage import keyword, owner_terms
+from memsvc.storage.database import Database, iso
+from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
+from memsvc.storage.sqlite_backend import SqliteMemoryBackend
+
+WORDS = ["run", "running", "runs", "coffee", "tea", "dark", "mode", "editor", "kevin", "paris", "e-mail",
+         "café", "naïve", "cook", "cooking", "week", "dog", "東京タワー", "绿茶", "喝绿茶和咖啡", "редактор",
+         "любимый", "user", "prefers", "likes"]
+OWNER = "owner-1"
+
+
+@pytest.fixture
+def backend(tmp_path: Path):
+    db = Database(tmp_path / "memsvc.db")
+    b = SqliteMemoryBackend(db)
+    b.initialize()
+    yield b
+    db.close()
+
+
+def _reference(backend: SqliteMemoryBackend, scope: SearchScope, query: str, limit: int) -> dict[str, float]:
+    """The store's own FTS5 search (a fresh document-count cache: no stale counts)."""
+    with backend.db.read() as conn:
+        hits = keyword.search(conn, M_COLUMNS, scope, query, limit, row_to_memory, owner_terms.doc_counts())
+    return {h.memory.id: h.score for h in hits}
+
+
+def _from_memory(backend: SqliteMemoryBackend, scope: SearchScope, query: str, limit: int) -> dict[str, float]:
+    with backend.db.read() as conn:
+        hits = backend.working_sets.search_keyword(conn, scope, query, limit)
+    assert hits is not None, "the working set did not answer"
+    assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
+    return {h.memory.id: h.score for h in hits}
+
+
+def _same(a: dict[str, float], b: dict[str, float]) -> None:
+    assert a.keys() == b.keys()
+    for memory_id, score in a.items():
+        assert b[memory_id] == pytest.approx(score, rel=1e-9, abs=1e-12)
+
+
+texts = st.lists(st.sampled_from(WORDS), min_size=1, max_size=8).map(" ".join)
+queries = st.lists(st.sampled_from(WORDS + ["nothing"]), min_size=1, max_size=4).map(" ".join)
+
+
+def _scopes(now):
+    return [SearchScope(api_key_id=OWNER, now=now),
+            SearchScope(api_key_id=OWNER, now=now, session_only=True, session_id="s1"),
+            SearchScope(api_key_id=OWNER, now=now, session_only=True, session_id=None),
+            SearchScope(api_key_id=OWNER, now=now, created_after=now - timedelta(days=30))]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.tuples(texts, st.sampled_from([None, "s1", "s2"]), st.booleans(), st.integers(0, 3)),
+                     min_size=1, max_size=30),
+       keys=st.lists(st.sampled_from([None, "preference:tea", "name:user", "e-mail:work"]), min_size=30, max_size=30),
+       query_list=st.lists(queries, min_size=1, max_size=4),
+       edits=st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["update", "delete", "backdate", "expire"]),
+                                texts), max_size=6))
+def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, keys, query_list, edits):
+    db = Database(tmp_path_factory.mktemp("ws") / "memsvc.db")
+    backend = SqliteMemoryBackend(db)
+    backend.initialize()
+    try:
+        now = utcnow()
+        ids = []
+        for i, (text, session, keep, _) in enumerate(docs):
+            ids.append(backend.create(NewMemory(api_key_id=OWNER, content=text, session_id=session, keep=keep,
+                                                key=keys[i] if keys[i] and i % 3 == 0 else None)).memory.id)
+        with db.write() as conn:  # some rows older than retention
+            for (_, _, _, age), memory_id in zip(docs, ids):
+                conn.execute("UPDATE memories SET created_at = ? WHERE id = ?",
+                             (iso(now - timedelta(days=20 * age)), memory_id))
+        for query in query_list:
+            for scope in _scopes(now):
+                _same(_reference(backend, scope, query, 100), _from_memory(backend, scope, query, 100))
+        for index, action, text in edits:  # applied to the built working sets through the change log
+            memory_id = ids[index % len(ids)]
+            if action == "update":
+                backend.update(memory_id, MemoryPatch(content=text))
+            elif action == "delete":
+                backend.delete(memory_id)
+            else:
+                column, value = (("created_at", iso(now - timedelta(days=90))) if action == "backdate"
+                                 else ("expires_at", iso(now - timedelta(seconds=1))))
+                with db.write() as conn:
+                    conn.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (value, memory_id))
+        for query in query_list:
+            for scope in _scopes(utcnow()):
+                _same(_reference(backend, scope, query, 100), _from_memory(backend, scope, query, 100))
+    finally:
+        db.close()
+
+
+def test_a_write_through_another_connection_is_seen_by_the_next_search(tmp_path: Path):
+    first, second = Database(tmp_path / "memsvc.db"), None
+    writer = SqliteMemoryBackend(first)
+    writer.initialize()
+    try:
+        second = Database(tmp_path / "memsvc.db")
+        reader = SqliteMemoryBackend(second)
+        scope = SearchScope(api_key_id=OWNER, now=utcnow())
+        kept = writer.create(NewMemory(api_key_id=OWNER, content="User drinks green tea")).memory
+        assert [h.memory.id for h in reader.search_keyword(scope, "green tea", 10)] == [kept.id]
+        added = writer.create(NewMemory(api_key_id=OWNER, content="Kevin drinks black tea")).memory
+        writer.update(kept.id, MemoryPatch(content="User drinks coffee now"))
+        found = [h.memory for h in reader.search_keyword(scope, "tea", 10)]
+        assert [m.id for m in found] == [added.id]
+        assert reader.search_keyword(SearchScope(api_key_id=OWNER, now=utcnow()), "coffee", 10)[0].memory.content \
+            == "User drinks coffee now"
+        writer.delete(added.id)
+        assert reader.search_keyword(scope, "tea", 10) == []
+        assert reader.working_sets.stats.builds == 1 and reader.working_sets.stats.updates >= 2
+    finally:
+        first.close()
+        if second is not None:
+            second.close()
+
+
+def test_owners_never_share_a_working_set(backend):
+    for owner in ("tenant-a", "tenant-b"):
+        backend.create(NewMemory(api_key_id=owner, content=f"{owner} keeps the cellar key under the mat"))
+    for owner in ("tenant-a", "tenant-b"):
+        hits = backend.search_keyword(SearchScope(api_key_id=owner, now=utcnow()), "cellar key", 10)
+        assert [h.memory.api_key_id for h in hits] == [owner]
+    assert backend.working_sets.status()["owners"] == 2
+
+
+def test_a_budget_too_small_for_an_owner_leaves_the_search_to_the_store(tmp_path: Path):
+    db = Database(tmp_path / "memsvc.db")
+    tiny = SqliteMemoryBackend(db, working_set_bytes=1)
+    tiny.initialize()
+    try:
+        made = [tiny.create(NewMemory(api_key_id=OWNER, content=f"note {i} about the garden")).memory.id
+                for i in range(5)]
+        scope = SearchScope(api_key_id=OWNER, now=utcnow())
+        with db.read() as conn:
+            assert tiny.working_sets.search_keyword(conn, scope, "garden", 10) is None
+        assert {h.memory.id for h in tiny.search_keyword(scope, "garden", 10)} == set(made)
+        assert tiny.working_sets.status()["owners"] == 0
+    finally:
+        db.close()
+
+
+def test_eviction_keeps_the_budget_and_evicted_owners_still_answer(tmp_path: Path):
+    db = Database(tmp_path / "memsvc.db")
+    probe = SqliteMemoryBackend(db)
+    probe.initialize()
+    try:
+        for owner in ("a", "b", "c"):
+            for i in range(20):
+                probe.create(NewMemory(api_key_id=owner, content=f"{owner} remembers item {i} of the list"))
+        probe.search_keyword(SearchScope(api_key_id="a", now=utcnow()), "list", 50)
+        one_owner = probe.working_sets.status()["bytes"]
+        small = SqliteMemoryBackend(db, working_set_bytes=int(one_owner * 1.5))
+        for _ in range(2):
+            for owner in ("a", "b", "c"):
+                hits = small.search_keyword(SearchScope(api_key_id=owner, now=utcnow()), "list", 50)
+                assert len(hits) == 20 and {h.memory.api_key_id for h in hits} == {owner}
+                status = small.working_sets.status()
+                assert status["bytes"] <= status["budget_bytes"] and status["owners"] == 1
+        assert small.working_sets.stats.evictions >= 5
+    finally:
+        db.close()
+
+
+def test_a_log_that_no_longer_reaches_the_version_rebuilds(backend, monkeypatch):
+    from memsvc.storage import working_set_port
+
+    first = backend.create(NewMemory(api_key_id=OWNER, content="the blue bicycle")).memory
+    scope = SearchScope(api_key_id=OWNER, now=utcnow())
+    assert [h.memory.id for h in backend.search_keyword(scope, "bicycle", 10)] == [first.id]
+    monkeypatch.setattr(working_set_port, "CHANGE_LOG_ROWS", 0)
+    second = backend.create(NewMemory(api_key_id=OWNER, content="the red bicycle")).memory
+    backend.create(NewMemory(api_key_id=OWNER, content="an unrelated row"))
+    assert {h.memory.id for h in backend.search_keyword(scope, "bicycle", 10)} == {first.id, second.id}
+    assert backend.working_sets.stats.builds == 2
