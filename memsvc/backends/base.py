@@ -1,6 +1,6 @@
 """What every pluggable backend shares: one policy-checked HTTP caller, the memory JSON shape
 most memory APIs (and memsvc's own REST API) use, and a base class with the operations that
-can be written once over the others (clear = list + delete).
+can be written once over the others (clear = list + delete of what the filter matches).
 
 Every outbound URL passes the same URL policy as remote embeddings: the static check here,
 before the call, on the URL actually requested, and the after-DNS check on the very address
@@ -21,6 +21,7 @@ import httpx
 
 from memsvc import outbound
 from memsvc.core.backend import BackendError, BackendHealth
+from memsvc.core.backend_manager import readable
 from memsvc.core.models import DEFAULT_MEMORY_TYPE, MEMORY_TYPES, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory
 from memsvc.core.url_policy import check_url
 from memsvc.embedding._http import host_of, join
@@ -248,12 +249,10 @@ def page_of(memories: list[Memory], total: int | None = None, by_type: Mapping[s
 
 
 def matches(memory: Memory, flt: MemoryFilter) -> bool:
-    """The filter applied here, for stores whose own query cannot express all of it."""
-    if flt.api_key_id and memory.api_key_id != flt.api_key_id:
-        return False
-    if flt.owners is not None and memory.api_key_id not in flt.owners:
-        return False
-    if flt.session_id and memory.session_id != flt.session_id:
+    """The whole filter applied here, for stores whose own query cannot express all of it
+    and for remote APIs that may ignore part of what they are sent. Its owner and session
+    part is the one owner rule every read through a backend passes (`readable`)."""
+    if not readable(memory, flt):
         return False
     if flt.type and memory.type != flt.type:
         return False
@@ -318,15 +317,23 @@ class RemoteBackend:
         self.http.close()
 
     def clear(self, flt: MemoryFilter) -> int:
-        """Every match deleted, page by page (the first page again each time, since the
-        deleted rows leave it)."""
-        deleted = 0
-        while deleted < CLEAR_MAX:
-            page = self.list(flt, CLEAR_PAGE, 0)  # type: ignore[attr-defined]
-            if not page.data:
+        """Every memory the filter matches deleted, page by page, and nothing else: a row
+        the listing answers is deleted only when `matches` accepts it, since a remote API
+        may ignore part of the filter it is sent (apiKeyId, sessionId, type, the age) and
+        answer other tenants' rows. The rows left stay ahead in the listing, so each next
+        page starts after them; a page that brings no row not seen before ends the clear
+        (a remote that ignores the offset cannot make it loop)."""
+        deleted, kept = 0, 0
+        seen: set[str] = set()
+        while len(seen) < CLEAR_MAX:
+            page = self.list(flt, CLEAR_PAGE, kept)  # type: ignore[attr-defined]
+            new = [m for m in page.data if m.id not in seen]
+            if not new:
                 break
-            gone = sum(1 for m in page.data if self.delete(m.id))  # type: ignore[attr-defined]
-            deleted += gone
-            if gone == 0:
-                break
+            for m in new:
+                seen.add(m.id)
+                if not matches(m, flt):
+                    kept += 1
+                elif self.delete(m.id):  # type: ignore[attr-defined]
+                    deleted += 1
         return deleted
