@@ -1,4 +1,4 @@
-"""`memsvc serve | migrate | gateway | gateway-config | build-models | reindex | status | memories`: the operator's entry points."""
+"""`memsvc serve | migrate | gateway | gateway-config | cluster | build-models | reindex | status | memories`: the operator's entry points."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ import sys
 
 from memsvc import config as cfg
 from memsvc.cli_admin import add_commands, run_client_command
+from memsvc.cli_cluster import add_command as add_cluster_command
 from memsvc.cli_models import add_command as add_build_models_command
 from memsvc.cli_tokens import add_commands as add_token_commands
 from memsvc.gateway import command as gateway_command
@@ -80,6 +81,7 @@ def build_parser() -> argparse.ArgumentParser:
             sub.add_argument("--write-only", action="store_true", help="write <data-dir>/envoy.yaml and exit")
             gateway_command.add_replica_option(sub)
     gateway_command.add_command(commands)
+    add_cluster_command(commands)
     add_commands(commands)
     add_build_models_command(commands)
     add_mcp_command(commands)

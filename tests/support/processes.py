@@ -4,34 +4,10 @@ ports. Used to prove that Envoy and `memsvc serve` never outlive what started th
 from __future__ import annotations
 
 import os
-import time
 from pathlib import Path
 
-
-def _stat(pid: int) -> tuple[str, int] | None:
-    """(state, parent pid), or None for no such process."""
-    try:
-        raw = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None
-    fields = raw.rsplit(")", 1)[1].split()  # the command name in (...) may contain spaces
-    return fields[0], int(fields[1])
-
-
-def alive(pid: int) -> bool:
-    """Running or sleeping; a zombie (dead, not yet reaped by its parent) is not alive."""
-    stat = _stat(pid)
-    return stat is not None and stat[0] not in ("Z", "X")
-
-
-def wait_gone(pid: int, timeout_s: float = 30.0) -> bool:
-    """Poll until `pid` is no longer alive; False if it still is after the (generous) bound."""
-    deadline = time.monotonic() + timeout_s
-    while alive(pid):
-        if time.monotonic() > deadline:
-            return False
-        time.sleep(0.05)
-    return True
+# One copy of the /proc reading, shared with the package (memsvc cluster stops what it starts).
+from memsvc.process_tree import alive, all_pids, descendants, wait_gone  # noqa: F401 - re-exported
 
 
 def cmdline(pid: int) -> str:
@@ -41,33 +17,12 @@ def cmdline(pid: int) -> str:
         return ""
 
 
-def _all_pids() -> list[int]:
-    return [int(name) for name in os.listdir("/proc") if name.isdigit()]
-
-
-def descendants(root: int) -> set[int]:
-    """Every live process below `root`, at any depth."""
-    children: dict[int, list[int]] = {}
-    for pid in _all_pids():
-        stat = _stat(pid)
-        if stat is not None:
-            children.setdefault(stat[1], []).append(pid)
-    found: set[int] = set()
-    todo = [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            if child not in found:
-                found.add(child)
-                todo.append(child)
-    return {pid for pid in found if alive(pid)}
-
-
 def leftovers(root: int, marker: str, names: tuple[str, ...] = ("envoy", "memsvc")) -> dict[int, str]:
     """Live envoy/memsvc processes that `root` started: its descendants, and orphans
     (re-parented to init) whose command line mentions `marker` (the run's temp dir)."""
     mine = descendants(root)
     out = {}
-    for pid in _all_pids():
+    for pid in all_pids():
         if pid == root or not alive(pid):
             continue
         line = cmdline(pid)
