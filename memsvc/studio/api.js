@@ -132,10 +132,19 @@ export class Caller {
   // The apiKeyId the page starts with: the token's own when it has exactly one.
   get defaultTenant() { return !this.anyTenant && this.tenants.length ? this.tenants[0] : ""; }
 
+  // The name a person knows the credential by. A MEMSVC_API_TOKENS token has the id env:N
+  // (its place in that list), which says nothing on screen; a stored credential is named by
+  // whoever created it (such ids cannot contain ":").
+  get label() {
+    const env = /^env:(\d+)$/.exec(this.id);
+    if (env) return `admin (MEMSVC_API_TOKENS token ${env[1]})`;
+    return this.id || "token";
+  }
+
   describe() {
     if (!this.authRequired) return "open server (no token needed): full access";
-    const who = this.id || "token";
-    return `${who}: ${this.permissions.join(", ")}; tenants ${this.tenants.join(", ") || "none"}` +
+    if (this.admin) return `${this.label}: full access`;
+    return `${this.label}: ${this.permissions.join(", ")}; tenants ${this.tenants.join(", ") || "none"}` +
       (this.characters ? "; character memory" : "");
   }
 }

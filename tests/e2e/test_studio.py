@@ -805,6 +805,19 @@ def test_a_read_only_tenant_token_is_offered_only_what_it_may_do_and_refusals_sh
     assert [e.split("status of ")[1][:3] for e in console.refusals()] == ["403", "401", "401"]
 
 
+def test_the_signed_in_admin_is_named_as_the_readme_names_it(studio, open_page):
+    """A MEMSVC_API_TOKENS token's credential id is env:N; on screen it is the admin token
+    it is, and a stored credential keeps the name it was given."""
+    page, console = open_page()
+    sign_in(page, studio.url, ADMIN)
+    expect(page.locator("#caller")).to_have_text("Signed in as admin (MEMSVC_API_TOKENS token 1): full access")
+    ops = studio.handle.app.credentials.create("studio-ops", ["admin"], ["*"], True).token
+    sign_in(page, studio.url, ops)
+    expect(page.locator("#caller")).to_have_text("Signed in as studio-ops: full access")
+    studio.handle.app.credentials.revoke("studio-ops")
+    assert_clean(console)
+
+
 def sign_in_refused(page, token: str) -> None:
     page.get_by_label("Bearer token").fill(token)
     page.get_by_role("button", name="Sign in").click()
