@@ -8,13 +8,20 @@ read at scrape time by a collector instead of being pushed on every change.
 With several server processes, each worker's counters and histograms live in
 prometheus_client's multiprocess files (PROMETHEUS_MULTIPROC_DIR, set by the parent for its
 workers) and the parent's /metrics (`ProcessesMetrics`) sums them.
+
+Those files are memory-mapped, and a store through a mapping into a page the filesystem
+cannot allocate kills the process with SIGBUS (no error a write could return). So they are
+never on the data disk, which fills: the parent creates a private folder per run on the RAM
+filesystem (/dev/shm; the temporary folder where there is none) and removes it at exit.
 """
 
 from __future__ import annotations
 
 import glob
 import os
+import re
 import shutil
+import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -125,24 +132,67 @@ class ProcessesMetrics(_Endpoint):
     histograms summed from `directory` (emptied here: files of an earlier run would be
     counted again), plus the state gauges (database size and free space) read once."""
 
-    def __init__(self, directory: Path, sources: StateSources):
+    def __init__(self, directory: Path, sources: StateSources, *, owned: bool = False):
         directory.mkdir(parents=True, exist_ok=True)
         for stale in directory.glob("*.db"):
             stale.unlink()
         self.directory = directory
+        self._owned = owned
         self.registry = CollectorRegistry()
         _WorkerFiles(self.registry, path=str(directory))
         self.registry.register(_StateCollector(sources))
 
+    @classmethod
+    def private(cls, sources: StateSources) -> "ProcessesMetrics":
+        """Over a folder of this run's own off the data disk (`runtime_directory`), removed
+        by `close`."""
+        return cls(runtime_directory(), sources, owned=True)
+
     def process_exited(self, pid: int) -> None:
         """Forget the live gauges of a worker that exited (its counters stay in the sums)."""
         multiprocess.mark_process_dead(pid, str(self.directory))
+
+    def close(self) -> None:
+        super().close()
+        if self._owned:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
 
 # How a worker's state gauges combine in the parent's /metrics: the embedding caches of the
 # live workers add up; the reindex runs in one process at a time, so its latest values win.
 ACROSS_PROCESSES = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent")}
 PUBLISH_S = 1.0
+
+
+RUNTIME_BASES = ("/dev/shm",)  # RAM: never the data disk; tempfile.gettempdir() where absent
+_RUNTIME_PREFIX = "memsvc-metrics-"
+_RUNTIME_NAME = re.compile(re.escape(_RUNTIME_PREFIX) + r"(\d+)-")
+
+
+def runtime_directory() -> Path:
+    """A new private folder (mode 0700) for this run's multiprocess files, on the first of
+    RUNTIME_BASES this process may write, else in the temporary folder. Its name carries
+    this process's pid, so folders left by a parent that was killed (no cleanup ran) are
+    removed here once their parent is gone."""
+    base = next((b for b in RUNTIME_BASES if os.path.isdir(b) and os.access(b, os.W_OK | os.X_OK)),
+                tempfile.gettempdir())
+    for leftover in glob.glob(os.path.join(base, _RUNTIME_PREFIX + "*")):
+        match = _RUNTIME_NAME.match(os.path.basename(leftover))
+        if match and not _alive(int(match.group(1))):
+            shutil.rmtree(leftover, ignore_errors=True)
+    return Path(tempfile.mkdtemp(prefix=f"{_RUNTIME_PREFIX}{os.getpid()}-", dir=base))
+
+
+def _alive(pid: int) -> bool:
+    """Whether `pid` exists, by signal 0 (unlike memsvc.process_tree, no /proc needed: this
+    also runs where there is no /dev/shm)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # someone else's process
+        return True
+    return True
 
 
 class _StatePublisher:

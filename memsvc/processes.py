@@ -8,7 +8,8 @@ kernel spreads connections over them.
 What runs once, in the parent: the migrations of the configured store, SQLite or the
 shared PostgreSQL (before any worker starts), the Envoy
 gateway, the MCP HTTP server and /metrics (every worker's counters and histograms summed,
-through prometheus_client's multiprocess files). The parent reserves the port first: it
+through prometheus_client's multiprocess files, in a folder of the run's own off the data
+disk, see memsvc.metrics). The parent reserves the port first: it
 checks that no other program holds it, then keeps it bound (not listening) with
 SO_REUSEPORT, so port 0 picks one port that every worker then binds.
 
@@ -54,7 +55,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("memsvc.processes")
 PR_SET_PDEATHSIG = 1
 READY_TIMEOUT_S = 120.0  # a worker opens its App (models included) before it is ready
-METRICS_DIR_NAME = "prometheus"
 
 
 class WorkerError(RuntimeError):
@@ -334,7 +334,8 @@ async def serve_processes(config: Config) -> None:
 async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyncio.Event) -> None:
     from memsvc.metrics import ProcessesMetrics, StateSources
 
-    metrics = ProcessesMetrics(config.data_dir / METRICS_DIR_NAME, StateSources(db_path=prepared.db_path))
+    # Off the data disk: a full data disk must not SIGBUS the workers (memsvc.metrics).
+    metrics = ProcessesMetrics.private(StateSources(db_path=prepared.db_path))
     fleet = Fleet(config, port, metrics)
     mcp_http = supervisor = None
     try:
@@ -346,7 +347,7 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
         log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": port,
                                           "metrics_port": serve_metrics(metrics, config), "auth": prepared.auth,
                                           **prepared.store, "processes": config.processes,
-                                          "worker_pids": fleet.pids})
+                                          "worker_pids": fleet.pids, "metrics_dir": str(metrics.directory)})
         if config.gateway:
             supervisor = await start_gateway(config, port, fleet.report_rest)
         await until_stopped(stop, fleet, supervisor)
