@@ -15,8 +15,11 @@ cannot drift. A URL is limited because the transcoder forwards it to memsvc as a
 (`x-envoy-original-path`); past the limit the answer is 414, not a confusing
 RESOURCE_EXHAUSTED from gRPC's metadata limit.
 
-The check runs as a Lua filter (Envoy's own, no extra process). It only refuses: a body it
-cannot parse passes on, and the transcoder answers its own 400.
+The check runs as a Lua filter (Envoy's own, no extra process). A body must be strict JSON
+(RFC 8259) outside its strings: the transcoder's parser also takes form feeds, single quotes,
+bare keys and trailing commas, and a check that read those differently from it could be
+walked past. Whatever else is wrong with a strict body (a wrong type, a bad value) is left to
+the transcoder and memsvc.
 """
 
 from __future__ import annotations
@@ -189,8 +192,8 @@ def buffer_filter(max_request_bytes: int) -> dict[str, Any]:
 
 # The fixed part of the filter. It walks the JSON text without building it: strings are
 # skipped with string.find (C speed, so a 16 MiB save costs little), object keys are looked
-# up in the message's field table, and the walk stops at the first unknown key. Anything
-# malformed ends the walk quietly: the transcoder then reports the JSON error itself.
+# up in the message's field table, and the walk stops at the first unknown key or at the
+# first byte that is not strict JSON.
 _LUA_CODE = r'''
 local WS = "[^ \t\r\n]"
 local ESCAPES = {['"']='"', ['\\']='\\', ['/']='/', b='\b', f='\f', n='\n', r='\r', t='\t'}
@@ -206,7 +209,8 @@ local function utf8_char(n)
 end
 
 -- The key as the transcoder's JSON parser reads it: escapes decoded, \uD83E\uDDE0 pairs
--- joined. A lone surrogate stays as written (it matches no field name either way).
+-- joined. A lone surrogate stays as written (it matches no field name either way). nil when
+-- an escape is not one of JSON's (the transcoder would read `\K` as `K`).
 local function decode_key(raw)
   local out, i = {}, 1
   while true do
@@ -215,7 +219,8 @@ local function decode_key(raw)
     out[#out + 1] = raw:sub(i, k - 1)
     local c = raw:sub(k + 1, k + 1)
     local hex = raw:sub(k + 2, k + 5)
-    if c == "u" and hex:match("^%x%x%x%x$") then
+    if c == "u" then
+      if not hex:match("^%x%x%x%x$") then return nil end
       local n, j = tonumber(hex, 16), k + 6
       local low = raw:match("^\\u(%x%x%x%x)", j)
       if n >= 0xD800 and n < 0xDC00 and low and tonumber(low, 16) >= 0xDC00 and tonumber(low, 16) < 0xE000 then
@@ -228,15 +233,17 @@ local function decode_key(raw)
       end
       i = j
     else
-      out[#out + 1], i = ESCAPES[c] or ("\\" .. c), k + 2
+      if not ESCAPES[c] then return nil end
+      out[#out + 1], i = ESCAPES[c], k + 2
     end
   end
   return table.concat(out)
 end
 
--- Returns the index just past the string that opens at i, and its text when wanted. The
--- closing quote is found with a plain search (memchr speed; a pattern class costs tens of
--- nanoseconds a byte) and is escaped when an odd number of backslashes precedes it.
+-- Returns the index just past the string that opens at i (nil: it never closes), and, when
+-- wanted, its decoded text (false: not a valid JSON key). The closing quote is found with a
+-- plain search (memchr speed; a pattern class costs tens of nanoseconds a byte) and is
+-- escaped when an odd number of backslashes precedes it.
 local function skip_string(s, i, want)
   local j = i + 1
   while true do
@@ -247,7 +254,8 @@ local function skip_string(s, i, want)
     if (k - 1 - b) % 2 == 0 then
       if want then
         local raw = s:sub(i + 1, k - 1)
-        if raw:find("\\", 1, true) then raw = decode_key(raw) end
+        if raw:find("[%z\1-\31]") then return k + 1, false end
+        if raw:find("\\", 1, true) then raw = decode_key(raw) or false end
         return k + 1, raw
       end
       return k + 1
@@ -256,24 +264,37 @@ local function skip_string(s, i, want)
   end
 end
 
--- Returns the index just past the object or array that opens at i, inside which nothing is
--- checked (free-form JSON): only strings and brackets matter, so it jumps from one to the next.
-local function skip_free(s, i)
-  local depth = 0
-  while true do
-    local k = s:find('["{}%[%]]', i)
-    if not k then return nil end
-    local c = s:byte(k)
-    if c == 34 then
-      i = skip_string(s, k, false)
-      if not i then return nil end
-    else
-      depth = depth + ((c == 123 or c == 91) and 1 or -1)
-      if depth == 0 then return k + 1 end
-      i = k + 1
-    end
+-- Returns the index just past the number that starts at i, by JSON's grammar (no leading
+-- zero, plus sign, bare dot, hex, NaN or Infinity), or nil.
+local function skip_number(s, i)
+  local j = i
+  if s:byte(j) == 45 then j = j + 1 end
+  local b = s:byte(j)
+  if b == 48 then
+    j = j + 1
+  elseif b and b >= 49 and b <= 57 then
+    j = s:find("[^0-9]", j + 1) or (#s + 1)
+  else
+    return nil
   end
+  if s:byte(j) == 46 then
+    local k = s:find("[^0-9]", j + 1) or (#s + 1)
+    if k == j + 1 then return nil end
+    j = k
+  end
+  b = s:byte(j)
+  if b == 101 or b == 69 then
+    j = j + 1
+    b = s:byte(j)
+    if b == 43 or b == 45 then j = j + 1 end
+    local k = s:find("[^0-9]", j) or (#s + 1)
+    if k == j then return nil end
+    j = k
+  end
+  return j
 end
+
+local LITERALS = {[116] = "true", [102] = "false", [110] = "null"}
 
 local function field_of(schema, key)
   -- schema: a message name, {map = child}, or false (free-form: nothing checked).
@@ -285,65 +306,78 @@ local function field_of(schema, key)
   return false, msg.open
 end
 
--- The path of the first unknown field in the JSON text s parsed as `root`, or nil.
-local function unknown_field(s, root)
+-- Checks the JSON text s parsed as `root`. nil when it is strict JSON (RFC 8259) naming only
+-- fields the messages have; else ("syntax", byte offset) where it stops being strict JSON, or
+-- ("unknown", the field's path). Strict, because the transcoder's parser is lenient (form
+-- feeds and vertical tabs as spaces, single-quoted strings, bare keys, trailing commas): a
+-- walk that read such a body differently could miss a field the transcoder then drops.
+-- Inside strings only the end matters, and in keys their text; values are the transcoder's.
+local function check_json(s, root)
   local i = s:find(WS)
+  if not i then return nil end -- blank: the empty message
   local stack, depth = {}, 0
   local want = root        -- the schema of the value that starts at i
   local state = "value"
-  while i do
+  while true do
+    if not i then
+      if depth == 0 and state == "after" then return nil end
+      return "syntax", #s
+    end
     local c = s:byte(i)
     if state == "value" then
-      if (c == 123 or c == 91) and not want and depth > 0 then
-        i, state = skip_free(s, i), "after"
-      elseif c == 123 or c == 91 then
+      if c == 123 or c == 91 then
         depth = depth + 1
-        if depth > MAX_DEPTH then return nil end
+        if depth > MAX_DEPTH then return nil end -- the transcoder refuses it
         local prefix = (depth > 1 and stack[depth - 1].at) or ""
         stack[depth] = {obj = (c == 123), schema = want, path = prefix, at = prefix}
-        i = s:find(WS, i + 1)
-        if not i then return nil end
-        local close = s:byte(i)
-        if close == 125 or close == 93 then
-          depth, i, state = depth - 1, i + 1, "after"
-        elseif c == 123 then
-          state = "key"
+        local j = s:find(WS, i + 1)
+        if not j then return "syntax", #s end
+        local close = s:byte(j)
+        if (c == 123 and close == 125) or (c == 91 and close == 93) then
+          depth, i, state = depth - 1, s:find(WS, j + 1), "after"
+        else
+          i = j
+          if c == 123 then state = "key" end
         end
       elseif c == 34 then
-        i, state = skip_string(s, i, false), "after"
+        local j = skip_string(s, i, false)
+        if not j then return "syntax", i - 1 end
+        i, state = s:find(WS, j), "after"
+      elseif c == 45 or (c >= 48 and c <= 57) then
+        local j = skip_number(s, i)
+        if not j then return "syntax", i - 1 end
+        i, state = s:find(WS, j), "after"
       else
-        i, state = s:find("[,%]}]", i) or (#s + 1), "after"
+        local lit = LITERALS[c]
+        if not lit or s:sub(i, i + #lit - 1) ~= lit then return "syntax", i - 1 end
+        i, state = s:find(WS, i + #lit), "after"
       end
     elseif state == "key" then
-      if c ~= 34 then return nil end
-      local key
+      if c ~= 34 then return "syntax", i - 1 end
+      local start, key = i
       i, key = skip_string(s, i, true)
-      if not i then return nil end
+      if not i or not key then return "syntax", start - 1 end
       local top = stack[depth]
       local child, known = field_of(top.schema, key)
       local at = top.path == "" and key or (top.path .. "." .. key)
-      if not known then return at end
+      if not known then return "unknown", at end
       top.at = at
       i = s:find(WS, i)
-      if not i or s:byte(i) ~= 58 then return nil end
+      if not i or s:byte(i) ~= 58 then return "syntax", (i or #s + 1) - 1 end
       i, want, state = s:find(WS, i + 1), child, "value"
     else -- after a value
-      if depth == 0 then return nil end
-      i = s:find(WS, i)
-      if not i then return nil end
-      c = s:byte(i)
+      if depth == 0 then return "syntax", i - 1 end -- something after the whole value
       local top = stack[depth]
       if c == 44 then
         i = s:find(WS, i + 1)
         if top.obj then state = "key" else want, state = top.schema, "value" end
-      elseif c == 125 or c == 93 then
-        depth, i = depth - 1, i + 1
+      elseif (c == 125 and top.obj) or (c == 93 and not top.obj) then
+        depth, i = depth - 1, s:find(WS, i + 1)
       else
-        return nil
+        return "syntax", i - 1
       end
     end
   end
-  return nil
 end
 
 local function valid_utf8(s)
@@ -463,9 +497,13 @@ function envoy_on_request(handle)
     return
   end
   if size == 0 or not route.schema then return end
-  local field = unknown_field(body:getBytes(0, size), route.schema)
-  if field then
-    field = field:sub(1, 128)
+  local problem, where = check_json(body:getBytes(0, size), route.schema)
+  if problem == "syntax" then
+    refuse(handle, 400, 3, "the request body is not strict JSON (RFC 8259) at byte " .. where
+      .. ": only double-quoted keys and strings, true, false, null, plain decimal numbers, and spaces,"
+      .. " tabs and line breaks between them")
+  elseif problem == "unknown" then
+    local field = where:sub(1, 128)
     refuse(handle, 400, 3, "unknown field in the request body: " .. field, field)
   end
 end

@@ -494,3 +494,46 @@ def test_fuzz_a_foreign_host_or_origin_is_a_403_on_every_route(stack):
         assert snapshot(server) == before
 
     run()
+
+
+# What the transcoder's lenient JSON parser also reads, one change to a strict body each.
+LENIENCIES = {
+    "form feed first": lambda t: b"\x0c" + t,
+    "vertical tab first": lambda t: b"\x0b" + t,
+    "form feed after a comma": lambda t: t.replace(b", ", b",\x0c", 1),
+    "vertical tab before a colon": lambda t: t.replace(b'": ', b'"\x0b: ', 1),
+    "single-quoted keys": lambda t: re.sub(rb'"([A-Za-z_]\w*)": ', rb"'\1': ", t),
+    "bare keys": lambda t: re.sub(rb'"([A-Za-z_]\w*)": ', rb"\1: ", t),
+    "trailing comma": lambda t: t[:-1] + b", }",
+    "trailing content": lambda t: t + b" x",
+}
+
+
+def test_fuzz_a_body_that_is_not_strict_json_is_a_400_and_never_passes_an_unknown_field(stack):
+    """Each leniency, on any route, with or without an unknown field: 400, nothing changes;
+    the strict text of the same body is refused only for its unknown field, if any."""
+    server, port = stack
+
+    @fuzz_settings(80)
+    @given(route=st.sampled_from(STAR_ROUTES), data=st.data(), key=UNKNOWN_KEY,
+           leniency=st.sampled_from(sorted(LENIENCIES)))
+    def run(route, data, key, leniency):
+        msg = _input_type(route)
+        body = data.draw(message_body(msg, loose=False))
+        unknown = data.draw(st.booleans()) and key not in {n for f in msg.fields for n in (f.name, f.json_name)}
+        if unknown:
+            body = {key: 1, **body}
+        strict = _encode(body, True)
+        bent = LENIENCIES[leniency](strict)
+        if bent == strict:
+            return
+        target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
+        before = snapshot(server)
+        status, payload = send(port, route.method, target, [(b"content-type", b"application/json"),
+                                                            (b"authorization", b"Bearer " + TOKEN.encode())], bent)
+        error = json.loads(payload)
+        assert status == 400 and error["code"] == 3, (route, leniency, bent[:300], error)
+        assert "not strict JSON" in error["message"] or (unknown and "unknown field" in error["message"]), error
+        assert snapshot(server) == before
+
+    run()

@@ -93,3 +93,50 @@ def test_metadata_deeper_than_32_levels_is_a_400_naming_the_field(anonymous, cli
     assert status == 400 and body["code"] == 3, body
     assert body["message"] == "metadata: is nested deeper than 32 levels of objects and arrays", body
     assert client.call("GET", "/api/memory?apiKeyId=deep-no")[1]["total"] == 0
+
+
+# Bodies the transcoder's lenient JSON parser reads, each hiding an unknown field
+# (`expiresAT`, which it would drop: a memory that never expires) or otherwise not JSON.
+NOT_STRICT_JSON = {
+    "form feed first": b'\x0c{"apiKeyId": "lenient", "content": "c", "expiresAT": 1}',
+    "vertical tab first": b'\x0b{"apiKeyId": "lenient", "content": "c", "expiresAT": 1}',
+    "form feed between": b'{"apiKeyId": "lenient",\x0c"content": "c", "expiresAT": 1}',
+    "no-break space": b'{"apiKeyId": "lenient",\xc2\xa0"content": "c"}',
+    "single-quoted keys": b"{'apiKeyId': 'lenient', 'content': 'c', 'expiresAT': 1}",
+    "single-quoted value": b'{"apiKeyId": "lenient", "content": \'c", "expiresAT": 1, "x": "\'}',
+    "unquoted keys": b'{apiKeyId: "lenient", content: "c", expiresAT: 1}',
+    "trailing comma": b'{"apiKeyId": "lenient", "content": "c",}',
+    "trailing content": b'{"apiKeyId": "lenient", "content": "c"} {"expiresAT": 1}',
+    "comment": b'{"apiKeyId": "lenient", /* x */ "content": "c"}',
+    "byte order mark": b'\xef\xbb\xbf{"apiKeyId": "lenient", "content": "c"}',
+    "bare word value": b'{"apiKeyId": "lenient", "content": "c", "keep": True}',
+    "leading zero": b'{"apiKeyId": "lenient", "content": "c", "importance": 01}',
+    "plus sign": b'{"apiKeyId": "lenient", "content": "c", "importance": +1}',
+    "hex number": b'{"apiKeyId": "lenient", "content": "c", "importance": 0x1}',
+    "bare dot": b'{"apiKeyId": "lenient", "content": "c", "importance": .5}',
+    "NaN in metadata": b'{"apiKeyId": "lenient", "content": "c", "metadata": {"a": NaN}}',
+    "single quotes in metadata": b'{"apiKeyId": "lenient", "content": "c", "metadata": {\'a"\': 1}, "expiresAT": 1}',
+    "unknown escape in a key": b'{"api\\KeyId": "lenient", "content": "c"}',
+    "bad unicode escape in a key": b'{"apiKeyId\\u00": "lenient", "content": "c"}',
+    "control character in a key": b'{"apiKey\x01Id": "lenient", "content": "c"}',
+    "mismatched brackets": b'{"apiKeyId": "lenient", "content": "c", "metadata": {"a": [1}]}',
+    "missing colon": b'{"apiKeyId" "lenient", "content": "c"}',
+}
+
+
+@pytest.mark.parametrize("body", NOT_STRICT_JSON.values(), ids=NOT_STRICT_JSON.keys())
+def test_a_body_that_is_not_strict_json_is_a_400_and_stores_nothing(client, body):
+    status, answer = client.call("POST", "/api/memory", raw=body)
+    assert status == 400 and answer["code"] == 3, answer
+    assert "not strict JSON" in answer["message"] or "unknown field" in answer["message"], answer
+    assert client.call("GET", "/api/memory?apiKeyId=lenient")[1]["total"] == 0
+
+
+def test_strict_json_in_every_spelling_is_served(client):
+    """What strict JSON allows: tabs, line breaks, escapes in keys, exponents, nesting."""
+    body = (b'\r\n\t {"api\\u004beyId"\t:\n"strict-ok", "content" : "it\'s \\"fine\\" \\u00e9",'
+            b' "metadata": {"n": [-0.5e+3, 0, 1E2, true, false, null, {}, []], "\\ud83e\\udde0": "x"}}\r\n')
+    status, created = client.call("POST", "/api/memory", raw=body)
+    assert status == 200, created
+    status, got = client.call("GET", f"/api/memory/{created['id']}")
+    assert got["apiKeyId"] == "strict-ok" and got["metadata"]["n"][0] == -500 and "🧠" in got["metadata"]
