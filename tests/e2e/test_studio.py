@@ -448,6 +448,30 @@ def test_playground_simulates_retrieval_with_scores_and_resolution(studio, open_
     assert_clean(console)
 
 
+def test_the_tier_badge_stays_on_one_line_at_laptop_and_phone_width(studio, open_page, tmp_path):
+    owner = "studio-tier"
+    studio.ok("PUT", "/api/settings/memory", remote_settings(model_server()))
+    for text in ("I prefer dark mode in my editor", "My editor font is a monospace one at size fourteen"):
+        studio.create(owner, text)
+    for name, viewport in (("laptop", LAPTOP), ("phone", PHONE)):
+        page, console = open_page(viewport)
+        sign_in(page, studio.url, ADMIN)
+        panel = tab(page, "Playground")
+        panel.get_by_label("Owner (apiKeyId)").fill(owner)
+        panel.get_by_label("Query").fill("which editor theme and font do I like")
+        panel.get_by_label("Strategy").select_option("hybrid")
+        panel.get_by_role("button", name="Simulate").click()
+        badges = panel.locator("table.results .tier")
+        expect(badges).to_have_count(2)
+        # The lines a badge's text is laid out on: one, however narrow its column.
+        lines = badges.evaluate_all("""els => els.map(e => {
+            const r = document.createRange(); r.selectNodeContents(e);
+            return new Set([...r.getClientRects()].map(x => Math.round(x.top))).size; })""")
+        assert lines == [1, 1], (name, badges.all_text_contents(), lines)
+        shot(page, tmp_path, f"playground-tier-{name}", full_page=False)
+        assert_clean(console)
+
+
 # ---- Engine ----------------------------------------------------------------------------------
 
 
