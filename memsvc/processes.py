@@ -366,9 +366,15 @@ def run_worker(config: Config, parent_pid: int, ready_fd: int) -> int:
     """A worker's life (`memsvc serve --worker-of <pid>`): bound to its parent, it serves
     until told to stop; its port goes on `ready_fd` once it serves."""
     from memsvc.logs import configure
+    from memsvc.metrics import MetricsFilesError, preallocate_worker_files
     from memsvc.server import REST_DOWN, REST_UP, serve_worker
 
     configure(config.log_level, with_process=True)
+    try:  # before any metric exists: prometheus_client would create them with holes
+        preallocate_worker_files(Path(os.environ["PROMETHEUS_MULTIPROC_DIR"]))
+    except MetricsFilesError as exc:
+        log.error("worker.metrics_files_failed", extra={"error": str(exc)})
+        return 75  # EX_TEMPFAIL: the parent restarts it with backoff
     for sig in (REST_DOWN, REST_UP):  # until its handlers are in place, these must not kill it
         signal.signal(sig, signal.SIG_IGN)
     if sys.platform.startswith("linux"):

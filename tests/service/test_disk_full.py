@@ -11,11 +11,14 @@ from __future__ import annotations
 
 import logging
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
 from conftest import Rest, make_config, start_gateway, start_server
+from memsvc.metrics import MetricsFilesError, preallocate_worker_files
 from memsvc.v1 import memory_pb2
 from support.small_disk import assert_storage_full, fill, mounted as small_disk_mount, until_refused
 
@@ -71,3 +74,60 @@ def test_a_full_disk_is_resource_exhausted_and_the_server_recovers(small_disk, c
         gateway.stop()
         handle.stop()
     assert logging.ERROR not in {r.levelno for r in caplog.records if r.name == "memsvc.api"}
+
+
+# A worker's metrics, run in a process of its own (a SIGBUS would kill pytest): it allocates
+# its multiprocess files, says so, and once told (the disk is full by then) writes every
+# series a worker can write: each RPC method of every service with each status code (with
+# all its latency buckets), the retrieval, fallback and full-disk counters, the state gauges.
+WORKER_METRICS = """
+import sys
+from pathlib import Path
+
+import grpc
+
+from memsvc.metrics import Metrics, StateSources, preallocate_worker_files
+from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
+
+preallocate_worker_files(Path(sys.argv[1]))
+print("allocated", flush=True)
+sys.stdin.readline()
+metrics = Metrics(StateSources(embedding_cache=lambda: {"hits": 3, "misses": 4, "size": 5},
+                               reindex=lambda: {f"field{i}": i for i in range(12)}))
+metrics.publish_state()
+for module in (credentials_pb2, engine_pb2, memory_pb2, settings_pb2):
+    for service in module.DESCRIPTOR.services_by_name.values():
+        for method in service.methods:
+            for code in grpc.StatusCode:
+                metrics.observe_rpc(f"/{service.full_name}/{method.name}", code.name, 0.003)
+for tier in ("keyword", "vector", "hybrid", "backend", "none"):
+    metrics.observe_retrieval(tier, True)
+metrics.storage_full.inc()
+metrics.close()
+print("written", flush=True)
+"""
+
+
+def test_a_workers_preallocated_metrics_files_take_every_series_on_a_full_disk(small_disk):
+    directory = small_disk / "metrics"
+    directory.mkdir()
+    worker = subprocess.Popen([sys.executable, "-c", WORKER_METRICS, str(directory)], text=True,
+                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)})
+    try:
+        assert worker.stdout.readline() == "allocated\n", worker.stderr.read()
+        sizes = {path.name: path.stat().st_size for path in directory.iterdir()}
+        fill(small_disk / "filler")
+        out, err = worker.communicate("go\n", timeout=120)
+    finally:
+        if worker.poll() is None:
+            worker.kill()
+    assert worker.returncode == 0 and out == "written\n", (worker.returncode, err)  # -7 is SIGBUS
+    assert {path.name: path.stat().st_size for path in directory.iterdir()} == sizes  # nothing grew
+
+
+def test_metrics_files_that_cannot_be_allocated_are_a_clear_error(small_disk):
+    fill(small_disk / "filler")
+    with pytest.raises(MetricsFilesError, match="no space left"):
+        preallocate_worker_files(small_disk, pid=4242)
+    assert not list(small_disk.glob("*_4242.db"))
