@@ -14,12 +14,17 @@ How a tenant is found:
   is PERMISSION_DENIED (nothing of it runs). An item without one is the core's to refuse.
 - `MemoryById(name)`: the call names a memory id; a memory of another tenant is NOT_FOUND,
   exactly as a missing id, so existence is not revealed.
-- `CharacterOwner(name, filename)`: the call writes a character's recent history (field
-  `name` holds the character, or its `recent_<name>.json` file name when `filename`), whose
-  chat turns become memories of the owner `character:<name>` (reflections promote them):
-  the token must cover that owner as it would an apiKeyId, or the call is PERMISSION_DENIED.
-  A name that does not parse is the core's to refuse; an append that follows a rename to
-  another character is checked again by the core against the character it lands on.
+- `CharacterOwner(name, filename)`: the call reads or writes a character's recent history
+  (field `name` holds the character, or its `recent_<name>.json` file name when
+  `filename`), whose chat turns become memories of the owner `character:<name>`
+  (reflections promote them): the token must cover that owner as it would an apiKeyId, or
+  the call is PERMISSION_DENIED. The refusal depends on the name and the token alone, never
+  on the files, so a read of a character the token does not cover is refused alike whether
+  or not it has a history (no existence oracle); NOT_FOUND is only ever told to a caller
+  who may read that character. A name that does not parse is the core's to refuse; an
+  append that follows a rename to another character is checked again by the core against
+  the character it lands on, and ListRecentFiles (no character named) is confined by the
+  core to the characters the token covers (`memsvc.characters.common.may_address`).
 - `characters=True`: character memory, which needs the credential's character access.
 - permission `ANYONE`: any caller, even one without a token (then as the credential-less
   `ANONYMOUS`): the caller asking about itself, which tells a tokenless caller only that a
@@ -105,7 +110,7 @@ RULES: dict[str, Rule] = {
     _M + "UpdateMemory": Rule(WRITE, MemoryById()),
     _M + "DeleteMemory": Rule(WRITE, MemoryById()),
     _M + "ListRecentFiles": Rule(READ, characters=True),
-    _M + "GetRecentFile": Rule(READ, characters=True),
+    _M + "GetRecentFile": Rule(READ, CharacterOwner("filename", filename=True), characters=True),
     _M + "SaveRecentFile": Rule(WRITE, CharacterOwner("filename", filename=True), characters=True),
     _M + "AppendRecentMessages": Rule(WRITE, CharacterOwner("character"), characters=True),
     _M + "RenameCharacter": _admin(),
@@ -207,7 +212,7 @@ def _item_tenants(source: TenantsOf, request: Any) -> list[str]:
 
 
 def _character_owner(source: CharacterOwner, request: Any) -> str:
-    """`character:<name>` of the character a request writes, "" when the name does not
+    """`character:<name>` of the character a request reads or writes, "" when the name does not
     parse (the core refuses that request as INVALID_ARGUMENT)."""
     raw = str(getattr(request, source.name) or "")
     if source.filename:

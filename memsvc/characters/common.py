@@ -31,14 +31,21 @@ def owner_id(name: str) -> str:
     return f"character:{name}"
 
 
+def may_address(name: str) -> bool:
+    """Whether the calling request may read or write the chat of character `name`: its
+    owner `character:<name>` is among a confined caller's tenants (an admin, a `*` token
+    or a server without tokens: any character). The one rule the core applies where the
+    rule table cannot see the character (a listing, an append that follows a rename)."""
+    scope = current_scope()
+    return scope is None or scope.tenants is None or owner_id(name) in scope.tenants
+
+
 def check_writes_owner(name: str) -> None:
     """A confined caller may write only the chat of a character whose owner it covers. The
     rule table checks the name a request gives; this checks the character a write actually
     lands on (an append to an old name follows the rename to the new one)."""
-    scope = current_scope()
-    owner = owner_id(name)
-    if scope is not None and scope.tenants is not None and owner not in scope.tenants:
-        raise PermissionDeniedError(f"this credential may not address apiKeyId {shorten(owner)!r}")
+    if not may_address(name):
+        raise PermissionDeniedError(f"this credential may not address apiKeyId {shorten(owner_id(name))!r}")
 
 
 @dataclass(frozen=True)

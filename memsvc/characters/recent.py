@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from memsvc.characters import messages as fmt
-from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, check_writes_owner
+from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, check_writes_owner, may_address
 from memsvc.characters.fsutil import atomic_write_text, check_writable, is_real_file, signature
 from memsvc.characters.models import AppendResult, ChatItem, RecentSnapshot, SaveRequest, SaveResult
 from memsvc.characters.names import character_from_filename, logical_filename, validate_new_name
@@ -103,12 +103,14 @@ class RecentFiles:
 
     def list_files(self) -> list[str]:
         """Logical names of every real history in both roots, plus characters whose
-        history exists so far only as pending appends."""
+        history exists so far only as pending appends; for a confined caller only the
+        characters whose owner it covers (`may_address`): the names of the others' chats
+        are not its to see."""
         found: set[str] = set()
         for root in self.roots.all():
             found |= self._scan(root)
         found |= {logical_filename(n) for n in self.store.pending_characters()}
-        return sorted(f for f in found if _fetchable(f))
+        return sorted(f for f in found if _readable(f))
 
     @staticmethod
     def _scan(root: Path) -> set[str]:
@@ -290,12 +292,14 @@ class RecentFiles:
         return flushed
 
 
-def _fetchable(filename: str) -> bool:
+def _readable(filename: str) -> bool:
+    """A file GetRecentFile would serve to the calling request (a name it can parse, of a
+    character the caller may address)."""
     try:
-        character_from_filename(filename)
+        name = character_from_filename(filename)
     except ValidationError:
         return False
-    return True
+    return may_address(name)
 
 
 def _conflict(view: View) -> ConflictError:

@@ -25,15 +25,17 @@ from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 MODULES = (memory_pb2, engine_pb2, settings_pb2, credentials_pb2)
 
 # What each RPC is, in the policy's words. tenant-*: names an apiKeyId; byid-*: names a
-# memory id; open-read: touches no tenant; char-*: character memory; admin: admin only;
-# self: the caller asking about itself, which anyone may do (a token sent must be valid).
+# memory id; open-read: touches no tenant; char-*: character memory; char-owner-read: one
+# character's chat, which also needs its owner `character:<name>` among the token's tenants;
+# admin: admin only; self: the caller asking about itself, which anyone may do (a token
+# sent must be valid).
 KINDS = {
     "MemoryService/ListMemories": "tenant-read", "MemoryService/CreateMemory": "tenant-write",
     "MemoryService/CreateMemories": "tenant-write",
     "MemoryService/ClearMemories": "tenant-write", "MemoryService/CheckHealth": "open-read",
     "MemoryService/GetMemory": "byid-read", "MemoryService/UpdateMemory": "byid-write",
     "MemoryService/DeleteMemory": "byid-write", "MemoryService/ListRecentFiles": "char-read",
-    "MemoryService/GetRecentFile": "char-read", "MemoryService/SaveRecentFile": "char-write",
+    "MemoryService/GetRecentFile": "char-owner-read", "MemoryService/SaveRecentFile": "char-write",
     "MemoryService/AppendRecentMessages": "char-write", "MemoryService/RenameCharacter": "admin",
     "MemoryService/ScanLegacy": "admin", "MemoryService/PurgeLegacy": "admin",
     "EngineService/Retrieve": "tenant-read", "EngineService/Inject": "tenant-read",
@@ -69,8 +71,8 @@ def expected(kind: str, case: str) -> str:
         return ALLOWED
     if kind == "admin":
         return DENIED
-    if case == "read-only-on-A":  # read:memory, tenant A, character access
-        return DENIED if kind.endswith("-write") else ALLOWED
+    if case == "read-only-on-A":  # read:memory, tenant A (not character:Matrix), character access
+        return DENIED if kind.endswith("-write") or kind == "char-owner-read" else ALLOWED
     if kind.startswith("char-"):  # tenant A's token has no character access
         return DENIED
     if case == "tenant-A-on-B":
