@@ -22,7 +22,9 @@ out the objects the set holds.
 from __future__ import annotations
 
 import math
+import re
 import sys
+from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Callable, Iterable, Sequence, TypeVar
@@ -30,7 +32,7 @@ from typing import Callable, Iterable, Sequence, TypeVar
 import numpy as np
 
 from memsvc.core.models import KeywordHit, Memory, SearchScope
-from memsvc.core.text import cjk_runs, ngrams, terms
+from memsvc.core.text import CJK_CHAR, cjk_runs, ngrams, terms
 
 BM25_K1, BM25_B = 1.2, 0.75
 GRAM = 3
@@ -41,6 +43,9 @@ COMMON_MIN_DOCS = 500
 _NO_EXPIRY = np.iinfo(np.int64).max
 _NO_SESSION = -1
 _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+# Text with none of these characters has no CJK run, before or after NFKC (which maps
+# half-width katakana, U+FF65..U+FF9F, into the CJK range): most rows skip the run search.
+_MAYBE_CJK = re.compile(f"[{CJK_CHAR}\uff65-\uff9f]")
 # What one posting and one memory cost in memory, measured on an owner of 10k chat turns
 # (sys.getsizeof over the structures); the budget counts these estimates.
 _POSTING_BYTES = 120
@@ -88,6 +93,8 @@ def selective(phrases: list[P], owned: Callable[[], int], df: Callable[[str], in
 def grams(text: str) -> list[str]:
     """The trigrams of each CJK run of three or more characters: the keyword unit of text
     written without spaces."""
+    if not _MAYBE_CJK.search(text):
+        return []
     out: list[str] = []
     for run in cjk_runs(text):
         if len(run) >= GRAM:
@@ -111,12 +118,16 @@ class _Postings:
         self.entries = 0
 
     def add(self, slot: int, tokens: Iterable[str]) -> None:
-        counts: dict[str, int] = {}
-        for token in tokens:
-            counts[token] = counts.get(token, 0) + 1
+        counts = Counter(tokens)
+        rows, arrays = self.rows, self._arrays
         for token, tf in counts.items():
-            self.rows.setdefault(token, {})[slot] = tf
-            self._arrays.pop(token, None)
+            found = rows.get(token)
+            if found is None:
+                rows[token] = {slot: tf}
+            else:
+                found[slot] = tf
+            if arrays:
+                arrays.pop(token, None)
         self.entries += len(counts)
 
     def remove(self, slot: int, tokens: Iterable[str]) -> None:
@@ -190,12 +201,38 @@ class OwnerSet:
 
     # -- writes ------------------------------------------------------------------------------
 
+    @classmethod
+    def build(cls, owner: str, memories: Sequence[Memory], tokenize_document: Tokenizer,
+              tokenize_query: Tokenizer) -> "OwnerSet":
+        """The set of these memories, its columns filled in one pass each (a build reads an
+        owner's every row, so it is the cold search's cost)."""
+        built = cls(owner, tokenize_document, tokenize_query, capacity=len(memories) + len(memories) // 8)
+        lengths = [built._index(slot, memory) for slot, memory in enumerate(memories)]
+        n = len(memories)
+        codes = built._session_codes
+        built._alive[:n] = True
+        built._length[:n] = lengths
+        built._created[:n] = [micros(m.created_at, 0) for m in memories]
+        built._expires[:n] = [micros(m.expires_at, _NO_EXPIRY) for m in memories]
+        built._keep[:n] = [m.keep for m in memories]
+        built._session[:n] = [codes.setdefault(m.session_id, len(codes)) for m in memories]
+        return built
+
     def put(self, memory: Memory) -> None:
         """Add a memory, or replace the version the set holds."""
         self.discard(memory.memory_id)
         slot = len(self._memories)
         if slot >= len(self._alive):
             self._grow()
+        self._length[slot] = self._index(slot, memory)
+        self._alive[slot] = True
+        self._created[slot] = micros(memory.created_at, 0)
+        self._expires[slot] = micros(memory.expires_at, _NO_EXPIRY)
+        self._keep[slot] = memory.keep
+        self._session[slot] = self._session_codes.setdefault(memory.session_id, len(self._session_codes))
+
+    def _index(self, slot: int, memory: Memory) -> int:
+        """Tokenize a memory into `slot` (which must be the next one) and return its length."""
         doc = _Doc((tuple(self._tokenize_document(memory.content)) if memory.content else (),
                     tuple(self._tokenize_document(memory.key)) if memory.key else ()),
                    tuple(grams(memory.content or "") + grams(memory.key or "")))
@@ -203,15 +240,11 @@ class OwnerSet:
         self._docs.append(doc)
         self._slots[memory.memory_id] = slot
         self._words.add(slot, doc.words[0] + doc.words[1])
-        self._gram_postings.add(slot, doc.grams)
+        if doc.grams:
+            self._gram_postings.add(slot, doc.grams)
         length = len(doc.words[0]) + len(doc.words[1]) + len(doc.grams) + 1  # + the owner tag
         self._total_length += length
-        self._alive[slot] = True
-        self._length[slot] = length
-        self._created[slot] = micros(memory.created_at, 0)
-        self._expires[slot] = micros(memory.expires_at, _NO_EXPIRY)
-        self._keep[slot] = memory.keep
-        self._session[slot] = self._session_codes.setdefault(memory.session_id, len(self._session_codes))
+        return length
 
     def discard(self, memory_id: int) -> None:
         """Remove a memory (nothing when the set does not hold it)."""
@@ -241,9 +274,7 @@ class OwnerSet:
     def _compact(self) -> None:
         """Re-slot the live memories densely (deletes leave holes)."""
         live = [m for m in self._memories if m is not None]
-        fresh = OwnerSet(self.owner, self._tokenize_document, self._tokenize_query, capacity=len(live) * 2)
-        for memory in live:
-            fresh.put(memory)
+        fresh = OwnerSet.build(self.owner, live, self._tokenize_document, self._tokenize_query)
         fresh.version = self.version
         self.__dict__.update(fresh.__dict__)
 

@@ -143,10 +143,7 @@ class WorkingSets:
 
     def _build(self, conn: Any, owner: str) -> OwnerSet | None:
         version, memories = self._port.load_owner(conn, owner)
-        owner_set = OwnerSet(owner, self._port.tokenize_document, self._port.tokenize_query,
-                             capacity=len(memories) + len(memories) // 8)
-        for memory in memories:
-            owner_set.put(memory)
+        owner_set = OwnerSet.build(owner, memories, self._port.tokenize_document, self._port.tokenize_query)
         owner_set.version = version
         self.stats.builds += 1
         if owner_set.nbytes > self.budget_bytes:
