@@ -45,6 +45,12 @@ class StoreInfo:
     #: What answers keyword search (GetEngineStatus keyword.backend).
     keyword_name: str
 
+    @property
+    def backend_name(self) -> str:
+        """The built-in store as Retrieve's resolution.backend and the engine status's backend
+        type name it: "sqlite" or "postgres" (the settings name "sqlite" means it on both)."""
+        return "postgres" if self.kind == "postgresql" else "sqlite"
+
 
 @dataclass
 class AdminStores:
@@ -177,7 +183,7 @@ def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
 
     index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
                            cache_bytes=config.vec_cache_mb * 1_000_000)
-    return SqliteMemoryBackend(database), index
+    return SqliteMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000), index
 
 
 def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
