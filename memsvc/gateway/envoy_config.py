@@ -189,6 +189,24 @@ def _strip_grpc_headers() -> dict[str, Any]:
     }
 
 
+# gRPC's `te: trailers`, set by the router on every request to memsvc (after the filters):
+# the transcoder sets it on a REST request, but a gRPC or gRPC-Web client's own `te` is one of
+# the headers `_strip_grpc_headers` removes, and without it memsvc refuses every call.
+_GRPC_TE = {"header": {"key": "te", "value": "trailers"}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+
+
+GRPC_WEB_FILTER = "envoy.filters.http.grpc_web"
+
+
+def _grpc_web() -> dict[str, Any]:
+    """gRPC-Web (a browser's gRPC: application/grpc-web[-text][+proto]) becomes gRPC, and the
+    answer gRPC-Web again; off on every route but those of gRPC paths (`_upstream_routes`,
+`_NOT_REST`: it has no per-route config, so it can only be turned off). After the
+    request guard, which sees what the browser sent (its Host and Origin), before the
+    transcoder, which passes gRPC through untouched."""
+    return {"name": GRPC_WEB_FILTER, "typed_config": _typed("envoy.extensions.filters.http.grpc_web.v3.GrpcWeb")}
+
+
 def _health_replies(s: EnvoySettings) -> list[dict[str, Any]]:
     """The probe's answer is the serving status alone: nothing about tenants or versions."""
     path = {"header_filter": {"header": {"name": ":path", "string_match": {"exact": s.health_path}}}}
@@ -301,16 +319,49 @@ def _upstream_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     streams are still cut by stream_idle_timeout. With several replicas, a request that
     could not reach one is retried on another (`RETRY_ON`), a read also when it was cut off
     (`READ_RETRY_ON`). Routes match the gRPC path: the transcoder rewrites a REST request's
-    path to its RPC and clears the route cache, so a REST read and a gRPC one route alike."""
+    path to its RPC and clears the route cache, so a REST read and a gRPC one route alike.
+
+    The routes of gRPC paths (`GRPC_PREFIXES`) come first, with gRPC-Web on; the last one
+    takes the rest, REST paths above all, with gRPC-Web off: a REST request that claims to be
+    gRPC-Web is a REST request (the guard and the transcoder answer it), never a gRPC call."""
     route: dict[str, Any] = {"cluster": CLUSTER, "timeout": "0s"}
-    if not s.several:
-        return [{"match": {"prefix": "/"}, "route": route}]
-    replicas = len(s.upstreams())
-    # One exact route per read: a single regular expression of them all exceeds the program
-    # size Envoy allows an RE2 matcher.
-    reads = [{"match": {"path": path}, "route": {**route, "retry_policy": _retry_policy(replicas, READ_RETRY_ON)}}
-             for path in read_methods()]
-    return reads + [{"match": {"prefix": "/"}, "route": {**route, "retry_policy": _retry_policy(replicas, RETRY_ON)}}]
+    routes = []
+    if s.several:
+        replicas = len(s.upstreams())
+        # One exact route per read: a single regular expression of them all exceeds the
+        # program size Envoy allows an RE2 matcher.
+        routes += [_to_memsvc({"path": path}, {**route, "retry_policy": _retry_policy(replicas, READ_RETRY_ON)})
+                   for path in read_methods()]
+        route = {**route, "retry_policy": _retry_policy(replicas, RETRY_ON)}
+    routes += [_to_memsvc({"prefix": prefix}, route) for prefix in GRPC_PREFIXES]
+    not_post = [_grpc_not_post(prefix) for prefix in GRPC_PREFIXES]
+    return not_post + routes + [_to_memsvc({"prefix": "/"}, route, grpc_web=False)]
+
+
+def _grpc_not_post(prefix: str) -> dict[str, Any]:
+    """A request on a gRPC path with a gRPC or gRPC-Web content type that is not a POST is
+    answered here, UNIMPLEMENTED (Envoy's gRPC status for a 404) naming the rule: memsvc's
+    gRPC server would fail it with INTERNAL, or reset it (a 503). REST paths are the
+    transcoder's, whatever the content type claims."""
+    return {
+        "match": {"prefix": prefix, "headers": [
+            {"name": "content-type", "string_match": {"prefix": "application/grpc"}},
+            {"name": ":method", "string_match": {"exact": "POST"}, "invert_match": True}]},
+        "direct_response": {"status": 404, "body": {"inline_string": "a gRPC call is a POST request"}},
+    }
+
+
+# The paths of gRPC calls (/<service>/<method>): memsvc's services, health and reflection.
+GRPC_PREFIXES = (*(f"/{name}/" for name in SERVICES), "/grpc.health.v1.Health/", "/grpc.reflection.")
+
+
+def _to_memsvc(match: dict[str, Any], action: dict[str, Any], grpc_web: bool = True) -> dict[str, Any]:
+    """A route to memsvc's gRPC server, which always carries gRPC's `te` (`_GRPC_TE`); the
+    gRPC-Web filter off on it unless `grpc_web`."""
+    route = {"match": match, "route": action, "request_headers_to_add": [_GRPC_TE]}
+    if not grpc_web:
+        route["typed_per_filter_config"] = {GRPC_WEB_FILTER: _typed("envoy.config.route.v3.FilterConfig", disabled=True)}
+    return route
 
 
 def _listener(s: EnvoySettings) -> dict[str, Any]:
@@ -339,6 +390,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
             _strip_grpc_headers(),
             request_guard.buffer_filter(s.max_request_bytes),
             request_guard.lua_filter(SERVICES, web_access(s.listen_host, s.allowed_hosts, s.allowed_origins)),
+            _grpc_web(),
             _transcoder(s),
             {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},
         ],
@@ -416,10 +468,10 @@ def _cluster(s: EnvoySettings) -> dict[str, Any]:
 
 MCP_CLUSTER = "memsvc_mcp"
 MCP_PATH = "/mcp"
-# Filters of the REST contract that do not apply to a route outside it (MCP's JSON-RPC body, a
+# Filters of the API (REST and gRPC-Web) that do not apply to a route outside it (MCP's JSON-RPC body, a
 # studio file): the transcoder would refuse the path as an unknown method, the guard would
 # check the body against gRPC messages.
-_NOT_REST = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua")
+_NOT_REST = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua", GRPC_WEB_FILTER)
 
 
 def _plain_route(path: str, skip: tuple[str, ...] = _NOT_REST, **action: Any) -> dict[str, Any]:
