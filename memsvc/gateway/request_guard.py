@@ -103,28 +103,44 @@ def _schema(msg: Descriptor, schemas: dict[str, dict[str, Any]]) -> None:
     if msg.full_name in schemas:
         return
     fields: dict[str, Any] = {}
-    schemas[msg.full_name] = {"open": msg.full_name in OPEN_MESSAGES, "fields": fields}
+    names: dict[str, str] = {}
+    repeated: dict[str, bool] = {}
+    # names: each accepted spelling -> the field's proto name, the one identity two spellings
+    # share; rep: the repeated fields (not maps), which a query string may give more than once.
+    schemas[msg.full_name] = {"open": msg.full_name in OPEN_MESSAGES, "fields": fields, "names": names,
+                              "rep": repeated}
     for f in msg.fields:
         child = _child(f, schemas)
-        fields[f.json_name] = child
-        fields[f.name] = child
+        for spelling in (f.json_name, f.name):
+            fields[spelling] = child
+            names[spelling] = f.name
+        if f.is_repeated and not (f.message_type and f.message_type.GetOptions().map_entry):
+            repeated[f.name] = True
+
+
+def path_fields(template: str) -> list[str]:
+    """The fields a path template binds (`/api/memory/{id}` binds `id`), as proto names."""
+    return re.findall(r"\{([^}=]+)", template)
 
 
 def tables(service_names: Iterable[str]) -> tuple[list[dict[str, Any]], dict[str, dict[str, Any]]]:
-    """Every REST route, each with the schema its JSON body is parsed into (False: the route
-    takes no body, or a free-form one), and the field table of every message reachable from
-    those bodies."""
+    """Every REST route, each with the schema its JSON body is parsed into (`schema`; False:
+    the route takes no body, or a free-form one), the request message its query parameters
+    name fields of (`input`), the fields its path binds (`vars`) and what its body fills
+    (`body`: "*" the whole message, else one field's proto name, "" nothing); and the field
+    table of every message reachable from those."""
     routes: list[dict[str, Any]] = []
     schemas: dict[str, dict[str, Any]] = {}
     for method in service_methods(service_names):
+        _schema(method.input_type, schemas)
         for verb, template, body in _bindings(method):
             target: Any = False
             if body == "*":
-                _schema(method.input_type, schemas)
                 target = method.input_type.full_name
             elif body:
                 target = _child(method.input_type.fields_by_name[body], schemas)
-            routes.append({"method": verb, "pattern": _lua_pattern(template), "schema": target})
+            routes.append({"method": verb, "pattern": _lua_pattern(template), "schema": target,
+                           "input": method.input_type.full_name, "vars": path_fields(template), "body": body})
     # Literal paths before templated ones, so `/x/literal` is never read as `/x/{var}`.
     routes.sort(key=lambda r: ("[^/]+" in r["pattern"], r["pattern"], r["method"]))
     return routes, schemas
@@ -312,15 +328,17 @@ end
 -- feeds and vertical tabs as spaces, single-quoted strings, bare keys, trailing commas): a
 -- walk that read such a body differently could miss a field the transcoder then drops.
 -- Inside strings only the end matters, and in keys their text; values are the transcoder's.
+-- Strict JSON also returns (nil, the top-level fields: proto name -> the spelling sent).
 local function check_json(s, root)
+  local tops = {}
   local i = s:find(WS)
-  if not i then return nil end -- blank: the empty message
+  if not i then return nil, tops end -- blank: the empty message
   local stack, depth = {}, 0
   local want = root        -- the schema of the value that starts at i
   local state = "value"
   while true do
     if not i then
-      if depth == 0 and state == "after" then return nil end
+      if depth == 0 and state == "after" then return nil, tops end
       return "syntax", #s
     end
     local c = s:byte(i)
@@ -361,6 +379,10 @@ local function check_json(s, root)
       local child, known = field_of(top.schema, key)
       local at = top.path == "" and key or (top.path .. "." .. key)
       if not known then return "unknown", at end
+      if depth == 1 then
+        local msg = type(top.schema) == "string" and SCHEMAS[top.schema]
+        tops[msg and msg.names[key] or key] = key
+      end
       top.at = at
       i = s:find(WS, i)
       if not i or s:byte(i) ~= 58 then return "syntax", (i or #s + 1) - 1 end
@@ -404,14 +426,15 @@ local function json_string(s)
   end) .. '"'
 end
 
-local function refuse(handle, status, grpc_code, message, field)
+local function refuse(handle, status, grpc_code, message, field, description)
   local body = '{"code":' .. grpc_code .. ',"message":' .. json_string(message:sub(1, 512))
   if field then
     -- The same details as memsvc's own validation errors.
     body = body .. ',"details":[{"@type":"type.googleapis.com/google.rpc.ErrorInfo",'
       .. '"reason":"INVALID_ARGUMENT","domain":"memsvc","metadata":{}},'
       .. '{"@type":"type.googleapis.com/google.rpc.BadRequest",'
-      .. '"fieldViolations":[{"field":' .. json_string(field) .. ',"description":"unknown field"}]}]'
+      .. '"fieldViolations":[{"field":' .. json_string(field:sub(1, 128)) .. ',"description":'
+      .. json_string(description or "unknown field") .. '}]}]'
   end
   -- Marks the request, which the local-reply rewriting can see (unlike response headers).
   handle:headers():replace(GUARD_HEADER, "1")
@@ -422,6 +445,64 @@ local function route_of(method, path)
   local bare = path:match("^[^?]*")
   for _, r in ipairs(ROUTES) do
     if r.method == method and bare:find(r.pattern) then return r end
+  end
+  return nil
+end
+
+local function unescape(text)
+  return (text:gsub("%+", " "):gsub("%%(%x%x)", function(h) return string.char(tonumber(h, 16)) end))
+end
+
+-- The query parameters of a path, each as {name = the name sent (decoded), field = the proto
+-- path of the field it sets in the message `input` (nil: none, the transcoder refuses it),
+-- rep = whether that field is repeated}.
+local function query_fields(path, input)
+  local out = {}
+  local query = path:match("%?(.*)$")
+  if not query then return out end
+  for part in query:gmatch("[^&]+") do
+    local name = unescape(part:match("^[^=]*"))
+    if name ~= "" then
+      local msg, canon, rep = input, {}, false
+      for seg in (name .. "."):gmatch("([^.]*)%.") do
+        local schema = msg and SCHEMAS[msg]
+        local proto = schema and schema.names[seg]
+        if not proto then canon = nil; break end
+        canon[#canon + 1], rep = proto, schema.rep[proto] or false
+        local child = schema.fields[seg]
+        msg = type(child) == "string" and child or nil
+      end
+      out[#out + 1] = {name = name, field = canon and table.concat(canon, "."), rep = rep}
+    end
+  end
+  return out
+end
+
+-- Whether setting field a also sets (part of) field b, or the other way round.
+local function overlaps(a, b)
+  return a == b or a:sub(1, #b + 1) == b .. "." or b:sub(1, #a + 1) == a .. "."
+end
+
+-- Why a field has more than one source (the path, the query, the body), or nil: the
+-- transcoder would let the last one win, so `DELETE /api/memory/A?id=B` deleted B while the
+-- access log showed A. Returns the message and the name as sent.
+local function second_source(route, params, tops, has_body)
+  for _, p in ipairs(params) do
+    if p.field then
+      for _, v in ipairs(route.vars) do
+        if overlaps(p.field, v) then return p.name .. " is given in the path and again in the query", p.name end
+      end
+      -- (A body bound to one field is a Struct here, which the query cannot reach into.)
+      if has_body and route.body == "*" and tops and tops[p.field:match("^[^.]*")] then
+        return p.name .. " is given in the query and again in the body", p.name
+      end
+    end
+  end
+  if tops and route.body == "*" then
+    for _, v in ipairs(route.vars) do
+      local sent = tops[v:match("^[^.]*")]
+      if sent then return sent .. " is given in the path and again in the body", sent end
+    end
   end
   return nil
 end
@@ -496,15 +577,23 @@ function envoy_on_request(handle)
     refuse(handle, 415, 3, "the request body must be JSON, sent with content-type: application/json (got " .. got .. ")")
     return
   end
-  if size == 0 or not route.schema then return end
-  local problem, where = check_json(body:getBytes(0, size), route.schema)
-  if problem == "syntax" then
-    refuse(handle, 400, 3, "the request body is not strict JSON (RFC 8259) at byte " .. where
-      .. ": only double-quoted keys and strings, true, false, null, plain decimal numbers, and spaces,"
-      .. " tabs and line breaks between them")
-  elseif problem == "unknown" then
-    local field = where:sub(1, 128)
-    refuse(handle, 400, 3, "unknown field in the request body: " .. field, field)
+  local tops = nil
+  if size > 0 and route.schema then
+    local problem, where = check_json(body:getBytes(0, size), route.schema)
+    if problem == "syntax" then
+      refuse(handle, 400, 3, "the request body is not strict JSON (RFC 8259) at byte " .. where
+        .. ": only double-quoted keys and strings, true, false, null, plain decimal numbers, and spaces,"
+        .. " tabs and line breaks between them")
+      return
+    elseif problem == "unknown" then
+      refuse(handle, 400, 3, "unknown field in the request body: " .. where:sub(1, 128), where)
+      return
+    end
+    tops = where
+  end
+  local why, name = second_source(route, query_fields(path, route.input), tops, size > 0)
+  if why then
+    refuse(handle, 400, 3, why .. ": give each field once", name, "given more than once")
   end
 end
 '''
