@@ -324,7 +324,7 @@ end
 
 -- Checks the JSON text s parsed as `root`. nil when it is strict JSON (RFC 8259) naming only
 -- fields the messages have; else ("syntax", byte offset) where it stops being strict JSON, or
--- ("unknown", the field's path). Strict, because the transcoder's parser is lenient (form
+-- ("unknown", the field's path), or ("duplicate", its path, the spelling met first). Strict, because the transcoder's parser is lenient (form
 -- feeds and vertical tabs as spaces, single-quoted strings, bare keys, trailing commas): a
 -- walk that read such a body differently could miss a field the transcoder then drops.
 -- Inside strings only the end matters, and in keys their text; values are the transcoder's.
@@ -347,7 +347,7 @@ local function check_json(s, root)
         depth = depth + 1
         if depth > MAX_DEPTH then return nil end -- the transcoder refuses it
         local prefix = (depth > 1 and stack[depth - 1].at) or ""
-        stack[depth] = {obj = (c == 123), schema = want, path = prefix, at = prefix}
+        stack[depth] = {obj = (c == 123), schema = want, path = prefix, at = prefix, seen = {}}
         local j = s:find(WS, i + 1)
         if not j then return "syntax", #s end
         local close = s:byte(j)
@@ -379,10 +379,12 @@ local function check_json(s, root)
       local child, known = field_of(top.schema, key)
       local at = top.path == "" and key or (top.path .. "." .. key)
       if not known then return "unknown", at end
-      if depth == 1 then
-        local msg = type(top.schema) == "string" and SCHEMAS[top.schema]
-        tops[msg and msg.names[key] or key] = key
-      end
+      -- A field once per object, in either spelling (a map or free-form key: once as written).
+      local msg = type(top.schema) == "string" and SCHEMAS[top.schema]
+      local id = msg and msg.names[key] or key
+      if top.seen[id] then return "duplicate", at, top.seen[id] end
+      top.seen[id] = key
+      if depth == 1 then tops[id] = key end
       top.at = at
       i = s:find(WS, i)
       if not i or s:byte(i) ~= 58 then return "syntax", (i or #s + 1) - 1 end
@@ -483,12 +485,18 @@ local function overlaps(a, b)
   return a == b or a:sub(1, #b + 1) == b .. "." or b:sub(1, #a + 1) == a .. "."
 end
 
--- Why a field has more than one source (the path, the query, the body), or nil: the
+-- Why a field has more than one source (the path, the query, the body, twice the query), or nil: the
 -- transcoder would let the last one win, so `DELETE /api/memory/A?id=B` deleted B while the
 -- access log showed A. Returns the message and the name as sent.
 local function second_source(route, params, tops, has_body)
+  local seen = {}
   for _, p in ipairs(params) do
     if p.field then
+      -- Twice in the query (either spelling), unless the field is repeated (?ids=a&ids=b).
+      if seen[p.field] and not p.rep then
+        return p.name .. " is given twice in the query (first as " .. seen[p.field] .. ")", p.name
+      end
+      seen[p.field] = seen[p.field] or p.name
       for _, v in ipairs(route.vars) do
         if overlaps(p.field, v) then return p.name .. " is given in the path and again in the query", p.name end
       end
@@ -579,7 +587,7 @@ function envoy_on_request(handle)
   end
   local tops = nil
   if size > 0 and route.schema then
-    local problem, where = check_json(body:getBytes(0, size), route.schema)
+    local problem, where, first = check_json(body:getBytes(0, size), route.schema)
     if problem == "syntax" then
       refuse(handle, 400, 3, "the request body is not strict JSON (RFC 8259) at byte " .. where
         .. ": only double-quoted keys and strings, true, false, null, plain decimal numbers, and spaces,"
@@ -587,6 +595,10 @@ function envoy_on_request(handle)
       return
     elseif problem == "unknown" then
       refuse(handle, 400, 3, "unknown field in the request body: " .. where:sub(1, 128), where)
+      return
+    elseif problem == "duplicate" then
+      refuse(handle, 400, 3, where:sub(1, 128) .. " is given twice in the request body (first as " .. first:sub(1, 128)
+        .. "): give each field once", where, "given more than once")
       return
     end
     tops = where

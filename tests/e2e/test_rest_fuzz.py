@@ -537,3 +537,55 @@ def test_fuzz_a_body_that_is_not_strict_json_is_a_400_and_never_passes_an_unknow
         assert snapshot(server) == before
 
     run()
+
+
+def _duplicated(body: dict[str, Any], spelling: str, value: Any, ascii_only: bool) -> bytes:
+    """The strict JSON of `body` with one more key, first: `spelling` (a field `body` holds
+    already, in this or its other spelling)."""
+    rest = _encode(body, ascii_only)
+    first = _encode({spelling: value}, ascii_only)[:-1]
+    return first + (b", " + rest[1:] if rest != b"{}" else b"}")
+
+
+def test_fuzz_a_field_twice_in_the_body_or_the_query_is_a_400(stack):
+    """Any field of any route's message, twice in one JSON object in either spelling, or a
+    field that is not repeated twice in the query: 400 naming it, nothing changes."""
+    server, port = stack
+
+    @fuzz_settings(80)
+    @given(route=st.sampled_from(ROUTES), data=st.data())
+    def run(route, data):
+        msg = _input_type(route)
+        bound = set(re.findall(r"\{([^}=]+)", route.template))
+        fields = [f for f in msg.fields if f.name not in bound]
+        if not fields:
+            return
+        field = data.draw(st.sampled_from(fields))
+        spellings = (data.draw(st.sampled_from([field.json_name, field.name])),
+                     data.draw(st.sampled_from([field.json_name, field.name])))
+        target = re.sub(r"\{[^}]*\}", "Mia", route.template)
+        in_query = not route.has_body or data.draw(st.booleans())
+        body = b""
+        if in_query:
+            if field.message_type is not None or field.is_repeated:
+                return  # a message field has no query form; a repeated one may come often
+            target += f"?{spellings[0]}=1&{spellings[1]}=2"
+        else:
+            if route not in STAR_ROUTES:
+                return  # the body is the message's only on these
+            rest = {k: v for k, v in data.draw(message_body(msg, loose=False)).items()
+                    if k not in (field.name, field.json_name)}
+            rest[spellings[1]] = data.draw(_value_for(field, 0, loose=False))
+            body = _duplicated(rest, spellings[0], data.draw(_value_for(field, 0, loose=False)),
+                               data.draw(st.booleans()))
+        before = snapshot(server)
+        status, payload = send(port, route.method, target.encode(),
+                               [(b"content-type", b"application/json"),
+                                (b"authorization", b"Bearer " + TOKEN.encode())], body)
+        error = json.loads(payload)
+        assert status == 400 and error["code"] == 3, (route, target, body[:300], error)
+        violations = [v for d in error.get("details", []) for v in d.get("fieldViolations", [])]
+        assert violations == [{"field": spellings[1], "description": "given more than once"}], (target, body, error)
+        assert snapshot(server) == before
+
+    run()

@@ -1,8 +1,9 @@
 """One source for each field of a REST request, through the real Envoy and server: a field
 the path binds may not come again in the query or the body, nor a query field again in the
-body (the transcoder lets the last one win: `DELETE /api/memory/A?id=B` deleted B while the
-access log showed A). Every route is covered from the route templates; each refusal is 400
-naming the field and changes nothing."""
+body, nor any field twice in the query or in one JSON object, in either spelling (the
+transcoder lets the last one win: `DELETE /api/memory/A?id=B` deleted B while the access log
+showed A). Every route is covered from the route templates; each refusal is 400 naming the
+field and changes nothing. A repeated field may be given as often as it has values."""
 
 from __future__ import annotations
 
@@ -17,13 +18,14 @@ from memsvc.gateway.request_guard import path_fields
 from test_rest_fuzz import ROUTES, Route
 
 pytestmark = pytest.mark.e2e
+TOKEN = "one-source-admin"
 
 
 @pytest.fixture(scope="module")
 def rest(tmp_path_factory):
-    handle = start_server(make_config(tmp_path_factory.mktemp("one-source")))
+    handle = start_server(make_config(tmp_path_factory.mktemp("one-source"), api_tokens=(TOKEN,)))
     gateway = start_gateway(handle)
-    yield Rest(f"http://127.0.0.1:{gateway.settings.listen_port}")
+    yield Rest(f"http://127.0.0.1:{gateway.settings.listen_port}", token=TOKEN)
     gateway.stop()
     handle.stop()
 
@@ -110,3 +112,53 @@ def test_fields_from_different_sources_are_served(rest):
     status, updated = rest.call("PUT", f"/api/memory/{created['id']}", {"content": "updated"})
     assert status == 200, updated
     assert rest.call("GET", f"/api/memory/{created['id']}")[1]["content"] == "updated"
+
+
+@pytest.mark.parametrize("query,name,methods", [
+    ("apiKeyId=a&apiKeyId=b", "apiKeyId", ("GET", "DELETE")), ("apiKeyId=a&api_key_id=b", "api_key_id", ("GET", "DELETE")),
+    ("api_key_id=a&apiKeyId=a", "apiKeyId", ("GET", "DELETE")), ("apiKeyId=a&api%4BeyId=b", "apiKeyId", ("GET", "DELETE")),
+    ("apiKeyId=a&limit=1&limit=1", "limit", ("GET",)), ("apiKeyId=a&q=x&q=", "q", ("GET",)),
+])
+def test_a_field_twice_in_the_query_is_a_400(rest, query, name, methods):
+    rest.call("POST", "/api/memory", {"apiKeyId": "a", "content": "kept"})
+    for method in methods:
+        status, answer = rest.call(method, f"/api/memory?{query}")
+        _refused(status, answer, name)
+        assert "twice in the query" in answer["message"]
+    assert [m["content"] for m in _state(rest) if m["apiKeyId"] == "a"] == ["kept"]
+    rest.call("DELETE", "/api/memory?apiKeyId=a")
+
+
+@pytest.mark.parametrize("raw,name", [
+    (b'{"apiKeyId": "dup", "apiKeyId": "other", "content": "c"}', "apiKeyId"),
+    (b'{"apiKeyId": "dup", "api_key_id": "other", "content": "c"}', "api_key_id"),
+    (b'{"api_key_id": "dup", "content": "c", "apiKeyId": "dup"}', "apiKeyId"),
+    (b'{"apiKeyId": "dup", "content": "c", "metadata": {"a": 1, "a": 2}}', "metadata.a"),
+    (b'{"apiKeyId": "dup", "content": "c", "metadata": {"a": {"b": 1, "b": 1}}}', "metadata.a.b"),
+    (b'{"apiKeyId": "dup", "content": "c", "expiresAt": "2099-01-01T00:00:00Z", "expires_at": null}', "expires_at"),
+])
+def test_a_field_twice_in_a_json_object_is_a_400(rest, raw, name):
+    before = _state(rest)
+    status, answer = rest.call("POST", "/api/memory", raw=raw)
+    _refused(status, answer, name)
+    assert "twice in the request body" in answer["message"]
+    assert _state(rest) == before
+
+
+def test_a_field_twice_in_a_batch_item_refuses_the_batch(rest):
+    before = _state(rest)
+    raw = (b'{"memories": [{"apiKeyId": "dup", "content": "one"},'
+           b' {"apiKeyId": "dup", "content": "two", "content": "three"}]}')
+    status, answer = rest.call("POST", "/api/memory/batch", raw=raw)
+    _refused(status, answer, "memories.content")
+    assert _state(rest) == before
+
+
+def test_a_repeated_field_may_come_once_per_value(rest):
+    """`permissions` is a list: the query may give it once for each value."""
+    status, created = rest.call("POST", "/api/credentials?permissions=read:memory&permissions=write:memory",
+                                {"id": "repeated-ok", "tenants": ["t"]})
+    assert status == 200, created
+    status, listed = rest.call("GET", "/api/credentials")
+    mine = [c for c in listed["credentials"] if c["id"] == "repeated-ok"]
+    assert sorted(mine[0]["permissions"]) == ["read:memory", "write:memory"], mine
