@@ -178,6 +178,8 @@ def _strip_grpc_headers() -> dict[str, Any]:
     metadata to pass and memsvc reads none, so they are removed at the edge, before the
     transcoder adds the gRPC headers of its own; their names cannot be listed in advance,
     hence a suffix and a prefix match rather than the route's exact-name header removal.
+    A gRPC or gRPC-Web client on this port loses them too; its `te: trailers` is set again
+    by every route to memsvc (`_GRPC_TE`), after this filter.
     """
     matchers = ({"suffix": "-bin"}, {"prefix": "grpc-"}, {"exact": "te"})
     return {
