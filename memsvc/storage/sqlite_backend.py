@@ -370,9 +370,12 @@ class SqliteMemoryBackend:
         return True, ""
 
     def recent(self, scope: SearchScope, limit: int) -> list[Memory]:
-        """Newest first within the retrieval scope."""
+        """Newest first within the retrieval scope (an owner's from its working set)."""
         where, params = keyword.scope_clause(scope)
         with self.db.read() as conn:
+            found = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.recent(scope, limit))
+            if found is not None:
+                return found
             rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE {where}"
                                 " ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
         return [row_to_memory(r) for r in rows]
@@ -387,6 +390,9 @@ class SqliteMemoryBackend:
             return 0
         where, params = found
         with self.db.read() as conn:
+            counted = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.count_aged(scope, AGED_COUNT_CAP))
+            if counted is not None:
+                return counted
             return int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?)",
                                     [*params, AGED_COUNT_CAP]).fetchone()[0])
 
@@ -402,16 +408,20 @@ class SqliteMemoryBackend:
             return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
-        """Memories of the scope that happened inside the windows (see memsvc.storage.timeline)."""
+        """Memories of the scope that happened inside the windows (an owner's from its working
+        set; see memsvc.storage.timeline)."""
         with self.db.read() as conn:
-            return timeline.happened_within(conn, scope, windows, limit)
+            found = self.working_sets.answer(conn, scope, lambda s: s.happened_within(scope, windows, limit))
+            return found if found is not None else timeline.happened_within(conn, scope, windows, limit)
 
     def neighbours(self, scope: SearchScope, memories: Sequence[Memory]) -> dict[str, list[Memory]]:
-        """Each memory's neighbours in its session (see memsvc.storage.timeline)."""
+        """Each memory's neighbours in its session (an owner's from its working set; see
+        memsvc.storage.timeline)."""
         if not memories:
             return {}
         with self.db.read() as conn:
-            return timeline.neighbours(conn, scope, memories)
+            found = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.neighbours(scope, memories))
+            return found if found is not None else timeline.neighbours(conn, scope, memories)
 
     def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None,
                    *, include_kept: bool = True) -> list[Memory]:

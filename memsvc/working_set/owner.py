@@ -33,6 +33,7 @@ import numpy as np
 
 from memsvc.core.models import KeywordHit, Memory, SearchScope
 from memsvc.core.text import CJK_CHAR, cjk_runs, ngrams, terms
+from memsvc.core.time_phrases import TimeWindow
 
 BM25_K1, BM25_B = 1.2, 0.75
 GRAM = 3
@@ -182,6 +183,10 @@ class OwnerSet:
         self._expires = np.full(capacity, _NO_EXPIRY, dtype=np.int64)
         self._keep = np.zeros(capacity, dtype=bool)
         self._session = np.full(capacity, _NO_SESSION, dtype=np.int32)
+        self._happened = np.zeros(capacity, dtype=np.int64)
+        self._memory_id = np.full(capacity, -1, dtype=np.int64)
+        self._type = np.zeros(capacity, dtype=np.int32)
+        self._type_codes: dict[str, int] = {}
 
     # -- size and contents -----------------------------------------------------------------
 
@@ -192,7 +197,7 @@ class OwnerSet:
     def nbytes(self) -> int:
         """An estimate of the memory the set holds (what the registry's budget counts)."""
         arrays = sum(a.nbytes for a in (self._alive, self._length, self._created, self._expires,
-                                        self._keep, self._session))
+                                        self._keep, self._session, self._happened, self._memory_id, self._type))
         postings = (self._words.entries + self._gram_postings.entries) * _POSTING_BYTES
         return arrays + postings + len(self._memories) * _MEMORY_BYTES + sys.getsizeof(self._slots)
 
@@ -216,6 +221,10 @@ class OwnerSet:
         built._expires[:n] = [micros(m.expires_at, _NO_EXPIRY) for m in memories]
         built._keep[:n] = [m.keep for m in memories]
         built._session[:n] = [codes.setdefault(m.session_id, len(codes)) for m in memories]
+        built._happened[:n] = [micros(m.happened_at, 0) for m in memories]
+        built._memory_id[:n] = [m.memory_id for m in memories]
+        types = built._type_codes
+        built._type[:n] = [types.setdefault(m.type, len(types)) for m in memories]
         return built
 
     def put(self, memory: Memory) -> None:
@@ -230,6 +239,9 @@ class OwnerSet:
         self._expires[slot] = micros(memory.expires_at, _NO_EXPIRY)
         self._keep[slot] = memory.keep
         self._session[slot] = self._session_codes.setdefault(memory.session_id, len(self._session_codes))
+        self._happened[slot] = micros(memory.happened_at, 0)
+        self._memory_id[slot] = memory.memory_id
+        self._type[slot] = self._type_codes.setdefault(memory.type, len(self._type_codes))
 
     def _index(self, slot: int, memory: Memory) -> int:
         """Tokenize a memory into `slot` (which must be the next one) and return its length."""
@@ -265,7 +277,8 @@ class OwnerSet:
     def _grow(self) -> None:
         size = len(self._alive) * 2
         for name, fill in (("_alive", False), ("_length", 0.0), ("_created", 0), ("_expires", _NO_EXPIRY),
-                           ("_keep", False), ("_session", _NO_SESSION)):
+                           ("_keep", False), ("_session", _NO_SESSION), ("_happened", 0), ("_memory_id", -1),
+                           ("_type", 0)):
             old = getattr(self, name)
             new = np.full(size, fill, dtype=old.dtype)
             new[:len(old)] = old
@@ -306,15 +319,77 @@ class OwnerSet:
     def _visible(self, scope: SearchScope, size: int) -> np.ndarray:
         """Owner rows the scope may see: alive, not expired, in its session when it asks for
         one, inside retention or kept."""
+        mask = self._visible_but_for_age(scope, size)
+        if scope.created_after is not None:
+            mask &= (self._created[:size] >= micros(scope.created_after, 0)) | self._keep[:size]
+        return mask
+
+    def _visible_but_for_age(self, scope: SearchScope, size: int) -> np.ndarray:
+        """Alive, not expired, in the scope's session when it asks for one."""
         mask = self._alive[:size] & (self._expires[:size] > micros(scope.now, 0))
         if scope.session_only:
             code = self._session_codes.get(scope.session_id)
             if code is None:
                 return np.zeros(size, dtype=bool)
             mask &= self._session[:size] == code
-        if scope.created_after is not None:
-            mask &= (self._created[:size] >= micros(scope.created_after, 0)) | self._keep[:size]
         return mask
+
+    # -- the scope's other reads -------------------------------------------------------------
+
+    def recent(self, scope: SearchScope, limit: int) -> list[Memory]:
+        """The scope's newest `limit` memories (created_at, then memory_id, descending)."""
+        size = len(self._memories)
+        found = np.flatnonzero(self._visible(scope, size))
+        order = np.lexsort((-self._memory_id[found], -self._created[found]))[:max(limit, 0)]
+        return [self._memories[slot] for slot in found[order]]  # type: ignore[misc]
+
+    def count_aged(self, scope: SearchScope, cap: int) -> int:
+        """Memories the scope hides for their age alone (older than retention, not kept), up to `cap`."""
+        if scope.created_after is None:
+            return 0
+        size = len(self._memories)
+        aged = (self._visible_but_for_age(scope, size) & ~self._keep[:size]
+                & (self._created[:size] < micros(scope.created_after, 0)))
+        return min(int(np.count_nonzero(aged)), cap)
+
+    def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
+        """Up to `limit` memories of the scope per window that happened inside it, in time order."""
+        size = len(self._memories)
+        visible = self._visible(scope, size)
+        happened = self._happened[:size]
+        found: dict[str, Memory] = {}
+        for window in windows:
+            inside = np.flatnonzero(visible & (happened >= micros(window.start, 0)) & (happened < micros(window.end, 0)))
+            order = np.lexsort((self._memory_id[inside], happened[inside]))[:max(limit, 0)]
+            found.update((m.id, m) for m in (self._memories[slot] for slot in inside[order]) if m is not None)
+        return list(found.values())
+
+    def neighbours(self, scope: SearchScope, memories: Sequence[Memory]) -> dict[str, list[Memory]] | None:
+        """memory id → the memories of the same type just before and after it in its session
+        that the scope may see (a memory without a session has none); None when a memory is
+        not this owner's (the store answers)."""
+        size = len(self._memories)
+        visible = self._visible(scope, size)
+        happened, ids = self._happened[:size], self._memory_id[:size]
+        out: dict[str, list[Memory]] = {}
+        for memory in memories:
+            slot = self._slots.get(memory.memory_id)
+            if slot is None:
+                return None
+            if memory.session_id is None:
+                continue
+            group = np.flatnonzero(self._alive[:size] & (self._session[:size] == self._session[slot])
+                                   & (self._type[:size] == self._type[slot]))
+            h, i = happened[slot], ids[slot]
+            before = group[(happened[group] < h) | ((happened[group] == h) & (ids[group] < i))]
+            after = group[(happened[group] > h) | ((happened[group] == h) & (ids[group] > i))]
+            near = []
+            if len(before):
+                near.append(before[np.lexsort((ids[before], happened[before]))[-1]])
+            if len(after):
+                near.append(after[np.lexsort((ids[after], happened[after]))[0]])
+            out[memory.id] = [self._memories[n] for n in near if visible[n]]  # type: ignore[misc]
+        return out
 
     def _query_phrases(self, words: Sequence[str]) -> list[tuple[str, ...]]:
         phrases: list[tuple[str, ...]] = []

@@ -25,12 +25,13 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 import time
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol, TypeVar
 
 from memsvc.core.models import KeywordHit, Memory, SearchScope
 from memsvc.working_set.owner import OwnerSet, Tokenizer
 
 
+T = TypeVar("T")
 # An owner too large for the budget is searched in the store; building its set again is
 # tried this long after the last try (a build reads every row of the owner).
 TOO_BIG_RETRY_S = 60.0
@@ -94,15 +95,21 @@ class WorkingSets:
     def search_keyword(self, conn: Any, scope: SearchScope, text: str, limit: int) -> list[KeywordHit] | None:
         """The owner scope's keyword hits from its working set, or None: no owner, no budget,
         an owner too large for the budget, or a snapshot older than the set."""
+        return self.answer(conn, scope, lambda owner_set: owner_set.search_keyword(scope, text, limit))
+
+    def answer(self, conn: Any, scope: SearchScope, read: Callable[[OwnerSet], T | None]) -> T | None:
+        """`read` over the scope owner's current working set, or None where the store must
+        answer (no owner, no budget, an owner too large for it, a snapshot older than the
+        set, or `read` itself declining)."""
         owner = scope.api_key_id
         if owner is None or self.budget_bytes <= 0:
             return None
         with self._owner_lock(owner):
             found = self._current(conn, owner)
-            if found is None:
-                self.stats.store_searches += 1
-                return None
-            return found.search_keyword(scope, text, limit)
+            answered = None if found is None else read(found)
+        if answered is None:
+            self.stats.store_searches += 1
+        return answered
 
     def _owner_lock(self, owner: str) -> threading.Lock:
         with self._lock:

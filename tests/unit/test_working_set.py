@@ -13,6 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
 from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.core.time_phrases import TimeWindow
 from memsvc.storage import keyword, owner_terms
 from memsvc.storage.database import Database, iso
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
@@ -103,6 +104,53 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
         for query in query_list:
             for scope in _scopes(utcnow()):
                 _same(_reference(backend, scope, query, 100), _from_memory(backend, scope, query, 100))
+    finally:
+        db.close()
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(docs=st.lists(st.tuples(st.sampled_from([None, "s1", "s2"]), st.sampled_from(["episodic", "factual"]),
+                               st.integers(0, 5), st.booleans(), st.integers(0, 3)), min_size=1, max_size=25),
+       edits=st.lists(st.tuples(st.integers(0, 24), st.sampled_from(["delete", "expire", "move"])), max_size=5),
+       limit=st.integers(0, 30))
+def test_an_owners_timeline_reads_from_memory_equal_the_stores(tmp_path_factory, docs, edits, limit):
+    """recent, count_aged, happened_within and neighbours: what the store's SQL answers."""
+    db = Database(tmp_path_factory.mktemp("ws") / "memsvc.db")
+    backend = SqliteMemoryBackend(db)
+    backend.initialize()
+    store = SqliteMemoryBackend(db, working_set_bytes=0)
+    try:
+        now = utcnow()
+        base = now - timedelta(days=10)
+        made = []
+        for session, type_, hour, keep, age in docs:  # several turns of one instant: ties by memory_id
+            made.append(backend.create(NewMemory(api_key_id=OWNER, content=f"turn at {hour}", session_id=session,
+                                                 type=type_, keep=keep, occurred_at=base + timedelta(hours=hour))).memory)
+            if age:
+                with db.write() as conn:
+                    conn.execute("UPDATE memories SET created_at = ? WHERE id = ?",
+                                 (iso(now - timedelta(days=20 * age)), made[-1].id))
+        backend.recent(SearchScope(api_key_id=OWNER, now=now), 1)  # build, then edit through the log
+        for index, action in edits:
+            target = made[index % len(made)]
+            if action == "delete":
+                backend.delete(target.id)
+            else:
+                column, value = (("expires_at", iso(now - timedelta(seconds=1))) if action == "expire"
+                                 else ("occurred_at", iso(base + timedelta(hours=2, seconds=index))))
+                with db.write() as conn:
+                    conn.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (value, target.id))
+        windows = [TimeWindow(base + timedelta(hours=1), base + timedelta(hours=3)),
+                   TimeWindow(base, base + timedelta(hours=2))]
+        current = [m for m in (store.get(m.id) for m in made) if m is not None]
+        for scope in _scopes(utcnow()):
+            assert [m.id for m in backend.recent(scope, limit)] == [m.id for m in store.recent(scope, limit)]
+            assert backend.count_aged(scope) == store.count_aged(scope)
+            assert ([m.id for m in backend.happened_within(scope, windows, limit)]
+                    == [m.id for m in store.happened_within(scope, windows, limit)])
+            near = {k: [m.id for m in v] for k, v in backend.neighbours(scope, current).items() if v}
+            assert near == {k: [m.id for m in v] for k, v in store.neighbours(scope, current).items() if v}
+        assert store.working_sets.status()["owners"] == 0 and backend.working_sets.status()["owners"] == 1
     finally:
         db.close()
 
