@@ -67,12 +67,13 @@ class App:
         background = BackgroundWriter()
         vectors, qdrant_settings = cls._vector_tier(config, stores, settings, background)
         backends = BackendManager(backend, settings, create_backend, health_interval_s=config.backend_health_s,
-                                  retry_s=config.backend_retry_s)
+                                  retry_s=config.backend_retry_s, local_kind=stores.info.backend_name)
         backends.initialize()
         events = RoutedEvents(vectors, backends)
         memories = Memories(backends, events=events, changes=database.data_version)
         retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
-                              rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion])
+                              rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion],
+                              backend_name=stores.info.backend_name)
         characters = PerNodeCharacters() if config.shared_store else Characters(config, database, memories)
         characters.start()
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,

@@ -102,12 +102,13 @@ class _Sync:
 
 class SqlitePluggable:
     """The built-in store seen as a pluggable backend, so it can be a fallback (get, the
-    replayed update/delete, keyword search) like any other."""
+    replayed update/delete, keyword search) like any other. Its name is the settings'
+    "sqlite" whichever store it is; its kind (the engine status's type) is the store it
+    really is, "sqlite" or "postgres"."""
 
-    kind = SQLITE
-
-    def __init__(self, sqlite: Any):
+    def __init__(self, sqlite: Any, kind: str = SQLITE):
         self.name = SQLITE
+        self.kind = kind
         self._sqlite = sqlite
 
     def initialize(self) -> None: ...
@@ -220,9 +221,9 @@ class BackendManager:
     name = "manager"
 
     def __init__(self, sqlite: Any, settings: Settings, factory: Factory, *, health_interval_s: float = 30.0,
-                 retry_s: float = 1.0, retry_max_s: float = 60.0, max_attempts: int = 50):
+                 retry_s: float = 1.0, retry_max_s: float = 60.0, max_attempts: int = 50, local_kind: str = SQLITE):
         self._sqlite = sqlite
-        self._local = SqlitePluggable(sqlite)
+        self._local = SqlitePluggable(sqlite, local_kind)
         self._settings = settings
         self._factory = factory
         self._health_interval_s = health_interval_s

@@ -139,7 +139,8 @@ class Resolution:
     embedding_model: str = ""
     vector_store: str = "none"
     rerank_applied: bool = False
-    #: The memory backend whose data answered: sqlite, or the backend whose own search ran.
+    #: The memory backend whose data answered: the built-in store ("sqlite" or "postgres",
+    #: Retriever's backend_name), or the backend whose own search ran.
     backend: str = "sqlite"
     #: Memories of the scope not considered because they are older than retentionDays (and not kept).
     skipped_for_age: int = 0
@@ -310,8 +311,10 @@ class Retriever:
 
     def __init__(self, backend: SearchBackend, vectors: VectorLookup | None = None,
                  reranker: Reranker | None = None, rrf_k: int = DEFAULT_RRF_K, top_k: int = DEFAULT_VEC_TOP_K,
-                 fusion: Fusion = FUSIONS[DEFAULT_FUSION]):
+                 fusion: Fusion = FUSIONS[DEFAULT_FUSION], backend_name: str = "sqlite"):
         self._backend = backend
+        #: What the resolution names as the backend that answered: the built-in store's kind.
+        self._backend_name = backend_name
         self._vectors = vectors
         self._reranker = reranker
         self._rrf_k = rrf_k
@@ -325,7 +328,8 @@ class Retriever:
     def retrieve(self, req: RetrievalRequest, now: datetime | None = None) -> RetrievalResult:
         strategy = STRATEGY_ALIASES.get(req.strategy, "hybrid")
         if req.max_tokens <= 0:
-            return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="maxTokens is 0"))
+            return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="maxTokens is 0",
+                                                     backend=self._backend_name))
         budget = min(BUDGET_RANGE[1], max(BUDGET_RANGE[0], req.max_tokens))
         scope = scope_for(req, now or utcnow())
         query = req.query.strip()
@@ -339,7 +343,7 @@ class Retriever:
             ranked = self._in_conversation(scope, query, ranked)
         if self._reranker is not None and query and ranked and strategy != "exact":
             ranked, resolution = self._rerank(query, ranked, resolution, req.settings)
-        resolution = replace(resolution, skipped_for_age=self._backend.count_aged(scope))
+        resolution = replace(resolution, skipped_for_age=self._backend.count_aged(scope), backend=self._backend_name)
         return RetrievalResult(apply_budget(ranked, budget, req.limit), budget, resolution)
 
     def _in_conversation(self, scope: SearchScope, query: str, ranked: list[RetrievedItem]) -> list[RetrievedItem]:

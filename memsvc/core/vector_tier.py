@@ -203,7 +203,7 @@ class VectorTier:
             try:
                 return self._search_qdrant(scope, resolved, vector, k, base)
             except VectorError as exc:
-                fallback = f"qdrant failed ({exc}); used sqlite-vec"
+                fallback = f"qdrant failed ({exc}); used {self.sqlite.name}"
         return self._search_sqlite(scope, resolved, vector, k, base, fallback)
 
     def _search_qdrant(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
@@ -224,7 +224,7 @@ class VectorTier:
             reason = f"{fallback}; {exc}" if fallback else str(exc)
             raise VectorUnavailable(reason) from None
         return VectorResult(self._matches(hits, scope), TIER_SQLITE,
-                            replace(base, vector_store="sqlite-vec", fallback_reason=fallback))
+                            replace(base, vector_store=self.sqlite.name, fallback_reason=fallback))
 
     def _backfill(self, scope: SearchScope, resolved: Resolved) -> None:
         """Before a search, embed (a bounded number of) the owner's rows still missing a
@@ -259,7 +259,7 @@ class VectorTier:
         backend = "qdrant" if qdrant_selected else self.sqlite.name  # "sqlite-vec" or "pgvector"
         if not self.sqlite.available:
             return VectorState(backend, False, 0, self._safe(self.sqlite.pending_count),
-                               "the sqlite-vec extension is not loaded", None)
+                               f"the {self.sqlite.name} extension is not loaded", None)
         resolved = self.embeddings.resolve(settings)
         reason = "" if resolved.source is not None else f"no embedding source: {resolved.reason}"
         return VectorState(backend, resolved.source is not None, self._safe(self.sqlite.count),
