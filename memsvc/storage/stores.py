@@ -51,12 +51,6 @@ class StoreInfo:
         type name it: "sqlite" or "postgres" (the settings name "sqlite" means it on both)."""
         return "postgres" if self.kind == "postgresql" else "sqlite"
 
-    @property
-    def backend_name(self) -> str:
-        """The built-in store as Retrieve's resolution.backend and the engine status's backend
-        type name it: "sqlite" or "postgres" (the settings name "sqlite" means it on both)."""
-        return "postgres" if self.kind == "postgresql" else "sqlite"
-
 
 @dataclass
 class AdminStores:
