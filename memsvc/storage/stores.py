@@ -193,4 +193,5 @@ def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
         from memsvc.storage.postgres.memory_backend import PgMemoryBackend
         from memsvc.storage.postgres.vector_index import PgVectorIndex
 
-    return PgMemoryBackend(database), PgVectorIndex(database, default_k=config.vec_top_k)
+    return (PgMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000),
+            PgVectorIndex(database, default_k=config.vec_top_k))

@@ -38,7 +38,10 @@ from memsvc.storage.postgres.migrations import apply_migrations
 from memsvc.storage.postgres.rows import (M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, aged_clause,
                                           casefold_collation, dump_metadata, filter_clause, row_to_memory,
                                           scope_clause)
+from memsvc.storage.postgres.working_set_port import PgWorkingSetPort
 from memsvc.storage.sequences import VEC_GENERATION
+from memsvc.storage.sqlite_backend import DEFAULT_WORKING_SET_BYTES
+from memsvc.working_set import WorkingSets
 
 #: Retrieval counts the memories retention hid up to this many (see count_aged).
 AGED_COUNT_CAP = 10_000
@@ -100,11 +103,14 @@ class PgMemoryBackend:
 
     name = "postgres"
 
-    def __init__(self, database: PgDatabase) -> None:
+    def __init__(self, database: PgDatabase, working_set_bytes: int = DEFAULT_WORKING_SET_BYTES) -> None:
         self.db = database
         self._delete_hooks: list[DeleteHook] = []
         self._stats = keyword.stats_cache()
         self._collation: str | None = None
+        #: Owner-scoped keyword searches ranked in memory (memsvc.working_set), as on SQLite;
+        #: 0 bytes: by PostgreSQL's full-text search.
+        self.working_sets = WorkingSets(PgWorkingSetPort(), working_set_bytes)
 
     def add_delete_hook(self, hook: DeleteHook) -> None:
         """Run `hook(conn, [(id, memory_id), ...])` inside every transaction that deletes
@@ -353,8 +359,14 @@ class PgMemoryBackend:
                                     [*params, AGED_COUNT_CAP]).fetchone()[0])
 
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
-        """Best keyword matches of `text` within the scope (see memsvc.storage.postgres.keyword)."""
+        """Best keyword matches of `text` within the scope: an owner's from its working set
+        (memsvc.working_set: FTS5's tokens and BM25, the SQLite store's ranking), kept current
+        through the per-owner change log in this snapshot; across owners, or for an owner the
+        budget cannot hold, by full-text search (memsvc.storage.postgres.keyword)."""
         with self.db.read() as conn:
+            hits = self.working_sets.search_keyword(conn, scope, text, limit)
+            if hits is not None:
+                return hits
             return keyword.search(conn, scope, text, limit, self._stats)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
