@@ -78,8 +78,10 @@ class App:
         characters.start()
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,
                               leases=stores.lease_store, timing=LeaseTiming(ttl_s=config.lease_ttl_s))
+        working_sets = getattr(backend, "working_sets", None)
         metrics = Metrics(StateSources(db_path=stores.info.db_path, embedding_cache=vectors.embeddings.cache.stats,
-                                       reindex=lambda: _reindex_gauges(reindexer)))
+                                       reindex=lambda: _reindex_gauges(reindexer),
+                                       working_sets=working_sets.status if working_sets is not None else None))
         engine = Engine(backend, settings, background, retriever, events=events,
                         on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)),
                         access_delay_s=config.access_flush_s, writer=backends, backend_retrieval=backends.retrieve)

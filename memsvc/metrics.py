@@ -49,6 +49,8 @@ class StateSources:
     db_path: str | None = None
     embedding_cache: Callable[[], Mapping[str, int]] | None = None
     reindex: Callable[[], Mapping[str, float]] | None = None
+    #: The working sets' owners, bytes, budget and counters (memsvc.working_set.WorkingSets.status).
+    working_sets: Callable[[], Mapping[str, int]] | None = None
 
 
 class _StateCollector(Collector):
@@ -69,6 +71,13 @@ class _StateCollector(Collector):
             for kind in ("hits", "misses", "size"):
                 cache.add_metric([kind], float(stats.get(kind, 0)))
             yield cache
+        if self._sources.working_sets:
+            held = GaugeMetricFamily("memsvc_working_sets", "Per-owner working sets in memory: owners, bytes, "
+                                     "budget_bytes, and counters of builds, updates, store_searches, evictions",
+                                     labels=["field"])
+            for name, value in self._sources.working_sets().items():
+                held.add_metric([name], float(value))
+            yield held
         if self._sources.reindex:
             progress = GaugeMetricFamily("memsvc_reindex", "Progress of the current or last reindex", labels=["field"])
             for name, value in self._sources.reindex().items():
@@ -163,7 +172,8 @@ class ProcessesMetrics(_Endpoint):
 
 # How a worker's state gauges combine in the parent's /metrics: the embedding caches of the
 # live workers add up; the reindex runs in one process at a time, so its latest values win.
-ACROSS_PROCESSES = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent")}
+ACROSS_PROCESSES = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent"),
+                    "memsvc_working_sets": ("field", "livesum")}
 PUBLISH_S = 1.0
 
 

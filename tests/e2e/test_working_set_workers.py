@@ -7,8 +7,12 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+import time
+import urllib.request
+
 import grpc
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 from google.protobuf.timestamp_pb2 import Timestamp
 
 from memsvc.core.models import utcnow
@@ -23,7 +27,8 @@ from support.vectors import struct
 @pytest.fixture
 def workers(tmp_path):
     """(process, [(memory stub, engine stub)] per worker) of a two-worker server, memory on."""
-    process = ServeProcess(tmp_path / "data", 0, 0, extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1"))
+    process = ServeProcess(tmp_path / "data", 0, 0, extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1",
+                                                                 "--metrics-port", "0"))
     opened = []
     try:
         port = process.wait_for("server.started")["grpc_port"]
@@ -74,6 +79,27 @@ def test_an_owners_working_set_never_answers_another_owner(workers):
     for engine in (engine_a, engine_b):
         for owner in ("tenant-a", "tenant-b"):
             assert _found(engine, owner, "where do I park") == [f"{owner} parks on level 3"]
+
+def _working_set_gauges(port: int) -> dict[str, float]:
+    with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
+        text = response.read().decode()
+    return {sample.labels["field"]: sample.value for family in text_string_to_metric_families(text)
+            if family.name == "memsvc_working_sets" for sample in family.samples}
+
+
+def test_the_metrics_add_up_every_workers_working_sets(workers):
+    process, ((memory_a, engine_a), (_, engine_b)) = workers
+    metrics_port = process.wait_for("server.started")["metrics_port"]
+    memory_a.CreateMemory(pb.CreateMemoryRequest(api_key_id="owner-m", content="Piano lesson on Tuesday"), timeout=30)
+    for engine in (engine_a, engine_b):
+        assert _found(engine, "owner-m", "piano lesson") == ["Piano lesson on Tuesday"]
+    deadline = time.monotonic() + 30  # each worker publishes its gauges once a second
+    while (gauges := _working_set_gauges(metrics_port)).get("owners") != 2:
+        assert time.monotonic() < deadline, f"the working-set gauges stayed at {gauges}"
+        time.sleep(0.1)
+    assert gauges["builds"] == 2 and gauges["bytes"] > 0
+    assert gauges["budget_bytes"] == 2 * 256_000_000  # the default budget, one per worker
+
 
 def test_a_restarted_server_rebuilds_from_the_store(tmp_path):
     data = tmp_path / "data"
