@@ -21,7 +21,7 @@ from grpc_status import rpc_status
 from conftest import make_config, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
 from memsvc.v1 import memory_pb2 as mpb
-from tests.service.test_disk_full import _fill, small_disk  # noqa: F401 - the tmpfs fixture
+from support.small_disk import fill as _fill, mounted
 from tests.support.rpc_errors import error, error_info, status_violated_fields
 from tests.support.vectors import (
     C,
@@ -258,7 +258,12 @@ def test_a_cancelled_batch_still_commits_whole(boot, models):
 # ---- a full disk ------------------------------------------------------------------------------
 
 
-def test_a_full_disk_fails_the_whole_batch_and_stores_none_of_it(small_disk):  # noqa: F811 - fixture
+@pytest.fixture
+def small_disk(tmp_path):
+    yield from mounted(tmp_path)
+
+
+def test_a_full_disk_fails_the_whole_batch_and_stores_none_of_it(small_disk):
     handle = start_server(make_config(small_disk))
     try:
         stubs = handle.stubs()
