@@ -93,7 +93,8 @@ preallocate_worker_files(Path(sys.argv[1]))
 print("allocated", flush=True)
 sys.stdin.readline()
 metrics = Metrics(StateSources(embedding_cache=lambda: {"hits": 3, "misses": 4, "size": 5},
-                               reindex=lambda: {f"field{i}": i for i in range(12)}))
+                               reindex=lambda: {f"field{i}": i for i in range(12)},
+                               working_sets=lambda: {f"field{i}": i for i in range(12)}))
 metrics.publish_state()
 for module in (credentials_pb2, engine_pb2, memory_pb2, settings_pb2):
     for service in module.DESCRIPTOR.services_by_name.values():
