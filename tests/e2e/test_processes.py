@@ -235,13 +235,8 @@ def test_the_embedding_cache_gauges_add_up_the_workers_caches(fleet, static_mode
     handle = fleet(env_extra={"MEMORY_AUTO_STATIC": "true", "MEMORY_STATIC_MODEL": str(static_model)})
     engines = [engine_pb2_grpc.EngineServiceStub(channel) for channel in handle.channels_by_worker().values()]
     request = epb.RetrievePreviewRequest(query="where is the cellar key", api_key_id="owner", strategy="semantic")
-    for engine in engines:  # the first search starts loading the model (request paths never wait for it)
-        engine.RetrievePreview(epb.RetrievePreviewRequest(query="warm up", api_key_id="owner", strategy="semantic"),
-                               timeout=60)
-        deadline = time.monotonic() + 60
-        while not engine.GetEngineStatus(epb.GetEngineStatusRequest(), timeout=30).embedding.available:
-            assert time.monotonic() < deadline, "the static model did not load"
-            time.sleep(0.1)
+    for engine in engines:  # each worker loads the built model before it serves: no query is needed to warm it
+        assert engine.GetEngineStatus(epb.GetEngineStatusRequest(), timeout=30).embedding.available
     for engine in (engines[0], engines[0], engines[1]):  # a miss and a hit in one worker, a miss in the other
         engine.RetrievePreview(request, timeout=60)
     deadline = time.monotonic() + 30
