@@ -9,8 +9,10 @@ snapshot (one indexed read) and compares it with the version its working set ref
 - greater: another request, worker, process or replica wrote since; the set applies the
   changes after its version (one read of the changed rows), or rebuilds from a snapshot
   when the log no longer reaches back that far;
-- smaller: this snapshot is older than the set (a request that began before a write this
-  process already applied), so that one search asks the store instead.
+- smaller: this snapshot is older than the set (a request that began before a write another
+  request of this process already applied); the set answers, since the request overlaps
+  that write, which it may therefore see or not. (Asking the store instead would rank such
+  a request differently, and under steady writes that would be many requests.)
 Expiry and retention are times compared on every search, never cached answers.
 
 Memory. The sets are kept in LRU order and the least recently used are dropped while the
@@ -94,13 +96,12 @@ class WorkingSets:
 
     def search_keyword(self, conn: Any, scope: SearchScope, text: str, limit: int) -> list[KeywordHit] | None:
         """The owner scope's keyword hits from its working set, or None: no owner, no budget,
-        an owner too large for the budget, or a snapshot older than the set."""
+        or an owner too large for the budget."""
         return self.answer(conn, scope, lambda owner_set: owner_set.search_keyword(scope, text, limit))
 
     def answer(self, conn: Any, scope: SearchScope, read: Callable[[OwnerSet], T | None]) -> T | None:
         """`read` over the scope owner's current working set, or None where the store must
-        answer (no owner, no budget, an owner too large for it, a snapshot older than the
-        set, or `read` itself declining)."""
+        answer (no owner, no budget, an owner too large for it, or `read` itself declining)."""
         owner = scope.api_key_id
         if owner is None or self.budget_bytes <= 0:
             return None
@@ -127,8 +128,6 @@ class WorkingSets:
                 self._sets.move_to_end(owner)
         if found is None or (found.version < version and not self._apply(conn, found, version)):
             return self._build(conn, owner)
-        if found.version > version:
-            return None
         return found
 
     def _apply(self, conn: Any, owner_set: OwnerSet, version: int) -> bool:

@@ -7,6 +7,7 @@ the change sequence; and they stay correct across connections, owners and budget
 from __future__ import annotations
 
 from datetime import timedelta
+import threading
 from pathlib import Path
 
 import pytest
@@ -178,6 +179,39 @@ def test_a_write_through_another_connection_is_seen_by_the_next_search(tmp_path:
         first.close()
         if second is not None:
             second.close()
+
+
+def test_a_request_whose_snapshot_is_older_than_the_set_is_answered_from_the_set(tmp_path: Path):
+    """A request that began before a write another request of this process applied overlaps
+    that write: the set (newer) answers it, instead of the store ranking it another way."""
+    db = Database(tmp_path / "memsvc.db")
+    backend = SqliteMemoryBackend(db)
+    backend.initialize()
+    try:
+        backend.create(NewMemory(api_key_id=OWNER, content="The boat is moored at pier 4"))
+        scope = SearchScope(api_key_id=OWNER, now=utcnow())
+        started = threading.Event()
+        written = threading.Event()
+        seen: list[list[str]] = []
+
+        def old_request() -> None:
+            with db.read() as conn:  # its snapshot is taken here, before the write below
+                conn.execute("SELECT count(*) FROM memories").fetchall()
+                started.set()
+                written.wait(30)
+                seen.append([h.memory.content for h in backend.working_sets.search_keyword(conn, scope, "pier", 10)])
+
+        reader = threading.Thread(target=old_request)
+        reader.start()
+        started.wait(30)
+        backend.create(NewMemory(api_key_id=OWNER, content="The car is parked at pier 9"))
+        assert len(backend.search_keyword(scope, "pier", 10)) == 2  # this thread applied the write
+        written.set()
+        reader.join(30)
+        assert sorted(seen[0]) == ["The boat is moored at pier 4", "The car is parked at pier 9"]
+        assert backend.working_sets.stats.store_searches == 0
+    finally:
+        db.close()
 
 
 def test_owners_never_share_a_working_set(backend):
