@@ -3,8 +3,8 @@
 These commands write the database directly (the same file the server reads, under
 --data-dir, or the PostgreSQL of --database-url / MEMSVC_DATABASE_URL), so they work with
 the server down, and a running server (every process and replica on that database) sees
-the change at its next request: tokens are verified against the database
-on every call. Admin callers can do the same over gRPC (CredentialService) or REST
+the change at its next request: each caches the credentials it verified only under the
+database's change counter of the credentials, which every create and revoke advances. Admin callers can do the same over gRPC (CredentialService) or REST
 (`/api/credentials`).
 """
 

@@ -25,7 +25,7 @@ from memsvc.api.access import Grant, admits_anonymous, authorize, check_owner, r
 from memsvc.api.blocking import run
 from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
-from memsvc.core.credentials import ANONYMOUS, Credential, admin_credential, caller, tenant_scope
+from memsvc.core.credentials import ANONYMOUS, Credential, Verdict, admin_credential, caller, tenant_scope
 from memsvc.core.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
 
@@ -66,6 +66,13 @@ def _request_id(incoming: str | None) -> str:
     if incoming and len(incoming) <= 128 and incoming.isascii() and incoming.isprintable():
         return incoming
     return uuid.uuid4().hex
+
+
+def _bearer(header: str | None) -> str | None:
+    """The token of an `authorization: Bearer <token>` header, else None."""
+    if not header or header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip()
 
 
 def _is_exempt(method: str) -> bool:
@@ -121,9 +128,9 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
 class Authenticator(Protocol):
     """Token verification against the stored credentials (memsvc.core.credentials)."""
 
-    def authenticate(self, token: str) -> Credential | None: ...
+    def check_now(self, token: str | None) -> Verdict | None: ...
 
-    def required(self) -> bool: ...
+    def check(self, token: str | None) -> Verdict: ...
 
 
 class AuthInterceptor(grpc.aio.ServerInterceptor):
@@ -131,10 +138,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     table (memsvc.api.access) and passes the caller's tenant confinement down.
 
     A MEMSVC_API_TOKENS token is an admin (id `env:N`, its position in the list); any other
-    token is looked up among the stored credentials, on every request, so a revocation
-    holds from the next request. With no configured token and no stored credential,
-    authentication is off (the server then binds to loopback only); the first credential
-    created turns it on, in every process, without a restart.
+    token is checked against the stored credentials, whose cache is trusted only under the
+    store's change counter, so a revocation holds from the next request. The check answers
+    on the event loop only from memory (`check_now`); whatever has to read the store runs on
+    a worker thread. With no configured token and no stored credential, authentication is
+    off (the server then binds to loopback only); the first credential created turns it on,
+    in every process, without a restart.
     """
 
     def __init__(self, tokens: tuple[str, ...], credentials: Authenticator | None = None,
@@ -143,9 +152,6 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         self._tokens = [hashlib.sha256(t.encode("utf-8")).digest() for t in tokens]
         self._credentials = credentials
         self._owner_of = owner_of
-
-    def _enabled(self) -> bool:
-        return bool(self._tokens) or (self._credentials is not None and self._credentials.required())
 
     def _configured(self, token: str) -> Credential | None:
         given = hashlib.sha256(token.encode("utf-8")).digest()
@@ -157,14 +163,16 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 matched = matched or position
         return admin_credential(f"env:{matched}") if matched else None
 
-    def _authenticate(self, header: str | None) -> Credential | None:
-        if not header or not header[:7].lower() == "bearer ":
-            return None
-        token = header[7:].strip()
-        found = self._configured(token)
-        if found is None and self._credentials is not None:
-            found = self._credentials.authenticate(token)
-        return found
+    async def _verify(self, header: str | None) -> tuple[bool, Credential | None]:
+        """(whether the call needs a token, the credential its header proves)."""
+        token = _bearer(header)
+        found = self._configured(token) if token is not None and self._tokens else None
+        if found is not None or self._credentials is None or (token is None and self._tokens):
+            return bool(self._tokens), found
+        verdict = self._credentials.check_now(token)
+        if verdict is None:
+            verdict = await run(self._credentials.check, token)
+        return bool(self._tokens) or verdict.required, verdict.credential
 
     async def _admit(self, method: str, credential: Credential | None, request: Any,
                      context: grpc.aio.ServicerContext) -> Grant:
@@ -209,11 +217,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         method = details.method
         header = _metadata(details, "authorization")
         try:
-            if not self._enabled():
-                return handler
-            credential = self._authenticate(header)
+            enabled, credential = await self._verify(header)
         except MemsvcError as exc:  # the credential store is unreachable (a shared database restarting)
             return _failing(handler, method, exc)
+        if not enabled:
+            return handler
         if credential is None and header is None and admits_anonymous(method):
             credential = ANONYMOUS
         if handler.request_streaming:

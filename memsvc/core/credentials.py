@@ -15,6 +15,10 @@ Tenants are a list of `apiKeyId`s or `*` (every apiKeyId); character memory (rec
 files) has no apiKeyId, so access to it is a separate yes/no. Nothing here knows how
 credentials are stored; `memsvc.storage.credentials` does.
 
+Verified credentials are cached per process (`Credentials`), and the cache is only ever
+trusted under the store's change counter of the credentials, so a revocation anywhere still
+holds from the next request.
+
 The request's allowed tenants travel in `tenant_scope` (set by the API's auth interceptor):
 where a query names no apiKeyId, the core confines it to those tenants instead of reading
 every tenant, and it never widens retrieval to the global scope for a confined caller.
@@ -23,8 +27,12 @@ every tenant, and it never widens retrieval to the global scope for a confined c
 from __future__ import annotations
 
 import contextvars
+import hashlib
+import hmac
 import re
 import secrets
+import threading
+from collections import OrderedDict
 from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Iterable, Protocol, Sequence
@@ -186,10 +194,52 @@ def _check_tenants(v: Violations, names: Sequence[str]) -> None:
             v.add("tenants", f"apiKeyIds starting with {RESERVED_OWNER_PREFIX!r} are reserved")
 
 
+# Compared against when no row matches, so an unknown lookup costs what a wrong secret does.
+_NO_DIGEST = bytes(32)
+#: How many verified credentials a process keeps (least recently used out first). Only rows
+#: the store holds get in, never a token a caller made up, so this bounds the memory of a
+#: process with very many credentials, not of one under a flood of bad tokens.
+CACHE_SIZE = 1024
+
+
+def secret_digest(secret: str) -> bytes:
+    """What the store keeps of a secret (memsvc.storage.credentials says why SHA-256)."""
+    return hashlib.sha256(secret.encode("utf-8")).digest()
+
+
+def secret_matches(secret: str, stored: bytes | None) -> bool:
+    """Whether `secret` hashes to `stored` (None: no row had the lookup), compared in
+    constant time either way, so timing tells nothing about the secret."""
+    matched = hmac.compare_digest(secret_digest(secret), _NO_DIGEST if stored is None else stored)
+    return matched and stored is not None
+
+
+@dataclass(frozen=True)
+class StoredCredential:
+    """A stored row as verification needs it: the secret's digest and what it grants."""
+
+    digest: bytes
+    credential: Credential
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a request's token comes to: whether stored credentials require a token at all
+    (any was ever created), and the active credential it proves (None: missing, malformed,
+    unknown, wrong secret or revoked, which the caller cannot tell apart)."""
+
+    required: bool
+    credential: Credential | None
+
+
 class CredentialStore(Protocol):
     def insert(self, credential: Credential, lookup: str, secret: str) -> Credential: ...
 
-    def find(self, lookup: str, secret: str) -> Credential | None: ...
+    def by_lookup(self, lookup: str) -> StoredCredential | None: ...
+
+    def version(self) -> int: ...
+
+    def change_hint(self) -> int | None: ...
 
     def all(self) -> list[Credential]: ...
 
@@ -198,16 +248,36 @@ class CredentialStore(Protocol):
     def exists(self) -> bool: ...
 
 
+@dataclass(frozen=True)
+class _Seen:
+    """The cache's footing: the store's `version` and, read just before it, its change hint
+    (while the hint reads the same, nothing was committed since, so the version holds)."""
+
+    hint: int | None
+    version: int
+    required: bool
+
+
 class Credentials:
     """The operator's credential management, and token verification for the API.
 
-    Nothing verified is cached: each request reads its credential (one indexed read), so a
-    revocation holds on the next request in every process sharing the database.
+    Verification keeps the rows it read (lookup → digest and credential, at most
+    `cache_size`, least recently used out first) under the store's change counter of the
+    credentials, which every create and revoke advances in its own transaction: `check`
+    reads the counter (one indexed read) and drops every row when it moved, so a revocation
+    by any process holds from the next request in every process sharing the store. Where
+    the store offers a change hint that costs no wait (SQLite's data version), `check_now`
+    answers from memory while the hint has not moved since the counter was read, which is
+    what the event loop calls; otherwise the loop sends `check` to a worker thread. A lookup
+    the store does not know is never kept, so made-up tokens cannot fill the cache.
     """
 
-    def __init__(self, store: CredentialStore):
+    def __init__(self, store: CredentialStore, cache_size: int = CACHE_SIZE):
         self._store = store
-        self._required = False
+        self._cache_size = cache_size
+        self._cache: OrderedDict[str, StoredCredential] = OrderedDict()
+        self._seen: _Seen | None = None
+        self._lock = threading.Lock()
 
     def create(self, credential_id: str, permissions: Iterable[str], tenants: Iterable[str],
                characters: bool) -> IssuedCredential:
@@ -224,16 +294,81 @@ class Credentials:
             raise NotFoundError(f"credential {shorten(credential_id)!r} not found")
         return revoked
 
+    def check_now(self, token: str | None) -> Verdict | None:
+        """The verdict on `token` (None: no token given) from memory, without waiting on
+        the store; None when only `check` can tell (something was committed since the
+        cache's counter was read, the store has no such hint, or the lookup is not cached)."""
+        hint = self._store.change_hint()
+        with self._lock:
+            seen = self._seen
+            if hint is None or seen is None or seen.hint != hint:
+                return None
+            return self._cached(token, seen)
+
+    def check(self, token: str | None) -> Verdict:
+        """The verdict on `token`, reading the store as needed (blocking: on a worker thread)."""
+        hint = self._store.change_hint()  # before the version: see _Seen
+        version = self._store.version()
+        seen = self._seen
+        if seen is None or seen.version != version:
+            # Once a credential exists it stays (rows are never deleted), so a later read is
+            # as good as one at `version`.
+            seen = _Seen(hint, version, (seen is not None and seen.required) or self._store.exists())
+        else:
+            seen = replace(seen, hint=hint)
+        with self._lock:
+            if self._seen is None or self._seen.version != version:
+                self._cache.clear()
+            self._seen = seen
+            verdict = self._cached(token, seen)
+        if verdict is not None:
+            return verdict
+        lookup, secret = parse_token(token)  # type: ignore[misc] - _cached answered the rest
+        return self._read(lookup, secret, seen)
+
+    def _cached(self, token: str | None, seen: _Seen) -> Verdict | None:
+        """Under the lock, `seen` current: the verdict when memory has it, else None."""
+        parts = parse_token(token) if token is not None and seen.required else None
+        if parts is None:  # no token, not one of ours, or no credential exists
+            return Verdict(seen.required, None)
+        row = self._cache.get(parts[0])
+        if row is None:
+            return None
+        self._cache.move_to_end(parts[0])
+        return _verdict(row, parts[1])
+
+    def _read(self, lookup: str, secret: str, seen: _Seen) -> Verdict:
+        """The verdict from the credential's row, kept if the store has it and the counter
+        has not moved meanwhile (the row was read after the counter, so it is no older)."""
+        row = self._store.by_lookup(lookup)
+        if row is None:
+            secret_matches(secret, None)  # costs what a wrong secret costs
+            return Verdict(True, None)
+        with self._lock:
+            if self._seen is not None and self._seen.version == seen.version and self._cache_size > 0:
+                self._cache[lookup] = row
+                self._cache.move_to_end(lookup)
+                while len(self._cache) > self._cache_size:
+                    self._cache.popitem(last=False)
+        return _verdict(row, secret)
+
     def authenticate(self, token: str) -> Credential | None:
         """The active credential whose token this is, else None (malformed, unknown,
         wrong secret or revoked: the caller cannot tell which)."""
-        parts = parse_token(token)
-        return self._store.find(*parts) if parts else None
+        return self.check(token).credential
 
     def required(self) -> bool:
         """Whether any credential was ever created. Revoked ones count: revoking the last
-        token must not open the server. Once true it stays true (rows are never deleted),
-        so only a server without credentials reads this per request."""
-        if not self._required:
-            self._required = self._store.exists()
-        return self._required
+        token must not open the server."""
+        return self.check(None).required
+
+    def cached(self) -> int:
+        """How many verified credentials this process keeps (metrics, tests)."""
+        with self._lock:
+            return len(self._cache)
+
+
+def _verdict(row: StoredCredential, secret: str) -> Verdict:
+    """A present row's verdict on a secret: constant-time compare, then not revoked."""
+    matched = secret_matches(secret, row.digest)
+    return Verdict(True, row.credential if matched and row.credential.revoked_at is None else None)

@@ -6,39 +6,27 @@ credential's secret is 256 random bits from `secrets`; no guessing finishes, how
 the hash, so one SHA-256 is as safe as a KDF and costs a microsecond per request instead of
 tens of milliseconds.
 
-Verification is one read of the row by its unique `lookup` and a constant-time comparison
-of the digests, whatever the outcome, so timing tells nothing about the secret.
+Verification is a constant-time comparison of the digests (memsvc.core.credentials, which
+caches the rows it read): the store hands out a row by its unique `lookup` and the number of
+credential changes (`version`, advanced by migration 0011's triggers in every writing
+transaction), which is all a cache needs to know it is current.
 """
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 from typing import Any, Sequence
 
 import apsw
 
-from memsvc.core.credentials import ALL_TENANTS, Credential
+from memsvc.core.credentials import ALL_TENANTS, Credential, StoredCredential, secret_digest
 from memsvc.core.errors import ConflictError
 from memsvc.core.models import utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 
 COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
-# Compared against when no row matches, so an unknown lookup costs what a wrong secret does.
-_NO_DIGEST = bytes(32)
-
-
-def secret_digest(secret: str) -> bytes:
-    """What the table stores of a secret (see the module docstring for why SHA-256)."""
-    return hashlib.sha256(secret.encode("utf-8")).digest()
-
-
-def secret_matches(secret: str, stored: bytes | None) -> bool:
-    """Whether `secret` hashes to `stored` (None: no row had the lookup), compared in
-    constant time either way, so timing tells nothing about the secret or the lookup."""
-    matched = hmac.compare_digest(secret_digest(secret), _NO_DIGEST if stored is None else stored)
-    return matched and stored is not None
+#: The row of `sequences` every credential write advances (migration 0011).
+VERSION_NAME = "credentials"
 
 
 def _row(row: Sequence[Any]) -> Credential:
@@ -68,15 +56,22 @@ class SqliteCredentialStore:
                                 reason="CREDENTIAL_EXISTS") from None
         return self._get(credential.id)
 
-    def find(self, lookup: str, secret: str) -> Credential | None:
-        """The active credential with this lookup and secret, else None."""
+    def by_lookup(self, lookup: str) -> StoredCredential | None:
+        """The credential whose token has this lookup (revoked ones too), with its digest."""
         with self.db.read() as conn:
-            rows = conn.execute(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = ?",
-                                (lookup,)).fetchall()
-        if not secret_matches(secret, bytes(rows[0][0]) if rows else None):
-            return None
-        credential = _row(rows[0][1:])
-        return None if credential.revoked_at is not None else credential
+            rows = conn.execute(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = ?", (lookup,)).fetchall()
+        return StoredCredential(bytes(rows[0][0]), _row(rows[0][1:])) if rows else None
+
+    def version(self) -> int:
+        """How many times the credentials changed (one indexed read)."""
+        with self.db.read() as conn:
+            rows = conn.execute("SELECT value FROM sequences WHERE name = ?", (VERSION_NAME,)).fetchall()
+        return int(rows[0][0]) if rows else 0
+
+    def change_hint(self) -> int | None:
+        """A number that stays put while nobody commits anything to the file (any process),
+        read without waiting; None when it cannot be had at once (see Database)."""
+        return self.db.data_version_nowait()
 
     def all(self) -> list[Credential]:
         with self.db.read() as conn:

@@ -145,6 +145,8 @@ class Database:
         self._readers_lock = threading.Lock()
         self._watch: apsw.Connection | None = None  # see data_version
         self._watch_lock = threading.Lock()
+        self._glance: apsw.Connection | None = None  # see data_version_nowait
+        self._glance_lock = threading.Lock()
         self.path.parent.mkdir(parents=True, exist_ok=True)
         # The writer opens first: it switches the file to WAL before any reader exists.
         self._writer = self._open(reader=False)
@@ -341,6 +343,25 @@ class Database:
                 self._watch.execute("PRAGMA query_only=ON")
             return int(self._watch.execute("PRAGMA data_version").fetchall()[0][0])
 
+    def data_version_nowait(self) -> int | None:
+        """As `data_version`, for the event loop: None instead of any wait. It reads on a
+        connection of its own with no busy timeout (values compare only with this method's),
+        so it never waits for a lock of SQLite's nor of this object's: when another thread
+        is asking, or SQLite answers busy, the caller learns nothing and asks the store the
+        slow way. An answer costs a look at the WAL index in shared memory, no disk I/O."""
+        if not self._glance_lock.acquire(blocking=False):
+            return None
+        try:
+            if self._glance is None:
+                self._check_open()
+                self._glance = apsw.Connection(str(self.path))
+                self._glance.execute("PRAGMA query_only=ON")
+            return int(self._glance.execute("PRAGMA data_version").fetchall()[0][0])
+        except apsw.BusyError:
+            return None
+        finally:
+            self._glance_lock.release()
+
     def close(self) -> None:
         """Close the writer and every reader. Idempotent. Waits for a running write; call it
         once traffic has stopped (readers of other threads are closed under them)."""
@@ -352,5 +373,7 @@ class Database:
                 readers, self._readers = self._readers, []
             with self._watch_lock:
                 watch, self._watch = self._watch, None
-            for conn in [*readers, self._writer, *([watch] if watch is not None else [])]:
+            with self._glance_lock:
+                glance, self._glance = self._glance, None
+            for conn in [*readers, self._writer, *(c for c in (watch, glance) if c is not None)]:
                 conn.close()

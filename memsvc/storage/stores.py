@@ -13,6 +13,9 @@ Caches across replicas, with PostgreSQL:
   on the next read;
 - the settings caches compare `settings_version()`, a counter the same transaction as
   every settings write bumps, read from the shared database on each access;
+- the verified-credentials cache compares the credentials' change counter (the same
+  transaction as every create and revoke bumps it), read on each request, so a revocation
+  through any replica holds from the next request through every other;
 - vectors are searched in the database itself (pgvector's index), so there is no
   per-process matrix cache (the sqlite-vec tier's per-owner cache) that could go stale.
 """

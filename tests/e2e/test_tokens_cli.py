@@ -1,6 +1,8 @@
 """`memsvc tokens` through the real binary, and what separate `memsvc serve` processes on
-the same database make of it: the first credential turns authentication on, a revocation
-(from the CLI or over gRPC by another process) holds from the next request, everywhere."""
+the same database (and the workers of one) make of it: the first credential turns
+authentication on, a new token works at once, a revocation (from the CLI or over gRPC by
+another process) holds from the next request, everywhere, although each process keeps the
+credentials it verified in memory."""
 
 from __future__ import annotations
 
@@ -15,6 +17,8 @@ import grpc
 import pytest
 
 from memsvc.v1 import credentials_pb2, credentials_pb2_grpc, memory_pb2, memory_pb2_grpc
+from support.serve_process import ServeProcess
+from support.serve_workers import channel_per_process
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
@@ -29,6 +33,17 @@ def created(data: Path, *args: str) -> dict:
     result = tokens(data, "create", *args, "--json")
     assert result.returncode == 0, result.stderr
     return json.loads(result.stdout)
+
+
+def code_on(channel: grpc.Channel, token: str | None, api_key_id: str = "A") -> grpc.StatusCode:
+    """How a ListMemories with `token` (None: no header) ends through `channel`."""
+    metadata = (("authorization", f"Bearer {token}"),) if token else ()
+    try:
+        memory_pb2_grpc.MemoryServiceStub(channel).ListMemories(
+            memory_pb2.ListMemoriesRequest(api_key_id=api_key_id), metadata=metadata, timeout=10)
+    except grpc.RpcError as err:
+        return err.code()
+    return grpc.StatusCode.OK
 
 
 class Server:
@@ -53,13 +68,7 @@ class Server:
         self.channel = grpc.insecure_channel(f"127.0.0.1:{started['grpc_port']}")
 
     def code(self, token: str | None, api_key_id: str = "A") -> grpc.StatusCode:
-        metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        try:
-            memory_pb2_grpc.MemoryServiceStub(self.channel).ListMemories(
-                memory_pb2.ListMemoriesRequest(api_key_id=api_key_id), metadata=metadata, timeout=10)
-        except grpc.RpcError as err:
-            return err.code()
-        return grpc.StatusCode.OK
+        return code_on(self.channel, token, api_key_id)
 
     def stop(self) -> None:
         self.channel.close()
@@ -155,3 +164,39 @@ def test_a_revocation_over_grpc_in_one_process_holds_in_the_other(two_servers):
                           metadata=(("authorization", f"Bearer {admin}"),), timeout=10)
     assert two.code(agent) == grpc.StatusCode.UNAUTHENTICATED
     assert two.code(admin) == grpc.StatusCode.OK
+
+
+@pytest.fixture
+def two_workers(tmp_path):
+    """(data dir, a channel to each worker) of one `memsvc serve --processes 2`."""
+    data = tmp_path / "data"
+    process = ServeProcess(data, 0, 0, extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1"))
+    opened: list[grpc.Channel] = []
+    try:
+        port = process.wait_for("server.started")["grpc_port"]
+        yield data, list(channel_per_process(process, port, 2, opened).values())
+    finally:
+        for channel in opened:
+            channel.close()
+        process.stop()
+
+
+def test_every_worker_takes_a_new_token_at_once_and_refuses_it_from_the_request_after_its_revocation(two_workers):
+    data, workers = two_workers
+    ok, refused = [grpc.StatusCode.OK] * 2, [grpc.StatusCode.UNAUTHENTICATED] * 2
+    assert [code_on(w, None) for w in workers] == ok  # no credential yet: open (loopback)
+    agent = created(data, "agent", "--permissions", "read:memory", "--tenants", "A")["token"]
+    assert [code_on(w, None) for w in workers] == refused
+    for _ in range(3):  # the first verifies from the store, the others from each worker's cache
+        assert [code_on(w, agent) for w in workers] == ok
+    assert tokens(data, "revoke", "agent").returncode == 0
+    assert [code_on(w, agent) for w in workers] == refused
+
+    admin = created(data, "admin", "--permissions", "admin")["token"]
+    second = created(data, "agent-2", "--permissions", "read:memory", "--tenants", "A")["token"]
+    assert [code_on(w, second) for w in workers] == ok
+    credentials_pb2_grpc.CredentialServiceStub(workers[0]).RevokeCredential(
+        credentials_pb2.RevokeCredentialRequest(id="agent-2"), metadata=(("authorization", f"Bearer {admin}"),),
+        timeout=10)
+    assert code_on(workers[1], second) == grpc.StatusCode.UNAUTHENTICATED
+    assert [code_on(w, admin) for w in workers] == ok

@@ -145,9 +145,14 @@ def test_credentials_with_auth_on_live_in_postgres_and_hold_on_every_replica(rep
     anonymous = refused(lambda: create(b.stubs(), "pg-t1", "no token"))
     assert anonymous.code() is grpc.StatusCode.UNAUTHENTICATED
 
+    assert b.app.credentials.cached() == 1  # B answers the tenant from its cache of verified credentials
+
     admin.RevokeCredential(credentials_pb2.RevokeCredentialRequest(id="pg-tenant"), timeout=10)
     revoked = refused(lambda: create(tenant, "pg-t1", "after revocation"))
     assert revoked.code() is grpc.StatusCode.UNAUTHENTICATED
+    again = admin.CreateCredential(credentials_pb2.CreateCredentialRequest(
+        id="pg-tenant-2", permissions=["read:memory"], tenants=["pg-t1"]), timeout=10)
+    assert b.stubs(again.token).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="pg-t1"), timeout=10).data
 
 
 @pytest.mark.parametrize("call", [

@@ -1,10 +1,9 @@
 """The `credentials` table on PostgreSQL: the same store as SQLite's
 (`memsvc.storage.credentials`, which says why one SHA-256 of a 256-bit secret is enough),
 shared by every replica, so a credential created or revoked through one holds at the next
-request through any other (nothing verified is cached).
-
-Verification is one read of the row by its unique `lookup` and a constant-time comparison
-of the digests, whatever the outcome, so timing tells nothing about the secret.
+request through any other: each replica's cache of verified credentials reads the change
+counter (`version`, advanced by migration 0003's triggers in the writing transaction) on
+every request, and there is no cheaper hint to read here (`change_hint` is None).
 """
 
 from __future__ import annotations
@@ -14,9 +13,9 @@ from typing import Any, Sequence
 
 from psycopg.types.json import Jsonb
 
-from memsvc.core.credentials import ALL_TENANTS, Credential
+from memsvc.core.credentials import ALL_TENANTS, Credential, StoredCredential, secret_digest
 from memsvc.core.errors import ConflictError
-from memsvc.storage.credentials import COLUMNS, secret_digest, secret_matches
+from memsvc.storage.credentials import COLUMNS, VERSION_NAME
 from memsvc.storage.postgres.database import PgDatabase
 
 
@@ -50,15 +49,22 @@ class PgCredentialStore:
                                 reason="CREDENTIAL_EXISTS") from None
         return self._get(credential.id)
 
-    def find(self, lookup: str, secret: str) -> Credential | None:
-        """The active credential with this lookup and secret, else None."""
+    def by_lookup(self, lookup: str) -> StoredCredential | None:
+        """The credential whose token has this lookup (revoked ones too), with its digest."""
         with self.db.read() as conn:
             row = conn.execute(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = %s",
                                (lookup,)).fetchone()
-        if not secret_matches(secret, bytes(row[0]) if row else None):
-            return None
-        credential = _row(row[1:])
-        return None if credential.revoked_at is not None else credential
+        return StoredCredential(bytes(row[0]), _row(row[1:])) if row else None
+
+    def version(self) -> int:
+        """How many times the credentials changed (one indexed read)."""
+        with self.db.read() as conn:
+            row = conn.execute("SELECT value FROM sequences WHERE name = %s", (VERSION_NAME,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def change_hint(self) -> int | None:
+        """Nothing tells a replica that another one committed without asking the server."""
+        return None
 
     def all(self) -> list[Credential]:
         with self.db.read() as conn:
