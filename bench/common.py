@@ -145,6 +145,19 @@ def server_env(data_dir: Path, grpc_port: int, *, gateway: bool = False, rest_po
     return env
 
 
+def baseline_tree(commit: str, dest: Path) -> Path:
+    """`commit`'s source tree under `dest`, servable by `ServerProc(root=...)` beside the
+    working tree's, so a bench measures before and after in one run on the same machine
+    state. The editable install maps `memsvc.v1` and `memsvc.migrations` to this checkout's
+    folders; links inside the copied package make the copy find its own first."""
+    dest.mkdir(parents=True, exist_ok=True)
+    archive = subprocess.run(["git", "-C", str(ROOT), "archive", commit], capture_output=True, check=True).stdout
+    subprocess.run(["tar", "-x", "-C", str(dest)], input=archive, check=True)
+    for link, target in (("v1", "../gen/memsvc/v1"), ("migrations", "../migrations")):
+        (dest / "memsvc" / link).symlink_to(target)
+    return dest
+
+
 @dataclass
 class ServerProc:
     """`memsvc serve` in a subprocess (its own interpreter: the bench's client threads must
@@ -160,6 +173,9 @@ class ServerProc:
     proc: subprocess.Popen | None = None
     started_at: float = 0.0
     log_path: Path | None = None
+    #: The source tree served (`python -m memsvc` from there): another commit's, for a
+    #: before/after comparison in one run (see `baseline_tree`).
+    root: Path = ROOT
 
     def start(self, timeout_s: float = 60.0) -> "ServerProc":
         self.port = free_port()
@@ -176,7 +192,7 @@ class ServerProc:
         self.started_at = time.perf_counter()
         # Its own process group: workers and Envoy that outlive a killed parent are ended too.
         self.proc = subprocess.Popen([PY, "-m", "memsvc", "serve"], env=env, stdout=log, stderr=log,
-                                     stdin=subprocess.DEVNULL, cwd=str(ROOT), start_new_session=True)
+                                     stdin=subprocess.DEVNULL, cwd=str(self.root), start_new_session=True)
         wait_serving(self.port, timeout_s, self.proc)
         wait_listening(self.port, self.expected_processes(), timeout_s, self.proc)
         if self.gateway:

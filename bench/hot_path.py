@@ -103,10 +103,11 @@ def single(fn, reqs: list, rounds: int) -> dict:
 
 
 def concurrent(port: int | Sequence[int], path: str, response_type, reqs: list, clients: int, per_client: int,
-               rounds: int) -> dict:
+               rounds: int, metadata: tuple = ()) -> dict:
     """`clients` concurrent callers (grpc.aio, one channel each), each making `per_client`
-    calls of the method at `path` back to back, responses parsed as a client would;
-    throughput = calls / wall time. Several ports (replicas): client i calls port i mod n."""
+    calls of the method at `path` back to back (with `metadata`: a bearer token), responses
+    parsed as a client would; throughput = calls / wall time. Several ports (replicas):
+    client i calls port i mod n."""
     ports = [port] if isinstance(port, int) else list(port)
 
     async def one_round() -> float:
@@ -116,9 +117,9 @@ def concurrent(port: int | Sequence[int], path: str, response_type, reqs: list, 
 
         async def worker(i: int) -> None:
             for j in range(per_client):
-                await calls[i](reqs[(i * per_client + j) % len(reqs)])
+                await calls[i](reqs[(i * per_client + j) % len(reqs)], metadata=metadata)
 
-        await asyncio.gather(*(call(reqs[0]) for call in calls))  # connect
+        await asyncio.gather(*(call(reqs[0], metadata=metadata) for call in calls))  # connect
         t0 = time.perf_counter()
         await asyncio.gather(*(worker(i) for i in range(clients)))
         elapsed = time.perf_counter() - t0
