@@ -224,11 +224,13 @@ def rest_call(rest: Any, method: MethodDescriptor, request: Any, token: str | No
     verb = rule.WhichOneof("pattern")
     template: str = getattr(rule, verb)
     fields = json_format.MessageToDict(request, preserving_proto_field_name=True)
-    for name in [seg[1:-1] for seg in template.split("/") if seg.startswith("{")]:
+    in_path = [seg[1:-1] for seg in template.split("/") if seg.startswith("{")]
+    for name in in_path:
         template = template.replace("{" + name + "}", str(fields.pop(name, "")))
     body = None
-    if rule.body == "*":
-        body = json_format.MessageToDict(request)
+    if rule.body == "*":  # every field the path does not carry (a field in two places is refused)
+        path_json = {request.DESCRIPTOR.fields_by_name[name].json_name for name in in_path}
+        body = {k: v for k, v in json_format.MessageToDict(request).items() if k not in path_json}
     elif rule.body:
         body = fields.pop(rule.body, {})
     elif fields:
