@@ -8,8 +8,9 @@ scores) over the same two lists. Also the FTS5 tokenizer and query-building choi
 measured on the same set.
 
 Runs the real engine in process (App over a fresh database; retrieval through
-Engine.preview, the same code as Retrieve without touching counters; the other fusions
-through a Retriever over the same backend and vector tier that differs only in its fusion).
+Engine.retrieve, Retrieve's own code with its default relevance floor, and once more with
+minScore 0 for the default fusion; the other fusions through a Retriever over the same
+backend and vector tier that differs only in its fusion, unfloored).
 """
 
 from __future__ import annotations
@@ -60,8 +61,11 @@ def _ungated_convex(keyword: list[Candidate], vector: list[Candidate], k: int) -
     return gated_convex()([Candidate(c.id, c.score, True) for c in keyword], vector, k)
 
 
-CANDIDATE_FUSIONS = [  # measured beside the default; None = the server's own (Engine.preview)
+#: The fusion slot of a row measured through Retrieve with minScore 0 (no relevance floor).
+NO_FLOOR = "minScore 0"
+CANDIDATE_FUSIONS = [  # measured beside the default; None = the server's own (Engine.retrieve)
     (f"{DEFAULT_FUSION} (default)", None),
+    (f"{DEFAULT_FUSION} (default), no floor (minScore 0)", NO_FLOOR),
     (f"{FUSION_RRF} (equal)", FUSIONS[FUSION_RRF]),
     ("weighted RRF, vector 2 : keyword 1", Fusion("weighted", _weighted_rrf)),
     ("RRF, k=10", Fusion("rrf-k10", _small_k_rrf)),
@@ -95,14 +99,16 @@ def _wait_reindex(app, timeout_s: float = 300) -> None:
         time.sleep(0.05)
 
 
-def _searcher(app, config, strategy: str, fusion: Fusion | None) -> Callable[[str, str], Any]:
-    """(query, owner) → the top 10: the server's own retrieval (Engine.preview), or with
-    another fusion a Retriever over the same backend and vector tier."""
+def _searcher(app, config, strategy: str, fusion: Fusion | str | None) -> Callable[[str, str], Any]:
+    """(query, owner) → the top 10: the server's own Retrieve (Engine.retrieve, with its
+    default relevance floor, or none for NO_FLOOR), or with another fusion a Retriever over
+    the same backend and vector tier."""
     from memsvc.core.retrieval import RetrievalRequest, Retriever
 
-    if fusion is None:
-        return lambda query, owner: app.engine.preview(query, api_key_id=owner, strategy=strategy, max_tokens=16000,
-                                                       limit=10)
+    if fusion is None or fusion == NO_FLOOR:
+        min_score = 0.0 if fusion == NO_FLOOR else None
+        return lambda query, owner: app.engine.retrieve(owner, query, strategy=strategy, max_tokens=16000,
+                                                        limit=10, min_score=min_score)
     retriever = Retriever(app.backend, vectors=app.vectors, rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=fusion)
     return lambda query, owner: retriever.retrieve(RetrievalRequest(
         api_key_id=owner, query=query, strategy=strategy, max_tokens=16000,
@@ -252,7 +258,8 @@ def report(out: dict) -> tuple[str, list[Target]]:
     table = md_table(["strategy", "recall@5", "recall@10", "MRR", "MRR keyword q.", "MRR paraphrase q.",
                       "p50 ms/query", "tier used"], rows)
     table += (f"\n\n{out['labeled']} labeled facts × 2 queries (keyword, paraphrase), {out['owners']} owners, "
-              f"{out['distractors']} distractors. In process (Engine.preview), so the latency excludes gRPC. "
+              f"{out['distractors']} distractors. In process (Engine.retrieve: Retrieve with its default "
+              "relevance floor unless the row says minScore 0), so the latency excludes gRPC. "
               "Hybrid rows fuse the same two lists (keyword top 20 by relevance, vector top 20) and differ only "
               "in the fusion: gated-rrf counts a keyword match only when it is strong (the whole query phrase or "
               "two query terms occur); rrf is plain equal-weight RRF (MEMORY_FUSION=rrf).")

@@ -286,16 +286,16 @@ def resolution_to_pb(r: Resolution) -> engine_pb2.Resolution:
 
 
 def retrieve_args_from_pb(req: engine_pb2.RetrieveRequest) -> dict[str, Any]:
-    """An unset minScore is Retrieve's default, 0 (no floor)."""
-    min_score = optional(req, "min_score")
+    """An unset minScore is None: the engine's default relevance floor."""
     return dict(api_key_id=req.api_key_id, query=req.query, session_id=req.session_id, strategy=req.strategy,
                 max_tokens=optional(req, "max_tokens"), scope=req.scope, limit=optional(req, "limit"),
-                min_score=0.0 if min_score is None else min_score)
+                min_score=optional(req, "min_score"))
 
 
 def retrieval_to_pb(result: FlooredResult) -> engine_pb2.RetrieveResponse:
     resolution = resolution_to_pb(result.resolution)
     resolution.below_min_score = result.below_min_score
+    resolution.keyword_floor, resolution.vector_floor = result.floor.keyword, result.floor.vector
     return engine_pb2.RetrieveResponse(memories=[retrieved_to_pb(i) for i in result.items],
                                        total_tokens=result.total_tokens, resolution=resolution)
 

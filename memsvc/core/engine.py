@@ -17,7 +17,8 @@ from memsvc.core.extraction_speakers import ASSISTANT, USER
 from memsvc.core.injection import InjectOptions, Injection, detect_format, inject, no_memory_requested
 from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, store_drafts, validate_new
 from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
-from memsvc.core.relevance_floor import FlooredResult, above_floor, floor_for, limit_problem, min_score_problem
+from memsvc.core.relevance_floor import (FlooredResult, above_floor, floor_for, limit_problem, min_score_problem,
+                                         queryless_min_score)
 from memsvc.core.retrieval import (
     BUDGET_RANGE,
     STRATEGY_ALIASES,
@@ -141,18 +142,20 @@ class Engine:
 
     def retrieve(self, api_key_id: str, query: str = "", session_id: str = "", strategy: str = "",
                  max_tokens: int | None = None, scope: str = "", limit: int | None = None,
-                 min_score: float | None = 0.0) -> FlooredResult:
-        """The hot path. Records access on what it returns. `min_score` None means Inject's
-        default floor; Retrieve's own default, 0, keeps every ranked candidate.
+                 min_score: float | None = None) -> FlooredResult:
+        """The hot path. Records access on what it returns. `min_score` None: Retrieve's
+        default relevance floor (memsvc.core.relevance_floor); 0 keeps every ranked candidate.
 
         Everything it reads (settings, vector state, vectors, keyword hits) comes from one
         snapshot, and the settings are read once and travel with the request: one Retrieve
         answers from one consistent state, and pays for one read transaction."""
         with self._backend.snapshot():
-            return self._retrieve(api_key_id, query, session_id, strategy, max_tokens, scope, limit, min_score)
+            return self._retrieve(api_key_id, query, session_id, strategy, max_tokens, scope, limit,
+                                  queryless_min_score(min_score, query), search=True)
 
     def _retrieve(self, api_key_id: str, query: str, session_id: str, strategy: str, max_tokens: int | None,
-                  scope: str, limit: int | None, min_score: float | None) -> FlooredResult:
+                  scope: str, limit: int | None, min_score: float | None, *, search: bool = False) -> FlooredResult:
+        """`search`: Retrieve's default floor when `min_score` is None, else Inject's."""
         v = Violations()
         _check_strategy(v, strategy)
         _check_budget(v, max_tokens)
@@ -176,12 +179,13 @@ class Engine:
             max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
             scope=retrieval_scope(scope or settings.scope), session_id=session_id or None,
             retention_days=settings.retention_days, settings=settings,
-        ), limit, min_score)
+        ), limit, min_score, search)
         self.access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
         return result
 
-    def _floored(self, request: RetrievalRequest, limit: int | None, min_score: float | None) -> FlooredResult:
+    def _floored(self, request: RetrievalRequest, limit: int | None, min_score: float | None,
+                 search: bool) -> FlooredResult:
         """The relevance floor first, then the budget and the limit: candidates are fetched
         with the widest budget, so an item below the floor never takes budget or a place in
         the limit that an item above it needs."""
@@ -189,10 +193,11 @@ class Engine:
             raw = self._run(request)
             return FlooredResult(raw.items, raw.budget, raw.resolution)
         raw = self._run(replace(request, max_tokens=BUDGET_RANGE[1]))
-        floor = floor_for(min_score, raw.resolution.embedding_source)
+        floor = floor_for(min_score, raw.resolution.embedding_source, search=search)
         kept, dropped = above_floor(raw.items, request.query, floor, raw.resolution.vector_store)
         budget = min(BUDGET_RANGE[1], max(BUDGET_RANGE[0], request.max_tokens))
-        return FlooredResult(apply_budget(kept, budget, limit), budget, raw.resolution, below_min_score=dropped)
+        return FlooredResult(apply_budget(kept, budget, limit), budget, raw.resolution, below_min_score=dropped,
+                             floor=floor)
 
     def preview(self, query: str, api_key_id: str = "", session_id: str = "", strategy: str = "",
                 max_tokens: int | None = None, limit: int | None = None) -> RetrievalResult:
@@ -243,8 +248,8 @@ class Engine:
             reason = "the request is in no known chat format (messages, input or contents)"
         if reason or fmt is None:
             return InjectOutcome(unchanged, skipped_reason=reason)
-        result = self.retrieve(call.api_key_id[:MAX_ID_CHARS], fmt.query(call.body)[:MAX_QUERY_CHARS],
-                               call.session_id[:MAX_ID_CHARS], limit=call.limit, min_score=call.min_score)
+        result = self._retrieve(call.api_key_id[:MAX_ID_CHARS], fmt.query(call.body)[:MAX_QUERY_CHARS],
+                                call.session_id[:MAX_ID_CHARS], "", None, "", call.limit, call.min_score)
         below, aged = result.below_min_score, result.resolution.skipped_for_age
         if not result.items:
             why = f"no memory reached the relevance floor ({below} below minScore)" if below else "no relevant memories"

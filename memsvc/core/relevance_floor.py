@@ -20,16 +20,27 @@ same thing in every tier, each between 0 and 1:
   when a vector tier found the memory (sqlite-vec's 1/(1+distance) is converted back).
 
 An item passes when either signal reaches the floor. Items found only by recency carry
-neither signal and never pass a floor above 0.
+neither signal and never pass a floor above 0. An item a conversation signal brought in or
+raised (RetrievedItem.via) also passes when the turn it neighbours passes, or when the query
+names the day it happened: the answer next to a matching question, or what happened on the
+date asked about, often shares no word with the question.
 
 `minScore` given: that one number is the floor for both signals; 0 turns the floor off.
-Not given: Retrieve uses no floor (it returns the ranked list as before); Inject uses
-KEYWORD_FLOOR for keyword overlap (one shared term between a three-term question and a
-four-term memory passes, one shared term of a seven-term question and a three-term memory
-does not) and, for vector similarity, the floor of the embedding source that answered
-(VECTOR_FLOORS). The static model's similarities run higher for unrelated text than
-MiniLM's (measured on short facts and questions: unrelated pairs up to 0.48 against 0.37,
-related ones from 0.43 and 0.31), hence its higher floor.
+Not given, each use has its default, by the same rule and code. Inject puts what passes into
+a prompt, where every unrelated memory costs tokens and misleads the model: KEYWORD_FLOOR
+for keyword overlap (one shared term between a three-term question and a four-term memory
+passes, one shared term of a seven-term question and a three-term memory does not) and, for
+vector similarity, the floor of the embedding source that answered (VECTOR_FLOORS). The
+static model's similarities run higher for unrelated text than MiniLM's (measured on short
+facts and questions: unrelated pairs up to 0.48 against 0.37, related ones from 0.43 and
+0.31), hence its higher floor. Retrieve (and MCP memory_search, which calls it) returns a
+ranked list its reader judges, where a missing answer costs more than a weak neighbour:
+SEARCH_KEYWORD_FLOOR and SEARCH_VECTOR_FLOORS, set below the answers' own signals on the
+quality bench's labelled set (the least a paraphrased question's answer reached: cosine 0.30
+with the static model, 0.29 with MiniLM; keyword overlap 0.22 without vectors), so a search
+drops the memories that share nothing with the question without losing its answers.
+Inject's floors on a search lost them: recall@10 of hybrid on the static model fell from
+0.86 to 0.62.
 
 The floor is applied before the budget and the limit, so a low-relevance item never takes the
 place of one above the floor.
@@ -43,7 +54,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from memsvc.core.retrieval import TIER_HYBRID, RetrievalResult, RetrievedItem
+from memsvc.core.retrieval import NAMED_DATE, TIER_HYBRID, RetrievalResult, RetrievedItem
 from memsvc.core.text import STOPWORDS, scoring_tokens
 
 MIN_SCORE_RANGE = (0.0, 1.0)
@@ -51,6 +62,9 @@ LIMIT_RANGE = (1, 100)
 KEYWORD_FLOOR = 0.25
 VECTOR_FLOORS = {"static": 0.55, "transformers": 0.35}
 DEFAULT_VECTOR_FLOOR = 0.35  # remote (OpenAI-compatible) embedding models
+SEARCH_KEYWORD_FLOOR = 0.15
+SEARCH_VECTOR_FLOORS = {"static": 0.28, "transformers": 0.25}
+SEARCH_DEFAULT_VECTOR_FLOOR = 0.25
 IGNORED_TERMS = frozenset({"user", "users"})
 WORD_ENDINGS = ("s", "es", "d", "ed", "ing")
 MIN_STEM = 3
@@ -61,14 +75,9 @@ TIER_SQLITE_VEC = "vector"
 
 
 @dataclass(frozen=True)
-class FlooredResult(RetrievalResult):
-    """A retrieval after the floor: `below_min_score` counts the candidates it left out."""
-
-    below_min_score: int = 0
-
-
-@dataclass(frozen=True)
 class Floor:
+    """The least keyword overlap and vector similarity an item needs (either suffices)."""
+
     keyword: float
     vector: float
 
@@ -77,11 +86,33 @@ class Floor:
         return self.keyword <= 0 and self.vector <= 0
 
 
-def floor_for(min_score: float | None, embedding_source: str) -> Floor:
-    """`min_score` for both signals, or Inject's defaults when it is None."""
+NO_FLOOR = Floor(0.0, 0.0)
+
+
+@dataclass(frozen=True)
+class FlooredResult(RetrievalResult):
+    """A retrieval after the floor: `below_min_score` counts the candidates it left out,
+    `floor` is the floor that was applied (NO_FLOOR: none), both reported to the caller."""
+
+    below_min_score: int = 0
+    floor: Floor = NO_FLOOR
+
+
+def floor_for(min_score: float | None, embedding_source: str, *, search: bool = False) -> Floor:
+    """`min_score` for both signals or, when it is None, the defaults of Inject (or, with
+    `search`, of Retrieve)."""
     if min_score is not None:
         return Floor(min_score, min_score)
+    if search:
+        return Floor(SEARCH_KEYWORD_FLOOR, SEARCH_VECTOR_FLOORS.get(embedding_source, SEARCH_DEFAULT_VECTOR_FLOOR))
     return Floor(KEYWORD_FLOOR, VECTOR_FLOORS.get(embedding_source, DEFAULT_VECTOR_FLOOR))
+
+
+def queryless_min_score(min_score: float | None, query: str) -> float | None:
+    """Retrieve's `min_score`: a Retrieve without a query asks for the newest memories, with
+    nothing to measure relevance against, so the default floor does not apply to it (0).
+    Inject always floors: a chat turn with no text gets no memory."""
+    return 0.0 if min_score is None and not query.strip() else min_score
 
 
 def min_score_problem(min_score: float | None) -> str:
@@ -167,9 +198,12 @@ def passes(item: RetrievedItem, query: TermStems, floor: Floor, vector_store: st
 
 def above_floor(items: Sequence[RetrievedItem], query: str, floor: Floor,
                 vector_store: str) -> tuple[list[RetrievedItem], int]:
-    """The items that pass, in their order, and how many did not."""
+    """The items that pass, in their order, and how many did not: on their own signals, or
+    through what lent them relevance (a passing neighbour, the date the query names)."""
     if floor.off:
         return list(items), 0
     query_terms = terms_of(query)
-    kept = [item for item in items if passes(item, query_terms, floor, vector_store)]
+    own = {item.memory.id for item in items if passes(item, query_terms, floor, vector_store)}
+    kept = [item for item in items
+            if item.memory.id in own or NAMED_DATE in item.via or not own.isdisjoint(item.via)]
     return kept, len(items) - len(kept)

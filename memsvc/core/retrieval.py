@@ -33,6 +33,8 @@ TIER_RECENT = "recent"
 TIER_HYBRID = "hybrid-rrf"
 # An item neither list found, brought in by a conversation signal (a neighbouring turn, a named date).
 TIER_CONTEXT = "context"
+#: RetrievedItem.via: the query names the day the memory happened.
+NAMED_DATE = "named-date"
 DEFAULT_RRF_K = 60
 DEFAULT_VEC_TOP_K = 20
 FUSION_GATED = "gated-rrf"
@@ -129,6 +131,10 @@ class RetrievedItem:
     tier: str
     fts_score: float | None = None
     vec_score: float | None = None
+    #: Whose relevance a conversation signal lent this item: the ids of the found turns it
+    #: neighbours, and NAMED_DATE when the query names the day it happened. The relevance
+    #: floor lets it through when one of them passes (memsvc.core.relevance_floor).
+    via: frozenset[str] = frozenset()
 
 
 @dataclass(frozen=True)
@@ -356,14 +362,23 @@ class Retriever:
             own = keyword_score(relevance(memory, phrase, tokens), 0.0, sentence)
             return RetrievedItem(memory, own + gain, estimate_tokens(memory.content), TIER_CONTEXT)
 
+        via: dict[str, set[str]] = {}
         turns = [item.memory for item in ranked[:signals.NEIGHBOUR_SOURCES] if signals.is_turn(item.memory)]
         if turns:
-            ranked = signals.lend_to_neighbours(ranked, self._backend.neighbours(scope, turns), new_item)
+            near = self._backend.neighbours(scope, turns)
+            ranked = signals.lend_to_neighbours(ranked, near, new_item)
+            for source, memories in near.items():
+                for memory in memories:
+                    via.setdefault(memory.id, set()).add(source)
         windows = time_windows(query, scope.now)
         if windows:
             dated = self._backend.happened_within(scope, windows, signals.DATED_LIMIT)
             ranked = signals.favour_dates(ranked, windows, dated, new_item)
-        return _rank(ranked)
+            for item in ranked:
+                if any(w.holds(item.memory.happened_at) for w in windows):
+                    via.setdefault(item.memory.id, set()).add(NAMED_DATE)
+        return _rank([replace(item, via=frozenset(via[item.memory.id])) if item.memory.id in via else item
+                      for item in ranked])
 
     def _vector_result(self, scope: SearchScope, query: str, settings: Any) -> VectorResult:
         if self._vectors is None:

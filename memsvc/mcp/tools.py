@@ -55,11 +55,25 @@ INSTRUCTIONS = (
 )
 
 
-def _json(message: Message) -> str:
+def _json(message: Message, **extra: Any) -> str:
     """The REST API's JSON of `message`: empty lists and zeros included, so an agent sees
-    `"memories": []` rather than a missing field."""
+    `"memories": []` rather than a missing field; `extra` fields are added after it."""
     fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return json.dumps(fields, ensure_ascii=False, indent=1)
+    return json.dumps({**fields, **extra}, ensure_ascii=False, indent=1)
+
+
+def _floor_note(resolution: engine_pb2.Resolution) -> dict[str, Any]:
+    """The relevance floor of a search in words an agent reads before the numbers: an empty
+    or short result may mean that nothing stored reached the floor, not that nothing is stored."""
+    applied = resolution.keyword_floor > 0 or resolution.vector_floor > 0
+    below = resolution.below_min_score
+    if not applied:
+        note = "no relevance floor applied: every ranked memory is returned"
+    else:
+        note = (f"{below} {'memory' if below == 1 else 'memories'} below the relevance floor left out "
+                "(minScore 0 returns them)" if below else "no memory fell below the relevance floor")
+    return {"keywordOverlap": resolution.keyword_floor, "vectorSimilarity": resolution.vector_floor,
+            "belowFloor": below, "note": note}
 
 
 def _timestamp(value: str, name: str) -> timestamp_pb2.Timestamp:
@@ -110,17 +124,24 @@ class MemoryTools:
             "Token budget of the memories returned (default from the memory settings)."))] = None,
         limit: Annotated[int | None, Field(ge=1, le=100, description=(
             "At most this many memories (default: as many as fit the token budget)."))] = None,
+        minScore: Annotated[float | None, Field(ge=0, le=1, description=(
+            "Relevance floor 0..1: a memory is returned only when its keyword overlap with the query or its "
+            "vector similarity reaches it; 0 returns every ranked memory. Default: the server's floor."))] = None,
     ) -> str:
         """Search the tenant's memories for those relevant to `query`, best first, within a
         token budget. Ranking uses the retrieval strategy of the memory settings (keyword,
-        semantic or hybrid). `type` keeps only memories of that type among the ranked results.
-        Returns {memories: [{id, type, key, content, score, tokens, tier, sessionId, occurredAt
-        (when it happened, if known)}], totalTokens, resolution}; an empty list means nothing
-        relevant is stored."""
+        semantic or hybrid); memories below the relevance floor are left out. `type` keeps only
+        memories of that type among the ranked results. Returns {memories: [{id, type, key,
+        content, score, tokens, tier, sessionId, occurredAt (when it happened, if known)}],
+        totalTokens, resolution, relevanceFloor}; relevanceFloor says which floor applied
+        (keywordOverlap, vectorSimilarity) and how many memories fell below it (belowFloor). An
+        empty list means nothing relevant is stored."""
         request = engine_pb2.RetrieveRequest(api_key_id=await self._tenant(ctx, apiKeyId), query=query,
                                              scope="apiKey")
         if maxTokens is not None:
             request.max_tokens = maxTokens
+        if minScore is not None:
+            request.min_score = minScore
         if limit is not None and type is None:  # with a type, the limit counts what the filter keeps
             request.limit = limit  # the server returns (and counts as accessed) only these
         response = await self._call(ctx, self._upstream.engine.Retrieve, request)
@@ -128,7 +149,7 @@ class MemoryTools:
         del response.memories[:]
         response.memories.extend(kept)
         response.total_tokens = sum(m.tokens for m in kept)
-        return _json(response)
+        return _json(response, relevanceFloor=_floor_note(response.resolution))
 
     async def memory_add(
         self, ctx: Context,

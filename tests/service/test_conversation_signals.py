@@ -38,7 +38,7 @@ def test_the_answer_next_to_a_matching_question_turn_is_lent_its_score(server, s
     asked = turn(stubs, "Elise: what did you cook for dinner on your trip?", "s1", JAN_7)
     answer = turn(stubs, "Kate: carbonara with guanciale", "s1", JAN_7 + timedelta(minutes=1))
     fillers = kate_fillers(stubs)
-    resp = retrieve(stubs, "What did Kate cook for dinner?", strategy="hybrid")
+    resp = retrieve(stubs, "What did Kate cook for dinner?", strategy="hybrid", min_score=0)  # fillers included
     order = ids(resp)
     assert order[0] == asked
     assert order.index(answer) < min(order.index(f) for f in fillers), [m.content for m in resp.memories]
@@ -107,4 +107,24 @@ def test_exact_retrieval_is_left_as_it_is(server, stubs):
     enable(stubs)
     lamp = turn(stubs, "Kate: I made a lamp shade", "d7", JAN_7)
     cake = turn(stubs, "Kate: I made a cake", "d3", JAN_7 - timedelta(days=4))
-    assert ids(retrieve(stubs, "What did Kate make on 7 Jan 2024?", strategy="exact"))[:2] == [cake, lamp]
+    assert ids(retrieve(stubs, "What did Kate make on 7 Jan 2024?", strategy="exact", min_score=0))[:2] == [cake, lamp]
+
+
+def test_the_relevance_floor_lets_through_what_a_passing_turn_or_the_named_date_brought_in(server, stubs):
+    """The answer next to a matching question and the memory of the day asked about share
+    too few words with the question to pass a floor on their own; they pass through what
+    lent them relevance, while a turn next to nothing that passed does not. (minScore 0.3:
+    the fillers share one word of three with the question, 0.25.)"""
+    enable(stubs)
+    turn(stubs, "Elise: what did you cook for dinner on your trip?", "s1", JAN_7)
+    answer = turn(stubs, "Kate: carbonara with guanciale", "s1", JAN_7 + timedelta(minutes=1))
+    fillers = kate_fillers(stubs)
+    resp = retrieve(stubs, "What did Kate cook for dinner?", strategy="hybrid", min_score=0.3)
+    assert answer in ids(resp) and not set(fillers) & set(ids(resp))
+    assert resp.resolution.below_min_score >= len(fillers) and resp.resolution.keyword_floor == 0.3
+
+    lamp = turn(stubs, "Kate: finally got that new lamp", "d7", JAN_7 + timedelta(hours=2))
+    dated = retrieve(stubs, "What did Elise buy on 7 Jan 2024?", strategy="hybrid", min_score=0.3)
+    assert lamp in ids(dated)
+    undated = retrieve(stubs, "What did Elise buy?", strategy="hybrid", min_score=0.3)
+    assert lamp not in ids(undated)

@@ -210,15 +210,21 @@ def test_an_explicit_min_score_is_the_floor_for_keyword_overlap(stored):
     assert not refused.injected and refused.below_min_score >= 1
 
 
-def test_retrieve_has_no_floor_by_default_and_min_score_sets_one(stored):
+def test_retrieve_has_a_floor_by_default_says_so_and_min_score_0_turns_it_off(stored):
     stubs, db_id = stored
     set_memory(stubs, strategy="semantic")  # no vectors: no keyword match → the newest memories
-    plain = retrieve(stubs, UNRELATED)
-    assert len(plain.memories) == 4 and plain.resolution.below_min_score == 0
-    floored = retrieve(stubs, UNRELATED, min_score=0.5)
+    floored = retrieve(stubs, UNRELATED)
     assert list(floored.memories) == [] and floored.resolution.below_min_score == 4
-    found = retrieve(stubs, DB_QUESTION, min_score=0.5)
+    assert (floored.resolution.keyword_floor, floored.resolution.vector_floor) == (0.15, 0.25)  # search's defaults
+    found = retrieve(stubs, DB_QUESTION)
     assert [m.id for m in found.memories] == [db_id]
+    plain = retrieve(stubs, UNRELATED, min_score=0)
+    assert len(plain.memories) == 4 and plain.resolution.below_min_score == 0
+    assert (plain.resolution.keyword_floor, plain.resolution.vector_floor) == (0, 0)
+    explicit = retrieve(stubs, DB_QUESTION, min_score=0.5)
+    assert [m.id for m in explicit.memories] == [db_id] and explicit.resolution.keyword_floor == 0.5
+    newest = retrieve(stubs, "", strategy="recent")  # no query: nothing to measure relevance against
+    assert len(newest.memories) == 4 and newest.resolution.keyword_floor == 0
 
 
 # ---- the limit ---------------------------------------------------------------------------------
@@ -287,5 +293,6 @@ def test_with_vectors_related_memories_pass_the_floor_and_unrelated_ones_do_not(
     unrelated = inject(stubs, body, "gemini")
     assert_unchanged(unrelated, body)
     assert unrelated.below_min_score == 4
-    assert len(retrieve(stubs, UNRELATED).memories) == 4, "Retrieve keeps its unfloored default"
-    assert retrieve(stubs, UNRELATED, min_score=0.35).resolution.below_min_score == 4
+    assert retrieve(stubs, UNRELATED).resolution.below_min_score == 4, "Retrieve has a floor too"
+    assert [m.id for m in retrieve(stubs, "What pet do I have?").memories] == [ids["User has a dog named Rex"]]
+    assert len(retrieve(stubs, UNRELATED, min_score=0).memories) == 4

@@ -42,7 +42,7 @@ def backdate_all(server) -> None:
 
 def recent_keys(stubs, strategy: str = "recent", query: str = "") -> tuple[set[str], int]:
     """The keys (category part) Retrieve returns, and how many it skipped for their age."""
-    resp = retrieve(stubs, query, strategy=strategy, limit=100, max_tokens=16000)
+    resp = retrieve(stubs, query, strategy=strategy, limit=100, max_tokens=16000, min_score=0)  # retention alone
     by_id = {m.id: m for m in stored(stubs)}
     return {by_id[m.id].key.split(":")[0] if by_id[m.id].key else m.id for m in resp.memories}, \
         resp.resolution.skipped_for_age
@@ -85,7 +85,7 @@ def test_the_writers_keep_false_and_an_expiry_still_apply_to_a_durable_fact(serv
     backdate_all(server)
     sql(server, "UPDATE memories SET expires_at = '2001-01-01T00:00:00.000000Z' WHERE id = ?", (expiring,))
 
-    resp = retrieve(stubs, "Ada peanuts cat Miso", strategy="recent", limit=100)
+    resp = retrieve(stubs, "Ada peanuts cat Miso", strategy="recent", limit=100, min_score=0)
     assert [m.id for m in resp.memories] == [kept]
     assert resp.resolution.skipped_for_age == 1  # the released name; the expired fact is not counted
 

@@ -21,7 +21,7 @@ def test_a_question_ranks_the_row_with_its_rare_words_first(server, stubs, strat
     enable(stubs)
     answer, chatty = create(stubs, ANSWER), create(stubs, CHATTY)
     create(stubs, OTHER)
-    resp = retrieve(stubs, QUESTION, strategy=strategy)
+    resp = retrieve(stubs, QUESTION, strategy=strategy, min_score=0)  # the ranking, not the floor
     assert ids(resp)[:2] == [answer, chatty], [m.content for m in resp.memories]
     assert resp.memories[0].score > resp.memories[1].score
 
@@ -50,7 +50,7 @@ def test_a_word_in_most_of_the_owners_memories_weighs_nothing_beside_another_own
         create(stubs, f"Kate: filler line {i}")
     chatty = create(stubs, "Kate: Kate said Kate is Kate")
     pasta = create(stubs, "Bob: I cooked pasta with tomatoes and garlic for the whole family at dinner tonight")
-    resp = retrieve(stubs, "What pasta did Kate like?", strategy="hybrid")
+    resp = retrieve(stubs, "What pasta did Kate like?", strategy="hybrid", min_score=0)  # the ranking, not the floor
     assert ids(resp)[:2] == [pasta, chatty], [m.content for m in resp.memories]
 
 

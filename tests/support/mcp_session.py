@@ -77,7 +77,7 @@ async def check_listing(session: ClientSession) -> None:
     assert add["properties"]["type"]["enum"] == list(MEMORY_TYPES)
     assert set(add["required"]) == {"content", "type"}
     assert set(tools["memory_search"].input_schema["properties"]) == {"query", "apiKeyId", "type", "maxTokens",
-                                                                      "limit"}
+                                                                      "limit", "minScore"}
     assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
     assert tools["memory_add"].input_schema["properties"]["keep"]["type"] == "boolean"
     assert {"keep", "occurredAt"} <= set(tools["memory_update"].input_schema["properties"])
@@ -106,6 +106,17 @@ async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     assert other["id"] in by_id and by_id[other["id"]]["occurredAt"] == "2023-12-29T14:30:00Z"
     only_episodic = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor", type="episodic")
     assert all(m["type"] == "episodic" for m in only_episodic["memories"])
+    # The relevance floor: a query sharing one word with a memory finds nothing and says how
+    # much fell below the floor; minScore 0 returns the ranked memories anyway.
+    one_word = "which bitter dark chocolate brand should I buy for the birthday party tonight, and how many bars"
+    unrelated = await ok(session, "memory_search", apiKeyId=tenant, query=one_word)
+    floor = unrelated["relevanceFloor"]
+    assert unrelated["memories"] == [] and floor["belowFloor"] >= 1 and floor["keywordOverlap"] > 0, unrelated
+    assert "below the relevance floor left out" in floor["note"]
+    assert floor["belowFloor"] == unrelated["resolution"]["belowMinScore"]
+    everything = await ok(session, "memory_search", apiKeyId=tenant, query=one_word, minScore=0)
+    assert everything["memories"] and everything["relevanceFloor"]["keywordOverlap"] == 0
+    assert everything["relevanceFloor"]["note"].startswith("no relevance floor applied")
     updated = await ok(session, "memory_update", id=added["id"], content="The user prefers light mode", type="semantic")
     assert (updated["memory"]["content"], updated["memory"]["type"]) == ("The user prefers light mode", "semantic")
     dated = await ok(session, "memory_update", id=added["id"], occurredAt="2024-02-03T10:00:00+01:00")
@@ -129,6 +140,8 @@ async def check_bad_arguments(session: ClientSession, tenant: str) -> None:
                                                                       query="x", limit=0)
     assert "maxTokens: 'many' is not of type 'integer'" in await failure(session, "memory_search", apiKeyId=tenant,
                                                                          query="x", maxTokens="many")
+    assert "minScore: 2 is greater than the maximum of 1" in await failure(session, "memory_search", apiKeyId=tenant,
+                                                                         query="x", minScore=2)
     # Checked by the server: its field violation comes back as the message.
     text = await failure(session, "memory_add", apiKeyId=tenant, content="x" * 40_000, type="factual")
     assert "invalid argument: content: must be at most" in text

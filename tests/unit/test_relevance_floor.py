@@ -115,3 +115,10 @@ def test_the_ascii_shortcut_gives_the_relevance_scores_own_terms(text: str) -> N
 def test_non_ascii_text_uses_the_full_tokenizer() -> None:
     assert overlap("Ｐｏｓｔｇｒｅｓ？", "Postgres") == pytest.approx(1.0)  # full-width letters fold
     assert overlap("数据库", "我用数据库") > 0  # CJK bigrams
+
+
+def test_search_has_its_own_lower_defaults_by_the_same_rule() -> None:
+    for source in ("static", "transformers", "remote"):
+        search, inject = floor_for(None, source, search=True), floor_for(None, source)
+        assert 0 < search.keyword < inject.keyword and 0 < search.vector < inject.vector
+    assert floor_for(0.4, "static", search=True) == Floor(0.4, 0.4)

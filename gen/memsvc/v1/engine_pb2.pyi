@@ -58,7 +58,7 @@ class RetrievedMemory(_message.Message):
     def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolution(_message.Message):
-    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score", "skipped_for_age")
+    __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score", "keyword_floor", "vector_floor", "skipped_for_age")
     EMBEDDING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_MODEL_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
@@ -67,6 +67,8 @@ class Resolution(_message.Message):
     FALLBACK_REASON_FIELD_NUMBER: _ClassVar[int]
     BACKEND_FIELD_NUMBER: _ClassVar[int]
     BELOW_MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    KEYWORD_FLOOR_FIELD_NUMBER: _ClassVar[int]
+    VECTOR_FLOOR_FIELD_NUMBER: _ClassVar[int]
     SKIPPED_FOR_AGE_FIELD_NUMBER: _ClassVar[int]
     embedding_source: str
     embedding_model: str
@@ -76,8 +78,10 @@ class Resolution(_message.Message):
     fallback_reason: str
     backend: str
     below_min_score: int
+    keyword_floor: float
+    vector_floor: float
     skipped_for_age: int
-    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ..., below_min_score: _Optional[int] = ..., skipped_for_age: _Optional[int] = ...) -> None: ...
+    def __init__(self, embedding_source: _Optional[str] = ..., embedding_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., strategy_used: _Optional[str] = ..., rerank_applied: _Optional[bool] = ..., fallback_reason: _Optional[str] = ..., backend: _Optional[str] = ..., below_min_score: _Optional[int] = ..., keyword_floor: _Optional[float] = ..., vector_floor: _Optional[float] = ..., skipped_for_age: _Optional[int] = ...) -> None: ...
 
 class RetrieveResponse(_message.Message):
     __slots__ = ("memories", "total_tokens", "resolution")
