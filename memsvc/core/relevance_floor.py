@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from memsvc.core.retrieval import NAMED_DATE, TIER_HYBRID, RetrievalResult, RetrievedItem
+from memsvc.core.retrieval import NAMED_DATE, RetrievalResult, RetrievedItem, is_hybrid
 from memsvc.core.text import STOPWORDS, scoring_tokens
 
 MIN_SCORE_RANGE = (0.0, 1.0)
@@ -180,7 +180,7 @@ def vector_similarity(item: RetrievedItem, vector_store: str) -> float | None:
     score = item.vec_score
     if score is None:
         return None
-    if item.tier == TIER_QDRANT or (item.tier == TIER_HYBRID and vector_store == TIER_QDRANT):
+    if item.tier == TIER_QDRANT or (is_hybrid(item.tier) and vector_store == TIER_QDRANT):
         return score
     return 2.0 - 1.0 / score if score > 0 else None
 

@@ -30,7 +30,9 @@ STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic",
 
 TIER_FTS = "fts5"
 TIER_RECENT = "recent"
-TIER_HYBRID = "hybrid-rrf"
+#: The hybrid tier's name is this and the fusion that ranked it (hybrid-gated-convex by
+#: default, hybrid-gated-rrf, hybrid-rrf): what served, not one name for every fusion.
+TIER_HYBRID = "hybrid"
 # An item neither list found, brought in by a conversation signal (a neighbouring turn, a named date).
 TIER_CONTEXT = "context"
 #: RetrievedItem.via: the query names the day the memory happened.
@@ -311,6 +313,16 @@ FUSIONS: dict[str, Fusion] = {f.name: f for f in (Fusion(FUSION_GATED_CONVEX, ga
                                                   Fusion(FUSION_GATED, _gated_rrf), Fusion(FUSION_RRF, _equal_rrf))}
 
 
+def hybrid_tier(fusion: Fusion) -> str:
+    """The tier of a hybrid ranking: "hybrid-" and the fusion's name."""
+    return f"{TIER_HYBRID}-{fusion.name}"
+
+
+def is_hybrid(tier: str) -> bool:
+    """Whether a tier is a hybrid ranking, whichever fusion ranked it."""
+    return tier.startswith(TIER_HYBRID + "-")
+
+
 class Retriever:
     """Runs one retrieval against a SearchBackend and, when given, a vector tier and a
     reranker. Touches nothing: the caller records access for what it actually used."""
@@ -411,9 +423,10 @@ class Retriever:
         fused = self._fusion.fuse(
             [Candidate(i.memory.id, i.score, strong[i.memory.id]) for i in keyword],
             [Candidate(m.memory.id, m.score) for m in result.matches], self._rrf_k)
-        items = [RetrievedItem(memories[i], score, estimate_tokens(memories[i].content), TIER_HYBRID,
+        tier = hybrid_tier(self._fusion)
+        items = [RetrievedItem(memories[i], score, estimate_tokens(memories[i].content), tier,
                                fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
-        return _rank(items), replace(result.resolution, strategy_used=TIER_HYBRID)
+        return _rank(items), replace(result.resolution, strategy_used=tier)
 
     def _rerank(self, query: str, ranked: list[RetrievedItem], resolution: Resolution,
                 settings: Any) -> tuple[list[RetrievedItem], Resolution]:

@@ -22,7 +22,7 @@ def test_enabled_memory_with_nothing_configured_runs_hybrid_on_the_built_static_
     warm(server)
     memory_id = create(stubs, "key-box", EDITOR)
     resp = retrieve(stubs, "What editor theme do I like?")
-    assert resp.resolution.strategy_used == "hybrid-rrf", resp.resolution.fallback_reason
+    assert resp.resolution.strategy_used == "hybrid-gated-convex", resp.resolution.fallback_reason
     assert resp.resolution.embedding_source == "static" and resp.resolution.embedding_model == STATIC_NAME
     assert resp.memories[0].id == memory_id and resp.memories[0].HasField("vec_score")
 

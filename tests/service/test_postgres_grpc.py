@@ -112,7 +112,7 @@ def test_hybrid_retrieval_with_the_static_model_and_reindex_on_pgvector(replicas
     found = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="pg-hybrid", query="what is my cat's name",
                                                       strategy="hybrid"), timeout=30)
     assert found.memories[0].id == ids[1]
-    assert found.resolution.strategy_used == "hybrid-rrf" and not found.resolution.fallback_reason
+    assert found.resolution.strategy_used == "hybrid-gated-convex" and not found.resolution.fallback_reason
 
 
 def test_a_write_and_a_settings_change_through_one_replica_are_seen_through_the_other_at_once(replicas):

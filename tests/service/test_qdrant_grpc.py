@@ -147,7 +147,7 @@ def test_writes_after_enabling_are_dual_written_and_search_filters_by_owner_and_
     assert resp.memories[0].id == a1, contents(resp)
     assert resp.memories[0].HasField("vec_score")
     hybrid = preview(stubs, "editor theme", "key-q-a", strategy="hybrid")
-    assert hybrid.resolution.vector_store == "qdrant" and hybrid.memories[0].tier == "hybrid-rrf"
+    assert hybrid.resolution.vector_store == "qdrant" and hybrid.memories[0].tier == "hybrid-gated-convex"
 
     stubs.memory.DeleteMemory(mpb.DeleteMemoryRequest(id=a1))
     points_become(server, 3)

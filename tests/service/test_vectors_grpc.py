@@ -193,8 +193,8 @@ def test_hybrid_scores_follow_both_lists_shares_of_their_best(tf):
     owner = "key-hybrid"
     made = {text: create(stubs, owner, text) for text in UNRELATED + ["The quokka habitat is Rottnest Island"]}
     resp = preview(stubs, "quokka habitat", owner, strategy="hybrid")
-    assert resp.resolution.strategy_used == "hybrid-rrf" and resp.resolution.fallback_reason == ""
-    assert len(resp.memories) == 4 and {m.tier for m in resp.memories} == {"hybrid-rrf"}
+    assert resp.resolution.strategy_used == "hybrid-gated-convex" and resp.resolution.fallback_reason == ""
+    assert len(resp.memories) == 4 and {m.tier for m in resp.memories} == {"hybrid-gated-convex"}
     first = resp.memories[0]
     # The best of the keyword list (its only, strong hit) and of the vector list: 0.8 + 0.2.
     assert first.id == made["The quokka habitat is Rottnest Island"]
@@ -242,7 +242,9 @@ def test_memory_fusion_gated_rrf_counts_only_strong_keyword_matches_by_rank(boot
     st = status(stubs).retrieval
     assert (st.fusion, st.rrf_k, st.list_top_k) == ("gated-rrf", 60, 20)
     resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")
-    assert resp.resolution.strategy_used == "hybrid-rrf" and len(resp.memories) == 5
+    # The tier names the fusion that ranked it.
+    assert resp.resolution.strategy_used == "hybrid-gated-rrf" and len(resp.memories) == 5
+    assert {m.tier for m in resp.memories} == {"hybrid-gated-rrf"}
     ranks = by_vector(resp)
     assert ranks[0] == made[NUTS]  # the vector list's first; no keyword hit (FTS has no "nuts" in "peanuts")
     weak = next(m for m in resp.memories if m.id == made[ONE_WORD])
@@ -259,6 +261,7 @@ def test_memory_fusion_rrf_switches_back_to_equal_weights(boot, models):
     stubs, made = fusion_server(boot, models, fusion="rrf")
     assert status(stubs).retrieval.fusion == "rrf"
     resp = preview(stubs, NUTS_QUESTION, "key-fusion", strategy="hybrid")
+    assert resp.resolution.strategy_used == "hybrid-rrf" and {m.tier for m in resp.memories} == {"hybrid-rrf"}
     ranks = by_vector(resp)
     assert ranks[0] == made[NUTS]
     # Plain equal-weight RRF: first in the keyword list plus any vector rank beats the vector list's first.
