@@ -90,7 +90,8 @@ class App:
                    qdrant_settings=qdrant_settings,
                    introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
                                                retrieval=retriever.status, backends=backends.check_all,
-                                               reindex=reindexer.status, keyword_backend=stores.info.keyword_name),
+                                               reindex=reindexer.status, keyword_backend=stores.info.keyword_name,
+                                               working_sets=working_sets.status if working_sets is not None else None),
                    reindexer=reindexer, metrics=metrics, credentials=Credentials(stores.credential_store),
                    backends=backends, stores=stores)
 

@@ -384,6 +384,8 @@ def engine_status_to_pb(status: dict[str, Any]) -> engine_pb2.EngineStatus:
         retrieval=engine_pb2.RetrievalStatus(**status["retrieval"]),
         backends=[backend_status_to_pb(b) for b in status.get("backends", [])],
         reindex=reindex_status_to_pb(status["reindex"]),
+        working_sets=(engine_pb2.WorkingSetStatus(**status["working_sets"])
+                      if status.get("working_sets") is not None else None),
     )
 
 

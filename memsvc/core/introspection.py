@@ -39,7 +39,8 @@ class Introspection:
     def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
                  qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]],
                  backends: Callable[[], list[BackendStatus]] | None = None,
-                 reindex: Callable[[], ReindexStatus] | None = None, keyword_backend: str = "FTS5"):
+                 reindex: Callable[[], ReindexStatus] | None = None, keyword_backend: str = "FTS5",
+                 working_sets: Callable[[], dict[str, int]] | None = None):
         self._keyword_probe = keyword_probe
         self._keyword_backend = keyword_backend  # what answers keyword search: SQLite's FTS5 or PostgreSQL's
         self._vectors = vectors
@@ -48,6 +49,7 @@ class Introspection:
         self._retrieval = retrieval  # Retriever.status: the fusion in use
         self._backends = backends or (lambda: [])  # BackendManager.check_all: every backend probed now
         self._reindex = reindex or ReindexStatus  # Reindexer.status: the database's job, from any process
+        self._working_sets = working_sets  # WorkingSets.status of the store, when it has them
 
     # ---- engine status ----
 
@@ -68,6 +70,7 @@ class Introspection:
             "retrieval": self._retrieval(),
             "backends": self._backends(),
             "reindex": self._reindex(),
+            "working_sets": self._working_sets() if self._working_sets is not None else None,
         }
 
     def _qdrant_status(self) -> dict[str, Any]:

@@ -80,6 +80,16 @@ def test_an_owners_working_set_never_answers_another_owner(workers):
         for owner in ("tenant-a", "tenant-b"):
             assert _found(engine, owner, "where do I park") == [f"{owner} parks on level 3"]
 
+def test_engine_status_shows_the_answering_workers_working_sets(workers):
+    _, ((memory_a, engine_a), _) = workers
+    memory_a.CreateMemory(pb.CreateMemoryRequest(api_key_id="owner-s", content="Gym on Mondays"), timeout=30)
+    before = engine_a.GetEngineStatus(epb.GetEngineStatusRequest(), timeout=30).working_sets
+    assert _found(engine_a, "owner-s", "gym") == ["Gym on Mondays"]
+    after = engine_a.GetEngineStatus(epb.GetEngineStatusRequest(), timeout=30).working_sets
+    assert after.budget_bytes == 256_000_000 and after.owners == before.owners + 1
+    assert after.builds == before.builds + 1 and after.bytes > before.bytes
+
+
 def _working_set_gauges(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
         text = response.read().decode()

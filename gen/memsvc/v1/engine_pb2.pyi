@@ -352,7 +352,7 @@ class RetrievalStatus(_message.Message):
     def __init__(self, fusion: _Optional[str] = ..., rrf_k: _Optional[int] = ..., list_top_k: _Optional[int] = ...) -> None: ...
 
 class EngineStatus(_message.Message):
-    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval", "backends", "reindex")
+    __slots__ = ("keyword", "embedding", "vector_store", "qdrant", "rerank", "retrieval", "backends", "reindex", "working_sets")
     KEYWORD_FIELD_NUMBER: _ClassVar[int]
     EMBEDDING_FIELD_NUMBER: _ClassVar[int]
     VECTOR_STORE_FIELD_NUMBER: _ClassVar[int]
@@ -361,6 +361,7 @@ class EngineStatus(_message.Message):
     RETRIEVAL_FIELD_NUMBER: _ClassVar[int]
     BACKENDS_FIELD_NUMBER: _ClassVar[int]
     REINDEX_FIELD_NUMBER: _ClassVar[int]
+    WORKING_SETS_FIELD_NUMBER: _ClassVar[int]
     keyword: KeywordStatus
     embedding: EmbeddingStatus
     vector_store: VectorStoreStatus
@@ -369,7 +370,26 @@ class EngineStatus(_message.Message):
     retrieval: RetrievalStatus
     backends: _containers.RepeatedCompositeFieldContainer[BackendStatus]
     reindex: ReindexStatus
-    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ..., backends: _Optional[_Iterable[_Union[BackendStatus, _Mapping]]] = ..., reindex: _Optional[_Union[ReindexStatus, _Mapping]] = ...) -> None: ...
+    working_sets: WorkingSetStatus
+    def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ..., backends: _Optional[_Iterable[_Union[BackendStatus, _Mapping]]] = ..., reindex: _Optional[_Union[ReindexStatus, _Mapping]] = ..., working_sets: _Optional[_Union[WorkingSetStatus, _Mapping]] = ...) -> None: ...
+
+class WorkingSetStatus(_message.Message):
+    __slots__ = ("owners", "bytes", "budget_bytes", "builds", "updates", "store_searches", "evictions")
+    OWNERS_FIELD_NUMBER: _ClassVar[int]
+    BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
+    BUILDS_FIELD_NUMBER: _ClassVar[int]
+    UPDATES_FIELD_NUMBER: _ClassVar[int]
+    STORE_SEARCHES_FIELD_NUMBER: _ClassVar[int]
+    EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    owners: int
+    bytes: int
+    budget_bytes: int
+    builds: int
+    updates: int
+    store_searches: int
+    evictions: int
+    def __init__(self, owners: _Optional[int] = ..., bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., builds: _Optional[int] = ..., updates: _Optional[int] = ..., store_searches: _Optional[int] = ..., evictions: _Optional[int] = ...) -> None: ...
 
 class ReindexStatus(_message.Message):
     __slots__ = ("running", "target", "progress", "holder")
