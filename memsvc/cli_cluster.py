@@ -2,7 +2,7 @@
 
 It starts what an operator starts on several hosts, with the same commands:
 1. a PostgreSQL 16 with pgvector from the binaries the `cluster` extra bundles
-   (memsvc.local_postgres: loopback TCP, a data folder of its own, kept across runs; as root
+   (memsvc.storage.postgres.local_server: loopback TCP, a data folder of its own, kept across runs; as root
    it runs as `nobody`);
 2. N replicas, each `memsvc serve --no-gateway --processes 1 --database-url URL` on a gRPC
    port of its own with a data folder of its own (the replicas migrate the shared database,
@@ -156,7 +156,7 @@ def _memsvc(*args: str) -> list[str]:
 
 
 def _replica_ports(args: argparse.Namespace) -> list[int]:
-    from memsvc.local_postgres import free_port
+    from memsvc.storage.postgres.local_server import free_port
 
     if args.cluster_grpc_port == 0:
         return [free_port() for _ in range(args.replicas)]
@@ -217,7 +217,7 @@ def _wait_serving(gateway: Child, rest_port: int, timeout_s: float = 60.0) -> No
 def _start_postgres(args: argparse.Namespace, root: Path, started: list) -> str:
     """The cluster's PostgreSQL, created on the first run, and the URL of its memsvc
     database; the server is in `started` before it starts, so it is stopped whatever follows."""
-    from memsvc.local_postgres import BASE_SETTINGS, PostgresServer, start_on_a_free_port
+    from memsvc.storage.postgres.local_server import BASE_SETTINGS, PostgresServer, start_on_a_free_port
 
     server = PostgresServer(root / "postgres", port=args.postgres_port or None, settings=BASE_SETTINGS,
                             tied_to_parent=True)
@@ -268,7 +268,7 @@ def _watch(children: list[Child]) -> None:
 
 def run(conf: cfg.Config, args: argparse.Namespace) -> int:
     """Exit 0 after a stop signal, 1 when something could not start or exited on its own."""
-    from memsvc.local_postgres import LocalPostgresError
+    from memsvc.storage.postgres.local_server import LocalPostgresError
 
     _check(args)
     root = args.cluster_dir.resolve()

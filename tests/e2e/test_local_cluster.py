@@ -261,7 +261,7 @@ def test_as_root_a_folder_nobody_can_reach_is_refused_with_what_to_do(tmp_path: 
 def test_the_extras_the_messages_name_exist_and_bring_what_they_are_for() -> None:
     import tomllib
 
-    from memsvc.local_postgres import CLUSTER_EXTRA
+    from memsvc.storage.postgres.local_server import CLUSTER_EXTRA
     from memsvc.storage.stores import POSTGRES_EXTRA
 
     extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]

@@ -187,7 +187,7 @@ def test_a_port_taken_before_the_server_binds_it_is_given_up_for_a_free_one(
         postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> None:
     """Another process can take the free port first: the new server must not mistake that
     server for itself, and starts on another port."""
-    import memsvc.local_postgres as helper
+    import memsvc.storage.postgres.local_server as helper
 
     picks = iter([postgres_server.port])
     monkeypatch.setattr(helper, "free_port", lambda free=helper.free_port: next(picks, None) or free())
