@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 import pytest
 
-from memsvc.core.credentials import ADMIN, READ, WRITE, Credential
+from memsvc.core.credentials import ADMIN, READ, WRITE, Credential, secret_digest, secret_matches
 from memsvc.core.errors import ConflictError
 from memsvc.storage.credentials import SqliteCredentialStore
 from memsvc.storage.database import Database
@@ -220,20 +220,30 @@ def _is_recent_utc(moment: datetime | None) -> bool:
             and abs((datetime.now(timezone.utc) - moment).total_seconds()) < 3600)
 
 
+def _found(store: Any, lookup: str, secret: str) -> Credential | None:
+    """What the API accepts for a token of this lookup and secret, from the row the store
+    hands out (the secret's digest is compared by the core, in constant time)."""
+    row = store.by_lookup(lookup)
+    matched = row is not None and secret_matches(secret, row.digest)
+    return row.credential if matched and row.credential.revoked_at is None else None
+
+
 def test_an_inserted_credential_is_found_by_its_lookup_and_secret_only(this, other):
     stored = this.credentials.insert(_credential("agent-1"), "0123456789ab", "s3cret")
     assert (stored.id, stored.permissions, stored.tenants, stored.characters, stored.revoked_at) == (
         "agent-1", frozenset({READ, WRITE}), frozenset({"key-a", "key-b"}), False, None)
     assert _is_recent_utc(stored.created_at)
-    assert other.credentials.find("0123456789ab", "s3cret") == stored
-    assert other.credentials.find("0123456789ab", "wrong") is None
-    assert other.credentials.find("ba9876543210", "s3cret") is None
+    row = other.credentials.by_lookup("0123456789ab")
+    assert row.credential == stored and row.digest == secret_digest("s3cret")  # never the secret itself
+    assert _found(other.credentials, "0123456789ab", "s3cret") == stored
+    assert _found(other.credentials, "0123456789ab", "wrong") is None
+    assert other.credentials.by_lookup("ba9876543210") is None
 
 
 def test_every_tenant_and_character_access_round_trip(this, other):
     admin = this.credentials.insert(_credential("ops", None, frozenset({ADMIN}), True), "aaaaaaaaaaaa", "x")
     assert (admin.tenants, admin.permissions, admin.characters) == (None, frozenset({ADMIN}), True)
-    assert other.credentials.find("aaaaaaaaaaaa", "x") == admin
+    assert _found(other.credentials, "aaaaaaaaaaaa", "x") == admin
 
 
 def test_an_id_taken_is_a_conflict_and_stores_nothing(this, other):
@@ -242,7 +252,7 @@ def test_an_id_taken_is_a_conflict_and_stores_nothing(this, other):
         other.credentials.insert(_credential("agent-1", frozenset({"key-z"})), "ffffffffffff", "two")
     assert caught.value.reason == "CREDENTIAL_EXISTS"
     assert other.credentials.all() == [first]
-    assert other.credentials.find("ffffffffffff", "two") is None
+    assert other.credentials.by_lookup("ffffffffffff") is None
 
 
 def test_all_lists_every_credential_in_id_order_revoked_ones_too(this, other):
@@ -258,7 +268,8 @@ def test_revoke_ends_finding_keeps_the_first_time_and_unknown_is_none(this, othe
     this.credentials.insert(_credential("agent-1"), "0123456789ab", "s")
     revoked = other.credentials.revoke("agent-1")
     assert _is_recent_utc(revoked.revoked_at)
-    assert this.credentials.find("0123456789ab", "s") is None
+    assert this.credentials.by_lookup("0123456789ab").credential.revoked_at == revoked.revoked_at
+    assert _found(this.credentials, "0123456789ab", "s") is None
     assert this.credentials.revoke("agent-1").revoked_at == revoked.revoked_at
     assert this.credentials.revoke("nobody") is None
 

@@ -14,6 +14,8 @@ import grpc
 import psycopg
 import pytest
 
+from memsvc.storage.postgres.migrations import latest_version
+
 from conftest import free_port
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import memory_pb2_grpc
@@ -81,7 +83,7 @@ def test_migrate_and_tokens_work_against_postgresql(tmp_path, postgres_db_url):
     url = with_password(postgres_db_url)
     migrated = memsvc(tmp_path, "migrate", "--data-dir", str(tmp_path / "data"), "--database-url", url)
     assert migrated.returncode == 0, migrated.stderr
-    assert "postgresql://postgres:***@" in migrated.stdout and "schema version 1" in migrated.stdout
+    assert "postgresql://postgres:***@" in migrated.stdout and f"schema version {latest_version()}" in migrated.stdout
     assert PASSWORD not in migrated.stdout + migrated.stderr
 
     made = memsvc(tmp_path, "tokens", "create", "ops", "--permissions", "admin", "--json", "--database-url", url)
