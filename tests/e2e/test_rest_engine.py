@@ -220,11 +220,13 @@ def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(re
     floored = ok(rest, "POST", "/api/memory/retrieve", {"apiKeyId": OWNER, "query": DB_QUESTION, "minScore": 0.5})
     assert [m["id"] for m in floored["memories"]] == [db]
     assert "belowMinScore" in floored["resolution"]
+    # One word of 19 shared with a memory of three terms: keyword overlap 2/22, below search's 0.10.
     one_word = {"apiKeyId": OWNER, "query": "please write a long rhyming haiku about stormy grey ocean waves at "
-                                            "midnight, seagulls, lighthouses and PostgreSQL"}
+                                            "midnight, seagulls, lighthouses, foghorns, fishing boats, sailors, "
+                                            "salt spray and PostgreSQL"}
     searched = ok(rest, "POST", "/api/memory/retrieve", one_word)
     assert searched["memories"] == [] and searched["resolution"]["belowMinScore"] >= 1  # Retrieve's default floor
-    assert (searched["resolution"]["keywordFloor"], searched["resolution"]["vectorFloor"]) == (0.15, 0.25)
+    assert (searched["resolution"]["keywordFloor"], searched["resolution"]["vectorFloor"]) == (0.10, 0.25)
     unfloored = ok(rest, "POST", "/api/memory/retrieve", {**one_word, "minScore": 0})
     assert [m["id"] for m in unfloored["memories"]] == [db]
     assert (unfloored["resolution"]["keywordFloor"], unfloored["resolution"]["vectorFloor"]) == (0, 0)

@@ -215,7 +215,7 @@ def test_retrieve_has_a_floor_by_default_says_so_and_min_score_0_turns_it_off(st
     set_memory(stubs, strategy="semantic")  # no vectors: no keyword match → the newest memories
     floored = retrieve(stubs, UNRELATED)
     assert list(floored.memories) == [] and floored.resolution.below_min_score == 4
-    assert (floored.resolution.keyword_floor, floored.resolution.vector_floor) == (0.15, 0.25)  # search's defaults
+    assert (floored.resolution.keyword_floor, floored.resolution.vector_floor) == (0.10, 0.25)  # search's defaults
     found = retrieve(stubs, DB_QUESTION)
     assert [m.id for m in found.memories] == [db_id]
     plain = retrieve(stubs, UNRELATED, min_score=0)

@@ -106,9 +106,11 @@ async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     assert other["id"] in by_id and by_id[other["id"]]["occurredAt"] == "2023-12-29T14:30:00Z"
     only_episodic = await ok(session, "memory_search", apiKeyId=tenant, query="dark mode editor", type="episodic")
     assert all(m["type"] == "episodic" for m in only_episodic["memories"])
-    # The relevance floor: a query sharing one word with a memory finds nothing and says how
-    # much fell below the floor; minScore 0 returns the ranked memories anyway.
-    one_word = "which bitter dark chocolate brand should I buy for the birthday party tonight, and how many bars"
+    # The relevance floor: a long query sharing one word with a memory (keyword overlap 2/21,
+    # below search's 0.10) finds nothing and says how much fell below the floor; minScore 0
+    # returns the ranked memories anyway.
+    one_word = ("which cheap bitter dark chocolate brand should I buy for my niece's birthday party tonight "
+                "at the lake house, and how many bars per guest")
     unrelated = await ok(session, "memory_search", apiKeyId=tenant, query=one_word)
     floor = unrelated["relevanceFloor"]
     assert unrelated["memories"] == [] and floor["belowFloor"] >= 1 and floor["keywordOverlap"] > 0, unrelated
