@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import (  # noqa: E402
     extraction_bench, hot_path, knn_bench, profile_retrieve, quality_bench, realtalk_bench, reindex_bench, replicas_bench,
-    startup_bench, writes_bench,
+    startup_bench, working_set_bench, writes_bench,
 )
 from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
 from bench.dataset import ensure_all  # noqa: E402
@@ -38,6 +38,7 @@ STEPS = [
     ("knn", "Vector search floor (KNN)", knn_bench),
     ("hot_path", "Hot path", hot_path),
     ("profile_retrieve", "Where a Retrieve's time goes", profile_retrieve),
+    ("working_set", "Working sets beside FTS5", working_set_bench),
     ("writes", "Writes", writes_bench),
     ("replicas", "Scale-out: replicas on one PostgreSQL", replicas_bench),
     ("reindex", "Reindex throughput", reindex_bench),
@@ -52,6 +53,7 @@ QUICK = {
     "hot_path": {"calls": 20, "big_calls": 5, "rounds": 1, "per_client": 3, "sizes": (10_000,)},
     "profile_retrieve": {"calls": 30, "seconds": 4},
     "writes": {"creates": 400, "rounds": 1, "batches": 4},
+    "working_set": {"total": 20_000, "calls": 30, "rounds": 1},
     "replicas": {"facts": 2_000, "calls": 20, "rounds": 1, "per_client": 3},
 }
 

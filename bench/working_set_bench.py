@@ -20,7 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, agg, fmt, interleaved_n, md_table, pct, timed, write_results  # noqa: E402
+from bench.common import CACHE, Target, fmt, interleaved_n, md_table, pct, timed, write_results  # noqa: E402
 from bench.facts import owner_facts, queries  # noqa: E402
 
 from memsvc.core.models import NewMemory, SearchScope, utcnow  # noqa: E402
@@ -100,6 +100,18 @@ def table(out: dict) -> str:
             f"p99 {out['after_a_write_ms']['p99']:.2f} ms.")
 
 
+def report(out: dict) -> tuple[str, list[Target]]:
+    mb = out["owner_set_bytes"] / 1e6
+    vectors_mb = FACTS * 256 * 4 / 1e6  # the vector cache's float32 matrix of the same owner (256 dims)
+    return table(out), [
+        Target("Memory per 10k-fact owner: working set + vector matrix (static model)", mb + vectors_mb, "<=", 30,
+               " MB", f"working set {mb:.1f} MB (postings as dicts, ~190 B each; memories ~1.6 kB), "
+               f"float32 vectors {vectors_mb:.1f} MB"),
+        Target("Cold build of a 10k-fact owner's working set", out["cold_build_ms"]["p50"], "<=", 100, " ms",
+               "one snapshot read of every row, tokenized in Python"),
+    ]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--total", type=int, default=200_000)
@@ -107,7 +119,9 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
     out = run(args.total, args.calls, args.rounds)
-    write_results("working_set", out, table(out), "Working sets beside FTS5")
+    text, found = report(out)
+    out["targets"] = [t.as_dict() for t in found]
+    write_results("working_set", out, text, "Working sets beside FTS5")
     return 0
 
 

@@ -47,10 +47,11 @@ _EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 # Text with none of these characters has no CJK run, before or after NFKC (which maps
 # half-width katakana, U+FF65..U+FF9F, into the CJK range): most rows skip the run search.
 _MAYBE_CJK = re.compile(f"[{CJK_CHAR}\uff65-\uff9f]")
-# What one posting and one memory cost in memory, measured on an owner of 10k chat turns
-# (sys.getsizeof over the structures); the budget counts these estimates.
-_POSTING_BYTES = 120
-_MEMORY_BYTES = 900
+# What one posting (with its share of the row's token tuples) and one memory (with its folded
+# text) take, measured with tracemalloc on bench/working_set_bench.py's owner of 10k facts:
+# 186 and 1,600 bytes. The budget counts these estimates.
+_POSTING_BYTES = 190
+_MEMORY_BYTES = 1600
 
 P = TypeVar("P", list[str], tuple[str, ...])
 #: text -> tokens, as the store's keyword index tokenizes a document (or a query word).
