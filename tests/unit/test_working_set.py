@@ -19,6 +19,7 @@ from memsvc.storage import keyword, owner_terms
 from memsvc.storage.database import Database, iso
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
+from memsvc.storage.working_set_port import SqliteWorkingSetPort
 
 WORDS = ["run", "running", "runs", "coffee", "tea", "dark", "mode", "editor", "kevin", "paris", "e-mail",
          "café", "naïve", "cook", "cooking", "week", "dog", "東京タワー", "绿茶", "喝绿茶和咖啡", "редактор",
@@ -272,3 +273,19 @@ def test_a_log_that_no_longer_reaches_the_version_rebuilds(backend, monkeypatch)
     backend.create(NewMemory(api_key_id=OWNER, content="an unrelated row"))
     assert {h.memory.id for h in backend.search_keyword(scope, "bicycle", 10)} == {first.id, second.id}
     assert backend.working_sets.stats.builds == 2
+
+
+def test_marking_memories_for_reindex_alone_logs_no_change(backend):
+    """A forced reindex marks every row; no working set reads the mark, so the log stays put
+    (a million rows would otherwise be a million log entries in one transaction)."""
+    made = backend.create(NewMemory(api_key_id=OWNER, content="the spare tyre is in the boot")).memory
+    scope = SearchScope(api_key_id=OWNER, now=utcnow())
+    with backend.db.read() as conn:
+        before = SqliteWorkingSetPort.owner_version(conn, OWNER)
+    assert backend.mark_all_for_reindex() == 1
+    with backend.db.read() as conn:
+        assert SqliteWorkingSetPort.owner_version(conn, OWNER) == before
+    backend.touch([made.id])  # any other column still counts
+    with backend.db.read() as conn:
+        assert SqliteWorkingSetPort.owner_version(conn, OWNER) > before
+    assert [h.memory.access_count for h in backend.search_keyword(scope, "spare tyre", 10)] == [1]
