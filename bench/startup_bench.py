@@ -21,10 +21,14 @@ from bench.common import (  # noqa: E402
     write_results)
 
 
-def _serve(data_dir: Path, processes: int | None = 1) -> tuple[subprocess.Popen, int, float]:
-    """`memsvc serve` with MEMSVC_PROCESSES=`processes` (None: the default, one per core)."""
+def _serve(data_dir: Path, processes: int | None = 1, model: bool = True) -> tuple[subprocess.Popen, int, float]:
+    """`memsvc serve` with MEMSVC_PROCESSES=`processes` (None: the default, one per core).
+    `model` False: MEMORY_AUTO_STATIC=false, so no model is chosen (a server with the built
+    static model loads it before it reports SERVING)."""
     port = free_port()
-    env = server_env(data_dir, port, extra=None if processes is None else {"MEMSVC_PROCESSES": str(processes)})
+    extra = ({} if processes is None else {"MEMSVC_PROCESSES": str(processes)}) | (
+        {} if model else {"MEMORY_AUTO_STATIC": "false"})
+    env = server_env(data_dir, port, extra=extra)
     t0 = time.perf_counter()
     proc = subprocess.Popen([PY, "-m", "memsvc", "serve", "--no-gateway"], env=env, cwd=str(ROOT),
                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -61,7 +65,8 @@ def _load(port: int, settings: dict, timeout_s: float = 180) -> float:
     return time.perf_counter() - t0
 
 
-def _starts(folder: Path, rounds: int, processes: int | None) -> tuple[list[float], list[float], list[float]]:
+def _starts(folder: Path, rounds: int, processes: int | None,
+            model: bool = True) -> tuple[list[float], list[float], list[float]]:
     """Per round: `python -c pass`, serve → SERVING, the server's processes' idle RSS."""
     starts, pythons, idle = [], [], []
     for _ in range(rounds):
@@ -69,7 +74,7 @@ def _starts(folder: Path, rounds: int, processes: int | None) -> tuple[list[floa
         t0 = time.perf_counter()
         subprocess.run([PY, "-c", "pass"], check=True)
         pythons.append(time.perf_counter() - t0)
-        proc, _, started = _serve(folder / "data", processes)
+        proc, _, started = _serve(folder / "data", processes, model)
         starts.append(started)
         time.sleep(1.0)
         idle.append(tree_rss_mb(proc.pid))
@@ -80,7 +85,8 @@ def _starts(folder: Path, rounds: int, processes: int | None) -> tuple[list[floa
 def run(rounds: int = 3) -> dict:
     folder = CACHE / "startup"
     starts, pythons, idle_all = _starts(folder, rounds, None)
-    starts_one, _, idle = _starts(folder, rounds, 1)
+    starts_one, _, idle_with_model = _starts(folder, rounds, 1)
+    _, _, idle = _starts(folder, rounds, 1, model=False)
     shutil.rmtree(folder, ignore_errors=True)
     proc, port, _ = _serve(folder / "data")
     static_s = _load(port, {"embeddingSource": "static", "staticEnabled": True})
@@ -99,7 +105,8 @@ def run(rounds: int = 3) -> dict:
     _stop(proc)
     shutil.rmtree(folder, ignore_errors=True)
     return {"serving_s": agg(starts), "serving_one_process_s": agg(starts_one), "python_start_s": agg(pythons),
-            "rss_idle_mb": agg(idle), "rss_idle_all_processes_mb": agg(idle_all),
+            "rss_idle_mb": agg(idle), "rss_idle_static_at_start_mb": agg(idle_with_model),
+            "rss_idle_all_processes_mb": agg(idle_all),
             "rss_static_mb": with_static, "rss_static_and_minilm_mb": with_both, "rss_minilm_mb": minilm_only,
             "static_ready_s": static_s, "minilm_ready_s": minilm_s}
 
@@ -108,7 +115,9 @@ def report(out: dict) -> tuple[str, list[Target]]:
     rows = [["`memsvc serve` → health SERVING (default: a process per core)", fmt(out["serving_s"], 2, " s")],
             ["`memsvc serve` → health SERVING, one process", fmt(out["serving_one_process_s"], 2, " s")],
             ["baseline: `python -c pass`", fmt(out["python_start_s"], 2, " s")],
-            ["RSS idle (no model), one process", fmt(out["rss_idle_mb"], 0, " MB")],
+            ["RSS idle (no model: MEMORY_AUTO_STATIC=false), one process", fmt(out["rss_idle_mb"], 0, " MB")],
+            ["RSS idle with the built static model, loaded before SERVING (the default), one process",
+             fmt(out["rss_idle_static_at_start_mb"], 0, " MB")],
             ["RSS idle, the default serve's processes together (parent and workers)",
              fmt(out["rss_idle_all_processes_mb"], 0, " MB")],
             ["RSS with the static model loaded, one process", f"{out['rss_static_mb']:.0f} MB"],
