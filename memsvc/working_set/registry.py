@@ -34,6 +34,7 @@ from memsvc.working_set.owner import OwnerSet, Tokenizer
 
 
 T = TypeVar("T")
+LOCK_STRIPES = 64
 # An owner too large for the budget is searched in the store; building its set again is
 # tried this long after the last try (a build reads every row of the owner).
 TOO_BIG_RETRY_S = 60.0
@@ -76,7 +77,9 @@ class WorkingSets:
         self._port = port
         self.budget_bytes = max(0, int(budget_bytes))
         self._sets: OrderedDict[str, OwnerSet] = OrderedDict()
-        self._locks: dict[str, threading.Lock] = {}
+        # Owners share LOCK_STRIPES locks by hash: a lock per owner ever searched would grow
+        # without bound, and two owners sharing one only wait for each other's arithmetic.
+        self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._lock = threading.Lock()
         self._too_big: dict[str, float] = {}   # owner -> when it last did not fit (monotonic s)
         self.stats = WorkingSetStats()
@@ -113,8 +116,7 @@ class WorkingSets:
         return answered
 
     def _owner_lock(self, owner: str) -> threading.Lock:
-        with self._lock:
-            return self._locks.setdefault(owner, threading.Lock())
+        return self._stripes[hash(owner) % LOCK_STRIPES]
 
     def _current(self, conn: Any, owner: str) -> OwnerSet | None:
         """The owner's set as this snapshot sees it (caller holds the owner's lock)."""

@@ -289,3 +289,56 @@ def test_marking_memories_for_reindex_alone_logs_no_change(backend):
     with backend.db.read() as conn:
         assert SqliteWorkingSetPort.owner_version(conn, OWNER) > before
     assert [h.memory.access_count for h in backend.search_keyword(scope, "spare tyre", 10)] == [1]
+
+
+def test_searches_racing_a_stream_of_writes_miss_none_of_them(tmp_path: Path):
+    """Builds and updates that race writes through another connection: a search answers from
+    a set no older than its snapshot (so it holds every row the snapshot holds that is never
+    deleted, and none deleted before the snapshot began), and once the writes stop the set
+    holds exactly the store's rows."""
+    db = Database(tmp_path / "memsvc.db")
+    backend = SqliteMemoryBackend(db)
+    backend.initialize()
+    writer = SqliteMemoryBackend(Database(tmp_path / "memsvc.db"), working_set_bytes=0)
+    stop = threading.Event()
+    doomed: set[str] = set()  # marked before their deletes begin
+    deleted: list[str] = []   # added once their deletes committed
+    problems: list[str] = []
+
+    def write() -> None:
+        for i in range(300):
+            made = writer.create(NewMemory(api_key_id=OWNER, content=f"harbour note {i}")).memory
+            if i % 7 == 0:
+                writer.update(made.id, MemoryPatch(content=f"harbour note {i} revised"))
+            if i % 11 == 0:
+                doomed.add(made.id)
+                writer.delete(made.id)
+                deleted.append(made.id)
+        stop.set()
+
+    def search() -> None:
+        while not stop.is_set():
+            gone_before = set(deleted)  # committed before the snapshot below begins
+            with db.read() as conn:
+                seen = {r[0] for r in conn.execute("SELECT id FROM memories WHERE api_key_id = ?", (OWNER,))}
+                hits = backend.working_sets.search_keyword(conn, SearchScope(api_key_id=OWNER, now=utcnow()),
+                                                           "harbour", 1000)
+            found = {h.memory.id for h in hits or ()}
+            kept = seen - doomed  # the snapshot's rows that no write ever deletes
+            if hits is None or not kept <= found or found & gone_before:
+                problems.append(f"{len(kept - found)} kept rows missing, {len(found & gone_before)} deleted ones found")
+
+    threads = [threading.Thread(target=write)] + [threading.Thread(target=search) for _ in range(2)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert problems == []
+        scope = SearchScope(api_key_id=OWNER, now=utcnow())
+        assert ({h.memory.id: h.memory.content for h in backend.search_keyword(scope, "harbour", 1000)}
+                == {h.memory.id: h.memory.content for h in writer.search_keyword(scope, "harbour", 1000)})
+    finally:
+        stop.set()
+        writer.db.close()
+        db.close()
