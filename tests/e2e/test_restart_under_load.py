@@ -3,15 +3,17 @@ connected, then restarted at once on the same ports, as a supervisor (systemd,
 Kubernetes) does after a crash: the new one serves within seconds.
 
 The killed processes' sockets on the gRPC port (and usually Envoy's on the REST port) are
-left in TIME_WAIT, checked in /proc/net/tcp before the restart and still there once it
-serves, so the test proves what it claims: a bind that does not allow address reuse fails on
-them for about a minute."""
+left in TIME_WAIT when the kernel closed them with a FIN (a reset leaves none), and the test
+adds one of its own on the gRPC port so the state never depends on that; it is checked in
+/proc/net/tcp before the restart and still there once it serves, so the test proves what it
+claims: a bind that does not allow address reuse fails on them for about a minute."""
 
 from __future__ import annotations
 
 import http.client
 import os
 import signal
+import socket
 import time
 from pathlib import Path
 
@@ -37,6 +39,24 @@ def _time_wait_ports() -> set[int]:
             if cols[3] == TIME_WAIT:
                 ports.add(int(cols[1].rsplit(":", 1)[1], 16))
     return ports
+
+
+def _leave_time_wait(port: int) -> None:
+    """A connection on `port` closed by its server side first, which leaves that side in
+    TIME_WAIT on `port`: a killed server's own connections leave it only when the kernel
+    closed them with a FIN, not when unread data made it a reset, so the test makes sure."""
+    with socket.socket() as listener:
+        # As the killed server's sockets were (SO_REUSEPORT for several processes): a bind
+        # beside their TIME_WAIT connections needs the same options.
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        listener.bind(("127.0.0.1", port))
+        listener.listen()
+        client = socket.create_connection(("127.0.0.1", port), timeout=10)
+        accepted, _ = listener.accept()
+        accepted.close()  # the server side closes first
+        client.recv(1)  # its FIN has arrived
+        client.close()
 
 
 def _load(grpc_port: int, rest_port: int) -> tuple[list[grpc.Channel], list[http.client.HTTPConnection]]:
@@ -78,16 +98,20 @@ def test_a_serve_killed_under_load_is_serving_again_at_once_on_the_same_ports(tm
         channels, connections = _load(grpc_port, rest_port)
         # A crash of the whole service (the kernel's OOM killer, a cgroup's SIGKILL): every
         # process at once, so the server side closes the connections and keeps TIME_WAIT.
-        for pid in {first.proc.pid, *descendants(first.proc.pid)}:
+        killed = {first.proc.pid, *descendants(first.proc.pid)}
+        for pid in killed:
             os.kill(pid, signal.SIGKILL)
         first.proc.wait(30)
+        for pid in killed:  # every listener of the killed server is closed
+            assert wait_gone(pid), f"process {pid} outlived SIGKILL"
         for channel in channels:
             channel.close()
         for conn in connections:
             conn.close()
+        _leave_time_wait(grpc_port)
         deadline = time.monotonic() + 30
         while grpc_port not in _time_wait_ports():
-            assert time.monotonic() < deadline, "the killed server left no connection in TIME_WAIT"
+            assert time.monotonic() < deadline, "no connection on the gRPC port is in TIME_WAIT"
             time.sleep(0.05)
 
         second = ServeProcess(tmp_path / "data", grpc_port, rest_port, extra_args=("--processes", after, "--mcp-port", "-1"))
