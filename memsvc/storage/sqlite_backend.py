@@ -371,11 +371,11 @@ class SqliteMemoryBackend:
 
     def recent(self, scope: SearchScope, limit: int) -> list[Memory]:
         """Newest first within the retrieval scope (an owner's from its working set)."""
-        where, params = keyword.scope_clause(scope)
         with self.db.read() as conn:
             found = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.recent(scope, limit))
             if found is not None:
                 return found
+            where, params = keyword.scope_clause(scope)
             rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE {where}"
                                 " ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?", [*params, limit]).fetchall()
         return [row_to_memory(r) for r in rows]

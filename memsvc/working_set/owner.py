@@ -202,9 +202,6 @@ class OwnerSet:
         postings = (self._words.entries + self._gram_postings.entries) * _POSTING_BYTES
         return arrays + postings + len(self._memories) * _MEMORY_BYTES + sys.getsizeof(self._slots)
 
-    def memory_ids(self) -> set[int]:
-        return set(self._slots)
-
     # -- writes ------------------------------------------------------------------------------
 
     @classmethod

@@ -62,8 +62,7 @@ class StorePort(Protocol):
 
 @dataclass
 class WorkingSetStats:
-    owners: int = 0
-    bytes: int = 0
+    """Counters since the process started (what is held now is computed in `status`)."""
     builds: int = 0
     updates: int = 0
     store_searches: int = 0
@@ -176,5 +175,4 @@ class WorkingSets:
                 _, dropped = self._sets.popitem(last=False)
                 total -= dropped.nbytes
                 self.stats.evictions += 1
-            self.stats.owners, self.stats.bytes = len(self._sets), total
 
