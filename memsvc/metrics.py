@@ -288,6 +288,10 @@ class Metrics(_Endpoint):
         self.storage_full = Counter("memsvc_storage_full", "Requests refused because the data directory's "
                                     "filesystem had no space left (RESOURCE_EXHAUSTED, reason STORAGE_FULL)",
                                     registry=self.registry)
+        self.inline_calls = Counter("memsvc_inline_calls", "Retrieve, RetrievePreview and Inject calls by where "
+                                    "they ran: 'inline' on the event loop's thread, else the step that would "
+                                    "have waited there and sent the call to a worker thread", ["ran"],
+                                    registry=self.registry)
         self.registry.register(self._state)
 
     def publish_state(self) -> None:
@@ -305,6 +309,9 @@ class Metrics(_Endpoint):
     def observe_rpc(self, method: str, code: str, seconds: float) -> None:
         self.rpc_latency.labels(method).observe(seconds)
         self.rpc_total.labels(method, code).inc()
+
+    def observe_inline(self, ran: str) -> None:
+        self.inline_calls.labels(ran).inc()
 
     def observe_failure(self, exc: BaseException) -> None:
         """An exception an RPC failed with; a full disk is counted on its own, since only an

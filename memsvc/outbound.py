@@ -25,6 +25,7 @@ from typing import Any, Iterable
 import httpcore
 import httpx
 
+from memsvc.core.inline import may_block
 from memsvc.core.url_policy import Resolver, Unresolvable, URLRefused, checked_addresses
 
 # httpx's own defaults (httpx.Limits of a plain Client).
@@ -85,10 +86,16 @@ def pinned_transport(resolver: Resolver | None = None, verify: ssl.SSLContext | 
     return transport
 
 
+def _network_call(request: httpx.Request) -> None:
+    """An inline call (memsvc.core.inline) never waits on the network: it moves to a worker."""
+    may_block("a network call")
+
+
 def client_options(resolver: Resolver | None = None) -> dict[str, Any]:
     """httpx.Client keyword arguments for a policy-checked client (also what qdrant-client
     passes through to its own httpx client)."""
-    return {"transport": pinned_transport(resolver), "follow_redirects": False, "trust_env": False}
+    return {"transport": pinned_transport(resolver), "follow_redirects": False, "trust_env": False,
+            "event_hooks": {"request": [_network_call]}}
 
 
 def make_client(timeout_s: float, resolver: Resolver | None = None) -> httpx.Client:

@@ -120,7 +120,7 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories, app.characters), server)
     engine_pb2_grpc.add_EngineServiceServicer_to_server(
-        EngineServicer(app.engine, app.introspection, app.reindexer), server)
+        EngineServicer(app.engine, app.introspection, app.reindexer, app.metrics.observe_inline), server)
     settings_pb2_grpc.add_SettingsServiceServicer_to_server(
         SettingsServicer(app.settings, app.characters, app.introspection), server)
     credentials_pb2_grpc.add_CredentialServiceServicer_to_server(CredentialServicer(app.credentials), server)

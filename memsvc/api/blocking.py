@@ -1,5 +1,7 @@
 """Blocking core calls (SQLite, models) run on the server's worker threads, never on the
-event loop; the pool is the loop's default executor, sized by MEMSVC_WORKERS."""
+event loop; the pool is the loop's default executor, sized by MEMSVC_WORKERS. The hot path's
+reads run on the loop first and move to a worker only when a step would wait
+(`run_inline_first`, memsvc.core.inline)."""
 
 from __future__ import annotations
 
@@ -8,7 +10,10 @@ import contextvars
 import functools
 from typing import Callable, TypeVar
 
+from memsvc.core.inline import WouldBlock, inline
+
 T = TypeVar("T")
+INLINE = "inline"
 
 
 async def run(fn: Callable[..., T], *args, **kwargs) -> T:
@@ -27,3 +32,18 @@ async def run_shielded(fn: Callable[..., T], *args, **kwargs) -> T:
     # from logging "exception was never retrieved" (the core logs what matters).
     task.add_done_callback(lambda t: t.cancelled() or t.exception())
     return await asyncio.shield(task)
+
+
+async def run_inline_first(ran: Callable[[str], None], fn: Callable[..., T], *args, **kwargs) -> T:
+    """`fn` on the event loop's own thread, unless a step of it would wait (a network call,
+    a model, a build, a write, a busy lock): then the whole call runs again on a worker
+    thread, as `run` does. For reads only: the first try stops before any side effect.
+    `ran` hears where the call ran: INLINE, or the step that sent it to a worker."""
+    try:
+        with inline():
+            result = fn(*args, **kwargs)
+    except WouldBlock as exc:
+        ran(exc.step)
+        return await run(fn, *args, **kwargs)
+    ran(INLINE)
+    return result

@@ -1,11 +1,12 @@
-"""memsvc.v1.EngineService: one line per RPC — convert, call the core off the loop, convert."""
+"""memsvc.v1.EngineService: one line per RPC — convert, call the core (off the loop, or on it
+while nothing waits: memsvc.api.blocking), convert."""
 
 from __future__ import annotations
 
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from memsvc.api import convert
-from memsvc.api.blocking import run
+from memsvc.api.blocking import run, run_inline_first
 from memsvc.core.engine import Engine
 from memsvc.core.introspection import Introspection
 from memsvc.core.reindex import TERMINAL, Reindexer
@@ -14,10 +15,12 @@ from memsvc.v1 import engine_pb2_grpc
 
 
 class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
-    def __init__(self, engine: Engine, introspection: Introspection, reindexer: Reindexer):
+    def __init__(self, engine: Engine, introspection: Introspection, reindexer: Reindexer,
+                 ran: Callable[[str], None] = lambda where: None):
         self._engine = engine
         self._introspection = introspection
         self._reindexer = reindexer
+        self._ran = ran  # hears where each hot-path call ran (memsvc.api.blocking.run_inline_first)
 
     async def GetEngineStatus(self, request: pb.GetEngineStatusRequest, context) -> pb.EngineStatus:
         return convert.engine_status_to_pb(await run(self._introspection.engine_status))
@@ -40,14 +43,16 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
                 return
 
     async def Retrieve(self, request: pb.RetrieveRequest, context) -> pb.RetrieveResponse:
-        return convert.retrieval_to_pb(await run(self._engine.retrieve, **convert.retrieve_args_from_pb(request)))
+        args = convert.retrieve_args_from_pb(request)
+        return convert.retrieval_to_pb(await run_inline_first(self._ran, self._engine.retrieve, **args))
 
     async def RetrievePreview(self, request: pb.RetrievePreviewRequest, context) -> pb.RetrievePreviewResponse:
-        return convert.preview_to_pb(await run(self._engine.preview, **convert.preview_args_from_pb(request)))
+        args = convert.preview_args_from_pb(request)
+        return convert.preview_to_pb(await run_inline_first(self._ran, self._engine.preview, **args))
 
     async def Inject(self, request: pb.InjectRequest, context) -> pb.InjectResponse:
         call = convert.inject_call_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))
-        return convert.injected_to_pb(await run(self._engine.inject, call))
+        return convert.injected_to_pb(await run_inline_first(self._ran, self._engine.inject, call))
 
     async def Extract(self, request: pb.ExtractRequest, context) -> pb.ExtractResponse:
         call = convert.extract_call_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))

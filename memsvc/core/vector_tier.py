@@ -21,6 +21,7 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from memsvc.core.background import BackgroundWriter
+from memsvc.core.inline import may_block
 from memsvc.core.models import Memory, NewMemory, SearchScope
 from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
 from memsvc.core.retrieval import Resolution, VectorMatch, VectorResult, VectorUnavailable
@@ -208,6 +209,7 @@ class VectorTier:
 
     def _search_qdrant(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
                        base: Resolution) -> VectorResult:
+        may_block("a Qdrant search")
         index = self.qdrant.index()
         if index is None:
             raise VectorError("vectorStore is qdrant but Qdrant is not enabled")
@@ -232,6 +234,7 @@ class VectorTier:
         pending = self.sqlite.pending_for_search(scope, BACKFILL_PER_REQUEST)
         if not pending or resolved.source is None:
             return
+        may_block("storing vectors")
         try:
             vectors = self.embeddings.embed_with(resolved.source, [m.content for m in pending])
         except EmbeddingError:

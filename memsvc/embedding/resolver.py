@@ -20,6 +20,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from memsvc.core.inline import may_block
 from memsvc.core.settings import MemorySettings
 from memsvc.core.url_policy import check_url
 from memsvc.embedding.cache import EmbeddingCache, cache_key
@@ -461,6 +462,8 @@ def _embed_misses(source: EmbeddingSource, texts: list[str]) -> np.ndarray:
     its rows for reindexing, a search falls back to keywords) handles that one class, and
     no failure of a source may fail a write or a retrieval. The message names the class
     only (an unexpected exception's text may carry an endpoint or a key)."""
+    if source.waits:
+        may_block("an embedding that waits")
     try:
         return source.embed(texts)
     except EmbeddingError:

@@ -29,6 +29,7 @@ from typing import IO, Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
+from memsvc.core.inline import hold, may_block
 from memsvc.embedding import _http
 from memsvc.embedding.errors import EmbeddingError, EmbeddingURLRefused
 
@@ -93,6 +94,9 @@ class EmbeddingSource(Protocol):
 
     name: str   # remote | static | transformers
     model: str
+    #: Whether `embed` waits (a network call, a model too slow for the event loop's thread):
+    #: an inline call (memsvc.core.inline) hands such an embedding to a worker thread.
+    waits: bool
 
     @property
     def dimensions(self) -> int | None: ...
@@ -155,6 +159,7 @@ class RemoteSource:
     length is an error (the vector table was built for the first)."""
 
     name = REMOTE
+    waits = True
 
     def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 10.0,
                  batch_size: int = DEFAULT_REMOTE_BATCH, *, label: str | None = None):
@@ -272,6 +277,7 @@ class LocalModelSource:
     in errors and logs."""
 
     label = ""
+    waits = True
 
     def __init__(self) -> None:
         self._model: Any = None
@@ -309,7 +315,7 @@ class LocalModelSource:
         if not texts:
             return np.zeros((0, self._dim(model)), dtype=np.float32)
         try:
-            with self._encode_lock:
+            with hold(self._encode_lock, "a model another thread is encoding with"):
                 vectors = self._encode(model, texts)
         except Exception as exc:  # noqa: BLE001 - a library error becomes ours, without the texts
             raise EmbeddingError(f"{self.label} embedding failed ({type(exc).__name__})") from None
@@ -319,6 +325,7 @@ class LocalModelSource:
         model = self._model
         if model is not None:
             return model
+        may_block("loading a model")
         with self._lock:
             if self._model is not None:
                 return self._model
@@ -378,6 +385,7 @@ class StaticSource(LocalModelSource):
 
     name = STATIC
     label = "static"
+    waits = False  # a table lookup and a mean per text: microseconds
 
     def __init__(self, model_path: str | os.PathLike[str] | None, cache_dir: str | os.PathLike[str],
                  *, teacher_path: str | os.PathLike[str] | None = None, build_timeout_s: float = 3600.0):

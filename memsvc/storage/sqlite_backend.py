@@ -18,6 +18,7 @@ from typing import Any, Callable, ContextManager, Mapping
 import apsw
 
 from memsvc.core.errors import ConflictError, shorten
+from memsvc.core.inline import may_block
 from memsvc.core.time_phrases import TimeWindow
 from memsvc.core.models import (
     MEMORY_TYPES,
@@ -405,6 +406,7 @@ class SqliteMemoryBackend:
             hits = self.working_sets.search_keyword(conn, scope, text, limit)
             if hits is not None:
                 return hits
+            may_block("a keyword search in the store")
             return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:

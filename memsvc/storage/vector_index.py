@@ -58,6 +58,7 @@ from typing import Any
 
 import numpy as np
 
+from memsvc.core.inline import may_block
 from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
@@ -484,6 +485,7 @@ class SqliteVecIndex:
             hits = self._search_cached(scope, vec, k)
             if hits is not None:
                 return hits
+        may_block("a vector search in SQLite")
         knn = ["v.embedding MATCH " + self._value_sql(), "k = ?"]
         params: list[Any] = [self._param(vec), k]
         if scope.api_key_id is not None:
@@ -524,6 +526,7 @@ class SqliteVecIndex:
             if not usable:
                 return None
             if block is None:
+                may_block("loading an owner's vectors")
                 block = self._load_block(conn, owner, int(dim))
                 if block is None:
                     return None

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import time
 from typing import Any, Callable, Protocol, TypeVar
 
+from memsvc.core.inline import hold, may_block
 from memsvc.core.models import KeywordHit, Memory, SearchScope
 from memsvc.working_set.owner import OwnerSet, Tokenizer
 
@@ -107,7 +108,7 @@ class WorkingSets:
         owner = scope.api_key_id
         if owner is None or self.budget_bytes <= 0:
             return None
-        with self._owner_lock(owner):
+        with hold(self._owner_lock(owner), "an owner's working set in another thread's hands"):
             found = self._current(conn, owner)
             answered = None if found is None else read(found)
         if answered is None:
@@ -149,6 +150,7 @@ class WorkingSets:
         return True
 
     def _build(self, conn: Any, owner: str) -> OwnerSet | None:
+        may_block("building an owner's working set")
         version, memories = self._port.load_owner(conn, owner)
         owner_set = OwnerSet.build(owner, memories, self._port.tokenize_document, self._port.tokenize_query)
         owner_set.version = version

@@ -41,6 +41,7 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
+from memsvc.core.inline import may_block
 from memsvc.core.errors import ConflictError, StorageFullError, UnavailableError
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
@@ -222,6 +223,7 @@ class PgDatabase:
         if held is not None:
             yield held.conn
             return
+        may_block("a PostgreSQL read")
         with self._transaction("read") as conn:
             yield conn
 
