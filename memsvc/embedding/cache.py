@@ -37,22 +37,28 @@ class EmbeddingCache:
         self.evictions = 0
 
     def get(self, key: str) -> np.ndarray | None:
+        vector = self.peek(key)
+        self.count(hits=int(vector is not None), misses=int(vector is None))
+        return vector
+
+    def peek(self, key: str) -> np.ndarray | None:
+        """A lookup that leaves the counters alone: a caller that may give up before it
+        embeds (an inline call about to hand over to a worker) counts once it goes on."""
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[0] <= self._clock():
                 del self._entries[key]
                 entry = None
             if entry is None:
-                self.misses += 1
                 return None
             self._entries.move_to_end(key)
-            self.hits += 1
             return entry[1]
 
-    def count_miss(self) -> None:
-        """A lookup that could not even be keyed (dimension not known yet) is a miss too."""
+    def count(self, hits: int = 0, misses: int = 0) -> None:
+        """Counts lookups; one that could not even be keyed (dimension not known yet) is a miss."""
         with self._lock:
-            self.misses += 1
+            self.hits += hits
+            self.misses += misses
 
     def put(self, key: str, vector: np.ndarray) -> None:
         if self.max_entries == 0 or self.ttl_s <= 0:

@@ -12,6 +12,7 @@ per process; a status probe never loads a model or calls a remote endpoint.
 
 from __future__ import annotations
 
+import functools
 import logging
 import threading
 from dataclasses import dataclass, field
@@ -20,7 +21,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from memsvc.core.inline import may_block
+from memsvc.core.inline import may_block, settle
 from memsvc.core.settings import MemorySettings
 from memsvc.core.url_policy import check_url
 from memsvc.embedding.cache import EmbeddingCache, cache_key
@@ -325,15 +326,15 @@ class Embeddings:
             if text in seen:
                 continue
             seen.add(text)
-            if dim is None:  # a remote source before its first answer: nothing can be cached yet
-                self.cache.count_miss()
-                vector = None
-            else:
-                vector = self.cache.get(cache_key(source.name, source.model, dim, text))
+            # A remote source before its first answer has no dimension: nothing can be cached yet.
+            vector = None if dim is None else self.cache.peek(cache_key(source.name, source.model, dim, text))
             if vector is None:
                 misses.append(text)
             else:
                 found[text] = vector
+        if misses and source.waits:
+            may_block("an embedding that waits")
+        fresh_keys: list[tuple[str, np.ndarray]] = []
         if misses:
             fresh = _embed_misses(source, misses)
             if fresh.ndim != 2 or fresh.shape[0] != len(misses):
@@ -342,7 +343,8 @@ class Embeddings:
             dim = int(fresh.shape[1])
             for text, vector in zip(misses, fresh):
                 found[text] = vector
-                self.cache.put(cache_key(source.name, source.model, dim, text), vector)
+                fresh_keys.append((cache_key(source.name, source.model, dim, text), vector))
+        settle(functools.partial(self._remember, fresh_keys, hits=len(found) - len(misses), misses=len(misses)))
         out = np.zeros((len(texts), dim or 0), dtype=np.float32)
         for row, text in enumerate(texts):
             vector = found[text]
@@ -350,6 +352,11 @@ class Embeddings:
                 raise EmbeddingError(f"the {source.name} source changed dimension ({vector.shape[0]} vs {out.shape[1]})")
             out[row] = vector
         return out
+
+    def _remember(self, fresh: list[tuple[str, np.ndarray]], hits: int, misses: int) -> None:
+        for key, vector in fresh:
+            self.cache.put(key, vector)
+        self.cache.count(hits=hits, misses=misses)
 
     def warm(self, settings: MemorySettings) -> Resolved:
         """Load the selected model now (in the calling thread); returns the resolution."""
@@ -462,8 +469,6 @@ def _embed_misses(source: EmbeddingSource, texts: list[str]) -> np.ndarray:
     its rows for reindexing, a search falls back to keywords) handles that one class, and
     no failure of a source may fail a write or a retrieval. The message names the class
     only (an unexpected exception's text may carry an endpoint or a key)."""
-    if source.waits:
-        may_block("an embedding that waits")
     try:
         return source.embed(texts)
     except EmbeddingError:
