@@ -5,6 +5,7 @@ a restart and a stopped server look to a client."""
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Iterator
 
@@ -13,6 +14,7 @@ import psycopg
 import pytest
 from pgvector.psycopg import register_vector
 
+from memsvc.storage.postgres.local_server import START_ATTEMPTS, LocalPostgresError
 from support.postgres import PostgresServer, running_postgres
 from support.processes import alive, descendants
 
@@ -195,3 +197,49 @@ def test_a_port_taken_before_the_server_binds_it_is_given_up_for_a_free_one(
         assert server.port != postgres_server.port
         with psycopg.connect(server.url) as conn:
             assert conn.execute("SHOW data_directory").fetchone()[0] == str(server.data_dir)
+
+
+def _crashing_binaries(server: PostgresServer, crashes: int) -> Path:
+    """A bin/ folder whose `postgres` dies of SIGSEGV on its first `crashes` runs, as the
+    bundled binary has been seen to at a restart, and then runs the real one; every run
+    appends a line to `runs` beside it. The server is switched to it."""
+    real = server._bin
+    wrapper = server.root / "crashing-bin"
+    wrapper.mkdir(mode=0o777)
+    wrapper.chmod(0o777)  # as root the server runs as nobody, who writes the count
+    for tool in real.iterdir():
+        if tool.name != "postgres":
+            (wrapper / tool.name).symlink_to(tool)
+    runs = wrapper / "runs"
+    script = wrapper / "postgres"
+    script.write_text(f"""#!/bin/sh
+echo run >> {runs}
+if [ "$(wc -l < {runs})" -le {crashes} ]; then kill -SEGV $$; fi
+exec {real / "postgres"} "$@"
+""")
+    script.chmod(0o755)
+    server._bin = wrapper
+    return runs
+
+
+def test_a_postmaster_killed_by_a_signal_while_starting_is_started_again(own_server: PostgresServer) -> None:
+    own_server.stop()
+    runs = _crashing_binaries(own_server, crashes=START_ATTEMPTS - 1)
+    own_server.start()
+    assert len(runs.read_text().splitlines()) == START_ATTEMPTS
+    with psycopg.connect(own_server.url) as conn:
+        assert conn.execute("SHOW data_directory").fetchone()[0] == str(own_server.data_dir)
+
+
+def test_a_postmaster_that_keeps_crashing_or_exits_with_a_status_is_reported(own_server: PostgresServer) -> None:
+    own_server.stop()
+    runs = _crashing_binaries(own_server, crashes=START_ATTEMPTS)
+    with pytest.raises(LocalPostgresError, match="exited with -11"):
+        own_server.start()
+    assert len(runs.read_text().splitlines()) == START_ATTEMPTS
+    # A setting the server refuses is an exit with a status: reported at once, not retried.
+    own_server.settings = (*own_server.settings, "no_such_setting=1")  # past its crashes: the real binary
+    with pytest.raises(LocalPostgresError, match="exited with 1"):
+        own_server.start()
+    assert len(runs.read_text().splitlines()) == START_ATTEMPTS + 1
+    assert os.path.exists(own_server.data_dir)

@@ -40,8 +40,16 @@ BASE_SETTINGS = ("max_connections=200", "log_min_messages=warning")
 THROWAWAY_SETTINGS = (*BASE_SETTINGS, "fsync=off")
 
 
+#: How many times start() runs a postmaster that a signal killed while it was starting.
+START_ATTEMPTS = 3
+
+
 class LocalPostgresError(RuntimeError):
     """The local server could not be started; the message says why."""
+
+
+class _KilledWhileStarting(LocalPostgresError):
+    """The postmaster died of a signal before it accepted a connection."""
 
 
 def install_dir() -> Path:
@@ -154,7 +162,21 @@ class PostgresServer:
             raise LocalPostgresError(f"initdb failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
     def start(self, timeout_s: float = 60.0) -> None:
-        """Start the server and return once it accepts a connection (polled, not slept)."""
+        """Start the server and return once it accepts a connection (polled, not slept).
+
+        A postmaster killed by a signal before it accepted anything is started again, up to
+        START_ATTEMPTS times: the bundled binaries have been seen to die of SIGSEGV while
+        starting on a data folder a fast shutdown had just left, and a second start of the
+        same folder serves. An exit with a status (a bad setting, a port taken) is final."""
+        for attempt in range(1, START_ATTEMPTS + 1):
+            try:
+                self._start_once(timeout_s)
+                return
+            except _KilledWhileStarting:
+                if attempt == START_ATTEMPTS:
+                    raise
+
+    def _start_once(self, timeout_s: float) -> None:
         assert self.proc is None or self.proc.poll() is not None, "server already running"
         settings = [arg for setting in self.settings for arg in ("-c", setting)]
         with open(self.log_path, "ab") as log:
@@ -170,7 +192,8 @@ class PostgresServer:
         deadline = time.monotonic() + timeout_s
         while not self._serves_this_cluster():
             if self.proc.poll() is not None:
-                raise LocalPostgresError(f"postgres exited with {self.proc.returncode}:\n{self.log_tail()}")
+                error = _KilledWhileStarting if self.proc.returncode < 0 else LocalPostgresError
+                raise error(f"postgres exited with {self.proc.returncode}:\n{self.log_tail()}")
             if time.monotonic() > deadline:
                 self.stop()
                 raise LocalPostgresError(f"postgres did not accept connections in {timeout_s}s:\n{self.log_tail()}")
