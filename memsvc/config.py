@@ -120,7 +120,7 @@ class Config:
     vec_top_k: int = _opt(20, "MEMORY_VEC_TOP_K", "vector search top-K (each list fused by RRF)", parse=int)
     rrf_k: int = _opt(60, "MEMORY_RRF_K", "the k of reciprocal rank fusion", parse=int)
     fusion: str = _opt("gated-convex", "MEMORY_FUSION", "how hybrid retrieval fuses the keyword and vector lists: gated-convex (0.8 × keyword score / best + 0.2 × vector score / best, counting only strong keyword matches: the query phrase or two query terms), gated-rrf (RRF over the same gated lists) or rrf (equal-weight reciprocal rank fusion, k = MEMORY_RRF_K)")
-    vec_cache_mb: int = _opt(256, "MEMORY_VEC_CACHE_MB", "memory (MB) for per-owner in-memory vector matrices that answer sqlite-vec KNN searches (LRU over owners; 0 = search vec0 directly)", parse=int)
+    vec_cache_mb: int = _opt(256, "MEMORY_VEC_CACHE_MB", "memory (MB) for per-owner in-memory vector matrices that answer an owner's vector searches, sqlite-vec or pgvector (LRU over owners; 0 = the store searches its own index)", parse=int)
     working_set_mb: int = _opt(256, "MEMORY_WORKING_SET_MB", "memory (MB) for per-owner working sets that rank keyword searches in memory (LRU over owners; an owner larger than this, or every owner with 0, is searched by the store's own index: FTS5, or PostgreSQL's full-text search)", parse=int)
     vec_quantization: str = _opt("none", "MEMORY_VEC_QUANTIZATION", "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)")
 

@@ -190,11 +190,11 @@ def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
 
 
 def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
-    """MEMORY_VEC_QUANTIZATION and MEMORY_VEC_CACHE_MB shape the sqlite-vec tier only:
-    pgvector stores float32 vectors and searches them in the database."""
+    """MEMORY_VEC_QUANTIZATION shapes the sqlite-vec tier only (pgvector stores float32);
+    MEMORY_VEC_CACHE_MB bounds the owners' vectors held in memory on either store."""
     with _postgres_client():
         from memsvc.storage.postgres.memory_backend import PgMemoryBackend
         from memsvc.storage.postgres.vector_index import PgVectorIndex
 
     return (PgMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000),
-            PgVectorIndex(database, default_k=config.vec_top_k))
+            PgVectorIndex(database, default_k=config.vec_top_k, cache_bytes=config.vec_cache_mb * 1_000_000))

@@ -1,38 +1,101 @@
-"""Per-owner in-memory vector matrices for the sqlite-vec tier, kept coherent with writes.
+"""Per-owner in-memory vector matrices, kept coherent with writes: one piece that both
+stores' vector tiers feed (sqlite-vec in memsvc.storage.vector_index, pgvector in
+memsvc.storage.postgres.vector_index).
 
 Why: a KNN over one owner's vectors in vec0 reads them chunk by chunk through SQLite and
 computes distances one vector at a time (bench/knn_bench.py: about 6× the time of a NumPy
-scan over the same vectors). Here each searched owner's vectors live in one contiguous,
-L2-normalized float32 matrix, and a search is one matrix-vector product over that owner's
-rows only (other owners' data costs nothing), with the scope filters (session, expiry,
-retention) as vector masks — exact cosine, so recall@k is 1.0 against the exact answer.
+scan over the same vectors); pgvector's HNSW walk for one owner among many costs about 3 ms a
+search (bench/replicas_bench.py). Here each searched owner's vectors live in one contiguous,
+L2-normalized float32 matrix (`OwnerBlock`), and a search is one matrix-vector product over
+that owner's rows only (other owners' data costs nothing), with the scope filters (session,
+expiry, retention) as vector masks — exact cosine, so recall@k is 1.0 against the exact answer.
 
-Coherence. vec0 stays the source of truth; this is a cache of it. Every transaction that
-changes vectors bumps the `vec_generation` row of `sequences` (in the same transaction).
-The cache remembers the generation it reflects (`known_gen`):
-- this process's own vector writes apply their change to the cache inside the write
-  transaction and move `known_gen` one step (a rollback drops the whole cache);
-- a search reads the generation in its snapshot: equal → the cache is current; greater →
-  another process (or a direct SQL write) changed vectors, so the cache is dropped and
-  rebuilt lazily; smaller → the snapshot is older than the cache, so that one search reads
-  SQLite directly.
-Memory is bounded (LRU over owners by bytes); an owner larger than the bound is never cached
-and is searched in SQLite.
+`OwnerBlocks` holds the blocks, LRU by bytes under a budget (an owner larger than the budget
+is never held and is searched by the store's own index). The store stays the source of
+truth; how a block is known to be current is the store's:
 
-The cache also remembers, per owner, the highest memory_id up to which the owner is known to
-have no memory waiting for a vector (`clean_upto`), so the lazy backfill before a search
-need not scan every row of a large owner on every request.
+- SQLite (`VectorCache`): every transaction that changes vectors bumps the `vec_generation`
+  row of `sequences` (in the same transaction), and the cache remembers the generation it
+  reflects (`known_gen`). This process's own vector writes apply their change to the cache
+  inside the write transaction and move `known_gen` one step (a rollback drops the whole
+  cache); a search reads the generation in its snapshot: equal → the cache is current;
+  greater → another process changed vectors, so the cache is dropped and rebuilt lazily;
+  smaller → the snapshot is older than the cache, so that one search reads SQLite directly.
+  It also remembers, per owner, the highest memory_id up to which the owner is known to have
+  no memory waiting for a vector (`clean_upto`), so the lazy backfill need not scan every
+  row of a large owner on every request.
+- PostgreSQL: each block carries the owner's change number it reflects (`version`, from the
+  per-owner change log of migrations/postgres/0002, the one the keyword working sets follow)
+  and the memories of the owner that have no vector yet (`pending`); a search reads the
+  owner's number in its snapshot and applies the changed rows (`apply_changes`), so a write
+  through another replica is in the next search.
 """
 
 from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Callable
+from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
+from memsvc.core.models import SearchScope
+
 _DEAD_EXPIRY = np.iinfo(np.int64).min
+#: "never expires" (and a kept memory's creation, which no retention cut-off reaches):
+#: 9999-12-31T23:59:59.999999Z in unix microseconds.
+NEVER_US = 253_402_300_799_999_999
+NO_SESSION = ""
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_US = timedelta(microseconds=1)
+#: Owners share this many locks by hash for refreshing their blocks (as the working sets do).
+LOCK_STRIPES = 64
+
+
+def unix_us(dt: datetime) -> int:
+    """Exact unix microseconds (a naive datetime is taken as UTC, like `iso`)."""
+    if dt.tzinfo is None:
+        dt = dt.replace(tzinfo=timezone.utc)
+    return (dt - _EPOCH) // _US
+
+
+def scope_columns(session_id: str | None, created_at: datetime, expires_at: datetime | None,
+                  keep: bool) -> tuple[str, int, int]:
+    """(session_id, created_us, expires_us): the filter columns of a vector. created_us is
+    what the retention filter compares (`created_us >= cutoff`): a kept memory's is NEVER_US,
+    so no age hides it."""
+    return (session_id or NO_SESSION, NEVER_US if keep else unix_us(created_at),
+            unix_us(expires_at) if expires_at is not None else NEVER_US)
+
+
+def scope_values(item: Any) -> tuple[str, int, int]:
+    """`scope_columns` of a VectorRow or a Memory."""
+    return scope_columns(item.session_id, item.created_at, item.expires_at, bool(getattr(item, "keep", False)))
+
+
+def normalized(vectors: np.ndarray) -> np.ndarray:
+    """Rows as float32 of length 1 (a zero row stays zero): cosine becomes a dot product."""
+    matrix = np.array(vectors, dtype=np.float32)  # a copy: the caller's array stays as it was
+    if matrix.ndim == 1:
+        norm = float(np.linalg.norm(matrix))
+        return matrix / np.float32(norm) if norm > 0 else matrix
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    matrix /= norms
+    return matrix
+
+
+@dataclass(frozen=True)
+class VectorChange:
+    """One memory of an owner as it now is: its vector as stored (None: it has none), whether
+    it waits for one (no vector, or flagged for re-embedding), and its filter columns."""
+
+    memory_id: int
+    vector: np.ndarray | None
+    pending: bool
+    scope: tuple[str, int, int]
 
 
 class OwnerBlock:
@@ -51,6 +114,11 @@ class OwnerBlock:
         self.used = 0
         self.dead = 0
         self.lock = threading.Lock()
+        #: The owner's change number this block reflects (stores with a per-owner change log).
+        self.version = 0
+        #: The owner's memories that have no vector to search (stores that keep the block
+        #: from memory rows: their lazy backfill is due exactly when this is not empty).
+        self.pending: set[int] = set()
 
     @classmethod
     def from_arrays(cls, dim: int, ids: np.ndarray, matrix: np.ndarray, sessions: list[str],
@@ -65,6 +133,14 @@ class OwnerBlock:
         block.slots = {int(mid): i for i, mid in enumerate(ids)}
         block.used = n
         return block
+
+    @classmethod
+    def from_vectors(cls, dim: int, ids: np.ndarray, vectors: np.ndarray, sessions: list[str],
+                     created: np.ndarray, expires: np.ndarray) -> "OwnerBlock":
+        """A block of vectors as stored (float32 or int8, any length): each row normalized."""
+        if len(ids) == 0:
+            return cls(dim)
+        return cls.from_arrays(dim, ids, normalized(vectors.reshape(len(ids), dim)), sessions, created, expires)
 
     @property
     def nbytes(self) -> int:
@@ -105,6 +181,28 @@ class OwnerBlock:
             self.expires[slot] = expires_us
             self.session[slot] = self._code(session)
 
+    def put_vector(self, memory_id: int, vector: np.ndarray, session: str, created_us: int,
+                   expires_us: int) -> None:
+        """`put` of a vector as stored (normalized here)."""
+        self.put(memory_id, normalized(vector), session, created_us, expires_us)
+
+    def apply_changes(self, removed: Iterable[int], changed: Sequence["VectorChange"], version: int) -> None:
+        """Bring the block to `version`: drop the `removed` memories and take each of
+        `changed` as its memory now is."""
+        for memory_id in removed:
+            self.remove(memory_id)
+            self.pending.discard(memory_id)
+        for change in changed:
+            if change.vector is None:
+                self.remove(change.memory_id)
+            else:
+                self.put_vector(change.memory_id, change.vector, *change.scope)
+            if change.pending:
+                self.pending.add(change.memory_id)
+            else:
+                self.pending.discard(change.memory_id)
+        self.version = version
+
     def set_scope(self, memory_id: int, session: str, created_us: int, expires_us: int) -> None:
         with self.lock:
             slot = self.slots.get(memory_id)
@@ -133,6 +231,12 @@ class OwnerBlock:
             arr[n: self.used] = -1 if name == "ids" else (_DEAD_EXPIRY if name == "expires" else 0)
         self.slots = {int(mid): i for i, mid in enumerate(self.ids[:n])}
         self.used, self.dead = n, 0
+
+    def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
+        """`search` for a retrieval scope and a query vector as given (normalized here)."""
+        return self.search(normalized(vector), k, unix_us(scope.now),
+                           unix_us(scope.created_after) if scope.created_after is not None else None,
+                           (scope.session_id or NO_SESSION) if scope.session_only else None)
 
     def search(self, query: np.ndarray, k: int, now_us: int, created_after_us: int | None,
                session: str | None) -> list[tuple[int, float]]:
@@ -167,19 +271,107 @@ class OwnerBlock:
         return [(int(mids[i]), float(max(dist[i], 0.0))) for i in order]
 
 
-class VectorCache:
-    """The owners' blocks, LRU by bytes, valid for one `vec_generation` (see module doc)."""
+class OwnerBlocks:
+    """The owners' blocks, least recently used dropped first while their bytes are over
+    `max_bytes`. Thread-safe; `lock_for(owner)` serializes whoever refreshes one owner."""
 
     def __init__(self, max_bytes: int):
         self.max_bytes = int(max_bytes)
         self._lock = threading.Lock()
         self._blocks: OrderedDict[str, OwnerBlock] = OrderedDict()
-        self._clean: dict[str, int] = {}
         self._bytes = 0
-        self.known_gen: int | None = None
+        self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self.hits = 0
         self.misses = 0
         self.resets = 0
+        self.evictions = 0
+
+    def lock_for(self, owner: str) -> threading.Lock:
+        return self._stripes[hash(owner) % LOCK_STRIPES]
+
+    def fits(self, nbytes: int) -> bool:
+        return nbytes <= self.max_bytes
+
+    def get(self, owner: str) -> OwnerBlock | None:
+        """The owner's block (now the most recently used), or None."""
+        with self._lock:
+            return self._get(owner)
+
+    def _get(self, owner: str) -> OwnerBlock | None:
+        block = self._blocks.get(owner)
+        if block is not None:
+            self._blocks.move_to_end(owner)
+            self.hits += 1
+        else:
+            self.misses += 1
+        return block
+
+    def keep(self, owner: str, block: OwnerBlock) -> bool:
+        """Hold `block` as the owner's (replacing any), unless it alone is over the budget."""
+        with self._lock:
+            return self._keep(owner, block)
+
+    def _keep(self, owner: str, block: OwnerBlock) -> bool:
+        if block.nbytes > self.max_bytes:
+            self._drop(owner)
+            return False
+        self._drop(owner)
+        self._blocks[owner] = block
+        self._bytes += block.nbytes
+        self._fit()
+        return owner in self._blocks
+
+    def refit(self) -> None:
+        """After blocks grew in place: count their bytes again and drop the least recently
+        used while over the budget."""
+        with self._lock:
+            self._bytes = sum(b.nbytes for b in self._blocks.values())
+            self._fit()
+
+    def _fit(self) -> None:
+        while self._bytes > self.max_bytes and self._blocks:
+            _, evicted = self._blocks.popitem(last=False)
+            self._bytes -= evicted.nbytes
+            self.evictions += 1
+
+    def drop(self, owner: str) -> None:
+        with self._lock:
+            self._drop(owner)
+
+    def _drop(self, owner: str) -> None:
+        old = self._blocks.pop(owner, None)
+        if old is not None:
+            self._bytes -= old.nbytes
+
+    def clear(self) -> None:
+        with self._lock:
+            self._clear()
+
+    def _clear(self) -> None:
+        self._blocks.clear()
+        self._bytes = 0
+        self.resets += 1
+
+    def owner_block(self, owner: str) -> OwnerBlock | None:
+        """Without moving it in the LRU order (for write callbacks that hold the lock)."""
+        return self._blocks.get(owner)
+
+    def each_block(self) -> list[OwnerBlock]:
+        return list(self._blocks.values())
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return {"owners": len(self._blocks), "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
+                    "resets": self.resets, "evictions": self.evictions}
+
+
+class VectorCache(OwnerBlocks):
+    """sqlite-vec's blocks, valid for one `vec_generation` (see the module docstring)."""
+
+    def __init__(self, max_bytes: int):
+        super().__init__(max_bytes)
+        self._clean: dict[str, int] = {}
+        self.known_gen: int | None = None
 
     # -- reads --------------------------------------------------------------------------
 
@@ -191,26 +383,12 @@ class VectorCache:
                 self._reset(gen)
             if gen != self.known_gen:
                 return None, False
-            block = self._blocks.get(owner)
-            if block is not None:
-                self._blocks.move_to_end(owner)
-                self.hits += 1
-            else:
-                self.misses += 1
-            return block, True
-
-    def fits(self, nbytes: int) -> bool:
-        return nbytes <= self.max_bytes
+            return self._get(owner), True
 
     def store(self, owner: str, gen: int, block: OwnerBlock) -> None:
         with self._lock:
-            if gen != self.known_gen or owner in self._blocks or block.nbytes > self.max_bytes:
-                return
-            self._blocks[owner] = block
-            self._bytes += block.nbytes
-            while self._bytes > self.max_bytes and self._blocks:
-                _, evicted = self._blocks.popitem(last=False)
-                self._bytes -= evicted.nbytes
+            if gen == self.known_gen and owner not in self._blocks:
+                self._keep(owner, block)
 
     def clean_upto(self, owner: str, gen: int) -> int | None:
         with self._lock:
@@ -234,13 +412,6 @@ class VectorCache:
             else:
                 self._reset(gen)
 
-    def owner_block(self, owner: str) -> OwnerBlock | None:
-        """For `apply` callbacks (the cache lock is held)."""
-        return self._blocks.get(owner)
-
-    def each_block(self):
-        return list(self._blocks.values())
-
     def forget_clean(self) -> None:
         """Some memories now wait for a vector: every backfill memo is void."""
         self._clean.clear()
@@ -250,13 +421,6 @@ class VectorCache:
             self._reset(None)
 
     def _reset(self, gen: int | None) -> None:
-        self._blocks.clear()
+        self._clear()
         self._clean.clear()
-        self._bytes = 0
         self.known_gen = gen
-        self.resets += 1
-
-    def stats(self) -> dict[str, int]:
-        with self._lock:
-            return {"owners": len(self._blocks), "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
-                    "resets": self.resets}

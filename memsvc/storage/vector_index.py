@@ -53,7 +53,7 @@ import json
 import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -64,7 +64,7 @@ from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.storage.sequences import bump_vec_generation, read_vec_generation
-from memsvc.storage.vector_cache import OwnerBlock, VectorCache
+from memsvc.storage.vector_cache import NEVER_US, NO_SESSION, OwnerBlock, VectorCache, scope_values, unix_us
 from memsvc.vectors.index import (
     DeleteResult,
     DimensionMismatch,
@@ -85,18 +85,9 @@ MAX_K = 4096
 MAX_DIM = 8192
 DEFAULT_TOP_K = 20
 DEFAULT_CHUNK_SIZE = 32
-#: "never expires": 9999-12-31T23:59:59.999999Z in unix microseconds.
-NEVER_US = 253_402_300_799_999_999
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
-_US = timedelta(microseconds=1)
-_NO_SESSION = ""
-
-
-def unix_us(dt: datetime) -> int:
-    """Exact unix microseconds (a naive datetime is taken as UTC, like `iso`)."""
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    return (dt - _EPOCH) // _US
+_NO_SESSION = NO_SESSION
+# NEVER_US ("never expires", and a kept memory's creation) and unix_us are the vector cache's
+# (memsvc.storage.vector_cache), imported above so both stores' tiers share one definition.
 
 
 def make_signature(source: str, model: str, dim: int, quantization: str = "none") -> str:
@@ -531,11 +522,7 @@ class SqliteVecIndex:
                 if block is None:
                     return None
                 cache.store(owner, gen, block)
-            norm = float(np.linalg.norm(vec))
-            query = vec / np.float32(norm) if norm > 0 else vec
-            found = block.search(query, k, unix_us(scope.now),
-                                 unix_us(scope.created_after) if scope.created_after is not None else None,
-                                 (scope.session_id or _NO_SESSION) if scope.session_only else None)
+            found = block.nearest(scope, vec, k)
             if not found:
                 return []
             rows = rows_in_scope(conn, M_COLUMNS, [mid for mid, _ in found], scope)
@@ -556,14 +543,8 @@ class SqliteVecIndex:
             f"JOIN {TABLE} v ON v.rowid = m.memory_id WHERE m.api_key_id = ?", (owner,)).fetchall()
         rows = [r for r in rows if r[4] is not None and len(r[4]) == dim * width]
         n = len(rows)
-        if n == 0:
-            return OwnerBlock(dim)
-        dtype = np.int8 if width == 1 else np.float32
-        matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype=dtype).reshape(n, dim).astype(np.float32)
-        norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-        norms[norms == 0] = 1.0
-        matrix /= norms
-        return OwnerBlock.from_arrays(
+        matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.int8 if width == 1 else np.float32)
+        return OwnerBlock.from_vectors(
             dim, np.fromiter((r[0] for r in rows), dtype=np.int64, count=n), matrix, [r[1] or "" for r in rows],
             np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
             np.fromiter((r[3] for r in rows), dtype=np.int64, count=n))
@@ -686,13 +667,7 @@ def signature_dim(signature: str | None) -> int | None:
     return int(match[1]) if match else None
 
 
-def _scope_values(item: Any) -> tuple[str, int, int]:
-    """(session_id, created_us, expires_us): the metadata columns of a vector, from a
-    VectorRow or a Memory. created_us is what the retention filter compares (`created_us >=
-    cutoff`): a kept memory's is NEVER_US, so no age hides it."""
-    created = NEVER_US if getattr(item, "keep", False) else unix_us(item.created_at)
-    return (item.session_id or _NO_SESSION, created,
-            unix_us(item.expires_at) if item.expires_at is not None else NEVER_US)
+_scope_values = scope_values
 
 
 # -- cache changes (run by VectorCache.apply under its lock) ----------------------------------
@@ -706,8 +681,7 @@ def _put_rows(cache: VectorCache, applied: list[tuple[VectorRow, np.ndarray]], d
         block = cache.owner_block(row.api_key_id)
         if block is None or block.dim != dim:
             continue
-        norm = float(np.linalg.norm(vec))
-        block.put(int(row.memory_id), vec / np.float32(norm) if norm > 0 else vec, *_scope_values(row))
+        block.put_vector(int(row.memory_id), vec, *_scope_values(row))
 
 
 def _rescope(cache: VectorCache, memories: list[Memory]) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import psycopg
@@ -16,6 +17,7 @@ import pytest
 
 from contract.test_vector_index_contract import (DIM, SIGNATURE, Draft, Harness, _cosine_order, _drafts, _flag,
                                                  _indexed, _postgres, _rows, _scope, _vectors)
+from memsvc.core.models import Memory
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.vector_index import PgVectorIndex
 from memsvc.vectors.index import DimensionMismatch, VectorError
@@ -206,3 +208,111 @@ def test_no_vector_missing_is_remembered_until_a_memory_is_written(h: Harness, r
     pending = {m.memory_id for m in h.index.pending_for_search(_scope(), 10)}
     assert pending == {memories[0].memory_id, new.memory_id}
     assert {m.memory_id for m in replica.pending_for_search(_scope(), 10)} == pending
+
+
+# -- the owners' vectors in memory (PgVectorBlocks) ------------------------------------------
+
+
+@pytest.fixture
+def mem(request: pytest.FixtureRequest) -> Harness:
+    """pgvector with the owners' vectors in memory, as the server runs it."""
+    return _postgres(request, cache_bytes=10_000_000)
+
+
+@pytest.fixture
+def mem_replica(postgres_db_url: str, pg_database: PgDatabase) -> Iterator[PgVectorIndex]:
+    """Another replica with its own pool and its own blocks."""
+    database = PgDatabase(postgres_db_url)
+    yield PgVectorIndex(database, cache_bytes=10_000_000)
+    database.close()
+
+
+def _ids_of(index: PgVectorIndex, query: np.ndarray, k: int = 5, **scope: Any) -> list[int]:
+    return [hit.memory_id for hit in index.search(_scope(**scope), query, k)]
+
+
+def test_an_owner_is_searched_from_memory_after_one_build_with_the_exact_order(mem: Harness) -> None:
+    vectors = _vectors(400, 60)
+    memories = _indexed(mem, _drafts(200) + _drafts(200, "bob"), vectors)
+    query = _vectors(1, 61)[0]
+    for _ in range(3):
+        assert _ids_of(mem.index, query, 20) == _cosine_order(memories[:200], vectors[:200], query, 20)
+    stats = mem.index.cache.stats()
+    assert (stats["builds"], stats["owners"], stats["hits"]) == (1, 1, 2)
+    assert _ids_of(mem.index, query, 20, owner="bob") == _cosine_order(memories[200:], vectors[200:], query, 20)
+    assert mem.index.cache.stats()["owners"] == 2
+
+
+def test_every_write_through_another_replica_is_in_the_next_search_from_memory(
+        mem: Harness, mem_replica: PgVectorIndex) -> None:
+    """The replica's writes reach this process only through the database: each kind moves
+    the owner's change number, and the next search applies the changed rows."""
+    memories = _indexed(mem, _drafts(20), _vectors(20, 62))
+    query = np.ones(DIM, dtype=np.float32)
+    assert query.tolist() not in _vectors(20, 62).tolist()
+    _ids_of(mem.index, query)  # the block is built
+    # A vector stored later for a memory committed without one (nothing flagged it).
+    [late] = mem.add_many([Draft("alice late")])
+    assert not _flag(mem, late)
+    assert late.memory_id not in _ids_of(mem.index, query)
+    assert mem_replica.upsert(_rows([late], query[None, :])) == 1
+    assert _ids_of(mem.index, query)[0] == late.memory_id
+    # A new vector for a memory that had one: the block takes the replacement.
+    near = query.copy()
+    near[0] += 0.5
+    assert mem_replica.upsert(_rows([memories[3]], near[None, :])) == 1
+    assert _ids_of(mem.index, query)[:2] == [late.memory_id, memories[3].memory_id]
+    # An embedding failure flags the memory and drops its vector: gone, and pending.
+    assert mem_replica.mark_failed([late]) == 1
+    assert _ids_of(mem.index, query)[0] == memories[3].memory_id
+    assert late.memory_id in {m.memory_id for m in mem.index.pending_for_search(_scope(), 10)}
+    # A deleted memory.
+    mem.sql("DELETE FROM memories WHERE memory_id = ?", (memories[3].memory_id,))
+    assert memories[3].memory_id not in _ids_of(mem.index, query, 25)
+    stats = mem.index.cache.stats()
+    assert stats["builds"] == 1 and stats["updates"] >= 4
+
+
+def test_a_snapshot_older_than_the_block_is_answered_with_the_rows_it_sees(
+        mem: Harness, mem_replica: PgVectorIndex) -> None:
+    """A request that began before a write this process has applied already: the block is
+    newer, and the hits are only the memories the request's snapshot holds."""
+    _indexed(mem, _drafts(5), _vectors(5, 63))
+    query = np.ones(DIM, dtype=np.float32)
+    _ids_of(mem.index, query)
+    with mem.database.read():
+        before = _ids_of(mem.index, query, 10)  # the snapshot is taken here
+        added: list[Memory] = []
+        writer = threading.Thread(target=lambda: added.extend(mem.add_many([Draft("alice new")])))
+        writer.start()
+        writer.join(60)
+        assert mem_replica.upsert(_rows(added, query[None, :])) == 1
+        # Another request of this process sees the write: the block moves past this snapshot.
+        newer: list[list[int]] = []
+        search = threading.Thread(target=lambda: newer.append(_ids_of(mem.index, query, 10)))
+        search.start()
+        search.join(60)
+        assert newer[0][0] == added[0].memory_id
+        assert mem.index.cache.blocks.get("alice").version > 0
+        assert _ids_of(mem.index, query, 10) == before
+    assert _ids_of(mem.index, query, 10)[0] == added[0].memory_id
+
+
+def test_an_owner_over_the_budget_is_searched_by_pgvector(request: pytest.FixtureRequest) -> None:
+    small = _postgres(request, cache_bytes=500)  # smaller than any owner's block
+    vectors = _vectors(50, 64)
+    memories = _indexed(small, _drafts(50), vectors)
+    query = _vectors(1, 65)[0]
+    assert _ids_of(small.index, query, 5) == _cosine_order(memories, vectors, query, 5)
+    assert small.index.cache.stats()["owners"] == 0 and small.index.cache.stats()["builds"] == 0
+
+
+def test_a_new_signature_drops_every_block(mem: Harness, mem_replica: PgVectorIndex) -> None:
+    memories = _indexed(mem, _drafts(4), _vectors(4, 66))
+    _ids_of(mem.index, np.ones(DIM, dtype=np.float32))
+    assert mem_replica.ensure("test:other:5", 5) is True
+    with pytest.raises(DimensionMismatch):
+        mem.index.search(_scope(), np.ones(DIM), 5)
+    assert mem_replica.upsert(_rows(memories, _vectors(4, 67, dim=5))) == 4
+    assert len(mem.index.search(_scope(), np.ones(5), 5)) == 4
+    assert mem.index.cache.stats()["resets"] >= 1

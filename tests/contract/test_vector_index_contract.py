@@ -1,6 +1,6 @@
 """The vector index's contract, one suite for both stores: the sqlite-vec index on SQLite
-(`SqliteVecIndex`) and the pgvector index on a real PostgreSQL (`PgVectorIndex`). Each test
-runs once per store through the methods the engine calls (ensure, upsert, search, pending,
+(`SqliteVecIndex`) and the pgvector index on a real PostgreSQL (`PgVectorIndex`), searched in
+the database and from the owners' vectors held in memory. Each test runs once per store through the methods the engine calls (ensure, upsert, search, pending,
 ...); expected nearest orders are computed here with NumPy (cosine distance).
 
 Memories are created through each store's memory backend (SqliteMemoryBackend,
@@ -55,10 +55,13 @@ class Harness:
     sql: Callable[[str, Sequence[Any]], list[tuple]]
     #: A time as `sql` takes it for a memories column (SQLite stores ISO text).
     moment: Callable[[datetime], Any]
+    #: The search filters by the memories' own rows (the owners' vectors in memory), not by
+    #: the copies of session, times and keep that the vector table holds (update_scope's).
+    filters_from_rows: bool = False
 
 
 def _harness(index: Any, database: Any, backend: Any, placeholder: str,
-             fetch: Callable[[Any], list] = lambda cur: cur.fetchall()) -> Harness:
+             fetch: Callable[[Any], list] = lambda cur: cur.fetchall(), filters_from_rows: bool = False) -> Harness:
     """A Harness over a store's memory backend; `placeholder` is its SQL parameter mark,
     `fetch` reads a cursor's rows (none for a statement that returns none)."""
 
@@ -77,7 +80,7 @@ def _harness(index: Any, database: Any, backend: Any, placeholder: str,
         return [found[r.id] for r in results]
 
     moment = iso if placeholder == "?" else (lambda when: when)
-    return Harness(index, database, add_many, sql, moment)
+    return Harness(index, database, add_many, sql, moment, filters_from_rows)
 
 
 def _sqlite(request: pytest.FixtureRequest) -> Harness:
@@ -85,16 +88,23 @@ def _sqlite(request: pytest.FixtureRequest) -> Harness:
     return _harness(SqliteVecIndex(database, default_k=DEFAULT_K), database, SqliteMemoryBackend(database), "?")
 
 
-def _postgres(request: pytest.FixtureRequest) -> Harness:
+def _postgres(request: pytest.FixtureRequest, cache_bytes: int = 0) -> Harness:
     from memsvc.storage.postgres.memory_backend import PgMemoryBackend
     from memsvc.storage.postgres.vector_index import PgVectorIndex
 
     database = request.getfixturevalue("pg_database")
-    return _harness(PgVectorIndex(database, default_k=DEFAULT_K), database, PgMemoryBackend(database), "%s",
-                    lambda cur: cur.fetchall() if cur.description else [])
+    return _harness(PgVectorIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes), database,
+                    PgMemoryBackend(database), "%s", lambda cur: cur.fetchall() if cur.description else [],
+                    filters_from_rows=cache_bytes > 0)
 
 
-STORES: dict[str, Callable[[pytest.FixtureRequest], Harness]] = {"sqlite": _sqlite, "postgres": _postgres}
+def _postgres_in_memory(request: pytest.FixtureRequest) -> Harness:
+    """pgvector with each searched owner's vectors held in memory (what the server runs)."""
+    return _postgres(request, cache_bytes=10_000_000)
+
+
+STORES: dict[str, Callable[[pytest.FixtureRequest], Harness]] = {
+    "sqlite": _sqlite, "postgres": _postgres, "postgres-in-memory": _postgres_in_memory}
 
 
 @pytest.fixture(params=sorted(STORES))
@@ -317,14 +327,18 @@ def test_update_scope_moves_the_filter_columns_without_re_embedding(h: Harness) 
     stored = h.index.stored_vector(first.memory_id)
     h.sql("UPDATE memories SET session_id = ? WHERE memory_id = ?", ("s2", first.memory_id))
     query = vectors[0]
-    assert h.index.search(_scope(session_only=True, session_id="s2"), query, 5) == []  # the vector still says s1
+    # In the database the vector's copy still says s1; in memory the row decides at once.
+    assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2"), query, 5)) == (
+        [first.memory_id] if h.filters_from_rows else [])
     moved = Memory(**{**first.__dict__, "session_id": "s2", "expires_at": NOW + DAY})
     assert h.index.update_scope([moved]) == 1
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2"), query, 5)) == [first.memory_id]
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s1"), query, 5)) == [second.memory_id]
     assert h.index.stored_vector(first.memory_id) == stored and h.index.count() == 2
-    # The vector's expiry moved too (its row in memories still never expires).
-    assert h.index.search(_scope(session_only=True, session_id="s2", now=NOW + 2 * DAY), query, 5) == []
+    # The vector's expiry moved too (its row in memories still never expires, which is what
+    # a search from memory goes by).
+    assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2", now=NOW + 2 * DAY), query, 5)) == (
+        [first.memory_id] if h.filters_from_rows else [])
     unknown = Memory(**{**first.__dict__, "memory_id": first.memory_id + 1000})
     assert h.index.update_scope([unknown]) == 0
 
@@ -333,7 +347,7 @@ def test_update_scope_keep_lets_an_old_vector_through_retention(h: Harness) -> N
     (old,) = _indexed(h, [Draft("old", created_at=NOW - 30 * DAY)], _vectors(1, 22))
     h.sql("UPDATE memories SET keep = ? WHERE memory_id = ?", (True, old.memory_id))
     scope = _scope(created_after=NOW - DAY)
-    assert h.index.search(scope, _vectors(1, 23)[0], 5) == []
+    assert _hit_ids(h.index.search(scope, _vectors(1, 23)[0], 5)) == ([old.memory_id] if h.filters_from_rows else [])
     assert h.index.update_scope([Memory(**{**old.__dict__, "keep": True})]) == 1
     assert _hit_ids(h.index.search(scope, _vectors(1, 23)[0], 5)) == [old.memory_id]
 

@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -160,6 +161,8 @@ class _Held:
     mode: str
     savepoints: int = 0
     rollback_hooks: list[Callable[[], None]] = field(default_factory=list)
+    #: What a read transaction has read once and may reuse (see PgDatabase.snapshot_memo).
+    memo: dict[Any, Any] = field(default_factory=dict)
 
 
 class PgDatabase:
@@ -342,11 +345,23 @@ class PgDatabase:
         held = self._held()
         if held is None or held.mode != "read":
             return
+        held.memo.clear()  # a new snapshot: nothing read in the old one holds
         try:
             held.conn.execute("COMMIT")
             held.conn.execute(_BEGIN_READ)
         except psycopg.Error as exc:
             _reraise(exc)
+
+    def snapshot_memo(self, conn: psycopg.Connection) -> dict[Any, Any] | None:
+        """Inside a read() block on `conn`: a dict that lives exactly as long as its snapshot,
+        for values a request would otherwise read more than once (the owner's change number
+        that both the working set and the vector block check; the vector state). A value
+        read in a REPEATABLE READ snapshot cannot change within it, so reusing it is exact.
+        None elsewhere: a write transaction (READ COMMITTED) sees each commit as it happens."""
+        held = self._held()
+        if held is None or held.mode != "read" or held.conn is not conn:
+            return None
+        return held.memo
 
     def on_rollback(self, hook: Callable[[], None]) -> None:
         """Inside a write() block: call `hook()` if this transaction does not commit (so an

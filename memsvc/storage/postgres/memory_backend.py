@@ -110,7 +110,7 @@ class PgMemoryBackend:
         self._collation: str | None = None
         #: Owner-scoped keyword searches ranked in memory (memsvc.working_set), as on SQLite;
         #: 0 bytes: by PostgreSQL's full-text search.
-        self.working_sets = WorkingSets(PgWorkingSetPort(), working_set_bytes)
+        self.working_sets = WorkingSets(PgWorkingSetPort(database), working_set_bytes)
 
     def add_delete_hook(self, hook: DeleteHook) -> None:
         """Run `hook(conn, [(id, memory_id), ...])` inside every transaction that deletes
@@ -338,10 +338,17 @@ class PgMemoryBackend:
 
     # -- retrieval (SearchBackend) ---------------------------------------------------------
 
+    # Retrieval's other reads come from the owner's working set as on SQLite (one change
+    # number read per snapshot for all of them); across owners, or for an owner the budget
+    # cannot hold, from the store.
+
     def recent(self, scope: SearchScope, limit: int) -> list[Memory]:
         """Newest first within the retrieval scope."""
         where, params = scope_clause(scope)
         with self.db.read() as conn:
+            found = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.recent(scope, limit))
+            if found is not None:
+                return found
             rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE {where}"
                                 " ORDER BY m.created_at DESC, m.memory_id DESC LIMIT %s", [*params, limit]).fetchall()
         return [row_to_memory(r) for r in rows]
@@ -355,6 +362,9 @@ class PgMemoryBackend:
             return 0
         where, params = found
         with self.db.read() as conn:
+            counted = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.count_aged(scope, AGED_COUNT_CAP))
+            if counted is not None:
+                return counted
             return int(conn.execute(f"SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT %s) AS a",
                                     [*params, AGED_COUNT_CAP]).fetchone()[0])
 
@@ -374,14 +384,16 @@ class PgMemoryBackend:
         if not windows:
             return []
         with self.db.read() as conn:
-            return timeline.happened_within(conn, scope, windows, limit)
+            found = self.working_sets.answer(conn, scope, lambda s: s.happened_within(scope, windows, limit))
+            return found if found is not None else timeline.happened_within(conn, scope, windows, limit)
 
     def neighbours(self, scope: SearchScope, memories: Sequence[Memory]) -> dict[str, list[Memory]]:
         """Each memory's neighbours in its session (see postgres.timeline)."""
         if not memories:
             return {}
         with self.db.read() as conn:
-            return timeline.neighbours(conn, scope, memories)
+            found = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.neighbours(scope, memories))
+            return found if found is not None else timeline.neighbours(conn, scope, memories)
 
 
 @contextmanager

@@ -44,6 +44,14 @@ the row, never leaves a stale vector with its flag cleared. ensure() serializes 
 advisory lock, so replicas starting together create the tables once. The foreign key deletes
 a memory's vector with the memory, so no orphan can outlive its row here.
 
+In memory first. With a cache budget (MEMORY_VEC_CACHE_MB, as for sqlite-vec) an owner's
+search is answered from its vectors in memory (memsvc.storage.postgres.vector_blocks: the
+sqlite-vec tier's matrix, kept current through the per-owner change log), and only the hits'
+rows are read; the statement above answers cross-owner searches, owners over the budget, and
+every search without a budget. Both give the same ranking (exact cosine in memory; the HNSW
+walk with `ef_search` twice k, falling back to an exact scan). A vector stored or deleted
+without its memory row changing records the change itself, so every replica's blocks see it.
+
 Every method copes with the tables not existing yet: searches return nothing, counts are 0,
 pending() returns every memory, deletes are no-ops.
 """
@@ -64,7 +72,9 @@ from memsvc.core.cache import TtlCache
 from memsvc.core.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import iso
 from memsvc.storage.postgres.database import PgDatabase
-from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, scope_clause
+from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, rows_in_scope, scope_clause
+from memsvc.storage.postgres.vector_blocks import PgVectorBlocks
+from memsvc.storage.vector_cache import OwnerBlock
 from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState
 from memsvc.vectors.index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
                                   VectorUnavailable, as_vector, cosine_score)
@@ -128,8 +138,10 @@ class PgVectorIndex:
     name = "pgvector"
     quantization = "none"
 
-    def __init__(self, database: PgDatabase, *, default_k: int = DEFAULT_TOP_K) -> None:
+    def __init__(self, database: PgDatabase, *, default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0) -> None:
         self.db = database
+        #: Owners' vectors in memory (see the module docstring); None: every search in SQL.
+        self.cache: PgVectorBlocks | None = PgVectorBlocks(database, cache_bytes) if cache_bytes > 0 else None
         self.default_k = max(1, min(MAX_K, int(default_k)))
         #: Searches whose HNSW scan returned fewer than k rows and were answered exactly.
         self.exact_fallbacks = 0
@@ -181,18 +193,26 @@ class PgVectorIndex:
             self._state_table = conn.execute("SELECT to_regclass(%s) IS NOT NULL", (STATE,)).fetchone()[0]
         return self._state_table
 
-    def _read_state(self, conn: psycopg.Connection) -> tuple[str | None, int | None, Any, bool]:
-        """(signature, dimension, last_reset_at, vectors table exists) in this transaction."""
+    def _read_state(self, conn: psycopg.Connection) -> tuple[str | None, int | None, Any, bool, int]:
+        """(signature, dimension, last_reset_at, vectors table exists, generation) in this
+        transaction, read once per read snapshot (ensure(), the backfill check and the search
+        of one Retrieve all ask)."""
+        memo = self.db.snapshot_memo(conn)
+        if memo is not None and STATE in memo:
+            return memo[STATE]
         if not self._has_state(conn):
-            return None, None, None, self._table_exists(conn)
-        signature, dim, reset_at, exists = conn.execute(
-            f"SELECT s.signature, s.dimension, s.last_reset_at, to_regclass(%s) IS NOT NULL "
+            return None, None, None, self._table_exists(conn), 0
+        signature, dim, reset_at, exists, generation = conn.execute(
+            f"SELECT s.signature, s.dimension, s.last_reset_at, to_regclass(%s) IS NOT NULL, s.generation "
             f"FROM (SELECT 1) AS one LEFT JOIN {STATE} s ON s.id = 1", (TABLE,)).fetchone()
-        return signature, dim, reset_at, bool(exists)
+        state = signature, dim, reset_at, bool(exists), int(generation or 0)
+        if memo is not None:
+            memo[STATE] = state
+        return state
 
     def state(self) -> VecState:
         with self.db.read() as conn:
-            signature, dim, reset_at, exists = self._read_state(conn)
+            signature, dim, reset_at, exists, _ = self._read_state(conn)
         return VecState(signature, int(dim) if dim is not None else None, reset_at, self.available, exists)
 
     def effective_signature(self, signature: str) -> str:
@@ -221,7 +241,7 @@ class PgVectorIndex:
             self.db.on_rollback(self._forget_tables)  # what this transaction showed may not commit
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (_ENSURE_LOCK,))
             self._create_support(conn)
-            recorded, recorded_dim, _, exists = self._read_state(conn)
+            recorded, recorded_dim, _, exists, _ = self._read_state(conn)
             if recorded == wanted and recorded_dim == dim and exists:
                 return False
             self._recreate(conn, dim)
@@ -255,7 +275,7 @@ class PgVectorIndex:
 
     def _ready_dim(self, conn: psycopg.Connection) -> int:
         """The active dimension; raises when ensure() was never called."""
-        signature, dim, _, exists = self._read_state(conn)
+        signature, dim, _, exists, _ = self._read_state(conn)
         if dim is None or not signature or not exists:
             raise VectorError("the vector index is not set up yet: call ensure(signature, dim) first")
         return int(dim)
@@ -286,7 +306,7 @@ class PgVectorIndex:
             return 0
         prepared = self._prepare(rows)
         with self.db.write() as conn:
-            return self._upsert_in(conn, prepared)
+            return self._upsert_in(conn, prepared, rows_written_here=False)
 
     def upsert_in_transaction(self, conn: psycopg.Connection, rows: Sequence[VectorRow]) -> int:
         """`upsert` inside a write transaction the caller holds (the one that writes the
@@ -299,7 +319,7 @@ class PgVectorIndex:
         prepared = self._prepare(rows)
         try:
             with self.db.savepoint(conn):
-                return self._upsert_in(conn, prepared)
+                return self._upsert_in(conn, prepared, rows_written_here=True)
         except VectorError:
             raise
         except Exception as exc:
@@ -312,11 +332,18 @@ class PgVectorIndex:
             raise VectorUnavailable("pgvector is not available on this PostgreSQL server")
         return [(row, as_vector(row.vector)) for row in rows]
 
-    def _upsert_in(self, conn: psycopg.Connection, prepared: list[tuple[VectorRow, np.ndarray]]) -> int:
+    def _upsert_in(self, conn: psycopg.Connection, prepared: list[tuple[VectorRow, np.ndarray]],
+                   rows_written_here: bool) -> int:
         """A few statements whatever the batch size: the memories' current text read under a
         share lock (an edit by another process waits for this transaction, or this one sees
         the edit and skips the row), then one pipelined insert-or-update per vector and one
-        update of the flags that were set."""
+        update of the flags that were set.
+
+        The vector blocks in memory follow the owners' change log, which records writes of
+        `memories`: clearing a flag is one. A vector stored for a memory that was not flagged
+        (a memory committed earlier whose vector comes later, a re-embedding) records its
+        change itself, unless `rows_written_here` (the caller's transaction wrote those memory
+        rows, so the log has them already)."""
         dim = self._ready_dim(conn)
         for row, vec in prepared:
             if vec.shape[0] != dim:
@@ -344,6 +371,10 @@ class PgVectorIndex:
         if flagged:  # an UPDATE of memories moves every replica's change counter: only when needed
             conn.execute("UPDATE memories SET needs_reindex = false WHERE memory_id = ANY(%s) AND needs_reindex",
                          (flagged,))
+        unlogged = [] if rows_written_here else [mid for mid in fresh if not current[mid][2]]
+        if unlogged:
+            conn.execute("SELECT memsvc_record_owner_changes(%s, %s)",
+                         ([fresh[mid][0].api_key_id for mid in unlogged], unlogged))
         return len(fresh)
 
     def update_scope(self, memories: Sequence[Memory]) -> int:
@@ -421,6 +452,10 @@ class PgVectorIndex:
             raise VectorUnavailable("pgvector is not available on this PostgreSQL server")
         k = self.default_k if k is None else max(1, min(MAX_K, int(k)))
         vec = as_vector(vector)
+        if self.cache is not None and scope.api_key_id is not None:
+            hits = self._search_cached(scope, vec, k)
+            if hits is not None:
+                return hits
         with self.db.read() as conn:
             if not self._searchable(conn, vec, k):
                 return []
@@ -437,6 +472,32 @@ class PgVectorIndex:
                 self.exact_fallbacks += 1
         return [VectorHit(memory_id=int(mid), id=memory.id, distance=float(d), score=cosine_score(float(d)),
                           memory=memory) for mid, d, _, memory in rows]
+
+    def _search_cached(self, scope: SearchScope, vec: np.ndarray, k: int) -> list[VectorHit] | None:
+        """The owner's k nearest from its block in memory, with their rows (one read); None
+        when pgvector must answer (see PgVectorBlocks.current)."""
+        assert scope.api_key_id is not None
+        with self.db.read() as conn:
+            dim, block = self._owner_block(conn, scope.api_key_id)
+            if dim is None:
+                return []
+            if vec.shape[0] != dim:
+                raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
+            if block is None:
+                return None
+            found = block.nearest(scope, vec, k)
+            live = {m.memory_id: m for m in rows_in_scope(conn, [mid for mid, _ in found], scope)} if found else {}
+        return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
+                for mid, d in found if mid in live]
+
+    def _owner_block(self, conn: psycopg.Connection, owner: str) -> tuple[int | None, OwnerBlock | None]:
+        """(the table's dimension, the owner's current block) in this snapshot: dimension
+        None when there is no table yet; block None when pgvector must answer."""
+        assert self.cache is not None
+        _, dim, _, exists, generation = self._read_state(conn)
+        if dim is None or not exists:
+            return None, None
+        return int(dim), self.cache.current(conn, owner, int(dim), generation)
 
     def _searchable(self, conn: psycopg.Connection, vec: np.ndarray, k: int) -> bool:
         """Whether there is a table to search (DimensionMismatch when the query vector has
@@ -506,7 +567,8 @@ class PgVectorIndex:
         is known from two index counts instead of a search of every row of the owner for
         one without a vector (measured here: an owner of 10,000 memories 23 -> 3.2 ms once
         vacuumed, 14 ms before autovacuum has marked the pages all-visible; of 100, 6.2 ->
-        0.5 ms)."""
+        0.5 ms). With the owner's block in memory it is known without a statement: the
+        block holds the owner's memories that wait for a vector."""
         owner = scope.api_key_id
         if owner is not None and self._none_pending(owner):
             return []
@@ -525,6 +587,10 @@ class PgVectorIndex:
         with self.db.read() as conn:
             if not self._table_exists(conn):
                 return False
+            if self.cache is not None:
+                _, block = self._owner_block(conn, owner)
+                if block is not None:
+                    return not block.pending
             version = conn.execute("SELECT version FROM memory_changes WHERE id = 1").fetchone()[0]
             if self._complete.get(owner) == version:
                 return True

@@ -9,13 +9,19 @@ snapshot the changes an owner's counter covers are exactly the committed ones nu
 it. `PgDatabase.read()` is one REPEATABLE READ snapshot; a read nested in a READ COMMITTED
 write sees newer rows statement by statement, which is still safe here: every method reads
 the version before the rows, so rows can only be newer than the version a set records (the
-next search applies the same changes again), never older."""
+next search applies the same changes again), never older.
+
+The owner's number is read once per snapshot (`owner_version`, kept in the snapshot's memo):
+a Retrieve asks it for its keyword search, its vector block (memsvc.storage.postgres.
+vector_index follows the same log) and its conversation signals, and in one REPEATABLE READ
+snapshot the answer cannot change."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from memsvc.core.models import Memory
+from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.rows import M_COLUMNS, SELECT, row_to_memory
 from memsvc.storage.working_set_port import SqliteWorkingSetPort
 
@@ -36,20 +42,35 @@ _CHANGES = (
 _FIRST_COLUMN = 2
 
 
-class PgWorkingSetPort:
-    """Reads for `memsvc.working_set.WorkingSets`, each inside the caller's transaction."""
+def owner_version(db: PgDatabase | None, conn: Any, owner: str) -> int:
+    """The owner's newest change number in this snapshot (0: none recorded), read once per
+    read transaction of `db` (see the module docstring)."""
+    memo = db.snapshot_memo(conn) if db is not None else None
+    key = ("owner_version", owner)
+    if memo is not None and key in memo:
+        return memo[key]
+    row = conn.execute(_VERSION, (owner,)).fetchone()
+    version = int(row[0]) if row else 0
+    if memo is not None:
+        memo[key] = version
+    return version
 
-    def __init__(self) -> None:
+
+class PgWorkingSetPort:
+    """Reads for `memsvc.working_set.WorkingSets`, each inside the caller's transaction
+    (`db`: the database whose read snapshots may keep the owner's number; None: read it
+    every time)."""
+
+    def __init__(self, db: PgDatabase | None = None) -> None:
+        self._db = db
         # The SQLite port's tokenizer is FTS5's porter/unicode61 from a private in-memory
         # apsw connection: no SQLite database is involved, and sharing it keeps one definition.
         words = SqliteWorkingSetPort()
         self.tokenize_document = words.tokenize_document
         self.tokenize_query = words.tokenize_query
 
-    @staticmethod
-    def owner_version(conn: Any, owner: str) -> int:
-        row = conn.execute(_VERSION, (owner,)).fetchone()
-        return int(row[0]) if row else 0
+    def owner_version(self, conn: Any, owner: str) -> int:
+        return owner_version(self._db, conn, owner)
 
     def load_owner(self, conn: Any, owner: str) -> tuple[int, list[Memory]]:
         version = self.owner_version(conn, owner)  # before the rows: see the module docstring
