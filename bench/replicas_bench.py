@@ -232,6 +232,7 @@ def round_trips(url: str, pg_pid: int, sqlite_dir: Path, calls: int, rounds: int
 
     one_blas_thread()
     out: dict = {}
+    CACHE.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="replicas-", dir=CACHE))
     with ExitStack() as stack:
         stack.callback(shutil.rmtree, scratch, True)
@@ -305,6 +306,7 @@ def run(facts: int = 10_000, calls: int = 100, rounds: int = 3, clients: int = 1
 
     qs = make_queries(max(calls, 100))
     reqs = [_retrieve_req(pb, OWNER, q) for q in qs[:calls]]
+    CACHE.mkdir(parents=True, exist_ok=True)  # a fresh checkout has no cache yet
     root = Path(tempfile.mkdtemp(prefix="replicas-", dir=CACHE))
     out: dict = {"facts": facts, "owner": OWNER, "replicas": list(replicas)}
     try:
