@@ -184,9 +184,11 @@ def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
     from memsvc.storage.sqlite_backend import SqliteMemoryBackend
     from memsvc.storage.vector_index import SqliteVecIndex
 
+    backend = SqliteMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000)
     index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
-                           cache_bytes=config.vec_cache_mb * 1_000_000)
-    return SqliteMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000), index
+                           cache_bytes=config.vec_cache_mb * 1_000_000,
+                           held_memories=backend.working_sets.memories_in_scope)
+    return backend, index
 
 
 def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
@@ -196,5 +198,6 @@ def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
         from memsvc.storage.postgres.memory_backend import PgMemoryBackend
         from memsvc.storage.postgres.vector_index import PgVectorIndex
 
-    return (PgMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000),
-            PgVectorIndex(database, default_k=config.vec_top_k, cache_bytes=config.vec_cache_mb * 1_000_000))
+    backend = PgMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000)
+    return backend, PgVectorIndex(database, default_k=config.vec_top_k, cache_bytes=config.vec_cache_mb * 1_000_000,
+                                  held_memories=backend.working_sets.memories_in_scope)

@@ -41,7 +41,13 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from memsvc.core.models import SearchScope
+from memsvc.core.models import Memory, SearchScope
+from memsvc.vectors.index import VectorHit, cosine_score
+
+#: Reads the memories of some ids that a scope may see from memory, without a statement (the
+#: owner's working set, memsvc.working_set): (conn, scope, memory ids) -> memories in no
+#: order, or None where the store must read them.
+HeldMemories = Callable[[Any, SearchScope, list[int]], "list[Memory] | None"]
 
 _DEAD_EXPIRY = np.iinfo(np.int64).min
 #: "never expires" (and a kept memory's creation, which no retention cut-off reaches):
@@ -85,6 +91,21 @@ def normalized(vectors: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     matrix /= norms
     return matrix
+
+
+def block_hits(conn: Any, scope: SearchScope, found: Sequence[tuple[int, float]], held: HeldMemories | None,
+               read_rows: Callable[[list[int]], Iterable[Memory]]) -> list[VectorHit]:
+    """A block search's (memory_id, distance) list as hits with their memories, nearest
+    first: from `held` (the working set the same Retrieve's keyword search keeps current)
+    when it answers, else by `read_rows` (one statement in the caller's snapshot). Memories
+    the scope may not see (expired, deleted, out of the session) are left out either way."""
+    if not found:
+        return []
+    ids = [memory_id for memory_id, _ in found]
+    memories = held(conn, scope, ids) if held is not None else None
+    live = {m.memory_id: m for m in (memories if memories is not None else read_rows(ids))}
+    return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
+            for mid, d in found if mid in live]
 
 
 @dataclass(frozen=True)

@@ -64,7 +64,8 @@ from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.storage.sequences import bump_vec_generation, read_vec_generation
-from memsvc.storage.vector_cache import NEVER_US, NO_SESSION, OwnerBlock, VectorCache, scope_values, unix_us
+from memsvc.storage.vector_cache import (NEVER_US, NO_SESSION, HeldMemories, OwnerBlock, VectorCache, block_hits,
+                                         scope_values, unix_us)
 from memsvc.vectors.index import (
     DeleteResult,
     DimensionMismatch,
@@ -168,7 +169,8 @@ class SqliteVecIndex:
     name = "sqlite-vec"
 
     def __init__(self, db: Database, *, quantization: str = "none", chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0) -> None:
+                 default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0,
+                 held_memories: HeldMemories | None = None) -> None:
         if quantization not in QUANTIZATIONS:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}, not {quantization!r}")
         if chunk_size < 8 or chunk_size % 8:
@@ -179,6 +181,9 @@ class SqliteVecIndex:
         self.default_k = max(1, min(MAX_K, int(default_k)))
         #: Per-owner in-memory matrices (memsvc.storage.vector_cache); None = search in SQLite.
         self.cache: VectorCache | None = VectorCache(cache_bytes) if cache_bytes > 0 else None
+        #: Where a cached search's hits get their rows without a statement (the memory
+        #: backend's working sets); None, or an owner they do not hold: one read of the rows.
+        self.held_memories = held_memories
 
     # -- cache coherence -------------------------------------------------------------------
 
@@ -522,13 +527,8 @@ class SqliteVecIndex:
                 if block is None:
                     return None
                 cache.store(owner, gen, block)
-            found = block.nearest(scope, vec, k)
-            if not found:
-                return []
-            rows = rows_in_scope(conn, M_COLUMNS, [mid for mid, _ in found], scope)
-        live = {memory.memory_id: memory for memory in map(row_to_memory, rows)}
-        return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
-                for mid, d in found if mid in live]
+            return block_hits(conn, scope, block.nearest(scope, vec, k), self.held_memories,
+                              lambda ids: map(row_to_memory, rows_in_scope(conn, M_COLUMNS, ids, scope)))
 
     def _load_block(self, conn: Any, owner: str, dim: int) -> OwnerBlock | None:
         """Every vector of one owner, normalized, in one matrix (None: too big to cache)."""

@@ -341,6 +341,16 @@ class OwnerSet:
         order = np.lexsort((-self._memory_id[found], -self._created[found]))[:max(limit, 0)]
         return [self._memories[slot] for slot in found[order]]  # type: ignore[misc]
 
+    def in_scope(self, scope: SearchScope, memory_ids: Sequence[int]) -> list[Memory]:
+        """The memories of these ids the scope may see, in no order (a vector search's hits:
+        their rows without a store read)."""
+        slots = [slot for slot in map(self._slots.get, memory_ids) if slot is not None]
+        if not slots:
+            return []
+        held = np.fromiter(slots, dtype=np.int64, count=len(slots))
+        seen = held[self._visible(scope, len(self._memories))[held]]
+        return [self._memories[slot] for slot in seen]  # type: ignore[misc]
+
     def count_aged(self, scope: SearchScope, cap: int) -> int:
         """Memories the scope hides for their age alone (older than retention, not kept), up to `cap`."""
         if scope.created_after is None:

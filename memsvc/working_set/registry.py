@@ -102,6 +102,11 @@ class WorkingSets:
         or an owner too large for the budget."""
         return self.answer(conn, scope, lambda owner_set: owner_set.search_keyword(scope, text, limit))
 
+    def memories_in_scope(self, conn: Any, scope: SearchScope, memory_ids: list[int]) -> list[Memory] | None:
+        """The memories of these ids the scope may see, from the owner's working set, or None
+        where the store must read them (as `answer`)."""
+        return self.answer(conn, scope, lambda owner_set: owner_set.in_scope(scope, memory_ids))
+
     def answer(self, conn: Any, scope: SearchScope, read: Callable[[OwnerSet], T | None]) -> T | None:
         """`read` over the scope owner's current working set, or None where the store must
         answer (no owner, no budget, an owner too large for it, or `read` itself declining)."""

@@ -316,3 +316,25 @@ def test_a_new_signature_drops_every_block(mem: Harness, mem_replica: PgVectorIn
     assert mem_replica.upsert(_rows(memories, _vectors(4, 67, dim=5))) == 4
     assert len(mem.index.search(_scope(), np.ones(5), 5)) == 4
     assert mem.index.cache.stats()["resets"] >= 1
+
+
+def test_the_hits_rows_come_from_the_owners_working_set(pg_database: PgDatabase) -> None:
+    """With the backend's working sets as the row source a search from memory reads no row of
+    its own: the first one builds the owner's set, and a delete is in the next one."""
+    from memsvc.core.models import NewMemory
+    from memsvc.storage.postgres.memory_backend import PgMemoryBackend
+
+    backend = PgMemoryBackend(pg_database)
+    index = PgVectorIndex(pg_database, cache_bytes=10_000_000, held_memories=backend.working_sets.memories_in_scope)
+    made = backend.create_many([NewMemory(api_key_id="alice", content=f"alice note {i}") for i in range(12)])
+    memories = [backend.get(r.id) for r in made]
+    vectors = _vectors(12, 68)
+    index.ensure(SIGNATURE, DIM)
+    assert index.upsert(_rows(memories, vectors)) == 12
+    hits = index.search(_scope(), vectors[0], 5)
+    assert [h.memory_id for h in hits] == _cosine_order(memories, vectors, vectors[0], 5)
+    assert [h.memory for h in hits] == [backend.get(h.id) for h in hits]
+    assert backend.working_sets.stats.builds == 1
+    backend.delete(memories[0].id)
+    assert memories[0].memory_id not in [h.memory_id for h in index.search(_scope(), vectors[0], 5)]
+    assert backend.working_sets.stats.builds == 1 and backend.working_sets.stats.store_searches == 0

@@ -10,8 +10,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsvc.core.models import Memory, NewMemory, SearchScope, utcnow
-from memsvc.storage.database import Database
+from memsvc.core.models import Memory, MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.vectors.index import VectorRow
 from memsvc.storage.vector_index import SqliteVecIndex
@@ -177,3 +177,28 @@ def test_cached_hits_carry_their_memory_as_stored(db, backend):
     backend.update(mems[3].id, MemoryPatch(metadata={"note": "changed"}))
     hit = cached.search(scope, vectors[3], 1)[0]
     assert hit.memory is not None and hit.memory.metadata == {"note": "changed"}
+
+
+def test_the_hits_rows_come_from_the_owners_working_set_and_follow_its_writes(db, backend):
+    """With the backend's working sets as the row source, a search from the matrix reads no
+    row of its own: the first one builds the owner's set (a plain search never does), and
+    an edit, an expiry and a delete through the store are in the next search's hits."""
+    rng = np.random.default_rng(9)
+    held = SqliteVecIndex(db, cache_bytes=10_000_000, held_memories=backend.working_sets.memories_in_scope)
+    plain = SqliteVecIndex(db)
+    held.ensure(SIG, DIM)
+    mems = _create(backend, 30, "a")
+    vectors = _unit(rng, 30)
+    held.upsert(_rows(mems, vectors))
+    scope = SearchScope("a", utcnow())
+    got = _same(held, plain, scope, vectors[0])
+    assert backend.working_sets.stats.builds == 1
+    assert [h.memory for h in got] == [backend.get(h.id) for h in got]
+    backend.update(mems[0].id, MemoryPatch(key="renamed"))
+    with db.write() as conn:
+        conn.execute("UPDATE memories SET expires_at = ? WHERE id = ?", (iso(utcnow() - timedelta(seconds=1)), mems[1].id))
+    backend.delete(mems[2].id)
+    got = _same(held, plain, scope, vectors[0])
+    assert got[0].memory.key == "renamed"
+    assert not {h.id for h in got} & {mems[1].id, mems[2].id}
+    assert backend.working_sets.stats.builds == 1 and backend.working_sets.stats.store_searches == 0

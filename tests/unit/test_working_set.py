@@ -116,7 +116,8 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
        edits=st.lists(st.tuples(st.integers(0, 24), st.sampled_from(["delete", "expire", "move"])), max_size=5),
        limit=st.integers(0, 30))
 def test_an_owners_timeline_reads_from_memory_equal_the_stores(tmp_path_factory, docs, edits, limit):
-    """recent, count_aged, happened_within and neighbours: what the store's SQL answers."""
+    """recent, count_aged, happened_within, neighbours and the rows of given ids (a vector
+    search's hits): what the store's SQL answers."""
     db = Database(tmp_path_factory.mktemp("ws") / "memsvc.db")
     backend = SqliteMemoryBackend(db)
     backend.initialize()
@@ -152,6 +153,12 @@ def test_an_owners_timeline_reads_from_memory_equal_the_stores(tmp_path_factory,
                     == [m.id for m in store.happened_within(scope, windows, limit)])
             near = {k: [m.id for m in v] for k, v in backend.neighbours(scope, current).items() if v}
             assert near == {k: [m.id for m in v] for k, v in store.neighbours(scope, current).items() if v}
+            ids = [m.memory_id for m in made] + [10**9]  # a vector search's hits, deleted ones included
+            with db.read() as conn:
+                held = backend.working_sets.memories_in_scope(conn, scope, ids)
+                rows = keyword.rows_in_scope(conn, M_COLUMNS, ids, scope)
+            assert held is not None
+            assert {m.id: m for m in held} == {m.id: m for m in map(row_to_memory, rows)}
         assert store.working_sets.status()["owners"] == 0 and backend.working_sets.status()["owners"] == 1
     finally:
         db.close()

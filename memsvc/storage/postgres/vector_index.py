@@ -74,7 +74,7 @@ from memsvc.storage.database import iso
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, rows_in_scope, scope_clause
 from memsvc.storage.postgres.vector_blocks import PgVectorBlocks
-from memsvc.storage.vector_cache import OwnerBlock
+from memsvc.storage.vector_cache import HeldMemories, OwnerBlock, block_hits
 from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState
 from memsvc.vectors.index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
                                   VectorUnavailable, as_vector, cosine_score)
@@ -138,8 +138,12 @@ class PgVectorIndex:
     name = "pgvector"
     quantization = "none"
 
-    def __init__(self, database: PgDatabase, *, default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0) -> None:
+    def __init__(self, database: PgDatabase, *, default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0,
+                 held_memories: HeldMemories | None = None) -> None:
         self.db = database
+        #: Where a search from memory gets its hits' rows without a statement (the memory
+        #: backend's working sets); None, or an owner they do not hold: one read of the rows.
+        self.held_memories = held_memories
         #: Owners' vectors in memory (see the module docstring); None: every search in SQL.
         self.cache: PgVectorBlocks | None = PgVectorBlocks(database, cache_bytes) if cache_bytes > 0 else None
         self.default_k = max(1, min(MAX_K, int(default_k)))
@@ -485,10 +489,8 @@ class PgVectorIndex:
                 raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
             if block is None:
                 return None
-            found = block.nearest(scope, vec, k)
-            live = {m.memory_id: m for m in rows_in_scope(conn, [mid for mid, _ in found], scope)} if found else {}
-        return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
-                for mid, d in found if mid in live]
+            return block_hits(conn, scope, block.nearest(scope, vec, k), self.held_memories,
+                              lambda ids: rows_in_scope(conn, ids, scope))
 
     def _owner_block(self, conn: psycopg.Connection, owner: str) -> tuple[int | None, OwnerBlock | None]:
         """(the table's dimension, the owner's current block) in this snapshot: dimension
