@@ -275,8 +275,10 @@ def test_every_write_through_another_replica_is_in_the_next_search_from_memory(
 
 def test_a_snapshot_older_than_the_block_is_answered_with_the_rows_it_sees(
         mem: Harness, mem_replica: PgVectorIndex) -> None:
-    """A request that began before a write this process has applied already: the block is
-    newer, and the hits are only the memories the request's snapshot holds."""
+    """A request that began before a write this process has applied already: the block and
+    the owner's working set are newer than its snapshot, and answer it (as they answer its
+    keyword search) with what they hold, never with less; without a working set to read the
+    rows from, only the memories the snapshot holds."""
     _indexed(mem, _drafts(5), _vectors(5, 63))
     query = np.ones(DIM, dtype=np.float32)
     _ids_of(mem.index, query)
@@ -294,7 +296,13 @@ def test_a_snapshot_older_than_the_block_is_answered_with_the_rows_it_sees(
         search.join(60)
         assert newer[0][0] == added[0].memory_id
         assert mem.index.cache.blocks.get("alice").version > 0
-        assert _ids_of(mem.index, query, 10) == before
+        assert _ids_of(mem.index, query, 10) == newer[0] != before
+        rows_from_the_snapshot = mem.index.held_memories
+        mem.index.held_memories = None
+        try:
+            assert _ids_of(mem.index, query, 10) == before
+        finally:
+            mem.index.held_memories = rows_from_the_snapshot
     assert _ids_of(mem.index, query, 10)[0] == added[0].memory_id
 
 
