@@ -226,13 +226,24 @@ class OwnerSet:
         return built
 
     def put(self, memory: Memory) -> None:
-        """Add a memory, or replace the version the set holds."""
+        """Add a memory, or replace the version the set holds. A version whose indexed text
+        is unchanged (the access counters a Retrieve records, a new expiry or session) keeps
+        its slot and postings: only its columns are written."""
+        slot = self._slots.get(memory.memory_id)
+        held = None if slot is None else self._memories[slot]
+        if slot is not None and held is not None and held.content == memory.content and held.key == memory.key:
+            self._memories[slot] = memory
+            self._set_columns(slot, memory)
+            return
         self.discard(memory.memory_id)
         slot = len(self._memories)
         if slot >= len(self._alive):
             self._grow()
         self._length[slot] = self._index(slot, memory)
         self._alive[slot] = True
+        self._set_columns(slot, memory)
+
+    def _set_columns(self, slot: int, memory: Memory) -> None:
         self._created[slot] = micros(memory.created_at, 0)
         self._expires[slot] = micros(memory.expires_at, _NO_EXPIRY)
         self._keep[slot] = memory.keep

@@ -73,7 +73,7 @@ def _scopes(now):
                      min_size=1, max_size=30),
        keys=st.lists(st.sampled_from([None, "preference:tea", "name:user", "e-mail:work"]), min_size=30, max_size=30),
        query_list=st.lists(queries, min_size=1, max_size=4),
-       edits=st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["update", "delete", "backdate", "expire"]),
+       edits=st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["update", "delete", "backdate", "expire", "touch"]),
                                 texts), max_size=6))
 def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, keys, query_list, edits):
     db = Database(tmp_path_factory.mktemp("ws") / "memsvc.db")
@@ -98,6 +98,8 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
                 backend.update(memory_id, MemoryPatch(content=text))
             elif action == "delete":
                 backend.delete(memory_id)
+            elif action == "touch":
+                backend.touch([memory_id])
             else:
                 column, value = (("created_at", iso(now - timedelta(days=90))) if action == "backdate"
                                  else ("expires_at", iso(now - timedelta(seconds=1))))
@@ -280,6 +282,25 @@ def test_a_log_that_no_longer_reaches_the_version_rebuilds(backend, monkeypatch)
     backend.create(NewMemory(api_key_id=OWNER, content="an unrelated row"))
     assert {h.memory.id for h in backend.search_keyword(scope, "bicycle", 10)} == {first.id, second.id}
     assert backend.working_sets.stats.builds == 2
+
+
+def test_recorded_accesses_update_the_held_rows_in_place(backend):
+    """A Retrieve's access counters come back through the change log every second: the set
+    takes them as column writes, so answers carry the new counts while the set's size (and
+    its postings) stay as they were, however many times the same rows are touched."""
+    made = [backend.create(NewMemory(api_key_id=OWNER, content=f"green tea number {i}")).memory for i in range(5)]
+    scope = SearchScope(api_key_id=OWNER, now=utcnow())
+    _from_memory(backend, scope, "tea", 10)
+    size = backend.working_sets.status()["bytes"]
+    for _ in range(50):
+        backend.touch([m.id for m in made[:3]])
+        with backend.db.read() as conn:
+            hits = backend.working_sets.search_keyword(conn, SearchScope(api_key_id=OWNER, now=utcnow()), "tea", 10)
+    assert hits is not None
+    assert {h.memory.id: h.memory.access_count for h in hits} == {m.id: (50 if i < 3 else 0) for i, m in enumerate(made)}
+    assert all(h.memory.last_accessed_at is not None for h in hits if h.memory.access_count)
+    assert backend.working_sets.status()["bytes"] == size
+    assert backend.working_sets.status()["builds"] == 1
 
 
 def test_marking_memories_for_reindex_alone_logs_no_change(backend):
