@@ -5,8 +5,9 @@ doubled), so `C++`, `Johnson & Johnson`, `parens(test)`, `asterisk*` or a lone `
 searched as words and never parsed as operators; terms are ORed so one matching word is
 enough and bm25 ranks rows that match more of them higher.
 
-A search scoped to one owner reads that owner's postings only (memory_owner_fts, see
-memsvc/storage/owner_terms.py); a search across owners uses the shared indexes.
+This is the store's keyword search: what no working set answers (scope global, an owner
+the working-set budget cannot hold, or a budget of 0) is searched here, over the shared
+indexes, with the scope's filter.
 """
 
 from __future__ import annotations
@@ -16,10 +17,8 @@ from typing import Any
 
 import apsw
 
-from memsvc.core.cache import TtlCache
 from memsvc.core.models import KeywordHit, SearchScope
 from memsvc.core.text import Terms, ngrams, terms
-from memsvc.storage import owner_terms
 from memsvc.storage.database import iso
 
 
@@ -85,44 +84,34 @@ def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], sc
                         f"WHERE {where}", [json.dumps(memory_ids), *params]).fetchall()
 
 
-def _matches(t: Terms, owner: str | None, conn: apsw.Connection,
-             counts: TtlCache[int]) -> list[tuple[str, str, str, str | None]]:
-    """(table, bm25 expression, MATCH query, owner idf or None) for each index the terms can
-    use: one owner's postings (migration 0005) when the scope has an owner, the shared
-    indexes otherwise. The owner's word match carries its idf (`owner_terms.owner_idf`):
-    its best rows are scored again with the owner's own document frequencies."""
-    if owner is not None:
-        phrases = owner_terms.word_phrases(conn, owner_terms.word_tokenizer(conn), owner, t, counts)
-        words = owner_terms.phrase_query(owner, phrases)
-        found = [("memory_owner_fts", "bm25(memory_owner_fts, 1.0, 1.0, 0.0, 0.0)", words, "{content key}",
-                  owner_terms.owner_idf(conn, owner, phrases, counts) if words else None),
-                 ("memory_owner_fts", "bm25(memory_owner_fts, 0.0, 0.0, 1.0, 0.0)", owner_terms.gram_query(owner, t),
-                  "grams", None)]
-        return [(table, rank, f"{columns} : ({q})", idf) for table, rank, q, columns, idf in found if q is not None]
-    found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0, 0.0)", word_query(t)),
+def _matches(t: Terms) -> list[tuple[str, str, str]]:
+    """(table, bm25 expression, MATCH query) for each shared index the terms can use."""
+    found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0)", word_query(t)),
              ("memory_fts_cjk", "bm25(memory_fts_cjk)", cjk_query(t))]
-    return [(table, rank, f"{{content key}} : ({q})" if table == "memory_fts" else q, None)
+    return [(table, rank, f"{{content key}} : ({q})" if table == "memory_fts" else q)
             for table, rank, q in found if q is not None]
 
 
 def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: str, scope: SearchScope,
-            limit: int, row_to_memory, idf: str | None = None) -> list[KeywordHit]:
+            limit: int, row_to_memory) -> list[KeywordHit]:
     """The best `limit` rows of the scope for one MATCH, best first.
 
-    FTS5 ranks first, on its own (a window of its best rowids), and only that window is
-    joined to `memories` and filtered by the scope: joining every match before ranking read
-    and sorted each of the owner's matching rows (≈1,000 for a 4-word query over 10k
-    memories). A window the scope thins below `limit` is widened until FTS5 runs out.
-
-    With `idf` (an owner's word match) FTS5's bm25 still picks the window, and the window's
-    rows are scored with the owner's idf (`owner_terms.owner_bm25`, in Python, so only on
-    the rows FTS5's sort keeps: ≈0.5 ms more for a window of 40 at an owner with 10k
-    memories)."""
+    Across owners FTS5 ranks first, on its own (a window of its best rowids), and only that
+    window is joined to `memories` and filtered by the scope: joining every match before
+    ranking read and sorted every matching row. A window the scope thins below `limit` is
+    widened until FTS5 runs out. An owner's search joins every match to its row and ranks
+    what the owner holds: FTS5's best rows overall are mostly other owners' (at 10k of 1M
+    rows, a window would widen five times)."""
+    if scope.api_key_id is not None:
+        where, params = scope_clause(scope)
+        rows = conn.execute(f"SELECT {columns}, -{rank} FROM {table} CROSS JOIN memories m "
+                            f"ON m.memory_id = {table}.rowid WHERE {table} MATCH ? AND {where} "
+                            f"ORDER BY {rank} LIMIT ?", [match, *params, limit]).fetchall()
+        return [KeywordHit(row_to_memory(row[:-1]), float(row[-1])) for row in rows]
     window = limit
-    score = f"-{rank}" if idf is None else f"{owner_terms.BM25_FUNCTION}({table}, ?)"
     while True:
-        ranked = conn.execute(f"SELECT rowid, {score} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
-                              (match, window) if idf is None else (idf, match, window)).fetchall()
+        ranked = conn.execute(f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
+                              (match, window)).fetchall()
         scores = dict(ranked)
         rows = rows_in_scope(conn, columns, list(scores), scope)
         if len(rows) >= limit or len(ranked) < window:
@@ -133,14 +122,14 @@ def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: s
 
 
 def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, limit: int,
-           row_to_memory, counts: TtlCache[int]) -> list[KeywordHit]:
+           row_to_memory) -> list[KeywordHit]:
     """Best `limit` rows of the scope for `text`, from the word and the CJK postings, best
-    first. `columns` must select m.memory_id second (as `_COLUMNS` does); `counts` is the
-    database's `owner_terms.doc_counts()`."""
+    first (FTS5's bm25, with the statistics of the whole index). `columns` must select
+    m.memory_id second (as `_COLUMNS` does)."""
     t = terms(text)
     best: dict[str, KeywordHit] = {}
-    for table, rank, match, idf in _matches(t, scope.api_key_id, conn, counts):
-        for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory, idf):
+    for table, rank, match in _matches(t):
+        for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory):
             if hit.memory.id not in best or best[hit.memory.id].score < hit.score:
                 best[hit.memory.id] = hit
     return sorted(best.values(), key=lambda h: h.score, reverse=True)[:limit]

@@ -32,7 +32,7 @@ from memsvc.core.models import (
     UpsertResult,
     utcnow,
 )
-from memsvc.storage import keyword, owner_terms, timeline
+from memsvc.storage import keyword, timeline
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, as_domain_error, iso, parse_iso
 from memsvc.storage.memory_rows import (COLUMNS, M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata,
                                          row_to_memory)
@@ -108,7 +108,6 @@ class SqliteMemoryBackend:
     def __init__(self, db: Database, working_set_bytes: int = DEFAULT_WORKING_SET_BYTES) -> None:
         self.db = db
         self._delete_hooks: list[DeleteHook] = []
-        self._doc_counts = owner_terms.doc_counts()
         #: Owner-scoped keyword searches ranked in memory (memsvc.working_set); 0 bytes: in FTS5.
         self.working_sets = WorkingSets(SqliteWorkingSetPort(), working_set_bytes)
 
@@ -407,7 +406,7 @@ class SqliteMemoryBackend:
             if hits is not None:
                 return hits
             may_block("a keyword search in the store")
-            return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
+            return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
         """Memories of the scope that happened inside the windows (an owner's from its working

@@ -1,19 +1,20 @@
-"""Per-owner keyword postings (migration 0005): every token of the owner index carries its
-owner's tag, so a search reads one owner's postings only; it matches exactly what the shared
-porter/unicode61 and trigram indexes match for that owner, for any owner id (punctuation,
-spaces, any script), and stays consistent through inserts, updates, deletes and the
-migration of a database that already holds rows."""
+"""An owner's keyword search, answered from its working set or (budget 0) by the store's
+shared indexes: it finds the owner's rows only, for any owner id (punctuation, spaces, any
+script), matches exactly what the shared porter/unicode61 and trigram indexes match for that
+owner, and stays consistent through inserts, updates, deletes and the migrations of a
+database that already holds rows. A row has one keyword index (migration 0012 dropped the
+per-owner one), and writing it calls no Python function."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import apsw
 import pytest
 
 from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.storage import migrations
 from memsvc.storage.database import Database, iso
-from memsvc.storage.owner_terms import owner_tag
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 
 OWNERS = ["key-a", "key a", "ключ", "鍵", "a" * 256, "A", "a", "x'y\"z", "ed", "oe"]
@@ -32,8 +33,20 @@ QUERIES = ["dark mode", "runs", "email", "e-mail", "cafe", "naive", "c++", "rust
            "绿茶", "喝绿茶和", "редактор", "johnson", "parens(test)", "asterisk*", '"quoted', "nothing here"]
 
 
+@pytest.fixture(params=["working-set", "store"])
+def backend(request, tmp_path: Path):
+    """Both ways an owner's search is answered: its working set, and the store's shared
+    indexes (what answers an owner the working-set budget cannot hold)."""
+    db = Database(tmp_path / "memsvc.db")
+    b = SqliteMemoryBackend(db) if request.param == "working-set" else SqliteMemoryBackend(db, working_set_bytes=0)
+    b.initialize()
+    yield b
+    db.close()
+
+
 @pytest.fixture
-def backend(tmp_path: Path):
+def held(tmp_path: Path):
+    """A backend whose owners' searches come from their working sets."""
     db = Database(tmp_path / "memsvc.db")
     b = SqliteMemoryBackend(db)
     b.initialize()
@@ -70,21 +83,21 @@ def test_each_owner_finds_only_its_own_rows(backend):
     assert len(backend.search_keyword(SearchScope(None, now), "dark mode", 50)) == len(OWNERS)
 
 
-def test_a_terms_postings_hold_one_owners_rows(backend):
-    for owner in OWNERS:
-        for doc in DOCS[:2]:
-            backend.create(NewMemory(api_key_id=owner, content=doc))
-    tags = {owner_tag(o) for o in OWNERS}
-    assert len(tags) == len(OWNERS) and len({len(t) for t in tags}) == 1
-    with backend.db.write() as conn:
-        conn.execute("CREATE VIRTUAL TABLE temp.owner_vocab USING fts5vocab(main, memory_owner_fts, row)")
-        terms = dict(conn.execute("SELECT term, doc FROM temp.owner_vocab").fetchall())
-        conn.execute("DROP TABLE temp.owner_vocab")
-    assert terms, "the owner index is empty"
-    assert all(term[:17] in tags for term in terms), "a token without its owner's tag"
-    for owner in OWNERS:
-        tag = owner_tag(owner)
-        assert terms[tag + "dark"] == 1 and terms[tag + "run"] == 1  # porter: "Running" → run
+def test_a_write_calls_no_python_function_and_feeds_one_word_index(backend):
+    """A plain SQLite connection, with none of memsvc's SQL functions registered, can write
+    memories: no trigger tokenizes in Python any more (0005's did, for every row)."""
+    with backend.db.read() as conn:
+        names = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE name LIKE 'memory%fts%'")}
+    assert "memory_owner_fts" not in names and "memory_fts" in names
+    plain = apsw.Connection(str(backend.db.path))
+    try:
+        plain.execute("INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
+                      "VALUES ('plain-1', 900001, 'key-plain', 'factual', 'I prefer dark mode', ?, ?)",
+                      (iso(utcnow()), iso(utcnow())))
+    finally:
+        plain.close()
+    hits = backend.search_keyword(SearchScope("key-plain", utcnow()), "dark mode", 5)
+    assert [h.memory.id for h in hits] == ["plain-1"]
 
 
 def test_owner_search_matches_what_the_shared_index_matches(backend):
@@ -116,12 +129,10 @@ def test_index_stays_consistent_through_updates_and_deletes(backend):
     assert backend.search_keyword(SearchScope(OWNERS[1], now), "tea", 5) == []
     assert [h.memory.id for h in backend.search_keyword(SearchScope(OWNERS[2], now), "tea", 5)] == [made[2].id]
     with backend.db.write() as conn:
-        for table in ("memory_fts", "memory_owner_fts"):
-            conn.execute(f"INSERT INTO {table}({table}) VALUES('integrity-check')")
+        conn.execute("INSERT INTO memory_fts(memory_fts) VALUES('integrity-check')")
         conn.execute("INSERT INTO memory_fts(memory_fts, rank) VALUES('integrity-check', 1)")
         rows = conn.execute("SELECT count(*) FROM memories").fetchone()[0]
-        indexed = conn.execute("SELECT count(*) FROM memory_owner_fts").fetchone()[0]
-    assert indexed == rows == len(OWNERS) - 1
+    assert rows == len(OWNERS) - 1
 
 
 def test_migration_indexes_rows_written_before_it(tmp_path):
@@ -141,17 +152,19 @@ def test_migration_indexes_rows_written_before_it(tmp_path):
                              (memory_id, i, owner, iso(utcnow()), iso(utcnow())))
         assert migrations.apply_migrations(db)[0] == 5
         now = utcnow()
-        for owner, memory_id in zip(OWNERS[:3], old):
-            assert [h.memory.id for h in backend.search_keyword(SearchScope(owner, now), "dark", 5)] == [memory_id]
+        for searcher in (backend, SqliteMemoryBackend(db, working_set_bytes=0)):
+            for owner, memory_id in zip(OWNERS[:3], old):
+                assert [h.memory.id for h in searcher.search_keyword(SearchScope(owner, now), "dark", 5)] == [memory_id]
     finally:
         db.close()
 
 
-def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
+def test_a_word_common_among_the_owners_memories_selects_no_candidates(held):
     """"prefer" is in 603 of the owner's 604 memories: searching "prefer haskell" ranks only
     what "haskell" selects (and still counts "prefer" in their relevance), instead of
     reading 603 rows for a word that says nothing. Alone, beside other common words, or
     beside words the owner never used, the common words still search."""
+    backend = held
     from memsvc.working_set.owner import COMMON_MIN_DOCS
 
     owner, other = "key-common", "key-small"
@@ -178,12 +191,13 @@ def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
     assert len(found(other, "prefer haskell")) == 5
 
 
-def test_bm25_weighs_words_by_the_owners_own_document_frequencies(backend):
+def test_bm25_weighs_words_by_the_owners_own_document_frequencies(held):
     """bm25 over the owner index counts N (and so every word's idf) over every owner's rows:
     among 1,000 rows of another owner, "kate", in 9 of this owner's 10 memories, weighed
     almost as much as "pasta", in one, and the row saying "Kate" four times outranked the
     row about pasta. The owner's search scores its rows with the owner's own counts, as a
     per-owner index would: a word in most of the owner's memories weighs nothing."""
+    backend = held
     owner = "key-chat"
     backend.create_many([NewMemory(api_key_id="key-other", content=f"Bob: note number {i}") for i in range(1000)])
     backend.create_many([NewMemory(api_key_id=owner, content=f"Kate: filler line {i}") for i in range(8)])

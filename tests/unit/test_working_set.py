@@ -15,11 +15,12 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.core.time_phrases import TimeWindow
-from memsvc.storage import keyword, owner_terms
+from memsvc.storage import keyword
 from memsvc.storage.database import Database, iso
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.working_set_port import SqliteWorkingSetPort
+from tests.support import owner_fts_oracle
 
 WORDS = ["run", "running", "runs", "coffee", "tea", "dark", "mode", "editor", "kevin", "paris", "e-mail",
          "café", "naïve", "cook", "cooking", "week", "dog", "東京タワー", "绿茶", "喝绿茶和咖啡", "редактор",
@@ -37,10 +38,10 @@ def backend(tmp_path: Path):
 
 
 def _reference(backend: SqliteMemoryBackend, scope: SearchScope, query: str, limit: int) -> dict[str, float]:
-    """The store's own FTS5 search (a fresh document-count cache: no stale counts)."""
+    """FTS5's ranking of the owner's rows (tests/support/owner_fts_oracle.py)."""
     with backend.db.read() as conn:
-        hits = keyword.search(conn, M_COLUMNS, scope, query, limit, row_to_memory, owner_terms.doc_counts())
-    return {h.memory.id: h.score for h in hits}
+        hits = owner_fts_oracle.search(conn, M_COLUMNS, scope, query, row_to_memory)
+    return {h.memory.id: h.score for h in hits[:limit]}
 
 
 def _from_memory(backend: SqliteMemoryBackend, scope: SearchScope, query: str, limit: int) -> dict[str, float]:
@@ -79,6 +80,8 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
     db = Database(tmp_path_factory.mktemp("ws") / "memsvc.db")
     backend = SqliteMemoryBackend(db)
     backend.initialize()
+    with db.write() as conn:
+        owner_fts_oracle.install(conn)
     try:
         now = utcnow()
         ids = []

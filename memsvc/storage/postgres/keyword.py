@@ -41,11 +41,12 @@ from typing import Any
 from memsvc.core.cache import TtlCache
 from memsvc.core.models import KeywordHit, SearchScope
 from memsvc.core.text import terms
-from memsvc.storage.owner_terms import DOC_COUNT_TTL_S
 from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, scope_clause
 from memsvc.working_set.owner import BM25_B, BM25_K1, COMMON_MIN_DOCS, COMMON_SHARE
 
-STATS_TTL_S = DOC_COUNT_TTL_S
+# How long an owner's document counts are reused: `selective` only needs to know roughly
+# how common a word is.
+STATS_TTL_S = 30.0
 _MIN_IDF = 1e-6
 
 # The ORed tsquery of the words: one tsquery per word (none for a word the english
