@@ -13,13 +13,21 @@ indexes, with the scope's filter.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from typing import Any
 
 import apsw
 
+from memsvc.core.cache import TtlCache
 from memsvc.core.models import KeywordHit, SearchScope
 from memsvc.core.text import Terms, ngrams, terms
+from memsvc.storage import owner_terms
 from memsvc.storage.database import iso
+from memsvc.working_set.owner import selective
+
+#: How long a document count is reused (see `doc_counts`).
+DOC_COUNT_TTL_S = 30.0
+_ALL_ROWS = ("rows",)
 
 
 def _quote(term: str) -> str:
@@ -84,25 +92,36 @@ def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], sc
                         f"WHERE {where}", [json.dumps(memory_ids), *params]).fetchall()
 
 
-def _matches(t: Terms) -> list[tuple[str, str, str]]:
-    """(table, bm25 expression, MATCH query) for each shared index the terms can use."""
-    found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0)", word_query(t)),
+def owner_token(api_key_id: str) -> str:
+    """The owner column's token for an owner (migration 0012: 'o' || hex(api_key_id) || '0',
+    hex of the id's UTF-8 bytes, lower-cased as unicode61 folds it)."""
+    return "o" + api_key_id.encode("utf-8", "surrogatepass").hex() + "0"
+
+
+def _matches(t: Terms, owner: str | None) -> list[tuple[str, str, str]]:
+    """(table, bm25 expression, MATCH query) for each shared index the terms can use. An
+    owner's word search intersects the owner column's postings with the words' first."""
+    words = word_query(t)
+    if words is not None:
+        words = f"{{content key}} : ({words})"
+        if owner is not None:
+            words = f'owner : {_quote(owner_token(owner))} AND {words}'
+    found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0, 0.0)", words),
              ("memory_fts_cjk", "bm25(memory_fts_cjk)", cjk_query(t))]
-    return [(table, rank, f"{{content key}} : ({q})" if table == "memory_fts" else q)
-            for table, rank, q in found if q is not None]
+    return [(table, rank, q) for table, rank, q in found if q is not None]
 
 
 def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: str, scope: SearchScope,
             limit: int, row_to_memory) -> list[KeywordHit]:
     """The best `limit` rows of the scope for one MATCH, best first.
 
-    Across owners FTS5 ranks first, on its own (a window of its best rowids), and only that
-    window is joined to `memories` and filtered by the scope: joining every match before
-    ranking read and sorted every matching row. A window the scope thins below `limit` is
-    widened until FTS5 runs out. An owner's search joins every match to its row and ranks
-    what the owner holds: FTS5's best rows overall are mostly other owners' (at 10k of 1M
-    rows, a window would widen five times)."""
-    if scope.api_key_id is not None:
+    FTS5 ranks first, on its own (a window of its best rowids), and only that window is
+    joined to `memories` and filtered by the scope: joining every match before ranking read
+    and sorted every matching row. A window the scope thins below `limit` is widened until
+    FTS5 runs out. The CJK trigram index has no owner column: an owner's search there joins
+    every match to its row and ranks what the owner holds (FTS5's best rows overall would
+    mostly be other owners'; CJK matches are few)."""
+    if scope.api_key_id is not None and table == "memory_fts_cjk":
         where, params = scope_clause(scope)
         rows = conn.execute(f"SELECT {columns}, -{rank} FROM {table} CROSS JOIN memories m "
                             f"ON m.memory_id = {table}.rowid WHERE {table} MATCH ? AND {where} "
@@ -121,14 +140,55 @@ def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: s
     return [KeywordHit(row_to_memory(row), float(scores[row[1]])) for row in rows[:limit]]
 
 
+def doc_counts() -> TtlCache[int]:
+    """A cache of the shared word index's document counts, one per database. FTS5 counts a
+    term's documents by walking its postings (16 ms for a word in a third of 1M rows), and
+    `selective` only needs to know roughly how common a word is: a count up to
+    DOC_COUNT_TTL_S old does."""
+    return TtlCache(max_entries=100_000, ttl_s=DOC_COUNT_TTL_S)
+
+
+def _selective(conn: apsw.Connection, t: Terms, counts: TtlCache[int]) -> Terms:
+    """`t` without the words too common in the whole index to select anything (the working
+    sets' rule, `memsvc.working_set.owner.selective`, with the index's counts): "prefer" in a
+    third of 1M facts made FTS5 read and intersect 353k postings for every such query."""
+    if len(t.words) < 2:
+        return t
+    tokenizer = owner_terms.word_tokenizer(conn)
+    phrases = [owner_terms.tokens(tokenizer, word, apsw.FTS5_TOKENIZE_QUERY) for word in t.words]
+
+    def rows() -> int:
+        return counts.get_or_load(_ALL_ROWS, lambda: conn.execute("SELECT count(*) FROM memories").fetchone()[0]) or 0
+
+    def df(token: str) -> int:
+        def read() -> int:
+            found = conn.execute("SELECT doc FROM memory_fts_vocab WHERE term = ?", (token,)).fetchone()
+            return int(found[0]) if found else 0
+        return counts.get_or_load(token, read) or 0
+
+    kept = {id(p) for p in selective(phrases, rows, df)}
+    return replace(t, words=tuple(w for w, p in zip(t.words, phrases) if id(p) in kept))
+
+
 def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, limit: int,
-           row_to_memory) -> list[KeywordHit]:
+           row_to_memory, counts: TtlCache[int]) -> list[KeywordHit]:
     """Best `limit` rows of the scope for `text`, from the word and the CJK postings, best
-    first (FTS5's bm25, with the statistics of the whole index). `columns` must select
-    m.memory_id second (as `_COLUMNS` does)."""
+    first (FTS5's bm25, with the statistics of the whole index), searched without the words
+    too common to select anything, and with every word when the others find nothing in the
+    scope. `columns` must select m.memory_id second (as `_COLUMNS` does); `counts` is the
+    database's `doc_counts()`."""
     t = terms(text)
+    narrowed = _selective(conn, t, counts)
+    found = _search(conn, columns, scope, narrowed, limit, row_to_memory)
+    if not found and narrowed != t:
+        found = _search(conn, columns, scope, t, limit, row_to_memory)
+    return found
+
+
+def _search(conn: apsw.Connection, columns: str, scope: SearchScope, t: Terms, limit: int,
+            row_to_memory) -> list[KeywordHit]:
     best: dict[str, KeywordHit] = {}
-    for table, rank, match in _matches(t):
+    for table, rank, match in _matches(t, scope.api_key_id):
         for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory):
             if hit.memory.id not in best or best[hit.memory.id].score < hit.score:
                 best[hit.memory.id] = hit

@@ -108,6 +108,7 @@ class SqliteMemoryBackend:
     def __init__(self, db: Database, working_set_bytes: int = DEFAULT_WORKING_SET_BYTES) -> None:
         self.db = db
         self._delete_hooks: list[DeleteHook] = []
+        self._doc_counts = keyword.doc_counts()
         #: Owner-scoped keyword searches ranked in memory (memsvc.working_set); 0 bytes: in FTS5.
         self.working_sets = WorkingSets(SqliteWorkingSetPort(), working_set_bytes)
 
@@ -406,7 +407,7 @@ class SqliteMemoryBackend:
             if hits is not None:
                 return hits
             may_block("a keyword search in the store")
-            return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory)
+            return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, self._doc_counts)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
         """Memories of the scope that happened inside the windows (an owner's from its working

@@ -159,12 +159,13 @@ def test_migration_indexes_rows_written_before_it(tmp_path):
         db.close()
 
 
-def test_a_word_common_among_the_owners_memories_selects_no_candidates(held):
+def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
     """"prefer" is in 603 of the owner's 604 memories: searching "prefer haskell" ranks only
     what "haskell" selects (and still counts "prefer" in their relevance), instead of
     reading 603 rows for a word that says nothing. Alone, beside other common words, or
-    beside words the owner never used, the common words still search."""
-    backend = held
+    beside words the owner never used, the common words still search. The working set
+    counts the owner's memories, the store's search the whole index's (here nearly the
+    same rows)."""
     from memsvc.working_set.owner import COMMON_MIN_DOCS
 
     owner, other = "key-common", "key-small"
