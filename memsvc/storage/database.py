@@ -14,6 +14,7 @@ gets its own reader connection and reads run in parallel.
 
 from __future__ import annotations
 
+import itertools
 import os
 import shutil
 import threading
@@ -29,6 +30,12 @@ from memsvc.core.errors import StorageFullError
 from memsvc.storage import owner_terms
 
 # PRAGMA values cannot be bound as parameters, so the accepted ones are whitelisted.
+# Below this much room (under the size limit or on the filesystem), a write that failed
+# with a generic error is reported as storage full: a vector chunk sqlite-vec allocates in
+# one piece takes up to a few MB.
+ROOM_BYTES = 16 * 1024 * 1024
+# Savepoint names, unique in the process (savepoints may nest).
+_SAVEPOINTS = itertools.count(1)
 _SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 
 #: SQL name of the Unicode case-folding function registered on every connection. SQLite's
@@ -259,11 +266,13 @@ class Database:
             conn = self._writer
             self._writer_thread = threading.get_ident()
             self._rollback_hooks = []
+            undone_by_sqlite = False
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     yield conn
                 except BaseException:
+                    undone_by_sqlite = not conn.in_transaction
                     self._rollback(conn)
                     self._run_rollback_hooks()
                     raise
@@ -276,9 +285,23 @@ class Database:
                 self.commits += 1
             except apsw.FullError as exc:  # rolled back above: nothing of the block was written
                 raise disk_full() from exc
+            except apsw.Error as exc:
+                # An extension may report SQLITE_FULL as its own error (sqlite-vec: "Could
+                # not insert a new vector chunk"); SQLite has then rolled the transaction back
+                # itself, and the storage has no room for what was asked.
+                if undone_by_sqlite and self._out_of_room(conn):
+                    raise disk_full() from exc
+                raise
             finally:
                 self._rollback_hooks = []
                 self._writer_thread = None
+
+    def _out_of_room(self, conn: apsw.Connection) -> bool:
+        """Whether a failed write is best explained by a lack of space: less than
+        ROOM_BYTES left under the database's size limit or on its filesystem."""
+        page_size, pages, max_pages = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+                                       for p in ("page_size", "page_count", "max_page_count"))
+        return (max_pages - pages) * page_size < ROOM_BYTES or self.free_bytes() < ROOM_BYTES
 
     def on_rollback(self, hook) -> None:
         """Inside a write() block: call `hook()` if this transaction does not commit (so an
@@ -303,8 +326,21 @@ class Database:
         one failing part of a batch does not take the others down)."""
         if not conn.in_transaction:
             raise RuntimeError("savepoint() is only valid inside Database.write()")
-        with conn:  # apsw: inside an open transaction this is SAVEPOINT ... RELEASE / ROLLBACK TO
+        name = f"memsvc_{next(_SAVEPOINTS)}"
+        conn.execute(f"SAVEPOINT {name}")
+        try:
             yield conn
+        except BaseException:
+            # A full disk (or an I/O error) can make SQLite roll the whole transaction back
+            # itself: then there is no savepoint left to return to, and the error to report
+            # is the one that did it, not "no such savepoint".
+            if conn.in_transaction:
+                try:
+                    conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
+                except apsw.Error:  # the part cannot be undone alone: undo everything
+                    conn.execute("ROLLBACK")
+            raise
+        conn.execute(f"RELEASE {name}")
 
     @staticmethod
     def _rollback(conn: apsw.Connection) -> None:

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from memsvc.core.backend import MemoryBackend
-from memsvc.core.errors import ConflictError, StorageVersionError
+from memsvc.core.errors import ConflictError, StorageFullError, StorageVersionError
 from memsvc.core.models import MemoryFilter, MemoryPatch, NewMemory
 from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.migrations import (
@@ -183,6 +183,44 @@ def test_write_rolls_back_on_exception_and_readers_cannot_write(backend: SqliteM
         with db.write():
             with db.write():
                 pass
+
+
+def test_a_savepoint_undoes_its_part_and_the_transaction_goes_on(db: Database):
+    with db.write() as conn:
+        conn.execute("CREATE TABLE parts (x TEXT)")
+        conn.execute("INSERT INTO parts VALUES ('kept')")
+        with pytest.raises(RuntimeError, match="part failed"):
+            with db.savepoint(conn):
+                conn.execute("INSERT INTO parts VALUES ('undone')")
+                raise RuntimeError("part failed")
+        with db.savepoint(conn):
+            with db.savepoint(conn):  # nested
+                conn.execute("INSERT INTO parts VALUES ('nested')")
+    with db.read() as conn:
+        assert sorted(r[0] for r in conn.execute("SELECT x FROM parts")) == ["kept", "nested"]
+
+
+def test_a_full_database_inside_a_savepoint_reports_storage_full(db: Database):
+    """When SQLite rolls the whole transaction back (the size limit, like a full disk), the
+    savepoint has nothing to return to: the write reports StorageFullError, not "no such
+    savepoint", and nothing of the block is stored."""
+    with db.write() as conn:
+        conn.execute("CREATE TABLE blobs (x BLOB)")
+    with db.read() as conn:
+        pages = conn.execute("PRAGMA page_count").fetchone()[0]
+    with db.write() as conn:
+        conn.execute(f"PRAGMA max_page_count = {pages + 5}")
+    try:
+        with pytest.raises(StorageFullError):
+            with db.write() as conn:
+                conn.execute("INSERT INTO blobs VALUES (zeroblob(1000))")
+                with db.savepoint(conn):
+                    conn.execute("INSERT INTO blobs VALUES (zeroblob(1000000))")
+    finally:
+        with db.write() as conn:
+            conn.execute("PRAGMA max_page_count = 4294967294")
+    with db.read() as conn:
+        assert conn.execute("SELECT count(*) FROM blobs").fetchone()[0] == 0
 
 
 def test_close_is_idempotent_and_final(tmp_path: Path):
