@@ -12,7 +12,8 @@ realtalk_bench.py — the last reads the REALTALK conversations from ../shared/d
 REALTALK_DIR; replicas_bench.py starts a PostgreSQL of its own from the dev extra).
 The quality benches run in the same run as the speed ones, so a speed change that costs
 retrieval quality shows in the same summary. BENCH_RESULTS=DIR writes a trial run's results
-there instead of bench/results/.
+there instead of bench/results/. `--only a,b` runs a subset; the summary still lists every
+bench's latest results in the folder, and the header says which came from earlier runs.
 """
 
 from __future__ import annotations
@@ -62,6 +63,25 @@ def _targets(out: dict) -> list[Target]:
     return [Target(t["name"], t["value"], t["op"], t["limit"], t["unit"], t.get("note", "")) for t in out["targets"]]
 
 
+def collect(results: Path, steps: list[tuple[str, str]], failed: dict[str, str]) -> list[tuple[str, str, list[Target], str]]:
+    """(name, when it ran, its targets, its section) of every bench with results in
+    `results`, in `steps` order: what this run measured and, after `--only`, what earlier
+    runs left there (each says when it ran). A bench that failed in this run (`failed`:
+    name → the error's last line) shows the failure, not an older run's figures."""
+    found = []
+    for name, title in steps:
+        if name in failed:
+            found.append((name, "", [], f"### {title}\n\nFAILED: {failed[name]}\n"))
+            continue
+        data_path, table_path = results / f"{name}.json", results / f"{name}.md"
+        if not data_path.is_file() or not table_path.is_file():
+            continue
+        data = json.loads(data_path.read_text(encoding="utf-8"))
+        found.append((name, data.get("machine", {}).get("when", ""), _targets(data) if "targets" in data else [],
+                      table_path.read_text(encoding="utf-8")))
+    return found
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description="run every benchmark")
     parser.add_argument("--only", default="", help="comma-separated subset: " + ",".join(s for s, _, _ in STEPS))
@@ -72,7 +92,8 @@ def main() -> int:
     t0 = time.perf_counter()
     datasets = ensure_all()
     prep_s = time.perf_counter() - t0
-    sections, targets, timings, failures = [], [], {}, []
+    timings: dict[str, float] = {}
+    failures: dict[str, str] = {}
     for name, title, module in STEPS:
         if only and name not in only:
             continue
@@ -86,24 +107,26 @@ def main() -> int:
                 table, found = module.report(out)
             out["targets"] = [t.as_dict() for t in found]
             write_results(name, out, table, title)
-            sections.append(f"### {title}\n\n{table}\n")
-            targets += found
         except Exception:  # noqa: BLE001 - one failing bench must not hide the others' numbers
-            failures.append(name)
+            failures[name] = traceback.format_exc().splitlines()[-1]
             traceback.print_exc()
-            sections.append(f"### {title}\n\nFAILED: {traceback.format_exc().splitlines()[-1]}\n")
         timings[name] = round(time.perf_counter() - t1, 1)
     total = time.perf_counter() - started
+    shown = collect(RESULTS, [(n, t) for n, t, _ in STEPS], failures)
+    targets = [t for _, _, found, _ in shown for t in found]
+    earlier = [f"{name} {when}" for name, when, _, _ in shown if name not in timings]
     summary = targets_table(targets)
     m = machine()
     text = (f"# memsvc benchmarks\n\n{m['when']} · Python {m['python']} · {m['cpus']} CPUs · run_all took "
             f"{total / 60:.1f} min (dataset check {prep_s:.0f} s; per bench s: "
-            + ", ".join(f"{k} {v}" for k, v in timings.items()) + ")\n\n## Targets\n\n" + summary
-            + "\n\n" + "\n".join(sections))
+            + ", ".join(f"{k} {v}" for k, v in timings.items()) + ")"
+            + (f"; from earlier runs (their results as left here): {', '.join(earlier)}" if earlier else "")
+            + "\n\n## Targets\n\n" + summary + "\n\n" + "\n".join(section for _, _, _, section in shown))
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "summary.md").write_text(text, encoding="utf-8")
     (RESULTS / "summary.json").write_text(json.dumps({"machine": m, "seconds": round(total, 1), "timings": timings,
-                                                     "datasets": datasets, "failures": failures,
+                                                     "datasets": datasets, "failures": sorted(failures),
+                                                     "earlier": earlier,
                                                      "targets": [t.as_dict() for t in targets]}, indent=2, default=str))
     print("\n=== Targets ===\n")
     print(summary)

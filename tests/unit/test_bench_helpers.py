@@ -97,3 +97,28 @@ def test_categorize_names_where_time_goes():
     assert categorize("memsvc/api/convert.py") == "conversion (protobuf ⇄ domain)"
     assert categorize("memsvc/core/retrieval.py") == "Python ranking, orchestration (core)"
     assert categorize("json/decoder.py") == "other (stdlib, builtins)"
+
+
+def test_the_summary_keeps_what_earlier_runs_left_and_shows_a_failure_not_old_figures(tmp_path):
+    """After `run_all --only`, summary.md still lists every bench's latest results (each
+    with when it ran), in run order; a bench that failed now shows the failure."""
+    import json
+
+    from bench.run_all import collect
+
+    def left(name: str, when: str, value: float) -> None:
+        target = {"name": f"{name} speed", "value": value, "op": ">=", "limit": 1.0, "unit": "/s", "note": ""}
+        (tmp_path / f"{name}.json").write_text(json.dumps({"machine": {"when": when}, "targets": [target]}))
+        (tmp_path / f"{name}.md").write_text(f"### {name}\n\n| {name} table |\n")
+
+    left("writes", "2026-12-03T12:51:05Z", 2.0)
+    left("hot_path", "2026-12-03T12:23:10Z", 0.5)
+    left("knn", "2026-12-01T00:00:00Z", 9.0)
+    steps = [("knn", "KNN"), ("hot_path", "Hot path"), ("writes", "Writes"), ("quality", "Quality")]
+    shown = collect(tmp_path, steps, {"knn": "RuntimeError: boom"})
+    assert [(name, when) for name, when, _, _ in shown] == [
+        ("knn", ""), ("hot_path", "2026-12-03T12:23:10Z"), ("writes", "2026-12-03T12:51:05Z")]
+    assert shown[0][2] == [] and "FAILED: RuntimeError: boom" in shown[0][3]
+    assert [(t.name, t.value, t.passed) for _, _, found, _ in shown for t in found] == [
+        ("hot_path speed", 0.5, False), ("writes speed", 2.0, True)]
+    assert shown[2][3] == "### writes\n\n| writes table |\n"
