@@ -29,13 +29,13 @@ import sqlite_vec
 from memsvc.core.errors import StorageFullError
 from memsvc.storage import owner_terms
 
-# PRAGMA values cannot be bound as parameters, so the accepted ones are whitelisted.
 # Below this much room (under the size limit or on the filesystem), a write that failed
 # with a generic error is reported as storage full: a vector chunk sqlite-vec allocates in
 # one piece takes up to a few MB.
 ROOM_BYTES = 16 * 1024 * 1024
 # Savepoint names, unique in the process (savepoints may nest).
 _SAVEPOINTS = itertools.count(1)
+# PRAGMA values cannot be bound as parameters, so the accepted ones are whitelisted.
 _SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 
 #: SQL name of the Unicode case-folding function registered on every connection. SQLite's
