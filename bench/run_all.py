@@ -31,6 +31,7 @@ from bench import (  # noqa: E402
     extraction_bench, hot_path, knn_bench, profile_retrieve, quality_bench, realtalk_bench, reindex_bench, replicas_bench,
     startup_bench, working_set_bench, writes_bench,
 )
+from bench import multilingual_bench  # noqa: E402
 from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
 from bench.dataset import ensure_all  # noqa: E402
 
@@ -46,6 +47,7 @@ STEPS = [
     ("quality", "Retrieval quality", quality_bench),
     ("extraction", "Extraction quality", extraction_bench),
     ("realtalk", "Conversational retrieval (REALTALK)", realtalk_bench),
+    ("multilingual", "Multilingual conversational retrieval (ja, zh, ru, mixed)", multilingual_bench),
 ]
 
 # --quick: small sizes for the steps that take them, to check that a run goes through end to
