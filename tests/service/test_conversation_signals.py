@@ -1,6 +1,7 @@
 """The conversation signals of retrieval, through the real gRPC server (no vector tier): the
 turn next to a matching turn of a session comes back with it, and a date the question names
-favours what happened then, whether the question's words found it or not.
+favours what happened then, whether the question's words found it or not, and the turns of a
+speaker the question names gain on the others without any being dropped.
 """
 
 from __future__ import annotations
@@ -10,8 +11,8 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memsvc.core.conversation_signals import DATE_WEIGHT, NEIGHBOUR_WEIGHT
-from tests.service.test_engine_retrieval import create, enable, ids, retrieve
+from memsvc.core.conversation_signals import DATE_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
+from tests.service.test_engine_retrieval import create, enable, ids, retrieve, struct
 
 JAN_7 = datetime(2024, 1, 7, 18, 30, tzinfo=timezone.utc)
 
@@ -128,3 +129,40 @@ def test_the_relevance_floor_lets_through_what_a_passing_turn_or_the_named_date_
     assert lamp in ids(dated)
     undated = retrieve(stubs, "What did Elise buy?", strategy="hybrid", min_score=0.3)
     assert lamp not in ids(undated)
+
+
+def test_the_turns_of_a_speaker_the_question_names_gain_a_share_of_the_best_score(server, stubs):
+    enable(stubs)
+    # Each memory's metadata holds "Kevin" once, so the question's words score the three alike.
+    kevin = create(stubs, "I play tennis every weekend", metadata=struct({"speaker": "Kevin"}))
+    paola = create(stubs, "I play tennis every weekend", metadata=struct({"speaker": "Paola", "with": "Kevin"}))
+    unsaid = create(stubs, "I play tennis every weekend", metadata=struct({"with": "Kevin"}))  # no speaker
+    resp = retrieve(stubs, "What does Kevin play every weekend?", strategy="hybrid")
+    assert ids(resp)[0] == kevin
+    scores = {m.id: m.score for m in resp.memories}
+    # A boost, never a filter: the other speaker's turn and the unsaid memory stay, as they scored.
+    assert scores[paola] == pytest.approx(scores[unsaid])
+    assert scores[kevin] - scores[paola] == pytest.approx(SPEAKER_WEIGHT * scores[paola], rel=0.01)
+
+
+def test_the_speaker_of_a_turn_is_the_name_its_content_starts_with(server, stubs):
+    enable(stubs)
+    # Both turns hold both names once; Fahim's is one word longer, which bm25 weighs down a little.
+    fahim = turn(stubs, "Fahim Khan: Akib, I listen to a lot of classical music", "s1", JAN_7)
+    akib = turn(stubs, "Akib: Fahim, I listen to a lot of classical music", "s2", JAN_7)
+    resp = retrieve(stubs, "What music does Fahim listen to?", strategy="hybrid")
+    scores = {m.id: m.score for m in resp.memories}
+    assert ids(resp)[:2] == [fahim, akib]
+    assert scores[fahim] - scores[akib] > 0.8 * SPEAKER_WEIGHT * scores[akib]
+
+
+@pytest.mark.parametrize("question", ["What do they play every weekend?",          # names nobody
+                                      "What do Kevin and Paola play every weekend?"])  # names everyone
+def test_no_speaker_gains_when_the_question_names_none_or_all_of_them(server, stubs, question):
+    enable(stubs)
+    said = [create(stubs, "I play tennis every weekend", metadata=struct({"speaker": name, "with": "Kevin Paola"}))
+            for name in ("Kevin", "Paola")]
+    # As many of the names as the others' metadata holds, but said by nobody.
+    unsaid = create(stubs, "I play tennis every weekend", metadata=struct({"with": "Kevin Paola", "by": "Kevin"}))
+    scores = {m.id: m.score for m in retrieve(stubs, question, strategy="hybrid").memories}
+    assert scores[said[0]] == pytest.approx(scores[unsaid]) and scores[said[1]] == pytest.approx(scores[unsaid])

@@ -1,5 +1,6 @@
-"""Hybrid fusion: plain equal-weight RRF, the gated RRF, and the gated convex combination that
-is the default (MEMORY_FUSION), with exact scores on small lists."""
+"""Hybrid fusion: plain equal-weight RRF, the gated RRF (strong keyword matches only), and the
+gated convex combination that is the default (MEMORY_FUSION; its gate decided per query), with
+exact scores on small lists."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from memsvc.core.retrieval import (
     FUSIONS,
     KEYWORD_WEIGHT,
     Candidate,
+    query_gate,
     strong_match,
 )
 from memsvc.core.text import scoring_tokens
@@ -51,17 +53,26 @@ def test_the_default_is_gated_convex_in_the_config_and_the_code():
 
 
 def test_gated_convex_weighs_each_list_by_its_share_of_the_best_score():
-    keyword = [Candidate("b", 8.0, strong=True), Candidate("d", 4.0, strong=True), Candidate("a", 9.0, strong=False)]
+    keyword = [Candidate("b", 8.0, strong=True), Candidate("d", 4.0, strong=True)]
     vector = [Candidate("a", 0.5), Candidate("c", 0.25)]
-    # "a" is a weak keyword match: only its vector share (1.0) counts; "b" leads the strong keyword matches.
     assert FUSIONS[FUSION_GATED_CONVEX].fuse(keyword, vector, 60) == pytest.approx(
         {"a": 0.2 * 1.0, "b": 0.8 * 1.0, "c": 0.2 * 0.5, "d": 0.8 * 0.5})
 
 
+def test_gated_convex_counts_every_keyword_match_once_one_is_strong():
+    # The list holds a strong match ("b"), so the weak "a" counts too, by its share of the best (9.0).
+    keyword = [Candidate("a", 9.0, strong=False), Candidate("b", 8.0, strong=True)]
+    vector = [Candidate("a", 0.5), Candidate("c", 0.25)]
+    assert FUSIONS[FUSION_GATED_CONVEX].fuse(keyword, vector, 60) == pytest.approx(
+        {"a": 0.8 * 1.0 + 0.2 * 1.0, "b": 0.8 * 8 / 9, "c": 0.2 * 0.5})
+    assert query_gate(keyword) == keyword
+
+
 def test_gated_convex_keeps_the_vector_order_when_no_keyword_match_is_strong():
-    weak = [Candidate("x", 3.0, strong=False)]
+    weak = [Candidate("x", 3.0, strong=False), Candidate("c", 2.0, strong=False)]
     vector = [Candidate("c", 0.6), Candidate("e", 0.3)]
     assert FUSIONS[FUSION_GATED_CONVEX].fuse(weak, vector, 60) == pytest.approx({"c": 0.2, "e": 0.1})
+    assert query_gate(weak) == []
     assert FUSIONS[FUSION_GATED_CONVEX].fuse([], [], 60) == {}
 
 
