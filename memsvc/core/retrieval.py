@@ -248,6 +248,22 @@ def _rank(items: list[RetrievedItem]) -> list[RetrievedItem]:
     return sorted(items, key=_rank_key, reverse=True)
 
 
+def _own_scale(ranked: Sequence[RetrievedItem], phrase: str, tokens: Sequence[str], sentence: bool) -> float:
+    """What turns a memory's own keyword score into the ranking's scale, for a memory a
+    conversation signal brings in. A keyword query's own score is in relevance points (3 per
+    occurrence of a term), while a fused or vector ranking scores near 0..1: there the points
+    are taken as a share of the best own score among the items that lend, times the best ranked
+    score. Without it a question in Japanese that names a speaker ranked that speaker's
+    neighbouring turns above everything the lists found (multilingual bench, R@5 of hybrid
+    static 0.40 → 0.47). A sentence's own score (relevance / SENTENCE_RELEVANCE_SCALE) and a
+    keyword ranking's scores are on the ranking's scale already: 1."""
+    if not ranked or sentence or ranked[0].tier in (TIER_FTS, TIER_RECENT):
+        return 1.0
+    best_own = max(keyword_score(relevance(item.memory, phrase, tokens), 0.0, sentence)
+                   for item in ranked[:signals.NEIGHBOUR_SOURCES])
+    return ranked[0].score / best_own if best_own > 0 else 0.0
+
+
 def strong_match(memory: Memory, phrase: str, tokens: Sequence[str]) -> bool:
     """Keyword evidence worth fusing: the whole query phrase occurs (the +20 bonus) or
     at least STRONG_MIN_TERMS distinct query terms do. One shared word is what a paraphrase,
@@ -388,9 +404,10 @@ class Retriever:
         (memsvc.core.conversation_signals)."""
         sentence = is_sentence(query)
         phrase, tokens = _phrase(query), scoring_tokens(query)
+        scale = _own_scale(ranked, phrase, tokens, sentence)
 
         def new_item(memory: Memory, gain: float) -> RetrievedItem:
-            own = keyword_score(relevance(memory, phrase, tokens), 0.0, sentence)
+            own = scale * keyword_score(relevance(memory, phrase, tokens), 0.0, sentence)
             return RetrievedItem(memory, own + gain, estimate_tokens(memory.content), TIER_CONTEXT)
 
         via: dict[str, set[str]] = {}
