@@ -13,7 +13,10 @@ from dataclasses import dataclass
 # Kana, CJK ideographs (with extension A and compatibility ideographs), Hangul syllables:
 # scripts written without spaces between words. Must match the GLOB of migration 0002.
 CJK_CHAR = "\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff"
-_CJK_RUN = re.compile(f"[{CJK_CHAR}]+")
+# A run also holds the ideographic iteration and closing marks and the ideographic zero
+# (々 〆 〇, U+3005..U+3007), which sit inside words: 佐々木, 時々, 〆切. They are not in
+# CJK_CHAR (a row is CJK by its other characters: no word is written with these alone).
+_CJK_RUN = re.compile(f"[{CJK_CHAR}\u3005-\u3007]+")
 _WORD = re.compile(r"[^\W_]+")
 _SPACE = re.compile(r"\s+")
 

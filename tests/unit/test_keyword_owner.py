@@ -25,11 +25,12 @@ DOCS = [
     "My e-mail is on the Café Naïve website",
     "C++ and Rust are my languages",
     "東京タワーの近くに住んでいます",
+    "先輩の佐々木さんは時々厳しい",
     "我喜欢喝绿茶和咖啡",
     "Мой любимый редактор — Vim",
     "Johnson & Johnson parens(test) asterisk* \"quoted\"",
 ]
-QUERIES = ["dark mode", "runs", "email", "e-mail", "cafe", "naive", "c++", "rust language", "東京タワー",
+QUERIES = ["dark mode", "runs", "email", "e-mail", "cafe", "naive", "c++", "rust language", "東京タワー", "佐々木", "時々厳",
            "绿茶", "喝绿茶和", "редактор", "johnson", "parens(test)", "asterisk*", '"quoted', "nothing here"]
 
 
@@ -112,7 +113,7 @@ def test_owner_search_matches_what_the_shared_index_matches(backend):
     # The cases the parity above must cover really match something (stemming, folding, CJK).
     owner = OWNERS[0]
     for query, doc in (("runs", DOCS[1]), ("cafe", DOCS[2]), ("e-mail", DOCS[2]), ("東京タワー", DOCS[4]),
-                       ("喝绿茶和", DOCS[5]), ("редактор", DOCS[6])):
+                       ("佐々木", DOCS[5]), ("時々厳", DOCS[5]), ("喝绿茶和", DOCS[6]), ("редактор", DOCS[7])):
         hits = backend.search_keyword(SearchScope(owner, now), query, 5)
         assert [made[owner][h.memory.id] for h in hits] == [doc], query
 

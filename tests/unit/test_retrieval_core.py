@@ -64,6 +64,8 @@ def test_terms_drop_function_words_and_split_cjk_runs():
     assert t.words == ("editor", "theme", "like")
     assert t.cjk_runs == ("我喜欢深色模式",)
     assert "深色" in scoring_tokens("深色模式") and ngrams("深色模式", 3) == ["深色模", "色模式"]
+    # The iteration mark belongs to the word it repeats a character of.
+    assert terms("佐々木さんと時々会う").cjk_runs == ("佐々木さんと時々会う",)
 
 
 def test_terms_never_contain_query_syntax():
