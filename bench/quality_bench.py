@@ -25,7 +25,7 @@ from typing import Any, Callable
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, postgres, write_results  # noqa: E402
+from bench.common import CACHE, STATIC_CACHE, Target, md_table, targets_table, pct, postgres, write_results  # noqa: E402
 from bench.facts import owner_facts  # noqa: E402
 from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
 
@@ -260,14 +260,20 @@ def report(out: dict) -> tuple[str, list[Target]]:
     table += (f"\n\n{out['labeled']} labeled facts × 2 queries (keyword, paraphrase), {out['owners']} owners, "
               f"{out['distractors']} distractors. In process (Engine.retrieve: Retrieve with its default "
               "relevance floor unless the row says minScore 0), so the latency excludes gRPC. "
-              "Hybrid rows fuse the same two lists (keyword top 20 by relevance, vector top 20) and differ only "
-              "in the fusion: gated-rrf counts a keyword match only when it is strong (the whole query phrase or "
-              "two query terms occur); rrf is plain equal-weight RRF (MEMORY_FUSION=rrf).")
+              "Hybrid rows fuse the same two lists (keyword best 40 by relevance, vector top 20) and differ only "
+              "in the fusion: gated-convex (the default) counts the keyword list in full when it holds a strong "
+              "match (the whole query phrase or two query terms occur) and not at all when it holds none; "
+              "gated-rrf counts only the strong matches; rrf is plain equal-weight RRF (MEMORY_FUSION=rrf).")
     trows = [[k.split(" | ")[0], k.split(" | ")[1], f"{v['keyword']['recall@10']:.2f}", f"{v['keyword']['mrr']:.2f}",
               f"{v['paraphrase']['recall@10']:.2f}", f"{v['paraphrase']['mrr']:.2f}"] for k, v in out["tokenizers"].items()]
     table += "\n\n" + md_table(["FTS5 tokenizer (bm25 only)", "query building", "recall@10 keyword q.", "MRR keyword q.",
                                 "recall@10 paraphrase q.", "MRR paraphrase q."], trows)
-    targets: list[Target] = []  # no quality number is set: reported beside the speed, not judged
+    engine = out["engine"]
+    targets = [Target("paraphrase bench hybrid static (default) recall@10",
+                      engine[f"hybrid {DEFAULT_FUSION} (default), static"]["all"]["recall@10"], ">=", 0.90),
+               Target("paraphrase bench hybrid MiniLM (default) recall@10",
+                      engine[f"hybrid {DEFAULT_FUSION} (default), MiniLM"]["all"]["recall@10"], ">=", 1.0)]
+    table += "\n\n" + targets_table(targets)
     return table, targets
 
 
