@@ -13,7 +13,7 @@ happened, the turns around it, and who said it.
   turns: a memory whose speaker the question names gains a share of the best score, when the
   ranking also holds turns of other speakers. A boost, never a filter (the question's names
   are not always the speakers', and a filter by speaker is known to lose most answers).
-  The speaker is the memory's metadata `speaker`, else the "Name: " its content starts with.
+  The speaker is the memory's metadata `speaker`, else the "Name: " a turn starts with.
 
 The weights were fitted on half A of the REALTALK conversations and checked on half B
 (bench/realtalk_bench.py).
@@ -95,12 +95,13 @@ def _raised(ranked: Sequence[RetrievedItem], gains: Mapping[str, float], memorie
 
 
 def speaker(memory: Memory) -> str:
-    """Who said a memory, case-folded: its metadata `speaker`, else the "Name: " its content
-    starts with; "" when neither says."""
+    """Who said a memory, case-folded: its metadata `speaker`, else, for a conversation turn,
+    the "Name: " its content starts with; "" when neither says. A fact's own prefix
+    ("Reminder: ...", "Note: ...") names no speaker."""
     given = memory.metadata.get("speaker") if isinstance(memory.metadata, dict) else None
     if isinstance(given, str) and given.strip():
         return normalize(given)
-    found = _SPEAKER_PREFIX.match(memory.content)
+    found = _SPEAKER_PREFIX.match(memory.content) if is_turn(memory) else None
     return normalize(found.group(1)) if found else ""
 
 

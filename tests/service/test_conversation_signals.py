@@ -166,3 +166,14 @@ def test_no_speaker_gains_when_the_question_names_none_or_all_of_them(server, st
     unsaid = create(stubs, "I play tennis every weekend", metadata=struct({"with": "Kevin Paola", "by": "Kevin"}))
     scores = {m.id: m.score for m in retrieve(stubs, question, strategy="hybrid").memories}
     assert scores[said[0]] == pytest.approx(scores[unsaid]) and scores[said[1]] == pytest.approx(scores[unsaid])
+
+
+def test_a_fact_s_own_prefix_names_no_speaker(server, stubs):
+    enable(stubs)
+    note = create(stubs, "Note: the tennis court opens every weekend", type="factual")
+    kevin = create(stubs, "I play tennis every weekend", metadata=struct({"speaker": "Kevin", "with": "Note"}))
+    scores = {m.id: m.score for m in retrieve(stubs, "Note what Kevin plays every weekend", strategy="hybrid").memories}
+    bare = {m.id: m.score for m in retrieve(stubs, "Note what Ann plays every weekend", strategy="hybrid").memories}
+    # Kevin's memory gains; the note is not said by a "note" speaker the question names.
+    assert scores[note] == pytest.approx(bare[note])
+    assert scores[kevin] > bare[kevin]
