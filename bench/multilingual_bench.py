@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import os
 import re
-import shutil
 import sys
 import time
 from dataclasses import dataclass
@@ -49,11 +48,10 @@ from typing import Any, Callable, Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, ServerProc, Stubs, Target, md_table, pct, targets_table, write_results  # noqa: E402
+from bench.common import Target, md_table, pct, targets_table, write_results  # noqa: E402
 from bench.multilingual_set import LANGS, QUESTION_LANGS, TYPES, load as load_set  # noqa: E402
-from bench.realtalk_bench import (  # noqa: E402
-    KEYWORD, SERVER_CONFIGS, Bm25, Dense, Turn, _reindex, _settings, _static_env, _wait_ready, equal_rrf, load_server,
-)
+from bench.realtalk_bench import SERVER_CONFIGS, Bm25, Dense, Turn, equal_rrf  # noqa: E402
+from bench.realtalk_bench import server_rows as realtalk_server_rows  # noqa: E402
 
 KS = (5, 10)
 GROUPS = {"ja": ("ja",), "zh": ("zh",), "ru": ("ru",), "mixed": ("ja-en", "ru-en", "zh-ja")}
@@ -173,35 +171,7 @@ def baselines(convs: Sequence[Conversation]) -> dict[str, dict]:
 def server_rows(convs: Sequence[Conversation]) -> tuple[dict[str, dict], dict[str, Any]]:
     """realtalk_bench.server_rows for this set: one server over one fresh SQLite store, every
     configuration of SERVER_CONFIGS scored with this module's score."""
-    from memsvc.v1 import engine_pb2 as pb
-
-    folder = CACHE / f"multilingual-{os.getpid()}"
-    shutil.rmtree(folder, ignore_errors=True)
-    out: dict[str, dict] = {}
-    info: dict[str, Any] = {}
-    with ServerProc(folder / "data", extra_env=_static_env()) as server:
-        stubs = Stubs(server.port)
-        try:
-            _settings(stubs, {"enabled": True, "retentionDays": 365, "maxTokens": 16000, **KEYWORD})
-            t0 = time.perf_counter()
-            ids = load_server(stubs, convs)
-            info["load_s"] = round(time.perf_counter() - t0, 1)
-            for label, settings, strategy in SERVER_CONFIGS:
-                _settings(stubs, settings)
-                if settings is not KEYWORD:
-                    _reindex(stubs)
-                used = _wait_ready(stubs, convs[0], strategy) if settings is not KEYWORD else "fts5+recent"
-
-                def ranker(conv: Conversation, q: Question, strategy: str = strategy) -> list[str]:
-                    r = stubs.engine.Retrieve(pb.RetrieveRequest(api_key_id=conv.owner, query=q.text,
-                                                                 strategy=strategy, max_tokens=16000))
-                    return [ids[conv.owner][m.id] for m in r.memories]
-
-                out[label] = score(convs, ranker) | {"strategy_used": used}
-        finally:
-            stubs.close()
-    shutil.rmtree(folder, ignore_errors=True)
-    return out, info
+    return realtalk_server_rows(convs, SERVER_CONFIGS, scorer=score, name="multilingual")
 
 
 # ---------------------------------------------------------------------------------- report

@@ -340,13 +340,16 @@ def _wait_ready(stubs: Stubs, conv: Conversation, strategy: str, timeout_s: floa
     return f"still falling back: {reason}"
 
 
-def server_rows(convs: Sequence[Conversation], configs: Sequence[tuple[str, dict, str]] = SERVER_CONFIGS,
-                database_url: str | None = None) -> tuple[dict[str, dict], dict[str, Any]]:
+def server_rows(convs: Sequence[Any], configs: Sequence[tuple[str, dict, str]] = SERVER_CONFIGS,
+                database_url: str | None = None, *, scorer: Callable[..., dict[str, Any]] | None = None,
+                name: str = "realtalk") -> tuple[dict[str, dict], dict[str, Any]]:
     """Each configuration's figures from one server over one fresh store: SQLite under
-    bench/.cache, or the PostgreSQL database of `database_url`."""
+    bench/.cache/<name>-<pid>, or the PostgreSQL database of `database_url`. `scorer` (default
+    `score`) turns a ranker into figures: another set's bench passes its own."""
     from memsvc.v1 import engine_pb2 as pb
 
-    folder = CACHE / f"realtalk-{os.getpid()}"  # one per run: two runs may overlap
+    folder = CACHE / f"{name}-{os.getpid()}"  # one per run: two runs may overlap
+    scorer = scorer or score
     shutil.rmtree(folder, ignore_errors=True)
     out: dict[str, dict] = {}
     info: dict[str, Any] = {}
@@ -369,7 +372,7 @@ def server_rows(convs: Sequence[Conversation], configs: Sequence[tuple[str, dict
                                                                  strategy=strategy, max_tokens=16000))
                     return [ids[conv.owner][m.id] for m in r.memories]
 
-                out[label] = score(convs, ranker) | {"strategy_used": used}
+                out[label] = scorer(convs, ranker) | {"strategy_used": used}
         finally:
             stubs.close()
     shutil.rmtree(folder, ignore_errors=True)
