@@ -41,7 +41,7 @@ def db_dir(name: str) -> Path:
 
 
 def _settings_and_source(db):
-    from memsvc.core.settings import Settings
+    from memsvc.core.settings.memory import Settings
     from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
     from memsvc.storage.settings_store import SqliteSettingsStore
 

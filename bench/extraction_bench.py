@@ -47,7 +47,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import BENCH, Target, md_table, write_results  # noqa: E402
-from memsvc.core.extraction import Fact, extract_facts  # noqa: E402
+from memsvc.core.extraction.facts import Fact, extract_facts  # noqa: E402
 
 SET = BENCH / "extraction_set.jsonl"
 ASSISTANT_SET = BENCH / "extraction_assistant_set.jsonl"

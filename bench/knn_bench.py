@@ -85,7 +85,7 @@ def recall(found: list[list[int]], exact: list[list[int]]) -> float:
 
 
 def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds: int = 3) -> dict:
-    from memsvc.core.models import SearchScope
+    from memsvc.kernel.models import SearchScope
     from memsvc.storage.database import Database
     from memsvc.storage.vector_index import SqliteVecIndex
 

@@ -130,7 +130,7 @@ _CJK = re.compile("[\u3040-\u30ff\u3400-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
 
 
 def _words(text: str) -> list[str]:
-    from memsvc.core.text import normalize
+    from memsvc.kernel.text import normalize
 
     return re.findall(r"[^\W_]+", normalize(text))
 

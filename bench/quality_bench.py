@@ -29,7 +29,7 @@ from bench.common import CACHE, STATIC_CACHE, Target, md_table, targets_table, p
 from bench.facts import owner_facts  # noqa: E402
 from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
 
-from memsvc.core.retrieval import DEFAULT_FUSION, FUSION_RRF, FUSIONS, Candidate, Fusion, gated_convex, rrf  # noqa: E402
+from memsvc.core.retrieval.ranking import DEFAULT_FUSION, FUSION_RRF, FUSIONS, Candidate, Fusion, gated_convex, rrf  # noqa: E402
 
 OFF = {"embeddingSource": "auto", "staticEnabled": False, "transformersEnabled": False}
 STATIC = {"embeddingSource": "static", "staticEnabled": True, "transformersEnabled": False}
@@ -103,7 +103,7 @@ def _searcher(app, config, strategy: str, fusion: Fusion | str | None) -> Callab
     """(query, owner) → the top 10: the server's own Retrieve (Engine.retrieve, with its
     default relevance floor, or none for NO_FLOOR), or with another fusion a Retriever over
     the same backend and vector tier."""
-    from memsvc.core.retrieval import RetrievalRequest, Retriever
+    from memsvc.core.retrieval.ranking import RetrievalRequest, Retriever
 
     if fusion is None or fusion == NO_FLOOR:
         min_score = 0.0 if fusion == NO_FLOOR else None
@@ -120,7 +120,7 @@ def engine_quality(configs: list = CONFIGS, database_url: str | None = None) -> 
     the PostgreSQL database of `database_url`."""
     from memsvc.app import App
     from memsvc.config import Config
-    from memsvc.core.models import NewMemory
+    from memsvc.kernel.models import NewMemory
 
     folder = CACHE / ("quality" if database_url is None else "quality-postgres")
     shutil.rmtree(folder, ignore_errors=True)
@@ -181,7 +181,7 @@ def tokenizer_choices() -> dict:
     """Keyword-only ranking (bm25) on the same set, per tokenizer and query building."""
     import apsw
 
-    from memsvc.core.text import STOPWORDS, normalize, terms
+    from memsvc.kernel.text import STOPWORDS, normalize, terms
 
     conn = apsw.Connection(":memory:")
     docs: list[tuple[int, str, str]] = []

@@ -268,7 +268,7 @@ def _sources() -> tuple[Any, Any]:
 
 
 def baselines(convs: Sequence[Conversation]) -> dict[str, dict]:
-    from memsvc.core.text import normalize, terms
+    from memsvc.kernel.text import normalize, terms
 
     static, minilm = _sources()
     raw = Bm25(convs, "unicode61 remove_diacritics 2", lambda text: re.findall(r"[^\W_]+", normalize(text)))

@@ -21,7 +21,7 @@ def _seed(folder: Path, n: int) -> list[str]:
     """n memories written straight into a fresh database (bulk, no vectors yet)."""
     import uuid
 
-    from memsvc.core.models import utcnow
+    from memsvc.kernel.models import utcnow
     from memsvc.storage.database import Database, iso
     from memsvc.storage.migrations import apply_migrations
 

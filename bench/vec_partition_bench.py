@@ -28,10 +28,10 @@ from pathlib import Path
 
 import numpy as np
 
-from memsvc.core.models import NewMemory, SearchScope, utcnow
+from memsvc.kernel.models import NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.vectors.index import VectorRow
+from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.vector_index import SqliteVecIndex
 
 

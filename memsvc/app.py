@@ -13,7 +13,7 @@ from memsvc.backends import create_backend
 from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
 from memsvc.config import Config, ConfigError
-from memsvc.core import extraction
+from memsvc.core.extraction import facts as extraction
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.backend_manager import BackendManager, RoutedEvents
 from memsvc.core.credentials import Credentials
@@ -21,12 +21,12 @@ from memsvc.core.engine import Engine
 from memsvc.core.introspection import Introspection
 from memsvc.core.leases import LeaseTiming
 from memsvc.core.memories import Memories
-from memsvc.core.qdrant_settings import QdrantSettingsManager, local_mode_across_hosts
+from memsvc.core.settings.qdrant import QdrantSettingsManager, local_mode_across_hosts
 from memsvc.core.reindex import Reindexer
-from memsvc.core.retrieval import FUSIONS, Retriever
-from memsvc.core.settings import Settings
-from memsvc.core.vector_tier import QdrantConnector, SettingsReranker, VectorTier
-from memsvc.embedding.errors import EmbeddingError
+from memsvc.core.retrieval.ranking import FUSIONS, Retriever
+from memsvc.core.settings.memory import Settings
+from memsvc.core.retrieval.vector_tier import QdrantConnector, SettingsReranker, VectorTier
+from memsvc.kernel.embedding_errors import EmbeddingError
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.embedding.sources import StaticSource
 from memsvc.metrics import Metrics, StateSources

@@ -19,7 +19,7 @@ EXIT_CANNOT_BUILD = 1
 
 
 def build_models(conf: cfg.Config, args: argparse.Namespace) -> int:
-    from memsvc.embedding.errors import EmbeddingError
+    from memsvc.kernel.embedding_errors import EmbeddingError
     from memsvc.embedding.resolver import EmbeddingConfig
     from memsvc.embedding.sources import StaticSource
 

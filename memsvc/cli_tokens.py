@@ -18,7 +18,7 @@ from typing import Iterator, TextIO
 
 from memsvc.config import Config
 from memsvc.core.credentials import ALL_TENANTS, PERMISSIONS, Credential, Credentials
-from memsvc.core.errors import ConflictError, MemsvcError, NotFoundError
+from memsvc.kernel.errors import ConflictError, MemsvcError, NotFoundError
 
 
 @contextmanager

@@ -206,8 +206,8 @@ def _check_web_access(config: Config) -> None:
 
 
 def _check_embedding_options(config: Config) -> None:
-    from memsvc.core.retrieval import FUSIONS
-    from memsvc.core.url_policy import check_url
+    from memsvc.core.retrieval.ranking import FUSIONS
+    from memsvc.kernel.url_policy import check_url
 
     if not 0 <= config.embedding_cache_ttl_ms <= 7 * 24 * 3600 * 1000:
         raise ConfigError("MEMORY_EMBEDDING_CACHE_TTL_MS must be 0..604800000 (7 days)")

@@ -34,7 +34,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, mult
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from memsvc.core.errors import storage_full
+from memsvc.kernel.errors import storage_full
 
 # Retrieval runs in a few milliseconds; the buckets resolve that range finely.
 LATENCY_BUCKETS = (0.0005, 0.001, 0.002, 0.003, 0.005, 0.0075, 0.01, 0.015, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)

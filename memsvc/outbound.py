@@ -1,7 +1,7 @@
 """The one way memsvc opens a connection to an endpoint a setting names (remote embeddings,
 rerank, a Qdrant server).
 
-A URL checked against the policy (memsvc.core.url_policy) and then handed to an ordinary HTTP
+A URL checked against the policy (memsvc.kernel.url_policy) and then handed to an ordinary HTTP
 client is resolved twice: once for the check, once by the client to connect. A name that
 answers an allowed address first and a metadata address second (DNS rebinding) gets
 through. Here the connection itself does the one resolution: httpcore calls
@@ -25,8 +25,8 @@ from typing import Any, Iterable
 import httpcore
 import httpx
 
-from memsvc.core.inline import may_block
-from memsvc.core.url_policy import Resolver, Unresolvable, URLRefused, checked_addresses
+from memsvc.kernel.inline import may_block
+from memsvc.kernel.url_policy import Resolver, Unresolvable, URLRefused, checked_addresses
 
 # httpx's own defaults (httpx.Limits of a plain Client).
 _MAX_CONNECTIONS = 100
@@ -87,7 +87,7 @@ def pinned_transport(resolver: Resolver | None = None, verify: ssl.SSLContext | 
 
 
 def _network_call(request: httpx.Request) -> None:
-    """An inline call (memsvc.core.inline) never waits on the network: it moves to a worker."""
+    """An inline call (memsvc.kernel.inline) never waits on the network: it moves to a worker."""
     may_block("a network call")
 
 

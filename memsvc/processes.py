@@ -289,7 +289,7 @@ def prepare(config: Config) -> Prepared:
     """Apply the configured store's migrations once, before any worker opens it; read what
     the started line reports and whether stored settings enable Qdrant's local mode."""
     from memsvc.core.credentials import Credentials
-    from memsvc.core.qdrant_settings import QdrantSettingsManager, local_mode_across_hosts
+    from memsvc.core.settings.qdrant import QdrantSettingsManager, local_mode_across_hosts
     from memsvc.storage.stores import open_admin
 
     stores = open_admin(config)

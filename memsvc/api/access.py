@@ -43,7 +43,7 @@ from google.protobuf.message import Message
 from memsvc.characters.common import owner_id
 from memsvc.characters.names import character_from_filename
 from memsvc.core.credentials import ADMIN, READ, WRITE, Credential, TenantScope
-from memsvc.core.errors import PermissionDeniedError, ValidationError, shorten
+from memsvc.kernel.errors import PermissionDeniedError, ValidationError, shorten
 from memsvc.core.memories import memory_not_found
 
 CORE, CONFINE, ADMIN_ONLY = "core", "confine", "admin"

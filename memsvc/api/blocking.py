@@ -1,7 +1,7 @@
 """Blocking core calls (SQLite, models) run on the server's worker threads, never on the
 event loop; the pool is the loop's default executor, sized by MEMSVC_WORKERS. The hot path's
 reads run on the loop first and move to a worker only when a step would wait
-(`run_inline_first`, memsvc.core.inline)."""
+(`run_inline_first`, memsvc.kernel.inline)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import contextvars
 import functools
 from typing import Callable, TypeVar
 
-from memsvc.core.inline import WouldBlock, inline
+from memsvc.kernel.inline import WouldBlock, inline
 
 T = TypeVar("T")
 INLINE = "inline"

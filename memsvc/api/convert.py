@@ -16,18 +16,18 @@ from memsvc.api import errors
 from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
                                       RenameRequest, RenameResult, SaveRequest, SaveResult)
 from memsvc.core.credentials import OPEN_CALLER, Credential, IssuedCredential
-from memsvc.core.errors import ValidationError
+from memsvc.kernel.errors import ValidationError
 from memsvc.core.backend_manager import BackendStatus
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
-from memsvc.core.injection import InjectOptions
+from memsvc.core.injection.inject import InjectOptions
 from memsvc.core.memories import HealthReport, ListQuery, MemoryListing, check_batch_size
-from memsvc.core.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
+from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
 from memsvc.core.introspection import EmbeddingStatus, QdrantHit
-from memsvc.core.qdrant_settings import QdrantSettings, mask_api_key
+from memsvc.core.settings.qdrant import QdrantSettings, mask_api_key
 from memsvc.core.reindex import Progress, ReindexStatus
-from memsvc.core.relevance_floor import FlooredResult
-from memsvc.core.retrieval import Resolution, RetrievalResult, RetrievedItem
-from memsvc.core.settings import MemorySettings
+from memsvc.core.retrieval.relevance_floor import FlooredResult
+from memsvc.core.retrieval.ranking import Resolution, RetrievalResult, RetrievedItem
+from memsvc.core.settings.memory import MemorySettings
 from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
 from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 

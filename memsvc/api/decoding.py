@@ -24,7 +24,7 @@ from google.protobuf.message import DecodeError
 
 from memsvc.api.convert import TOO_DEEP
 from memsvc.api.errors import abort
-from memsvc.core.errors import FieldViolation, ValidationError
+from memsvc.kernel.errors import FieldViolation, ValidationError
 
 # What the protobuf decoder says (after "Error parsing message with type 'X': "), in words a
 # client can act on.

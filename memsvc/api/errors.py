@@ -15,7 +15,7 @@ from google.protobuf import any_pb2
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
-from memsvc.core import errors as core
+from memsvc.kernel import errors as core
 from memsvc.logs import request_id_var
 
 log = logging.getLogger("memsvc.api")

@@ -26,7 +26,7 @@ from memsvc.api.blocking import run
 from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
 from memsvc.core.credentials import ANONYMOUS, Credential, Verdict, admin_credential, caller, tenant_scope
-from memsvc.core.errors import MemsvcError, PermissionDeniedError
+from memsvc.kernel.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
 
 log = logging.getLogger("memsvc.rpc")

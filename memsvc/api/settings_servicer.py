@@ -8,7 +8,7 @@ from memsvc.api import convert
 from memsvc.api.blocking import run, run_shielded
 from memsvc.characters.service import Characters
 from memsvc.core.introspection import Introspection
-from memsvc.core.settings import Settings
+from memsvc.core.settings.memory import Settings
 from memsvc.v1 import settings_pb2 as pb
 from memsvc.v1 import settings_pb2_grpc
 

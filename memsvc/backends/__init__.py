@@ -13,8 +13,8 @@ from memsvc.backends.http import HttpBackend, HttpBackendConfig
 from memsvc.backends.memsvc_rest import MemsvcBackend
 from memsvc.backends.notion import NOTION_VERSION, NotionBackend
 from memsvc.backends.obsidian import DEFAULT_FOLDER, ObsidianBackend
-from memsvc.core.backend import PluggableBackend
-from memsvc.core.backend_settings import DEFAULT_BASE_URLS, DEFAULT_TIMEOUT_MS, backend_type
+from memsvc.kernel.backend import PluggableBackend
+from memsvc.core.settings.backends import DEFAULT_BASE_URLS, DEFAULT_TIMEOUT_MS, backend_type
 
 __all__ = ["create_backend"]
 

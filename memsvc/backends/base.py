@@ -20,10 +20,10 @@ from urllib.parse import quote
 import httpx
 
 from memsvc import outbound
-from memsvc.core.backend import BackendError, BackendHealth
+from memsvc.kernel.backend import BackendError, BackendHealth
 from memsvc.core.backend_manager import readable
-from memsvc.core.models import DEFAULT_MEMORY_TYPE, MEMORY_TYPES, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory
-from memsvc.core.url_policy import check_url
+from memsvc.kernel.models import DEFAULT_MEMORY_TYPE, MEMORY_TYPES, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory
+from memsvc.kernel.url_policy import check_url
 from memsvc.embedding._http import host_of, join
 
 DEFAULT_TIMEOUT_S = 30.0

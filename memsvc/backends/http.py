@@ -26,8 +26,8 @@ from memsvc.backends.base import (
     to_iso,
     unwrap_list,
 )
-from memsvc.core.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
-from memsvc.core.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult
+from memsvc.kernel.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
+from memsvc.kernel.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult
 
 DEFAULT_ENDPOINTS: dict[str, str] = {
     "search": "/memories/search", "create": "/memories", "list": "/memories", "get": "/memories/{id}",

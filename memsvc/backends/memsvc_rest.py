@@ -9,7 +9,7 @@ from typing import Any, Mapping
 
 from memsvc.backends.base import Connection
 from memsvc.backends.http import HttpBackend, HttpBackendConfig, scored
-from memsvc.core.backend import BackendHealth, BackendSearch, ScoredMemory
+from memsvc.kernel.backend import BackendHealth, BackendSearch, ScoredMemory
 
 ENDPOINTS = {"search": "/api/memory/retrieve", "create": "/api/memory", "list": "/api/memory",
              "get": "/api/memory/{id}", "update": "/api/memory/{id}", "delete": "/api/memory/{id}",

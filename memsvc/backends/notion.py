@@ -35,10 +35,10 @@ from memsvc.backends.base import (
     to_iso,
     upserted,
 )
-from memsvc.core.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
-from memsvc.core.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult, utcnow
-from memsvc.core.retrieval import relevance
-from memsvc.core.text import normalize, scoring_tokens
+from memsvc.kernel.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
+from memsvc.kernel.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult, utcnow
+from memsvc.core.retrieval.ranking import relevance
+from memsvc.kernel.text import normalize, scoring_tokens
 
 DEFAULT_BASE_URL = "https://api.notion.com"
 NOTION_VERSION = "2022-06-28"

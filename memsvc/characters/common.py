@@ -13,7 +13,7 @@ from typing import Callable
 from memsvc.characters.fsutil import clean_temp_files, exists_no_follow, is_real_dir, is_real_file, writable_dir
 from memsvc.characters.process_lock import ProcessLock, lock_path
 from memsvc.core.credentials import current_scope
-from memsvc.core.errors import ConflictError, PermissionDeniedError, shorten
+from memsvc.kernel.errors import ConflictError, PermissionDeniedError, shorten
 
 STORAGE_READ_ONLY = "STORAGE_READ_ONLY"
 STORAGE_MAINTENANCE = "STORAGE_MAINTENANCE"

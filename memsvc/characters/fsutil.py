@@ -23,7 +23,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
-from memsvc.core.errors import PreconditionError, shorten
+from memsvc.kernel.errors import PreconditionError, shorten
 
 UNSAFE_STORAGE_PATH = "UNSAFE_STORAGE_PATH"
 # A new file gets this mode minus the process umask (0644 under the usual umask 022), like

@@ -22,7 +22,7 @@ from memsvc.characters.common import Hooks
 from memsvc.characters.fsutil import remove_entry
 from memsvc.characters.models import LegacyEntry, LegacyRoot, LegacyScan, PurgeError, PurgeResult
 from memsvc.characters.registry import Registry
-from memsvc.core.errors import ConflictError, PreconditionError, ValidationError
+from memsvc.kernel.errors import ConflictError, PreconditionError, ValidationError
 
 SOURCE = "legacy_app_root"
 MAX_SIZE_ENTRIES = 50_000

@@ -13,7 +13,7 @@ import re
 import unicodedata
 
 from memsvc.characters.common import STORAGE_PREFIXES
-from memsvc.core.errors import ValidationError
+from memsvc.kernel.errors import ValidationError
 
 MAX_NAME_UNITS = 60
 ALIAS_MAX_CHARS = 100

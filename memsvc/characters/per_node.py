@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, NoReturn
 
-from memsvc.core.errors import PreconditionError
+from memsvc.kernel.errors import PreconditionError
 
 REASON = "CHARACTER_MEMORY_PER_NODE"
 MESSAGE = ("character memory is per node (a desktop app's files and their SQLite journal) and memsvc serves "

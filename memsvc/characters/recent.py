@@ -23,7 +23,7 @@ from memsvc.characters.models import AppendResult, ChatItem, RecentSnapshot, Sav
 from memsvc.characters.names import character_from_filename, logical_filename, validate_new_name
 from memsvc.characters.registry import Registry
 from memsvc.characters.theater import merge_chat
-from memsvc.core.errors import ConflictError, NotFoundError, UnavailableError, ValidationError, shorten
+from memsvc.kernel.errors import ConflictError, NotFoundError, UnavailableError, ValidationError, shorten
 from memsvc.storage.character_store import CharacterStore, PendingRow
 
 log = logging.getLogger("memsvc.characters.recent")

@@ -18,9 +18,9 @@ from typing import Callable
 
 from memsvc.characters.common import Hooks, owner_id
 from memsvc.characters.toggles import POWERFUL_KEY, CoreConfig
-from memsvc.core.extraction import Fact, extract_facts
+from memsvc.core.extraction.facts import Fact, extract_facts
 from memsvc.core.memories import Memories
-from memsvc.core.models import NewMemory
+from memsvc.kernel.models import NewMemory
 from memsvc.storage.reflection_store import NewReflection, ReflectionRow, ReflectionStore
 
 log = logging.getLogger("memsvc.characters.reflections")

@@ -16,7 +16,7 @@ from typing import Any
 
 from memsvc.characters.fsutil import atomic_write_bytes, atomic_write_text, unlink_file
 from memsvc.characters.process_lock import ProcessLock
-from memsvc.core.errors import UnavailableError
+from memsvc.kernel.errors import UnavailableError
 
 CHARACTERS_KEY = "猫娘"
 CURRENT_KEY = "当前猫娘"

@@ -21,7 +21,7 @@ from memsvc.characters.common import CharacterLocks, Hooks, Roots, owner_id
 from memsvc.characters.messages import path_key
 from memsvc.characters.registry import CHARACTERS_KEY, Registry, renamed
 from memsvc.characters.reviews import ReviewRunner
-from memsvc.core.errors import OperationFailedError, UnavailableError
+from memsvc.kernel.errors import OperationFailedError, UnavailableError
 from memsvc.storage.character_store import CharacterStore, RenameBackup
 
 DRAIN_TIMEOUT_S = 10.0

@@ -24,9 +24,9 @@ from memsvc.characters.rename import RenameParts, RenameTransaction
 from memsvc.characters.reviews import ReviewRunner
 from memsvc.characters.toggles import POWERFUL_KEY, REVIEW_KEY, CoreConfig, strict_bool
 from memsvc.config import Config
-from memsvc.core.errors import ConflictError, NotFoundError, OperationFailedError, ValidationError
+from memsvc.kernel.errors import ConflictError, NotFoundError, OperationFailedError, ValidationError
 from memsvc.core.memories import Memories
-from memsvc.core.models import utcnow
+from memsvc.kernel.models import utcnow
 from memsvc.storage.character_store import CharacterStore
 from memsvc.storage.database import Database
 from memsvc.storage.reflection_store import ReflectionStore

@@ -14,7 +14,7 @@ from typing import Any
 
 from memsvc.characters.messages import is_theater_capsule, message_dict, role_and_text
 from memsvc.characters.models import ChatItem
-from memsvc.core.errors import ConflictError
+from memsvc.kernel.errors import ConflictError
 
 THEATER_READONLY = "RECENT_FILE_THEATER_READONLY"
 

@@ -13,7 +13,7 @@ from typing import Any, Callable
 
 from memsvc.characters.fsutil import atomic_write_text
 from memsvc.characters.process_lock import ProcessLock
-from memsvc.core.errors import UnavailableError, ValidationError
+from memsvc.kernel.errors import UnavailableError, ValidationError
 
 REVIEW_KEY = "recent_memory_auto_review"
 POWERFUL_KEY = "powerful_memory_enabled"

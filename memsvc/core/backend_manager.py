@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Callable, Mapping, Sequence
 
-from memsvc.core.backend import (
+from memsvc.kernel.backend import (
     BackendError,
     BackendHealth,
     BackendSearch,
@@ -42,10 +42,10 @@ from memsvc.core.backend import (
     PluggableBackend,
     ScoredMemory,
 )
-from memsvc.core.backend_settings import SQLITE
-from memsvc.core.errors import UnavailableError
+from memsvc.core.settings.backends import SQLITE
+from memsvc.kernel.errors import UnavailableError
 from memsvc.core.memories import NoFollowUp
-from memsvc.core.models import (
+from memsvc.kernel.models import (
     Memory,
     MemoryFilter,
     MemoryPage,
@@ -56,7 +56,7 @@ from memsvc.core.models import (
     estimate_tokens,
     utcnow,
 )
-from memsvc.core.retrieval import (
+from memsvc.core.retrieval.ranking import (
     BUDGET_RANGE,
     RECENT_LIMIT,
     Resolution,
@@ -66,8 +66,8 @@ from memsvc.core.retrieval import (
     apply_budget,
     scope_for,
 )
-from memsvc.core.settings import MemorySettings, Settings
-from memsvc.core.vector_tier import in_scope  # the scope rule vector results pass, applied once
+from memsvc.core.settings.memory import MemorySettings, Settings
+from memsvc.core.retrieval.vector_tier import in_scope  # the scope rule vector results pass, applied once
 
 log = logging.getLogger("memsvc.core.backends")
 Factory = Callable[[str, Mapping[str, Any]], PluggableBackend]

@@ -37,8 +37,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Iterable, Protocol, Sequence
 
-from memsvc.core.errors import NotFoundError, Violations, shorten
-from memsvc.core.models import MemoryFilter
+from memsvc.kernel.errors import NotFoundError, Violations, shorten
+from memsvc.kernel.models import MemoryFilter
 
 READ = "read:memory"
 WRITE = "write:memory"

@@ -8,18 +8,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ContextManager, Protocol, Sequence
 
 from memsvc.core.access import AccessRecorder
-from memsvc.core.backend import InTransaction
+from memsvc.kernel.backend import InTransaction
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import retrieval_scope
-from memsvc.core.errors import PermissionDeniedError, Violations
-from memsvc.core.extraction import Fact, extract_facts, fact_metadata
-from memsvc.core.extraction_speakers import ASSISTANT, USER
-from memsvc.core.injection import InjectOptions, Injection, detect_format, inject, no_memory_requested
+from memsvc.kernel.errors import PermissionDeniedError, Violations
+from memsvc.core.extraction.facts import Fact, extract_facts, fact_metadata
+from memsvc.core.extraction.speakers import ASSISTANT, USER
+from memsvc.core.injection.inject import InjectOptions, Injection, detect_format, inject, no_memory_requested
 from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, store_drafts, validate_new
-from memsvc.core.models import Memory, NewMemory, UpsertResult, utcnow
-from memsvc.core.relevance_floor import (FlooredResult, above_floor, floor_for, limit_problem, min_score_problem,
+from memsvc.kernel.models import Memory, NewMemory, UpsertResult, utcnow
+from memsvc.core.retrieval.relevance_floor import (FlooredResult, above_floor, floor_for, limit_problem, min_score_problem,
                                          queryless_min_score)
-from memsvc.core.retrieval import (
+from memsvc.core.retrieval.ranking import (
     BUDGET_RANGE,
     STRATEGY_ALIASES,
     Resolution,
@@ -29,7 +29,7 @@ from memsvc.core.retrieval import (
     SearchBackend,
     apply_budget,
 )
-from memsvc.core.settings import SCOPES, Settings
+from memsvc.core.settings.memory import SCOPES, Settings
 from memsvc.core.summarization import BudgetOutcome, SummaryBackend, SummaryOutcome, summarize, summarize_to_budget
 
 MAX_QUERY_CHARS = 8192
@@ -144,7 +144,7 @@ class Engine:
                  max_tokens: int | None = None, scope: str = "", limit: int | None = None,
                  min_score: float | None = None) -> FlooredResult:
         """The hot path. Records access on what it returns. `min_score` None: Retrieve's
-        default relevance floor (memsvc.core.relevance_floor); 0 keeps every ranked candidate.
+        default relevance floor (memsvc.core.retrieval.relevance_floor); 0 keeps every ranked candidate.
 
         Everything it reads (settings, vector state, vectors, keyword hits) comes from one
         snapshot, and the settings are read once and travel with the request: one Retrieve

@@ -8,15 +8,15 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from memsvc.core.backend_manager import BackendStatus
-from memsvc.core.errors import PreconditionError, UnavailableError, ValidationError, Violations
-from memsvc.core.models import SearchScope, utcnow
-from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
+from memsvc.kernel.errors import PreconditionError, UnavailableError, ValidationError, Violations
+from memsvc.kernel.models import SearchScope, utcnow
+from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
 from memsvc.core.reindex import ReindexStatus
-from memsvc.core.settings import MemorySettings, Settings
-from memsvc.core.vector_tier import VectorTier
-from memsvc.embedding.errors import EmbeddingError
+from memsvc.core.settings.memory import MemorySettings, Settings
+from memsvc.core.retrieval.vector_tier import VectorTier
+from memsvc.kernel.embedding_errors import EmbeddingError
 from memsvc.embedding.resolver import EmbeddingStatus
-from memsvc.vectors.index import VectorError
+from memsvc.kernel.vector_index import VectorError
 
 SEARCH_TOP_K = (1, 20)
 DEFAULT_SEARCH_TOP_K = 5

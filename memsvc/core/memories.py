@@ -12,12 +12,12 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
 
-from memsvc.core.backend import MemoryBackend
-from memsvc.core.cache import CacheStats, TtlCache
+from memsvc.kernel.backend import MemoryBackend
+from memsvc.kernel.cache import CacheStats, TtlCache
 from memsvc.core.credentials import confined
-from memsvc.core.errors import NotFoundError, ValidationError, Violations, shorten, storage_full
+from memsvc.kernel.errors import NotFoundError, ValidationError, Violations, shorten, storage_full
 from memsvc.core.group_commit import GroupCommit
-from memsvc.core.models import (
+from memsvc.kernel.models import (
     DEFAULT_MEMORY_TYPE,
     MEMORY_TYPES,
     Memory,

@@ -21,13 +21,13 @@ import time
 from dataclasses import asdict, dataclass, replace
 from typing import Any, Callable
 
-from memsvc.core.errors import ConflictError, PreconditionError, ValidationError
+from memsvc.kernel.errors import ConflictError, PreconditionError, ValidationError
 from memsvc.core.leases import Lease, LeaseRecord, LeaseStore, LeaseTiming
-from memsvc.core.models import Memory
-from memsvc.core.settings import Settings
-from memsvc.core.vector_tier import VectorTier
-from memsvc.embedding.errors import EmbeddingError
-from memsvc.vectors.index import VectorError, VectorRow
+from memsvc.kernel.models import Memory
+from memsvc.core.settings.memory import Settings
+from memsvc.core.retrieval.vector_tier import VectorTier
+from memsvc.kernel.embedding_errors import EmbeddingError
+from memsvc.kernel.vector_index import VectorError, VectorRow
 
 log = logging.getLogger("memsvc.core.reindex")
 

@@ -17,7 +17,7 @@ already has for `keep`.
 
 from __future__ import annotations
 
-#: Key prefix -> what it records. The prefixes are those of memsvc.core.extraction's facts.
+#: Key prefix -> what it records. The prefixes are those of memsvc.core.extraction.facts's facts.
 DURABLE_KEY_PREFIXES: dict[str, str] = {
     "name:": "identity: the user's name or what to call them",
     "diet:": "diet and allergies",

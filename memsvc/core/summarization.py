@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Protocol, Sequence
 
-from memsvc.core.errors import Violations
+from memsvc.kernel.errors import Violations
 from memsvc.core.memories import MAX_CONTENT_BYTES
-from memsvc.core.models import Memory, NewMemory, UpsertResult, estimate_tokens, utcnow
-from memsvc.core.text import first_sentences
+from memsvc.kernel.models import Memory, NewMemory, UpsertResult, estimate_tokens, utcnow
+from memsvc.kernel.text import first_sentences
 
 DAYS_RANGE = (1, 365)
 DEFAULT_DAYS = 30

@@ -23,7 +23,7 @@ os.environ.setdefault("TQDM_DISABLE", "1")
 if "huggingface_hub.constants" in sys.modules:  # pragma: no cover - depends on import order
     sys.modules["huggingface_hub.constants"].HF_HUB_OFFLINE = True
 
-from memsvc.embedding.errors import (  # noqa: E402
+from memsvc.kernel.embedding_errors import (  # noqa: E402
     EmbeddingError,
     EmbeddingNotReady,
     EmbeddingURLRefused,

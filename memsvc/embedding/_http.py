@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import httpx
 
 from memsvc import outbound
-from memsvc.core.url_policy import Resolver, check_url
+from memsvc.kernel.url_policy import Resolver, check_url
 
 
 class CallFailed(Exception):

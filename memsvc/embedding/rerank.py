@@ -9,7 +9,7 @@ import math
 from typing import Any, Sequence, TypeVar
 
 from memsvc.embedding import _http
-from memsvc.embedding.errors import RerankError
+from memsvc.kernel.embedding_errors import RerankError
 
 RERANK_TIMEOUT_S = 5.0
 T = TypeVar("T")

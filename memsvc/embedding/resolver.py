@@ -21,11 +21,11 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from memsvc.core.inline import may_block, settle
-from memsvc.core.settings import MemorySettings
-from memsvc.core.url_policy import check_url
+from memsvc.kernel.inline import may_block, settle
+from memsvc.core.settings.memory import MemorySettings
+from memsvc.kernel.url_policy import check_url
 from memsvc.embedding.cache import EmbeddingCache, cache_key
-from memsvc.embedding.errors import EmbeddingError, EmbeddingNotReady, NoEmbeddingSource, RerankError
+from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingNotReady, NoEmbeddingSource, RerankError
 from memsvc.embedding.providers import ProviderEndpoint, ProviderRegistry, split_provider_model
 from memsvc.embedding.rerank import RerankClient
 from memsvc.embedding.sources import (

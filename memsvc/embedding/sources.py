@@ -29,9 +29,9 @@ from typing import IO, Any, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
-from memsvc.core.inline import hold, may_block
+from memsvc.kernel.inline import hold, may_block
 from memsvc.embedding import _http
-from memsvc.embedding.errors import EmbeddingError, EmbeddingURLRefused
+from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingURLRefused
 
 log = logging.getLogger("memsvc.embedding")
 
@@ -103,7 +103,7 @@ class EmbeddingSource(Protocol):
     name: str   # remote | static | transformers
     model: str
     #: Whether `embed` waits (a network call, a model too slow for the event loop's thread):
-    #: an inline call (memsvc.core.inline) hands such an embedding to a worker thread.
+    #: an inline call (memsvc.kernel.inline) hands such an embedding to a worker thread.
     waits: bool
 
     @property

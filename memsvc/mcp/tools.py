@@ -21,7 +21,7 @@ from pydantic import Field
 
 from memsvc.api.convert import dict_to_struct
 from memsvc.core.credentials import ALL_TENANTS
-from memsvc.core.models import MEMORY_TYPES
+from memsvc.kernel.models import MEMORY_TYPES
 from memsvc.mcp.arguments import ArgumentCheck, plain_schema
 from memsvc.mcp.errors import UNAUTHENTICATED_HINT
 from memsvc.mcp.upstream import Upstream

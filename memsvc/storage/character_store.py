@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
-from memsvc.core.models import utcnow
+from memsvc.kernel.models import utcnow
 from memsvc.storage.database import Database, iso
 
 

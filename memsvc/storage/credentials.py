@@ -20,8 +20,8 @@ from typing import Any, Sequence
 import apsw
 
 from memsvc.core.credentials import ALL_TENANTS, Credential, StoredCredential, secret_digest
-from memsvc.core.errors import ConflictError
-from memsvc.core.models import utcnow
+from memsvc.kernel.errors import ConflictError
+from memsvc.kernel.models import utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 
 COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"

@@ -26,7 +26,7 @@ from pathlib import Path
 import apsw
 import sqlite_vec
 
-from memsvc.core.errors import StorageFullError
+from memsvc.kernel.errors import StorageFullError
 from memsvc.storage import owner_terms
 
 # Below this much room (under the size limit or on the filesystem), a write that failed

@@ -18,9 +18,9 @@ from typing import Any
 
 import apsw
 
-from memsvc.core.cache import TtlCache
-from memsvc.core.models import KeywordHit, SearchScope
-from memsvc.core.text import Terms, ngrams, terms
+from memsvc.kernel.cache import TtlCache
+from memsvc.kernel.models import KeywordHit, SearchScope
+from memsvc.kernel.text import Terms, ngrams, terms
 from memsvc.storage import owner_terms
 from memsvc.storage.database import iso
 from memsvc.working_set.owner import selective

@@ -9,7 +9,7 @@ import time
 from typing import Callable
 
 from memsvc.core.leases import LeaseRecord
-from memsvc.core.models import utcnow
+from memsvc.kernel.models import utcnow
 from memsvc.storage.database import Database, iso
 
 # Insert, or take over a row that has expired (or is already this holder's). The WHERE of

@@ -9,7 +9,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from memsvc.core.models import Memory
+from memsvc.kernel.models import Memory
 from memsvc.storage.database import parse_iso
 
 COLUMNS = (

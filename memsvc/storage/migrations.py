@@ -15,8 +15,8 @@ from importlib import resources
 
 import apsw
 
-from memsvc.core.errors import StorageVersionError
-from memsvc.core.models import utcnow
+from memsvc.kernel.errors import StorageVersionError
+from memsvc.kernel.models import utcnow
 from memsvc.storage.database import Database, iso
 
 _FILE_NAME = re.compile(r"^(\d{4})_([A-Za-z0-9_]+)\.sql$")

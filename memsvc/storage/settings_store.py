@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any, Mapping
 
-from memsvc.core.models import utcnow
+from memsvc.kernel.models import utcnow
 from memsvc.storage.database import Database, iso
 
 _VERSION = "settings_version"

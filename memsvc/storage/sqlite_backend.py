@@ -17,10 +17,10 @@ from typing import Any, Callable, ContextManager, Mapping
 
 import apsw
 
-from memsvc.core.errors import ConflictError, shorten
-from memsvc.core.inline import may_block
-from memsvc.core.time_phrases import TimeWindow
-from memsvc.core.models import (
+from memsvc.kernel.errors import ConflictError, shorten
+from memsvc.kernel.inline import may_block
+from memsvc.kernel.time_phrases import TimeWindow
+from memsvc.kernel.models import (
     MEMORY_TYPES,
     KeywordHit,
     Memory,

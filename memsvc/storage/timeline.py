@@ -10,8 +10,8 @@ from typing import Sequence
 
 import apsw
 
-from memsvc.core.models import Memory, SearchScope
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.models import Memory, SearchScope
+from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.database import iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory

@@ -41,8 +41,8 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from memsvc.core.models import Memory, SearchScope
-from memsvc.vectors.index import VectorHit, cosine_score
+from memsvc.kernel.models import Memory, SearchScope
+from memsvc.kernel.vector_index import VectorHit, cosine_score
 
 #: Reads the memories of some ids that a scope may see from memory, without a statement (the
 #: owner's working set, memsvc.working_set): (conn, scope, memory ids) -> memories in no

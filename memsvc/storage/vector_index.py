@@ -58,15 +58,15 @@ from typing import Any
 
 import numpy as np
 
-from memsvc.core.inline import may_block
-from memsvc.core.models import Memory, SearchScope, utcnow
+from memsvc.kernel.inline import may_block
+from memsvc.kernel.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.storage.sequences import bump_vec_generation, read_vec_generation
 from memsvc.storage.vector_cache import (NEVER_US, NO_SESSION, HeldMemories, OwnerBlock, VectorCache, block_hits,
                                          scope_values, unix_us)
-from memsvc.vectors.index import (
+from memsvc.kernel.vector_index import (
     DeleteResult,
     DimensionMismatch,
     VectorError,

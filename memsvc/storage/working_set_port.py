@@ -8,7 +8,7 @@ import json
 
 import apsw
 
-from memsvc.core.models import Memory
+from memsvc.kernel.models import Memory
 from memsvc.storage import owner_terms
 from memsvc.storage.memory_rows import COLUMNS, M_COLUMNS, row_to_memory
 

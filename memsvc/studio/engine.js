@@ -5,7 +5,7 @@ import { api, stream } from "./api.js";
 import { attempt, clear, confirmAction, field, h, indicator, perform, showNote } from "./ui.js";
 
 const SOURCES = ["auto", "remote", "static", "transformers"];
-// The collection the server uses when none is chosen (memsvc.core.qdrant_settings.
+// The collection the server uses when none is chosen (memsvc.core.settings.qdrant.
 // DEFAULT_COLLECTION; a test checks they agree): the reference API's name, kept so that a
 // Qdrant it filled is found. The field shows it as the default it is, empty with this name
 // as its placeholder, not prefilled as if someone had typed another product's name.

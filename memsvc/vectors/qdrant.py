@@ -51,9 +51,9 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from memsvc import outbound
-from memsvc.core.models import SearchScope, utcnow
-from memsvc.core.url_policy import check_url
-from memsvc.core.qdrant_settings import (
+from memsvc.kernel.models import SearchScope, utcnow
+from memsvc.kernel.url_policy import check_url
+from memsvc.core.settings.qdrant import (
     DEFAULT_COLLECTION,
     DEFAULT_HOST,
     DEFAULT_PORT,
@@ -61,7 +61,7 @@ from memsvc.core.qdrant_settings import (
     QUANTIZATIONS,
     QdrantSettings,
 )
-from memsvc.vectors.index import (
+from memsvc.kernel.vector_index import (
     DeleteResult,
     DimensionMismatch,
     VectorError,

@@ -31,9 +31,9 @@ from typing import Callable, Iterable, Sequence, TypeVar
 
 import numpy as np
 
-from memsvc.core.models import KeywordHit, Memory, SearchScope
-from memsvc.core.text import CJK_CHAR, cjk_runs, ngrams, terms
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.models import KeywordHit, Memory, SearchScope
+from memsvc.kernel.text import CJK_CHAR, cjk_runs, ngrams, terms
+from memsvc.kernel.time_phrases import TimeWindow
 
 BM25_K1, BM25_B = 1.2, 0.75
 GRAM = 3

@@ -29,8 +29,8 @@ from dataclasses import dataclass
 import time
 from typing import Any, Callable, Protocol, TypeVar
 
-from memsvc.core.inline import hold, may_block
-from memsvc.core.models import KeywordHit, Memory, SearchScope
+from memsvc.kernel.inline import hold, may_block
+from memsvc.kernel.models import KeywordHit, Memory, SearchScope
 from memsvc.working_set.owner import OwnerSet, Tokenizer
 
 

@@ -22,10 +22,10 @@ from typing import Any
 
 import pytest
 
-from memsvc.core.errors import ConflictError
-from memsvc.core.models import (MEMORY_TYPES, Memory, MemoryFilter, MemoryPatch, NewMemory, SearchScope,
+from memsvc.kernel.errors import ConflictError
+from memsvc.kernel.models import (MEMORY_TYPES, Memory, MemoryFilter, MemoryPatch, NewMemory, SearchScope,
                                 UpsertResult, estimate_tokens, utcnow)
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 

@@ -17,7 +17,7 @@ import psycopg
 import pytest
 
 from memsvc.api.errors import status_for
-from memsvc.core.errors import ConflictError, StorageVersionError, UnavailableError
+from memsvc.kernel.errors import ConflictError, StorageVersionError, UnavailableError
 from memsvc.storage.database import Database
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.migrations import (apply_migrations, available_migrations, current_version,

@@ -16,8 +16,8 @@ import grpc
 import pytest
 
 from memsvc.api.errors import status_for
-from memsvc.core.errors import UnavailableError, ValidationError
-from memsvc.core.models import MemoryFilter, NewMemory, SearchScope, UpsertResult, utcnow
+from memsvc.kernel.errors import UnavailableError, ValidationError
+from memsvc.kernel.models import MemoryFilter, NewMemory, SearchScope, UpsertResult, utcnow
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.memory_backend import PgMemoryBackend
 from support.postgres import PostgresServer, running_postgres

@@ -18,7 +18,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
 
 from memsvc.api.errors import status_for
-from memsvc.core.errors import UnavailableError
+from memsvc.kernel.errors import UnavailableError
 from memsvc.storage.postgres.database import PgDatabase, as_domain_error
 from memsvc.storage.postgres.migrations import apply_migrations, current_version, latest_version
 from support.postgres import PostgresServer

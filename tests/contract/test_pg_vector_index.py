@@ -17,10 +17,10 @@ import pytest
 
 from contract.test_vector_index_contract import (DIM, SIGNATURE, Draft, Harness, _cosine_order, _drafts, _flag,
                                                  _indexed, _postgres, _rows, _scope, _vectors)
-from memsvc.core.models import Memory
+from memsvc.kernel.models import Memory
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.vector_index import PgVectorIndex
-from memsvc.vectors.index import DimensionMismatch, VectorError
+from memsvc.kernel.vector_index import DimensionMismatch, VectorError
 
 
 @pytest.fixture
@@ -329,7 +329,7 @@ def test_a_new_signature_drops_every_block(mem: Harness, mem_replica: PgVectorIn
 def test_the_hits_rows_come_from_the_owners_working_set(pg_database: PgDatabase) -> None:
     """With the backend's working sets as the row source a search from memory reads no row of
     its own: the first one builds the owner's set, and a delete is in the next one."""
-    from memsvc.core.models import NewMemory
+    from memsvc.kernel.models import NewMemory
     from memsvc.storage.postgres.memory_backend import PgMemoryBackend
 
     backend = PgMemoryBackend(pg_database)

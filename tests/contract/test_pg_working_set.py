@@ -12,7 +12,7 @@ import threading
 
 import pytest
 
-from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.kernel.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.memory_backend import PgMemoryBackend
 from memsvc.storage.postgres.rows import SELECT, row_to_memory

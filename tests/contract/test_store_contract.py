@@ -13,7 +13,7 @@ from typing import Any, Callable
 import pytest
 
 from memsvc.core.credentials import ADMIN, READ, WRITE, Credential, secret_digest, secret_matches
-from memsvc.core.errors import ConflictError
+from memsvc.kernel.errors import ConflictError
 from memsvc.storage.credentials import SqliteCredentialStore
 from memsvc.storage.database import Database
 from memsvc.storage.leases import SqliteLeaseStore

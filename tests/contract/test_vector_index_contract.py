@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from memsvc.core.models import Memory, NewMemory, SearchScope
+from memsvc.kernel.models import Memory, NewMemory, SearchScope
 from memsvc.storage.database import iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.vector_index import SqliteVecIndex
-from memsvc.vectors.index import DimensionMismatch, VectorError, VectorRow
+from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorRow
 
 DIM = 8
 SIGNATURE = f"test:model:{DIM}"

@@ -25,7 +25,7 @@ import pytest
 import memsvc.studio
 from conftest import Rest, make_config, start_gateway, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
-from memsvc.core.qdrant_settings import DEFAULT_COLLECTION
+from memsvc.core.settings.qdrant import DEFAULT_COLLECTION
 from tests.support.chat_history import message as msg
 from tests.support.vectors import model_server, remote_settings, wait_for
 

@@ -15,7 +15,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memsvc.core.models import utcnow
+from memsvc.kernel.models import utcnow
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from memsvc.v1 import memory_pb2 as pb

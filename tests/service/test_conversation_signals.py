@@ -11,7 +11,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memsvc.core.conversation_signals import DATE_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
+from memsvc.core.retrieval.conversation_signals import DATE_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
 from tests.service.test_engine_retrieval import create, enable, ids, retrieve, struct
 
 JAN_7 = datetime(2024, 1, 7, 18, 30, tzinfo=timezone.utc)

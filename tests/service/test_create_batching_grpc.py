@@ -19,7 +19,7 @@ import grpc
 import pytest
 
 from conftest import make_config, start_server
-from memsvc.core.models import SearchScope, utcnow
+from memsvc.kernel.models import SearchScope, utcnow
 from memsvc.v1 import memory_pb2 as mpb
 from tests.support.vectors import (
     create,

@@ -36,7 +36,7 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from memsvc.core.models import MEMORY_TYPES
+from memsvc.kernel.models import MEMORY_TYPES
 from memsvc.v1 import engine_pb2, memory_pb2 as pb, settings_pb2
 
 C = grpc.StatusCode

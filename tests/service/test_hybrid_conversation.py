@@ -8,7 +8,7 @@ from datetime import datetime, timedelta, timezone
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
-from memsvc.core.conversation_signals import NEIGHBOUR_WEIGHT
+from memsvc.core.retrieval.conversation_signals import NEIGHBOUR_WEIGHT
 from memsvc.v1 import engine_pb2 as epb
 from tests.support.vectors import create, set_memory, static_model, warm  # noqa: F401 - fixture
 

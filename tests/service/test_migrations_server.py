@@ -10,7 +10,7 @@ import pytest
 
 from conftest import make_config, start_server
 from memsvc.app import App
-from memsvc.core.errors import StorageVersionError
+from memsvc.kernel.errors import StorageVersionError
 from memsvc.storage.migrations import latest_version
 from memsvc.v1 import memory_pb2 as pb
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import time
 
-from memsvc.core import extraction
+from memsvc.core.extraction import facts as extraction
 from memsvc.v1 import engine_pb2 as epb
 
 

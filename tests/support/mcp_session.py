@@ -14,7 +14,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from memsvc.core.models import MEMORY_TYPES
+from memsvc.kernel.models import MEMORY_TYPES
 
 BIN = Path(sys.executable).parent
 TOOLS = {"memory_search", "memory_add", "memory_clear", "memory_list", "memory_get", "memory_update",

@@ -15,8 +15,8 @@ import json
 
 import apsw
 
-from memsvc.core.models import KeywordHit, SearchScope
-from memsvc.core.text import ngrams, terms
+from memsvc.kernel.models import KeywordHit, SearchScope
+from memsvc.kernel.text import ngrams, terms
 from memsvc.storage import keyword
 from memsvc.storage.owner_terms import owner_tag, tokens, word_tokenizer
 from memsvc.working_set import owner as ws

@@ -15,8 +15,8 @@ import pytest
 
 from memsvc.backends import create_backend
 from memsvc.backends.http import HttpBackend
-from memsvc.core.backend import BackendError, BackendSearch
-from memsvc.core.models import MemoryFilter, MemoryPatch, NewMemory, SearchScope
+from memsvc.kernel.backend import BackendError, BackendSearch
+from memsvc.kernel.models import MemoryFilter, MemoryPatch, NewMemory, SearchScope
 from support.fake_memory_api import FakeMemoryApi
 
 KEY = "generic-test-key-98765"

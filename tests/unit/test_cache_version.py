@@ -3,7 +3,7 @@ connection (as another server process makes them) empties it before the next loo
 
 from __future__ import annotations
 
-from memsvc.core.cache import TtlCache
+from memsvc.kernel.cache import TtlCache
 from memsvc.storage.database import Database
 
 

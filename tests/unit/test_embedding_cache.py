@@ -9,7 +9,7 @@ import threading
 import numpy as np
 import pytest
 
-from memsvc.core.settings import MemorySettings
+from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding.cache import EmbeddingCache, cache_key
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from tests.support.model_server import shared

@@ -9,7 +9,7 @@ import time
 import numpy as np
 import pytest
 
-from memsvc.core.url_policy import AMBIGUOUS_IPV4, check_url
+from memsvc.kernel.url_policy import AMBIGUOUS_IPV4, check_url
 from memsvc.embedding import EmbeddingError, EmbeddingURLRefused
 from memsvc.embedding.sources import RemoteSource
 from tests.support.model_server import shared

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from memsvc.core.settings import MemorySettings
+from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding import RerankError
 from memsvc.embedding.rerank import RERANK_TIMEOUT_S, RerankClient, apply_rerank, rerank_url
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings

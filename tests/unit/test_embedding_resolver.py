@@ -11,7 +11,7 @@ import pytest
 
 from memsvc import config as config_module
 from memsvc.config import ConfigError
-from memsvc.core.settings import MemorySettings
+from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding import NoEmbeddingSource
 from memsvc.embedding.providers import CATALOG, ProviderRegistry, split_provider_model
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings

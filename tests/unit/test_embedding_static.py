@@ -26,7 +26,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsvc.core.settings import MemorySettings
+from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding import EmbeddingError, EmbeddingNotReady
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.embedding.sources import (BUILD_MARKER, LEGACY_STATIC_MODELS, MULTILINGUAL_TEACHER, STATIC_DEFAULT_MODEL,

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsvc.core.extraction import (
+from memsvc.core.extraction.facts import (
     CATEGORY_TYPES,
     MAX_SCAN_BYTES,
     Fact,

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import pytest
 
-from memsvc.core.extraction import extract_facts
-from memsvc.core.extraction_speakers import ASSISTANT, USER
+from memsvc.core.extraction.facts import extract_facts
+from memsvc.core.extraction.speakers import ASSISTANT, USER
 
 
 def facts(text: str, speaker: str = ASSISTANT) -> list[tuple[str, str]]:

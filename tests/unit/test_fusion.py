@@ -9,8 +9,8 @@ from datetime import datetime, timezone
 import pytest
 
 from memsvc.config import Config, ConfigError
-from memsvc.core.models import Memory
-from memsvc.core.retrieval import (
+from memsvc.kernel.models import Memory
+from memsvc.core.retrieval.ranking import (
     DEFAULT_FUSION,
     FUSION_GATED,
     FUSION_GATED_CONVEX,
@@ -21,7 +21,7 @@ from memsvc.core.retrieval import (
     query_gate,
     strong_match,
 )
-from memsvc.core.text import scoring_tokens
+from memsvc.kernel.text import scoring_tokens
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 

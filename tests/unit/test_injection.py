@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsvc.core.injection import (
+from memsvc.core.injection.inject import (
     NO_MEMORY_HEADERS,
     InjectOptions,
     Injection,

@@ -6,7 +6,7 @@ import threading
 
 import pytest
 
-from memsvc.core.inline import WouldBlock, hold, inline, is_inline, may_block, settle
+from memsvc.kernel.inline import WouldBlock, hold, inline, is_inline, may_block, settle
 
 
 def test_outside_an_inline_call_nothing_raises_and_settle_runs_at_once():

@@ -12,7 +12,7 @@ from pathlib import Path
 import apsw
 import pytest
 
-from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.kernel.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.storage import migrations
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
@@ -57,7 +57,7 @@ def held(tmp_path: Path):
 
 def _shared_matches(backend, owner: str, query: str) -> set[int]:
     """What the shared indexes (porter/unicode61 words, trigram CJK) match for the owner."""
-    from memsvc.core.text import terms
+    from memsvc.kernel.text import terms
     from memsvc.storage.keyword import cjk_query, word_query
 
     t = terms(query)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from memsvc.core.errors import ValidationError
-from memsvc.core.qdrant_settings import (
+from memsvc.kernel.errors import ValidationError
+from memsvc.core.settings.qdrant import (
     NAMESPACE,
     QdrantSettings,
     QdrantSettingsManager,
@@ -18,7 +18,7 @@ from memsvc.core.qdrant_settings import (
     normalize,
     validate_update,
 )
-from memsvc.core.settings import Settings
+from memsvc.core.settings.memory import Settings
 from memsvc.storage.database import Database
 from memsvc.storage.migrations import apply_migrations
 from memsvc.storage.settings_store import SqliteSettingsStore

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsvc.core.models import Memory
-from memsvc.core.relevance_floor import (
+from memsvc.kernel.models import Memory
+from memsvc.core.retrieval.relevance_floor import (
     KEYWORD_FLOOR,
     tokens_of,
     Floor,
@@ -22,8 +22,8 @@ from memsvc.core.relevance_floor import (
     terms_of,
     vector_similarity,
 )
-from memsvc.core.retrieval import RetrievedItem
-from memsvc.core.text import scoring_tokens
+from memsvc.core.retrieval.ranking import RetrievedItem
+from memsvc.kernel.text import scoring_tokens
 
 
 def memory(content: str, key: str = "") -> Memory:

@@ -12,10 +12,10 @@ from datetime import timedelta
 import numpy as np
 import pytest
 
-from memsvc.core.models import NewMemory, SearchScope, utcnow
+from memsvc.kernel.models import NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.vectors.index import VectorRow
+from memsvc.kernel.vector_index import VectorRow
 from memsvc.vectors.qdrant import QdrantIndex
 from memsvc.storage.vector_index import SqliteVecIndex
 

@@ -6,9 +6,9 @@ from datetime import datetime, timezone
 
 from hypothesis import given, strategies as st
 
-from memsvc.core.models import Memory, estimate_tokens
-from memsvc.core.retrieval import RetrievedItem, apply_budget, relevance
-from memsvc.core.text import first_sentences, ngrams, scoring_tokens, terms
+from memsvc.kernel.models import Memory, estimate_tokens
+from memsvc.core.retrieval.ranking import RetrievedItem, apply_budget, relevance
+from memsvc.kernel.text import first_sentences, ngrams, scoring_tokens, terms
 
 NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
 

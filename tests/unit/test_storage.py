@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from memsvc.core.backend import MemoryBackend
-from memsvc.core.errors import ConflictError, StorageFullError, StorageVersionError
-from memsvc.core.models import MemoryFilter, MemoryPatch, NewMemory
+from memsvc.kernel.backend import MemoryBackend
+from memsvc.kernel.errors import ConflictError, StorageFullError, StorageVersionError
+from memsvc.kernel.models import MemoryFilter, MemoryPatch, NewMemory
 from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.migrations import (
     apply_migrations,

@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from memsvc.core.time_phrases import time_windows
+from memsvc.kernel.time_phrases import time_windows
 
 NOW = datetime(2026, 12, 1, 15, 0, tzinfo=timezone.utc)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from memsvc.core.url_policy import (
+from memsvc.kernel.url_policy import (
     AMBIGUOUS_IPV4,
     METADATA_PROBLEM,
     UNSPECIFIED_PROBLEM,

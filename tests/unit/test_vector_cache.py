@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsvc.core.models import Memory, MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.kernel.models import Memory, MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.vectors.index import VectorRow
+from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.vector_index import SqliteVecIndex
 
 DIM = 16
@@ -162,7 +162,7 @@ def test_an_owner_larger_than_the_budget_is_searched_in_sqlite(db, backend):
 def test_cached_hits_carry_their_memory_as_stored(db, backend):
     """The cached search reads each hit's row to re-check the scope; it hands that row on
     (VectorTier then loads nothing), and the row is the current one after an update."""
-    from memsvc.core.models import MemoryPatch
+    from memsvc.kernel.models import MemoryPatch
 
     rng = np.random.default_rng(7)
     cached = SqliteVecIndex(db, cache_bytes=10_000_000)

@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from qdrant_client import models as qm
 
-from memsvc.core.models import SearchScope, utcnow
-from memsvc.core.qdrant_settings import QdrantSettings
-from memsvc.vectors.index import DimensionMismatch, VectorIndex, VectorRow, VectorUnavailable
+from memsvc.kernel.models import SearchScope, utcnow
+from memsvc.core.settings.qdrant import QdrantSettings
+from memsvc.kernel.vector_index import DimensionMismatch, VectorIndex, VectorRow, VectorUnavailable
 from memsvc.vectors.qdrant import (
     KIND,
     QdrantIndex,

@@ -9,10 +9,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from memsvc.core.models import Memory, MemoryFilter, NewMemory, SearchScope, utcnow
+from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.vectors.index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
+from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
 from memsvc.storage.vector_index import (
     NEVER_US,
     SqliteVecIndex,

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from memsvc.core.models import MemoryPatch, NewMemory, SearchScope, utcnow
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.models import MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage import keyword
 from memsvc.storage.database import Database, iso
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 from psycopg.types.json import Jsonb
 
 from memsvc.core.credentials import ALL_TENANTS, Credential, StoredCredential, secret_digest
-from memsvc.core.errors import ConflictError
+from memsvc.kernel.errors import ConflictError
 from memsvc.storage.credentials import COLUMNS, VERSION_NAME
 from memsvc.storage.postgres.database import PgDatabase
 

@@ -42,8 +42,8 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memsvc.core.inline import may_block
-from memsvc.core.errors import ConflictError, StorageFullError, UnavailableError
+from memsvc.kernel.inline import may_block
+from memsvc.kernel.errors import ConflictError, StorageFullError, UnavailableError
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"

@@ -4,7 +4,7 @@ index, ranked by BM25.
 
 The query is never parsed from user text. `websearch_to_tsquery` and `plainto_tsquery` over
 the whole text AND the words (one missing word and nothing is found) and give the user's
-punctuation a meaning; here the words are the ones `memsvc.core.text.terms` gives (the same
+punctuation a meaning; here the words are the ones `memsvc.kernel.text.terms` gives (the same
 words the relevance score above the store rewards), each becomes a tsquery of its own through
 `plainto_tsquery('english', word)` (a bound parameter; that function has no operators, so
 `C++`, `"`, `'`, `:*`, `&`, `|`, `!` or `(` are only text to it), and those tsqueries are
@@ -38,9 +38,9 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from memsvc.core.cache import TtlCache
-from memsvc.core.models import KeywordHit, SearchScope
-from memsvc.core.text import terms
+from memsvc.kernel.cache import TtlCache
+from memsvc.kernel.models import KeywordHit, SearchScope
+from memsvc.kernel.text import terms
 from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, scope_clause
 from memsvc.working_set.owner import BM25_B, BM25_K1, COMMON_MIN_DOCS, COMMON_SHARE
 

@@ -28,10 +28,10 @@ import psycopg
 from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
-from memsvc.core.errors import ConflictError, ValidationError, shorten
-from memsvc.core.models import (MEMORY_TYPES, KeywordHit, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory,
+from memsvc.kernel.errors import ConflictError, ValidationError, shorten
+from memsvc.kernel.models import (MEMORY_TYPES, KeywordHit, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory,
                                 SearchScope, UpsertResult)
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.postgres import keyword, timeline
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.migrations import apply_migrations

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import psycopg
 
-from memsvc.core.errors import StorageVersionError
+from memsvc.kernel.errors import StorageVersionError
 from memsvc.storage import migrations
 from memsvc.storage.postgres.database import PgDatabase
 

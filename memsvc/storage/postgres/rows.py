@@ -16,7 +16,7 @@ from typing import Any, ContextManager
 
 import psycopg
 
-from memsvc.core.models import Memory, MemoryFilter, SearchScope
+from memsvc.kernel.models import Memory, MemoryFilter, SearchScope
 from memsvc.storage.memory_rows import COLUMNS, M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata
 
 __all__ = ["COLUMNS", "M_COLUMNS", "NEWEST_FIRST", "RETURNING", "SELECT", "dump_metadata", "row_to_memory",

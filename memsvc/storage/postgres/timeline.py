@@ -8,8 +8,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from memsvc.core.models import Memory, SearchScope
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.models import Memory, SearchScope
+from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.postgres.rows import HAPPENED, M_COLUMNS, row_to_memory, rows_in_scope, scope_clause
 
 _N, _M = HAPPENED.format(a="n"), HAPPENED.format(a="m")

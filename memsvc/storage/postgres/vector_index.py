@@ -68,15 +68,15 @@ from pgvector.psycopg.vector import register_vector_info
 from psycopg.pq import Format
 from psycopg.types import TypeInfo
 
-from memsvc.core.cache import TtlCache
-from memsvc.core.models import Memory, SearchScope, utcnow
+from memsvc.kernel.cache import TtlCache
+from memsvc.kernel.models import Memory, SearchScope, utcnow
 from memsvc.storage.database import iso
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, rows_in_scope, scope_clause
 from memsvc.storage.postgres.vector_blocks import PgVectorBlocks
 from memsvc.storage.vector_cache import HeldMemories, OwnerBlock, block_hits
 from memsvc.storage.vector_index import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, VecState
-from memsvc.vectors.index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
+from memsvc.kernel.vector_index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
                                   VectorUnavailable, as_vector, cosine_score)
 
 TABLE = "memory_vectors"

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from memsvc.core.models import Memory
+from memsvc.kernel.models import Memory
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.rows import M_COLUMNS, SELECT, row_to_memory
 from memsvc.storage.working_set_port import SqliteWorkingSetPort

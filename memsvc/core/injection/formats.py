@@ -46,7 +46,7 @@ FORMAT_GEMINI = "gemini"
 
 
 class Placement(Protocol):
-    """What `place` needs from the injection options (memsvc.core.injection.InjectOptions)."""
+    """What `place` needs from the injection options (memsvc.core.injection.inject.InjectOptions)."""
 
     cache_safe: bool
     system_message_must_be_first: bool

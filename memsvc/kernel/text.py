@@ -72,7 +72,7 @@ def terms(text: str) -> Terms:
 def is_sentence(text: str) -> bool:
     """Whether the text reads as a sentence rather than keywords: it has function words
     ("What did Kevin cook last week?"), which a list of keywords ("dark mode") does not.
-    Ranking treats the two differently (see memsvc.core.retrieval.keyword_score)."""
+    Ranking treats the two differently (see memsvc.core.retrieval.ranking.keyword_score)."""
     return any(word in STOPWORDS for word in _WORD.findall(normalize(text)))
 
 

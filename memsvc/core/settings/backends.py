@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from typing import Any, Callable, Mapping
 
-from memsvc.core.url_policy import check_resolved
+from memsvc.kernel.url_policy import check_resolved
 
 SQLITE = "sqlite"
 TYPES = ("http", "obsidian", "notion", "memsvc")
@@ -258,7 +258,7 @@ def with_stored_keys(configs: Mapping[str, Any], stored: Mapping[str, Any]) -> d
 def masked(configs: Mapping[str, Any]) -> dict[str, Any]:
     """backendConfigs as returned to clients: every key replaced by hasApiKey/apiKeyMasked
     (masked as the Qdrant key is)."""
-    from memsvc.core.qdrant_settings import mask_api_key  # here: qdrant_settings imports settings, which imports this
+    from memsvc.core.settings.qdrant import mask_api_key  # here: qdrant_settings imports settings, which imports this
 
     out: dict[str, Any] = {}
     for name, config in configs.items():

@@ -3,7 +3,7 @@
 Pure functions over provider request bodies: OpenAI chat completions (`messages`), OpenAI
 Responses (`instructions`/`input`), Anthropic Messages (top-level `system`) and Gemini
 `generateContent` (`systemInstruction`/`contents`); the format handlers live in
-memsvc.core.injection_formats. No grpc, no SQL, no I/O, so the RPC layer, the MCP tools and
+memsvc.core.injection.formats. No grpc, no SQL, no I/O, so the RPC layer, the MCP tools and
 tests can all share them.
 
 Invariants, because callers forward the result straight to an LLM provider:
@@ -21,7 +21,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
-from memsvc.core.injection_formats import ROLE_SYSTEM, ROLE_USER, BodyFormat, detect
+from memsvc.core.injection.formats import ROLE_SYSTEM, ROLE_USER, BodyFormat, detect
 
 NO_MEMORY_HEADERS = ("x-omniroute-no-memory", "x-memsvc-no-memory")
 """Per-request opt-out headers: the reference's name and our own alias."""
@@ -141,7 +141,7 @@ def inject(
     options: InjectOptions = InjectOptions(),
 ) -> Injection:
     """Add the memory text to a chat request body, in the body's own format, without
-    mutating it (see memsvc.core.injection_formats for where it goes in each format).
+    mutating it (see memsvc.core.injection.formats for where it goes in each format).
 
     When `model` is empty the body's own string `model` field is used for the role decision,
     so callers that only know the provider still route GLM/ERNIE models correctly."""

@@ -14,9 +14,9 @@ import threading
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
 
-from memsvc.core import backend_settings
-from memsvc.core.errors import Violations
-from memsvc.core.url_policy import check_resolved
+from memsvc.core.settings import backends as backend_settings
+from memsvc.kernel.errors import Violations
+from memsvc.kernel.url_policy import check_resolved
 
 STRATEGIES = ("recent", "semantic", "hybrid")
 SCOPES = ("apiKey", "session", "global")

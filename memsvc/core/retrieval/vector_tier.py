@@ -21,15 +21,15 @@ from typing import Any, Callable, Protocol, Sequence
 import numpy as np
 
 from memsvc.core.background import BackgroundWriter
-from memsvc.core.inline import may_block
-from memsvc.core.models import Memory, NewMemory, SearchScope
-from memsvc.core.qdrant_settings import QdrantSettings, QdrantSettingsManager
-from memsvc.core.retrieval import Resolution, VectorMatch, VectorResult, VectorUnavailable
-from memsvc.core.settings import MemorySettings, Settings
-from memsvc.embedding.errors import EmbeddingError, NoEmbeddingSource
+from memsvc.kernel.inline import may_block
+from memsvc.kernel.models import Memory, NewMemory, SearchScope
+from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
+from memsvc.core.retrieval.ranking import Resolution, VectorMatch, VectorResult, VectorUnavailable
+from memsvc.core.settings.memory import MemorySettings, Settings
+from memsvc.kernel.embedding_errors import EmbeddingError, NoEmbeddingSource
 from memsvc.embedding.rerank import apply_rerank
 from memsvc.embedding.resolver import Embeddings, Resolved
-from memsvc.vectors.index import VectorError, VectorHit, VectorRow
+from memsvc.kernel.vector_index import VectorError, VectorHit, VectorRow
 
 log = logging.getLogger("memsvc.core.vectors")
 

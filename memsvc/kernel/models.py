@@ -7,7 +7,7 @@ from datetime import datetime, timezone
 from functools import cached_property
 from typing import Any
 
-from memsvc.core.text import normalize
+from memsvc.kernel.text import normalize
 
 MEMORY_TYPES = ("factual", "episodic", "procedural", "semantic")
 DEFAULT_MEMORY_TYPE = "factual"

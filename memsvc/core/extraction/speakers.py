@@ -28,7 +28,7 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterator
 
-from memsvc.core.extraction_rules import TERMINATORS, expand
+from memsvc.core.extraction.rules import TERMINATORS, expand
 
 USER, ASSISTANT = "user", "assistant"
 SPEAKERS = (USER, ASSISTANT)

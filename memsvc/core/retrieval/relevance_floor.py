@@ -57,8 +57,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Sequence
 
-from memsvc.core.retrieval import NAMED_DATE, RetrievalResult, RetrievedItem, is_hybrid
-from memsvc.core.text import STOPWORDS, scoring_tokens
+from memsvc.core.retrieval.ranking import NAMED_DATE, RetrievalResult, RetrievedItem, is_hybrid
+from memsvc.kernel.text import STOPWORDS, scoring_tokens
 
 MIN_SCORE_RANGE = (0.0, 1.0)
 LIMIT_RANGE = (1, 100)
@@ -154,7 +154,7 @@ class TermStems:
 
 
 def tokens_of(text: str) -> list[str]:
-    """The relevance score's tokens (memsvc.core.text.scoring_tokens); ASCII text, the usual
+    """The relevance score's tokens (memsvc.kernel.text.scoring_tokens); ASCII text, the usual
     case, takes a shortcut that gives the same words several times faster."""
     if not text.isascii():
         return scoring_tokens(text)

@@ -15,7 +15,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from memsvc.core.text import normalize
+from memsvc.kernel.text import normalize
 
 # How long after a day a conversation still talks about it: "what did Kate cook on 29 Dec?"
 # is usually answered by a turn of the 29th or of the day after ("yesterday I made...").

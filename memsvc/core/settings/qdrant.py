@@ -1,5 +1,5 @@
 """Qdrant settings (GetQdrantSettings / UpdateQdrantSettings),
-in the pattern of `memsvc.core.settings`: lenient on read, strict on write (every violation
+in the pattern of `memsvc.core.settings.memory`: lenient on read, strict on write (every violation
 listed, nothing saved when there is one), stored through a `SettingsStore` under the
 namespace "qdrant", cached by the store's version.
 
@@ -7,7 +7,7 @@ The API key is write-only: it is stored, used for the `api-key` header, and neve
 or logged — GET shows `hasApiKey` and `apiKeyMasked` ("***" + its last 4 characters); a PUT
 with `apiKey: ""` (or null) removes it; a PUT without `apiKey` leaves it alone, unless it
 changes the server the key is sent to (`host`, `port`): then the key must be given again
-(`memsvc.core.backend_settings.moved_secret_problem`, the one rule for stored secrets).
+(`memsvc.core.settings.backends.moved_secret_problem`, the one rule for stored secrets).
 
 `localPath` (qdrant-client's embedded store) is always a folder inside the data directory:
 a relative path is taken under it, an absolute one must lie inside it once links are
@@ -17,7 +17,7 @@ create or write files anywhere else. It is checked on write and again on use.
 Enabling Qdrant makes it the engine's vector store (memory setting `vectorStore = "qdrant"`),
 disabling resets that to "auto" (the reference's #5597): `memory_settings_patch()` returns the
 memory-settings change to apply alongside, which the caller passes to
-`memsvc.core.settings.Settings.update`.
+`memsvc.core.settings.memory.Settings.update`.
 """
 
 from __future__ import annotations
@@ -28,9 +28,9 @@ from pathlib import Path, PurePath
 from typing import Any, Mapping
 from urllib.parse import urlsplit
 
-from memsvc.core.backend_settings import moved_secret_problem
-from memsvc.core.errors import PreconditionError, ValidationError, Violations
-from memsvc.core.settings import (
+from memsvc.core.settings.backends import moved_secret_problem
+from memsvc.kernel.errors import PreconditionError, ValidationError, Violations
+from memsvc.core.settings.memory import (
     NamespaceSettings,
     SettingsStore,
     Spec,
@@ -41,7 +41,7 @@ from memsvc.core.settings import (
     read_specs,
     spec,
 )
-from memsvc.core.url_policy import check_url
+from memsvc.kernel.url_policy import check_url
 
 NAMESPACE = "qdrant"
 QUANTIZATIONS = ("none", "int8", "binary")
@@ -323,7 +323,7 @@ def memory_settings_patch(patch: Mapping[str, Any]) -> dict[str, Any]:
 @dataclass(frozen=True)
 class QdrantUpdate:
     settings: QdrantSettings
-    #: To pass to `memsvc.core.settings.Settings.update` ({} = nothing to change).
+    #: To pass to `memsvc.core.settings.memory.Settings.update` ({} = nothing to change).
     memory_patch: dict[str, Any]
 
 

@@ -25,12 +25,12 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
 
-from memsvc.core.models import Memory
-from memsvc.core.text import normalize
-from memsvc.core.time_phrases import TimeWindow
+from memsvc.kernel.models import Memory
+from memsvc.kernel.text import normalize
+from memsvc.kernel.time_phrases import TimeWindow
 
 if TYPE_CHECKING:
-    from memsvc.core.retrieval import RetrievedItem
+    from memsvc.core.retrieval.ranking import RetrievedItem
 
 #: How many of the best items lend score to their neighbours.
 NEIGHBOUR_SOURCES = 10

@@ -12,10 +12,10 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Protocol, Sequence
 
-from memsvc.core import conversation_signals as signals
-from memsvc.core.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
-from memsvc.core.text import is_sentence, normalize, scoring_tokens
-from memsvc.core.time_phrases import TimeWindow, time_windows
+from memsvc.core.retrieval import conversation_signals as signals
+from memsvc.kernel.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
+from memsvc.kernel.text import is_sentence, normalize, scoring_tokens
+from memsvc.kernel.time_phrases import TimeWindow, time_windows
 
 RECENT_LIMIT = 100
 KEYWORD_LIMIT = 100
@@ -139,7 +139,7 @@ class RetrievedItem:
     vec_score: float | None = None
     #: Whose relevance a conversation signal lent this item: the ids of the found turns it
     #: neighbours, and NAMED_DATE when the query names the day it happened. The relevance
-    #: floor lets it through when one of them passes (memsvc.core.relevance_floor).
+    #: floor lets it through when one of them passes (memsvc.core.retrieval.relevance_floor).
     via: frozenset[str] = frozenset()
 
 
@@ -401,7 +401,7 @@ class Retriever:
     def _in_conversation(self, scope: SearchScope, query: str, ranked: list[RetrievedItem]) -> list[RetrievedItem]:
         """The ranking with the conversation signals added: neighbouring turns of what it
         found, the memories of a date the query names, and the turns of a speaker it names
-        (memsvc.core.conversation_signals)."""
+        (memsvc.core.retrieval.conversation_signals)."""
         sentence = is_sentence(query)
         phrase, tokens = _phrase(query), scoring_tokens(query)
         scale = _own_scale(ranked, phrase, tokens, sentence)

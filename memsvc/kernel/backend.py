@@ -7,7 +7,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
-from memsvc.core.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, SearchScope, UpsertResult
+from memsvc.kernel.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, SearchScope, UpsertResult
 
 #: Runs inside the transaction that stores drafts: (a transaction handle only the derived
 #: index's own storage code uses, the rows as written with None for a draft that failed).

@@ -22,7 +22,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from memsvc.core.models import Memory, SearchScope
+from memsvc.kernel.models import Memory, SearchScope
 
 
 class VectorError(Exception):

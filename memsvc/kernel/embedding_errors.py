@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from memsvc.core.errors import UnavailableError
+from memsvc.kernel.errors import UnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
     from memsvc.embedding.resolver import Resolved

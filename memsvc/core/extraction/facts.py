@@ -44,11 +44,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from typing import Iterable, Iterator
 
-from memsvc.core import extraction_rules as rules_data
-from memsvc.core.extraction_rules import CJK, LINE_BREAKS, NT, T, Slot, Table, expand, key_word
-from memsvc.core.extraction_speakers import ASSISTANT, SPEAKERS, USER, restatements
-from memsvc.core.extraction_speakers import tables as restatement_tables
-from memsvc.core.extraction_statements import key_phrase, statement, value_in_statement
+from memsvc.core.extraction import rules as rules_data
+from memsvc.core.extraction.rules import CJK, LINE_BREAKS, NT, T, Slot, Table, expand, key_word
+from memsvc.core.extraction.speakers import ASSISTANT, SPEAKERS, USER, restatements
+from memsvc.core.extraction.speakers import tables as restatement_tables
+from memsvc.core.extraction.statements import key_phrase, statement, value_in_statement
 
 _EVERYDAY = ("name", "location", "diet", "family", "pet", "language", "profession")
 CATEGORY_TYPES = {"preference": "factual", "decision": "episodic", "pattern": "factual",

@@ -1,0 +1,1 @@
+"""Inject: where retrieved memories go in each provider's chat request body."""

@@ -1,0 +1,1 @@
+"""Memory, backend and Qdrant settings: lenient on read, strict on write."""
