@@ -71,7 +71,8 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     """Build bench/.cache/<name>/data/memsvc.db unless a complete one of this VERSION exists."""
     from memsvc.storage.database import Database, iso
     from memsvc.storage.migrations import apply_migrations
-    from memsvc.storage.vector_index import NEVER_US, SqliteVecIndex, unix_us
+    from memsvc.storage.sqlite_vec import NEVER_US, unix_us
+    from memsvc.storage.vector_index import LocalVectorIndex
 
     folder = db_dir(name)
     marker = folder.parent / "built.json"
@@ -89,7 +90,7 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     db = Database(folder / "memsvc.db")
     apply_migrations(db)
     resolved = _settings_and_source(db)
-    index = SqliteVecIndex(db)
+    index = LocalVectorIndex(db)
     index.ensure(resolved.signature, resolved.dimensions)
     source = resolved.source
 

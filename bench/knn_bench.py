@@ -1,5 +1,5 @@
 """Vector search floor: KNN top-10 over one owner's 100k × 384 vectors — the production path
-(SqliteVecIndex with its per-owner in-memory matrix), sqlite-vec float32 and int8 scans,
+(LocalVectorIndex with its per-owner in-memory matrix), sqlite-vec float32 and int8 scans,
 and a NumPy brute-force scan (the memory-bandwidth floor) — with recall@10 of each against
 the exact answer (float64).
 
@@ -42,7 +42,8 @@ def vectors(n: int, dim: int, seed: int = 11) -> tuple[np.ndarray, np.ndarray]:
 def build(quantization: str, data: np.ndarray) -> Path:
     from memsvc.storage.database import Database, iso
     from memsvc.storage.migrations import apply_migrations
-    from memsvc.storage.vector_index import NEVER_US, SqliteVecIndex, unix_us
+    from memsvc.storage.sqlite_vec import NEVER_US, unix_us
+    from memsvc.storage.vector_index import LocalVectorIndex
 
     folder = CACHE / f"knn_{quantization}"
     marker = folder / "built.json"
@@ -59,7 +60,7 @@ def build(quantization: str, data: np.ndarray) -> Path:
     folder.mkdir(parents=True, exist_ok=True)
     db = Database(path)
     apply_migrations(db)
-    index = SqliteVecIndex(db, quantization=quantization)
+    index = LocalVectorIndex(db, quantization=quantization)
     index.ensure(SIG, data.shape[1])
     now = datetime.now(timezone.utc) - timedelta(days=1)
     stamp = iso(now)
@@ -87,7 +88,7 @@ def recall(found: list[list[int]], exact: list[list[int]]) -> float:
 def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds: int = 3) -> dict:
     from memsvc.kernel.models import SearchScope
     from memsvc.storage.database import Database
-    from memsvc.storage.vector_index import SqliteVecIndex
+    from memsvc.storage.vector_index import LocalVectorIndex
 
     data, qs = vectors(n, dim)
     qs = qs[:queries]
@@ -104,15 +105,15 @@ def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds
 
     db_f = Database(paths["none"])
     db_i = Database(paths["int8"])
-    production = SqliteVecIndex(db_f, cache_bytes=256 * 1_000_000)  # App's default MEMORY_VEC_CACHE_MB
+    production = LocalVectorIndex(db_f, cache_bytes=256 * 1_000_000)  # App's default MEMORY_VEC_CACHE_MB
     t1 = time.perf_counter()
     production.search(scope, qs[0], k)  # first search loads the owner's matrix
     cold_load_ms = (time.perf_counter() - t1) * 1000
     variants = {
         "numpy brute force (floor)": numpy_floor,
-        "production path (SqliteVecIndex + per-owner matrix)": lambda q: [h.memory_id for h in production.search(scope, q, k)],
-        "sqlite-vec float32 scan": lambda q: [h.memory_id for h in SqliteVecIndex(db_f).search(scope, q, k)],
-        "sqlite-vec int8 scan": lambda q: [h.memory_id for h in SqliteVecIndex(db_i, quantization="int8").search(scope, q, k)],
+        "production path (LocalVectorIndex + per-owner matrix)": lambda q: [h.memory_id for h in production.search(scope, q, k)],
+        "sqlite-vec float32 scan": lambda q: [h.memory_id for h in LocalVectorIndex(db_f).search(scope, q, k)],
+        "sqlite-vec int8 scan": lambda q: [h.memory_id for h in LocalVectorIndex(db_i, quantization="int8").search(scope, q, k)],
     }
     results: dict[str, dict] = {}
     for name, fn in variants.items():
@@ -132,7 +133,7 @@ def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds
     floor = results["numpy brute force (floor)"]["p50_ms"]["median"]
     for r in results.values():
         r["x_floor"] = r["p50_ms"]["median"] / floor
-    prod = results["production path (SqliteVecIndex + per-owner matrix)"]
+    prod = results["production path (LocalVectorIndex + per-owner matrix)"]
     targets = [
         Target("KNN 100k×384: production p50 vs NumPy floor", prod["x_floor"], "<=", 2.5, "×",
                f"recall@10 {prod['recall_at_10']:.3f}"),

@@ -32,7 +32,7 @@ from memsvc.kernel.models import NewMemory, SearchScope, utcnow
 from memsvc.storage.database import Database
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.kernel.vector_index import VectorRow
-from memsvc.storage.vector_index import SqliteVecIndex
+from memsvc.storage.vector_index import LocalVectorIndex
 
 
 def _unit(x: np.ndarray) -> np.ndarray:
@@ -56,7 +56,7 @@ def run(chunk_size: int, big: int, owners: int, dim: int, quantization: str, rep
         db = Database(Path(tmp) / "bench.db")
         backend = SqliteMemoryBackend(db)
         backend.initialize()
-        index = SqliteVecIndex(db, chunk_size=chunk_size, quantization=quantization)
+        index = LocalVectorIndex(db, chunk_size=chunk_size, quantization=quantization)
         index.ensure(f"bench:random:{dim}", dim)
 
         def add(owner: str, vectors: np.ndarray) -> list[int]:

@@ -168,12 +168,13 @@ def _postgres_admin(config: Config) -> AdminStores:
         from memsvc.storage.postgres.leases import PgLeaseStore
         from memsvc.storage.postgres.migrations import apply_migrations, current_version
         from memsvc.storage.postgres.settings_store import PgSettingsStore
-        from memsvc.storage.postgres.vector_index import PgVectorIndex
+        from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
+        from memsvc.storage.vector_index import LocalVectorIndex
 
     assert config.database_url is not None
     database = PgDatabase(config.database_url, max_size=config.database_pool_size)
     info = StoreInfo("postgresql", config.database_location, None, "pgvector", "PostgreSQL full-text search")
-    probe = PgVectorIndex(database)
+    probe = LocalVectorIndex(database)
     return AdminStores(info, database, PgSettingsStore(database), PgCredentialStore(database),
                        PgLeaseStore(database), lambda: apply_migrations(database),
                        lambda: current_version(database),
@@ -182,12 +183,12 @@ def _postgres_admin(config: Config) -> AdminStores:
 
 def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
     from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-    from memsvc.storage.vector_index import SqliteVecIndex
+    from memsvc.storage.vector_index import LocalVectorIndex
 
     backend = SqliteMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000)
-    index = SqliteVecIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
-                           cache_bytes=config.vec_cache_mb * 1_000_000,
-                           held_memories=backend.working_sets.memories_in_scope)
+    index = LocalVectorIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
+                             cache_bytes=config.vec_cache_mb * 1_000_000,
+                             held_memories=backend.working_sets.memories_in_scope)
     return backend, index
 
 
@@ -196,8 +197,10 @@ def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
     MEMORY_VEC_CACHE_MB bounds the owners' vectors held in memory on either store."""
     with _postgres_client():
         from memsvc.storage.postgres.memory_backend import PgMemoryBackend
-        from memsvc.storage.postgres.vector_index import PgVectorIndex
+        from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
+        from memsvc.storage.vector_index import LocalVectorIndex
 
     backend = PgMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000)
-    return backend, PgVectorIndex(database, default_k=config.vec_top_k, cache_bytes=config.vec_cache_mb * 1_000_000,
-                                  held_memories=backend.working_sets.memories_in_scope)
+    return backend, LocalVectorIndex(database, default_k=config.vec_top_k,
+                                     cache_bytes=config.vec_cache_mb * 1_000_000,
+                                     held_memories=backend.working_sets.memories_in_scope)

@@ -1,6 +1,6 @@
 """Per-owner in-memory vector matrices, kept coherent with writes: one piece that both
-stores' vector tiers feed (sqlite-vec in memsvc.storage.vector_index, pgvector in
-memsvc.storage.postgres.vector_index).
+stores' vector tiers feed (memsvc.storage.vector_index: sqlite-vec in memsvc.storage.sqlite_vec,
+pgvector in memsvc.storage.postgres.pgvector).
 
 Why: a KNN over one owner's vectors in vec0 reads them chunk by chunk through SQLite and
 computes distances one vector at a time (bench/knn_bench.py: about 6× the time of a NumPy
@@ -276,13 +276,12 @@ class OwnerBlock:
                 if code is None:
                     return []
                 mask &= self.session[:n] == code
-            candidates = np.flatnonzero(mask)
-            if candidates.size == 0:
+            found = np.flatnonzero(mask)
+            if found.size == 0:
                 return []
-            if candidates.size < n:
+            candidates = found if found.size < n else None
+            if candidates is not None:
                 sims = sims[candidates]
-            else:
-                candidates = None
             k = min(k, sims.size)
             top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
             chosen = top if candidates is None else candidates[top]

@@ -19,7 +19,7 @@ from contract.test_vector_index_contract import (DIM, SIGNATURE, Draft, Harness,
                                                  _indexed, _postgres, _rows, _scope, _vectors)
 from memsvc.kernel.models import Memory
 from memsvc.storage.postgres.database import PgDatabase
-from memsvc.storage.postgres.vector_index import PgVectorIndex
+from memsvc.storage.vector_index import LocalVectorIndex
 from memsvc.kernel.vector_index import DimensionMismatch, VectorError
 
 
@@ -29,10 +29,10 @@ def h(request: pytest.FixtureRequest) -> Harness:
 
 
 @pytest.fixture
-def replica(postgres_db_url: str, pg_database: PgDatabase) -> Iterator[PgVectorIndex]:
+def replica(postgres_db_url: str, pg_database: PgDatabase) -> Iterator[LocalVectorIndex]:
     """A second memsvc process's index: its own pool on the same database."""
     database = PgDatabase(postgres_db_url)
-    yield PgVectorIndex(database)
+    yield LocalVectorIndex(database)
     database.close()
 
 
@@ -105,12 +105,12 @@ def test_a_dimension_above_what_hnsw_indexes_is_refused(h: Harness) -> None:
         h.index.ensure("test:big:2001", 2001)
 
 
-def test_replicas_ensuring_at_once_create_the_tables_once(h: Harness, replica: PgVectorIndex) -> None:
+def test_replicas_ensuring_at_once_create_the_tables_once(h: Harness, replica: LocalVectorIndex) -> None:
     h.add_many(_drafts(3))
     barrier = threading.Barrier(2)
     results: list[bool] = []
 
-    def ensure(index: PgVectorIndex) -> None:
+    def ensure(index: LocalVectorIndex) -> None:
         barrier.wait()
         results.append(index.ensure(SIGNATURE, DIM))
 
@@ -123,7 +123,7 @@ def test_replicas_ensuring_at_once_create_the_tables_once(h: Harness, replica: P
     assert h.sql("SELECT generation FROM memory_vector_state", ()) == [(1,)]
 
 
-def test_a_signature_change_by_another_replica_is_seen_at_once(h: Harness, replica: PgVectorIndex) -> None:
+def test_a_signature_change_by_another_replica_is_seen_at_once(h: Harness, replica: LocalVectorIndex) -> None:
     memories = _indexed(h, _drafts(2), _vectors(2, 44))
     assert replica.ensure("test:other:5", 5) is True
     assert h.index.state().signature == "test:other:5" and h.index.count() == 0
@@ -178,7 +178,7 @@ def test_an_ensure_that_did_not_commit_leaves_no_table_behind_in_the_index(h: Ha
 
 
 def test_a_search_in_a_snapshot_older_than_another_replicas_reset_fails_as_a_vector_error(
-        h: Harness, replica: PgVectorIndex) -> None:
+        h: Harness, replica: LocalVectorIndex) -> None:
     """The snapshot still records the old dimension while the table is already the new one:
     the search fails as a VectorError (the engine then falls back to keywords), never as a
     database error."""
@@ -193,7 +193,7 @@ def test_a_search_in_a_snapshot_older_than_another_replicas_reset_fails_as_a_vec
     assert len(h.index.search(_scope(), np.ones(5), 5)) == 5
 
 
-def test_no_vector_missing_is_remembered_until_a_memory_is_written(h: Harness, replica: PgVectorIndex) -> None:
+def test_no_vector_missing_is_remembered_until_a_memory_is_written(h: Harness, replica: LocalVectorIndex) -> None:
     """The "nothing pending" answer of an owner is kept with the memories' change counter:
     asked again with no write in between it is not counted again, and once a memory is
     created (moving the counter) it is pending at once, for this replica and another one."""
@@ -220,14 +220,14 @@ def mem(request: pytest.FixtureRequest) -> Harness:
 
 
 @pytest.fixture
-def mem_replica(postgres_db_url: str, pg_database: PgDatabase) -> Iterator[PgVectorIndex]:
+def mem_replica(postgres_db_url: str, pg_database: PgDatabase) -> Iterator[LocalVectorIndex]:
     """Another replica with its own pool and its own blocks."""
     database = PgDatabase(postgres_db_url)
-    yield PgVectorIndex(database, cache_bytes=10_000_000)
+    yield LocalVectorIndex(database, cache_bytes=10_000_000)
     database.close()
 
 
-def _ids_of(index: PgVectorIndex, query: np.ndarray, k: int = 5, **scope: Any) -> list[int]:
+def _ids_of(index: LocalVectorIndex, query: np.ndarray, k: int = 5, **scope: Any) -> list[int]:
     return [hit.memory_id for hit in index.search(_scope(**scope), query, k)]
 
 
@@ -244,7 +244,7 @@ def test_an_owner_is_searched_from_memory_after_one_build_with_the_exact_order(m
 
 
 def test_every_write_through_another_replica_is_in_the_next_search_from_memory(
-        mem: Harness, mem_replica: PgVectorIndex) -> None:
+        mem: Harness, mem_replica: LocalVectorIndex) -> None:
     """The replica's writes reach this process only through the database: each kind moves
     the owner's change number, and the next search applies the changed rows."""
     memories = _indexed(mem, _drafts(20), _vectors(20, 62))
@@ -274,7 +274,7 @@ def test_every_write_through_another_replica_is_in_the_next_search_from_memory(
 
 
 def test_a_snapshot_older_than_the_block_is_answered_with_the_rows_it_sees(
-        mem: Harness, mem_replica: PgVectorIndex) -> None:
+        mem: Harness, mem_replica: LocalVectorIndex) -> None:
     """A request that began before a write this process has applied already: the block and
     the owner's working set are newer than its snapshot, and answer it (as they answer its
     keyword search) with what they hold, never with less; without a working set to read the
@@ -315,7 +315,7 @@ def test_an_owner_over_the_budget_is_searched_by_pgvector(request: pytest.Fixtur
     assert small.index.cache.stats()["owners"] == 0 and small.index.cache.stats()["builds"] == 0
 
 
-def test_a_new_signature_drops_every_block(mem: Harness, mem_replica: PgVectorIndex) -> None:
+def test_a_new_signature_drops_every_block(mem: Harness, mem_replica: LocalVectorIndex) -> None:
     memories = _indexed(mem, _drafts(4), _vectors(4, 66))
     _ids_of(mem.index, np.ones(DIM, dtype=np.float32))
     assert mem_replica.ensure("test:other:5", 5) is True
@@ -333,7 +333,7 @@ def test_the_hits_rows_come_from_the_owners_working_set(pg_database: PgDatabase)
     from memsvc.storage.postgres.memory_backend import PgMemoryBackend
 
     backend = PgMemoryBackend(pg_database)
-    index = PgVectorIndex(pg_database, cache_bytes=10_000_000, held_memories=backend.working_sets.memories_in_scope)
+    index = LocalVectorIndex(pg_database, cache_bytes=10_000_000, held_memories=backend.working_sets.memories_in_scope)
     made = backend.create_many([NewMemory(api_key_id="alice", content=f"alice note {i}") for i in range(12)])
     memories = [backend.get(r.id) for r in made]
     vectors = _vectors(12, 68)

@@ -1,5 +1,5 @@
 """The vector index's contract, one suite for both stores: the sqlite-vec index on SQLite
-(`SqliteVecIndex`) and the pgvector index on a real PostgreSQL (`PgVectorIndex`), each searched
+(`LocalVectorIndex` over sqlite-vec) and the pgvector index on a real PostgreSQL (the same class over pgvector), each searched
 in the database and from the owners' vectors held in memory (the hits' rows then from the
 owner's working set). Each test runs once per store through the methods the engine calls (ensure, upsert, search, pending,
 ...); expected nearest orders are computed here with NumPy (cosine distance).
@@ -23,7 +23,7 @@ import pytest
 from memsvc.kernel.models import Memory, NewMemory, SearchScope
 from memsvc.storage.database import iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.storage.vector_index import SqliteVecIndex
+from memsvc.storage.vector_index import LocalVectorIndex
 from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorRow
 
 DIM = 8
@@ -87,7 +87,7 @@ def _harness(index: Any, database: Any, backend: Any, placeholder: str,
 def _sqlite(request: pytest.FixtureRequest, cache_bytes: int = 0) -> Harness:
     database = request.getfixturevalue("sqlite_database")
     backend = SqliteMemoryBackend(database)
-    index = SqliteVecIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes,
+    index = LocalVectorIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes,
                            held_memories=backend.working_sets.memories_in_scope if cache_bytes else None)
     return _harness(index, database, backend, "?")
 
@@ -100,11 +100,10 @@ def _sqlite_in_memory(request: pytest.FixtureRequest) -> Harness:
 
 def _postgres(request: pytest.FixtureRequest, cache_bytes: int = 0) -> Harness:
     from memsvc.storage.postgres.memory_backend import PgMemoryBackend
-    from memsvc.storage.postgres.vector_index import PgVectorIndex
 
     database = request.getfixturevalue("pg_database")
     backend = PgMemoryBackend(database)
-    index = PgVectorIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes,
+    index = LocalVectorIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes,
                           held_memories=backend.working_sets.memories_in_scope if cache_bytes else None)
     return _harness(index, database, backend, "%s", lambda cur: cur.fetchall() if cur.description else [],
                     filters_from_rows=cache_bytes > 0)
@@ -521,3 +520,11 @@ def test_health_reports_the_rows_and_what_is_pending(h: Harness) -> None:
     assert health["ok"] is True and health["error"] is None and health["vec_version"]
     assert (health["signature"], health["active_dim"], health["rows"], health["pending"]) == (SIGNATURE, DIM, 2, 1)
     assert health["backend"] == h.index.name and health["last_reset_at"]
+
+
+def test_an_int8_signature_is_refused_by_a_float32_index(h: Harness) -> None:
+    """One rule on both stores (the index is one class): a float32 index refuses a signature
+    that asks for int8 vectors, naming it, and records nothing."""
+    with pytest.raises(VectorError, match="int8"):
+        h.index.ensure(SIGNATURE + ":int8", DIM)
+    assert h.index.state().signature is None and h.index.count() == 0

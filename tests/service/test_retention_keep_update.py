@@ -17,7 +17,7 @@ import grpc
 import pytest
 
 from memsvc.storage.sequences import bump_vec_generation
-from memsvc.storage.vector_index import NEVER_US, TABLE
+from memsvc.storage.sqlite_vec import NEVER_US, TABLE
 from memsvc.v1 import memory_pb2 as mpb
 from tests.service.test_engine_retrieval import OWNER, STRATEGIES, create, enable, ids, retrieve, struct
 from tests.service.test_retention import age

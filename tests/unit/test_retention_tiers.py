@@ -17,7 +17,7 @@ from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.kernel.vector_index import VectorRow
 from memsvc.vectors.qdrant import QdrantIndex
-from memsvc.storage.vector_index import SqliteVecIndex
+from memsvc.storage.vector_index import LocalVectorIndex
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
               pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")]
@@ -43,7 +43,7 @@ def test_sqlite_vec_finds_a_kept_memory_older_than_retention(tmp_path, cache_mb)
             conn.execute("UPDATE memories SET created_at = ?", (iso(NOW - timedelta(days=400)),))
         memories = [backend.get(kept.id), backend.get(aged.id)]
         assert [m.keep for m in memories] == [True, False]
-        index = SqliteVecIndex(db, cache_bytes=cache_mb * 1_000_000)
+        index = LocalVectorIndex(db, cache_bytes=cache_mb * 1_000_000)
         index.ensure(SIG, DIM)
         vectors = _unit(1, 2)
         index.upsert([VectorRow.from_memory(m, v) for m, v in zip(memories, vectors)])

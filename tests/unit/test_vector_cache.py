@@ -14,7 +14,7 @@ from memsvc.kernel.models import Memory, MemoryPatch, NewMemory, SearchScope, ut
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.kernel.vector_index import VectorRow
-from memsvc.storage.vector_index import SqliteVecIndex
+from memsvc.storage.vector_index import LocalVectorIndex
 
 DIM = 16
 SIG = "static:test-model:16"
@@ -48,7 +48,7 @@ def _rows(memories: list[Memory], vectors: np.ndarray) -> list[VectorRow]:
     return [VectorRow.from_memory(m, v) for m, v in zip(memories, vectors)]
 
 
-def _same(cached: SqliteVecIndex, plain: SqliteVecIndex, scope: SearchScope, query: np.ndarray, k: int = 10) -> list:
+def _same(cached: LocalVectorIndex, plain: LocalVectorIndex, scope: SearchScope, query: np.ndarray, k: int = 10) -> list:
     got = cached.search(scope, query, k)
     want = plain.search(scope, query, k)
     assert [h.id for h in got] == [h.id for h in want]
@@ -59,8 +59,8 @@ def _same(cached: SqliteVecIndex, plain: SqliteVecIndex, scope: SearchScope, que
 @pytest.mark.parametrize("quantization", ["none", "int8"])
 def test_cached_search_equals_vec0_and_follows_every_write(db, backend, quantization):
     rng = np.random.default_rng(3)
-    cached = SqliteVecIndex(db, cache_bytes=10_000_000, quantization=quantization)
-    plain = SqliteVecIndex(db, quantization=quantization)
+    cached = LocalVectorIndex(db, cache_bytes=10_000_000, quantization=quantization)
+    plain = LocalVectorIndex(db, quantization=quantization)
     cached.ensure(SIG, DIM)
     a = _create(backend, 40, "a") + _create(backend, 10, "a", session_id="s1")
     b = _create(backend, 30, "b")
@@ -98,8 +98,8 @@ def test_cached_search_equals_vec0_and_follows_every_write(db, backend, quantiza
 
 def test_another_writer_is_seen_and_a_rollback_drops_the_cache(db, backend):
     rng = np.random.default_rng(5)
-    cached = SqliteVecIndex(db, cache_bytes=10_000_000)
-    other = SqliteVecIndex(db)  # stands for another process writing the same file
+    cached = LocalVectorIndex(db, cache_bytes=10_000_000)
+    other = LocalVectorIndex(db)  # stands for another process writing the same file
     cached.ensure(SIG, DIM)
     mems = _create(backend, 20, "a")
     cached.upsert(_rows(mems, _unit(rng, 20)))
@@ -123,13 +123,13 @@ def test_another_writer_is_seen_and_a_rollback_drops_the_cache(db, backend):
     assert more
 
 
-def _vec(index: SqliteVecIndex, memory: Memory) -> np.ndarray:
+def _vec(index: LocalVectorIndex, memory: Memory) -> np.ndarray:
     return np.frombuffer(index.stored_vector(memory.memory_id), dtype=np.float32)
 
 
 def test_backfill_memo_sees_new_rows_and_reindex_marks(db, backend):
     rng = np.random.default_rng(9)
-    cached = SqliteVecIndex(db, cache_bytes=10_000_000)
+    cached = LocalVectorIndex(db, cache_bytes=10_000_000)
     cached.ensure(SIG, DIM)
     mems = _create(backend, 10, "a")
     scope = SearchScope("a", utcnow())
@@ -150,8 +150,8 @@ def test_backfill_memo_sees_new_rows_and_reindex_marks(db, backend):
 
 def test_an_owner_larger_than_the_budget_is_searched_in_sqlite(db, backend):
     rng = np.random.default_rng(2)
-    cached = SqliteVecIndex(db, cache_bytes=500)  # smaller than any block
-    plain = SqliteVecIndex(db)
+    cached = LocalVectorIndex(db, cache_bytes=500)  # smaller than any block
+    plain = LocalVectorIndex(db)
     cached.ensure(SIG, DIM)
     mems = _create(backend, 30, "a")
     cached.upsert(_rows(mems, _unit(rng, 30)))
@@ -165,7 +165,7 @@ def test_cached_hits_carry_their_memory_as_stored(db, backend):
     from memsvc.kernel.models import MemoryPatch
 
     rng = np.random.default_rng(7)
-    cached = SqliteVecIndex(db, cache_bytes=10_000_000)
+    cached = LocalVectorIndex(db, cache_bytes=10_000_000)
     cached.ensure(SIG, DIM)
     mems = _create(backend, 12, "owner-m")
     vectors = _unit(rng, 12)
@@ -184,8 +184,8 @@ def test_the_hits_rows_come_from_the_owners_working_set_and_follow_its_writes(db
     row of its own: the first one builds the owner's set (a plain search never does), and
     an edit, an expiry and a delete through the store are in the next search's hits."""
     rng = np.random.default_rng(9)
-    held = SqliteVecIndex(db, cache_bytes=10_000_000, held_memories=backend.working_sets.memories_in_scope)
-    plain = SqliteVecIndex(db)
+    held = LocalVectorIndex(db, cache_bytes=10_000_000, held_memories=backend.working_sets.memories_in_scope)
+    plain = LocalVectorIndex(db)
     held.ensure(SIG, DIM)
     mems = _create(backend, 30, "a")
     vectors = _unit(rng, 30)

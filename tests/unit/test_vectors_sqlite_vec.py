@@ -13,14 +13,9 @@ from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, SearchScope, u
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
-from memsvc.storage.vector_index import (
-    NEVER_US,
-    SqliteVecIndex,
-    delete_in,
-    make_signature,
-    signature_dim,
-    unix_us,
-)
+from memsvc.storage.sqlite_vec import NEVER_US, delete_in, unix_us
+from memsvc.storage.vector_index import LocalVectorIndex
+from memsvc.storage.vector_sql import make_signature, signature_dim
 
 DIM = 8
 SIG = "static:test-model:8"
@@ -40,8 +35,8 @@ def backend(db: Database) -> SqliteMemoryBackend:
 
 
 @pytest.fixture
-def index(db: Database) -> SqliteVecIndex:
-    return SqliteVecIndex(db)
+def index(db: Database) -> LocalVectorIndex:
+    return LocalVectorIndex(db)
 
 
 def _create(backend: SqliteMemoryBackend, n: int, owner: str = "a", **kw) -> list[Memory]:
@@ -150,7 +145,7 @@ def test_signature_change_resets_the_table_and_marks_every_row(db, backend, inde
 
 def test_switching_to_int8_is_a_signature_change(db, backend):
     mems = _create(backend, 2)
-    plain, quantized = SqliteVecIndex(db), SqliteVecIndex(db, quantization="int8")
+    plain, quantized = LocalVectorIndex(db), LocalVectorIndex(db, quantization="int8")
     assert plain.ensure(SIG, DIM) is True
     plain.upsert(_rows(mems, np.ones((2, DIM))))
     assert quantized.ensure(SIG, DIM) is True
@@ -289,7 +284,7 @@ def test_update_scope_moves_a_vector_to_another_session(db, backend, index):
 def test_int8_stores_one_byte_per_dimension_and_ranks_the_nearest_first(db, backend):
     dim = 64
     rng = np.random.default_rng(11)
-    index = SqliteVecIndex(db, quantization="int8")
+    index = LocalVectorIndex(db, quantization="int8")
     mems = _create(backend, 300)
     vectors = _unit(rng, 300, dim)
     assert index.ensure(make_signature("static", "m", dim), dim) is True
@@ -405,7 +400,7 @@ def test_without_the_extension_nothing_raises_no_such_table(tmp_path: Path):
         SqliteMemoryBackend(db).initialize()
         backend = SqliteMemoryBackend(db)
         _create(backend, 2)
-        index = SqliteVecIndex(db)
+        index = LocalVectorIndex(db)
         assert db.vec_version is None and not index.available
         assert index.count() == 0 and index.pending_count() == 2 and len(index.pending(None, 10)) == 2
         with pytest.raises(VectorUnavailable) as info:
@@ -432,7 +427,7 @@ def _generation(db: Database) -> int:
 @pytest.mark.parametrize("quantization", ["none", "int8"])
 def test_re_upserting_replaces_each_vector_once_and_follows_an_owner_change(db, backend, quantization):
     rng = np.random.default_rng(21)
-    index = SqliteVecIndex(db, quantization=quantization)
+    index = LocalVectorIndex(db, quantization=quantization)
     mems = _create(backend, 40)
     index.ensure(SIG, DIM)
     first, second = _unit(rng, 40), _unit(rng, 40)
@@ -524,7 +519,7 @@ def test_a_failed_vector_write_inside_the_transaction_is_undone_alone(db, backen
 
 
 def test_a_vector_that_changes_owner_leaves_the_old_owners_cached_block(db, backend):
-    index = SqliteVecIndex(db, cache_bytes=10_000_000)
+    index = LocalVectorIndex(db, cache_bytes=10_000_000)
     mems = _create(backend, 3)
     index.ensure(SIG, DIM)
     index.upsert(_rows(mems, np.eye(3, DIM)))

@@ -18,7 +18,7 @@ the owner's number in its snapshot (once per snapshot, shared with the working s
   process already applied): the block answers, as the working set does.
 Every write that changes what a block holds moves the owner's number: a memory written,
 updated, flagged or deleted (the triggers of migration 0002), and a vector stored or deleted
-without its memory row changing (PgVectorIndex records those itself). A table recreated for a
+without its memory row changing (PgVectorSql.upsert records those itself). A table recreated for a
 new embedding signature counts one more `generation` in memory_vector_state: every block is
 dropped. The filter columns (session, creation, expiry, keep) come from the memory rows, which
 the search re-checks anyway, so a block never needs the vectors' copies of them.
