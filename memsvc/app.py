@@ -31,7 +31,7 @@ from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.embedding.sources import StaticSource
 from memsvc.metrics import Metrics, StateSources
 from memsvc.storage.database import Database
-from memsvc.storage.sqlite_backend import SqliteMemoryBackend
+from memsvc.storage.memory_store import SqlMemoryBackend
 from memsvc.storage.stores import Stores, open_stores
 
 log = logging.getLogger("memsvc.app")
@@ -42,7 +42,7 @@ class App:
     config: Config
     #: `Database` (SQLite) or `PgDatabase`, as configured; the same for `backend`.
     database: Database
-    backend: SqliteMemoryBackend
+    backend: SqlMemoryBackend
     memories: Memories
     settings: Settings
     engine: Engine

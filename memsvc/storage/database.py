@@ -22,9 +22,10 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any, Callable, cast
 
 import apsw
-import sqlite_vec
+import sqlite_vec  # type: ignore[import-untyped]
 
 from memsvc.kernel.errors import StorageFullError
 from memsvc.storage import owner_terms
@@ -55,6 +56,14 @@ def disk_full() -> StorageFullError:
 def as_domain_error(exc: Exception) -> Exception:
     """apsw's disk-full error as the core's StorageFullError; any other error unchanged."""
     return disk_full() if isinstance(exc, apsw.FullError) else exc
+
+
+def scalar(conn: Any, sql: str, params: Any = ()) -> Any:
+    """The first column of the first row `sql` returns (either driver's connection)."""
+    row = conn.execute(sql, params).fetchone()
+    if row is None:
+        raise LookupError(f"no row from {sql[:60]!r}")
+    return row[0]
 
 
 def iso(dt: datetime | None) -> str | None:
@@ -146,7 +155,7 @@ class Database:
         #: Outermost read transactions begun (nested read() blocks share one, so a request
         #: that reads under one snapshot adds exactly 1).
         self.read_transactions = 0
-        self._rollback_hooks: list = []
+        self._rollback_hooks: list[Callable[[], None]] = []
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
@@ -180,7 +189,7 @@ class Database:
         conn.execute("PRAGMA foreign_keys=ON")
         conn.execute(f"PRAGMA synchronous={self.synchronous}")  # whitelisted in __init__
         conn.execute(f"PRAGMA cache_size={-1024 * self.cache_mb}")  # negative = KiB
-        conn.create_scalar_function(CASEFOLD_FUNCTION, _casefold, 1, deterministic=True)
+        conn.create_scalar_function(CASEFOLD_FUNCTION, cast(Any, _casefold), 1, deterministic=True)
         owner_terms.register(conn)
         self._load_vec(conn)
         if reader:
@@ -199,7 +208,7 @@ class Database:
         except Exception as exc:  # noqa: BLE001 - any failure means "no vectors", not a crash
             self.vec_error = f"{type(exc).__name__}: {exc}"
             return
-        self.vec_version = version
+        self.vec_version = str(version)
 
     def _reader(self) -> apsw.Connection:
         self._check_open()
@@ -257,10 +266,14 @@ class Database:
         on any exception, so a block is applied entirely or not at all. A full disk raises
         the core's StorageFullError (after the rollback), not apsw's error.
 
-        Not re-entrant: a nested write() on the same thread raises instead of deadlocking.
+        Nested in a write() of the same thread it joins it as a savepoint (the rule of both
+        stores, memsvc.storage.dialect): if the inner block raises, its statements are undone
+        and the outer one may go on; what it wrote commits with the outer transaction.
         """
         if self._writer_thread == threading.get_ident():
-            raise RuntimeError("Database.write() is not re-entrant")
+            with self.savepoint(self._writer) as conn:
+                yield conn
+            return
         with self._write_lock:
             self._check_open()
             conn = self._writer
@@ -299,11 +312,11 @@ class Database:
     def _out_of_room(self, conn: apsw.Connection) -> bool:
         """Whether a failed write is best explained by a lack of space: less than
         ROOM_BYTES left under the database's size limit or on its filesystem."""
-        page_size, pages, max_pages = (conn.execute(f"PRAGMA {p}").fetchone()[0]
+        page_size, pages, max_pages = (int(scalar(conn, f"PRAGMA {p}"))
                                        for p in ("page_size", "page_count", "max_page_count"))
         return (max_pages - pages) * page_size < ROOM_BYTES or self.free_bytes() < ROOM_BYTES
 
-    def on_rollback(self, hook) -> None:
+    def on_rollback(self, hook: Callable[[], None]) -> None:
         """Inside a write() block: call `hook()` if this transaction does not commit (so an
         in-process cache updated inside the transaction can drop what it learned)."""
         if self._writer_thread != threading.get_ident():
@@ -377,7 +390,7 @@ class Database:
                 self._watch = apsw.Connection(str(self.path))
                 self._watch.set_busy_timeout(self.busy_timeout_ms)
                 self._watch.execute("PRAGMA query_only=ON")
-            return int(self._watch.execute("PRAGMA data_version").fetchall()[0][0])
+            return int(scalar(self._watch, "PRAGMA data_version"))
 
     def data_version_nowait(self) -> int | None:
         """As `data_version`, for the event loop: None instead of any wait. It reads on a
@@ -392,7 +405,7 @@ class Database:
                 self._check_open()
                 self._glance = apsw.Connection(str(self.path))
                 self._glance.execute("PRAGMA query_only=ON")
-            return int(self._glance.execute("PRAGMA data_version").fetchall()[0][0])
+            return int(scalar(self._glance, "PRAGMA data_version"))
         except apsw.BusyError:
             return None
         finally:

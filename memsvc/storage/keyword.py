@@ -1,4 +1,4 @@
-"""Keyword search over the FTS5 indexes, and the scope filter retrieval shares.
+"""Keyword search over the FTS5 indexes (SQLite).
 
 FTS5 query syntax is built here, not from raw user text: every term is quoted (with `"`
 doubled), so `C++`, `Johnson & Johnson`, `parens(test)`, `asterisk*` or a lone `"` are
@@ -12,22 +12,26 @@ indexes, with the scope's filter.
 
 from __future__ import annotations
 
+import functools
 import json
+from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import apsw
 
 from memsvc.kernel.cache import TtlCache
-from memsvc.kernel.models import KeywordHit, SearchScope
+from memsvc.kernel.models import KeywordHit, Memory, SearchScope
 from memsvc.kernel.text import Terms, ngrams, terms
-from memsvc.storage import owner_terms
-from memsvc.storage.database import iso
+from memsvc.storage import dialect, owner_terms
+from memsvc.storage.database import scalar
 from memsvc.working_set.owner import selective
 
 #: How long a document count is reused (see `doc_counts`).
 DOC_COUNT_TTL_S = 30.0
 _ALL_ROWS = ("rows",)
+#: How a row of the caller's `columns` becomes a Memory.
+RowReader = Callable[[Any], Memory]
 
 
 def _quote(term: str) -> str:
@@ -49,36 +53,9 @@ def cjk_query(t: Terms) -> str | None:
     return " OR ".join(_quote(g) for g in grams) or None
 
 
-def scope_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]]:
-    """WHERE fragments that select the memories a retrieval may see (owner, session, not
-    expired, inside retention or kept), on table alias `alias`."""
-    where, params = _visible_clause(scope, alias)
-    if scope.created_after is not None:
-        where += f" AND ({alias}.created_at >= ? OR {alias}.keep = 1)"
-        params.append(iso(scope.created_after))
-    return where, params
-
-
-def aged_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]] | None:
-    """WHERE fragments for the memories the scope would see but for their age (older than
-    the retention window and not kept); None when the scope has no age limit."""
-    if scope.created_after is None:
-        return None
-    where, params = _visible_clause(scope, alias)
-    return where + f" AND {alias}.created_at < ? AND {alias}.keep = 0", [*params, iso(scope.created_after)]
-
-
-def _visible_clause(scope: SearchScope, alias: str) -> tuple[str, list[Any]]:
-    """Owner, session and expiry: the scope's limits other than age."""
-    clauses = [f"({alias}.expires_at IS NULL OR {alias}.expires_at > ?)"]
-    params: list[Any] = [iso(scope.now)]
-    if scope.api_key_id is not None:
-        clauses.append(f"{alias}.api_key_id = ?")
-        params.append(scope.api_key_id)
-    if scope.session_only:
-        clauses.append(f"{alias}.session_id IS ?")
-        params.append(scope.session_id)
-    return " AND ".join(clauses), params
+#: The scope rule (`memsvc.storage.dialect.scope_clause`) in SQLite's syntax.
+scope_clause = functools.partial(dialect.scope_clause, dialect.SQLITE_SQL)
+aged_clause = functools.partial(dialect.aged_clause, dialect.SQLITE_SQL)
 
 
 def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], scope: SearchScope) -> list[Any]:
@@ -112,7 +89,7 @@ def _matches(t: Terms, owner: str | None) -> list[tuple[str, str, str]]:
 
 
 def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: str, scope: SearchScope,
-            limit: int, row_to_memory) -> list[KeywordHit]:
+            limit: int, row_to_memory: RowReader) -> list[KeywordHit]:
     """The best `limit` rows of the scope for one MATCH, best first.
 
     FTS5 ranks first, on its own (a window of its best rowids), and only that window is
@@ -126,12 +103,12 @@ def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: s
         rows = conn.execute(f"SELECT {columns}, -{rank} FROM {table} CROSS JOIN memories m "
                             f"ON m.memory_id = {table}.rowid WHERE {table} MATCH ? AND {where} "
                             f"ORDER BY {rank} LIMIT ?", [match, *params, limit]).fetchall()
-        return [KeywordHit(row_to_memory(row[:-1]), float(row[-1])) for row in rows]
+        return [KeywordHit(row_to_memory(row[:-1]), float(cast(float, row[-1]))) for row in rows]
     window = limit
     while True:
         ranked = conn.execute(f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
                               (match, window)).fetchall()
-        scores = dict(ranked)
+        scores: dict[Any, float] = {rowid: float(cast(float, score)) for rowid, score in ranked}
         rows = rows_in_scope(conn, columns, list(scores), scope)
         if len(rows) >= limit or len(ranked) < window:
             break
@@ -158,7 +135,7 @@ def _selective(conn: apsw.Connection, t: Terms, counts: TtlCache[int]) -> Terms:
     phrases = [owner_terms.tokens(tokenizer, word, apsw.FTS5_TOKENIZE_QUERY) for word in t.words]
 
     def rows() -> int:
-        return counts.get_or_load(_ALL_ROWS, lambda: conn.execute("SELECT count(*) FROM memories").fetchone()[0]) or 0
+        return counts.get_or_load(_ALL_ROWS, lambda: int(scalar(conn, "SELECT count(*) FROM memories"))) or 0
 
     def df(token: str) -> int:
         def read() -> int:
@@ -171,7 +148,7 @@ def _selective(conn: apsw.Connection, t: Terms, counts: TtlCache[int]) -> Terms:
 
 
 def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, limit: int,
-           row_to_memory, counts: TtlCache[int]) -> list[KeywordHit]:
+           row_to_memory: RowReader, counts: TtlCache[int]) -> list[KeywordHit]:
     """Best `limit` rows of the scope for `text`, from the word and the CJK postings, best
     first (FTS5's bm25, with the statistics of the whole index), searched without the words
     too common to select anything, and with every word when the others find nothing in the
@@ -186,7 +163,7 @@ def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, l
 
 
 def _search(conn: apsw.Connection, columns: str, scope: SearchScope, t: Terms, limit: int,
-            row_to_memory) -> list[KeywordHit]:
+            row_to_memory: RowReader) -> list[KeywordHit]:
     best: dict[str, KeywordHit] = {}
     for table, rank, match in _matches(t, scope.api_key_id):
         for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory):

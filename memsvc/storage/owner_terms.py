@@ -14,7 +14,7 @@ keeps the functions registered.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable
+from typing import Any, Iterable, cast
 
 import apsw
 
@@ -39,8 +39,8 @@ def word_tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
 
 
 def tokens(tokenizer: apsw.FTS5Tokenizer, text: str, flags: int) -> list[str]:
-    return tokenizer(text.encode("utf-8", "surrogatepass"), flags, None, include_offsets=False,
-                     include_colocated=False)
+    return cast(list[str], tokenizer(text.encode("utf-8", "surrogatepass"), flags, None, include_offsets=False,
+                                     include_colocated=False))
 
 
 def _prefixed(tag: str, tokens: Iterable[str]) -> str:
@@ -66,6 +66,5 @@ def register(conn: apsw.Connection) -> None:
     def tag(api_key_id: str | None) -> str | None:
         return None if api_key_id is None else owner_tag(api_key_id)
 
-    conn.create_scalar_function(WORDS_FUNCTION, words, 2, deterministic=True)
-    conn.create_scalar_function(GRAMS_FUNCTION, grams, 3, deterministic=True)
-    conn.create_scalar_function(TAG_FUNCTION, tag, 1, deterministic=True)
+    for name, function, arity in ((WORDS_FUNCTION, words, 2), (GRAMS_FUNCTION, grams, 3), (TAG_FUNCTION, tag, 1)):
+        conn.create_scalar_function(name, cast(Any, function), arity, deterministic=True)

@@ -10,16 +10,22 @@ from __future__ import annotations
 
 from typing import Any
 
+from memsvc.storage.dialect import SQLITE_SQL, Syntax
+
 VEC_GENERATION = "vec_generation"
 
 
-def bump_vec_generation(conn: Any) -> int:
-    """Inside a write transaction: advance `vec_generation` and return the new value."""
-    return int(conn.execute(
-        "INSERT INTO sequences (name, value) VALUES (?, 1) "
-        "ON CONFLICT(name) DO UPDATE SET value = value + 1 RETURNING value", (VEC_GENERATION,)).fetchone()[0])
+_BUMP = ("INSERT INTO sequences (name, value) VALUES (?, 1) "
+         "ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1 RETURNING value")
 
 
-def read_vec_generation(conn: Any) -> int:
-    row = conn.execute("SELECT value FROM sequences WHERE name = ?", (VEC_GENERATION,)).fetchone()
+def bump_vec_generation(conn: Any, syntax: Syntax = SQLITE_SQL) -> int:
+    """Inside a write transaction: advance `vec_generation` and return the new value (one
+    statement, so two processes bumping at once both count)."""
+    return int(conn.execute(syntax.sql(_BUMP), (VEC_GENERATION,)).fetchone()[0])
+
+
+def read_vec_generation(conn: Any, syntax: Syntax = SQLITE_SQL) -> int:
+    """The current `vec_generation` (0 before the first bump)."""
+    row = conn.execute(syntax.sql("SELECT value FROM sequences WHERE name = ?"), (VEC_GENERATION,)).fetchone()
     return int(row[0]) if row else 0

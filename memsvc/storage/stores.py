@@ -182,10 +182,11 @@ def _postgres_admin(config: Config) -> AdminStores:
 
 
 def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
-    from memsvc.storage.sqlite_backend import SqliteMemoryBackend
+    from memsvc.storage.memory_store import SqlMemoryBackend
+    from memsvc.storage.sqlite_backend import SQLITE
     from memsvc.storage.vector_index import LocalVectorIndex
 
-    backend = SqliteMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000)
+    backend = SqlMemoryBackend(database, SQLITE, working_set_bytes=config.working_set_mb * 1_000_000)
     index = LocalVectorIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
                              cache_bytes=config.vec_cache_mb * 1_000_000,
                              held_memories=backend.working_sets.memories_in_scope)
@@ -195,12 +196,14 @@ def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
 def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
     """MEMORY_VEC_QUANTIZATION shapes the sqlite-vec tier only (pgvector stores float32);
     MEMORY_VEC_CACHE_MB bounds the owners' vectors held in memory on either store."""
+    from memsvc.storage.memory_store import SqlMemoryBackend
+
     with _postgres_client():
-        from memsvc.storage.postgres.memory_backend import PgMemoryBackend
+        from memsvc.storage.postgres.memory_backend import POSTGRES
         from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
         from memsvc.storage.vector_index import LocalVectorIndex
 
-    backend = PgMemoryBackend(database, working_set_bytes=config.working_set_mb * 1_000_000)
+    backend = SqlMemoryBackend(database, POSTGRES, working_set_bytes=config.working_set_mb * 1_000_000)
     return backend, LocalVectorIndex(database, default_k=config.vec_top_k,
                                      cache_bytes=config.vec_cache_mb * 1_000_000,
                                      held_memories=backend.working_sets.memories_in_scope)

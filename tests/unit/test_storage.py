@@ -179,10 +179,9 @@ def test_write_rolls_back_on_exception_and_readers_cannot_write(backend: SqliteM
         assert conn.execute("SELECT count(*) FROM settings").fetchall() == [(0,)]
         with pytest.raises(Exception, match="readonly|read-only|query_only"):
             conn.execute("INSERT INTO settings (key, value) VALUES ('enabled', 'true')")
-    with pytest.raises(RuntimeError, match="re-entrant"):
-        with db.write():
-            with db.write():
-                pass
+    with db.write() as outer:  # nested: joins the outer write as a savepoint (tests/contract/test_store_rules_contract.py)
+        with db.write() as inner:
+            assert inner is outer
 
 
 def test_a_savepoint_undoes_its_part_and_the_transaction_goes_on(db: Database):

@@ -44,6 +44,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memsvc.kernel.inline import may_block
 from memsvc.kernel.errors import ConflictError, StorageFullError, UnavailableError
+from memsvc.storage.database import scalar
 
 _BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
 _BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
@@ -203,7 +204,7 @@ class PgDatabase:
         # Not waiting: a server that is down at start makes requests UNAVAILABLE, not startup hang.
         self._pool.open(wait=False)
 
-    def _connect_kwargs(self) -> dict:
+    def _connect_kwargs(self) -> dict[str, Any]:
         # libpq counts connect_timeout in whole seconds and takes at least 2.
         return {"autocommit": True, "connect_timeout": max(2, round(self.timeout_s)),
                 "application_name": "memsvc", "options": self._server_options, **_KEEPALIVES}
@@ -396,7 +397,7 @@ class PgDatabase:
     def _read_version(self) -> int:
         if self._watch is None or self._watch.closed:
             self._watch = psycopg.connect(self.url, **self._connect_kwargs())
-        return int(self._watch.execute(_DATA_VERSION).fetchone()[0])
+        return int(scalar(self._watch, _DATA_VERSION))
 
     def _drop_watch(self) -> None:
         watch, self._watch = self._watch, None

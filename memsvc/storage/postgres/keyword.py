@@ -80,6 +80,7 @@ def stats_cache() -> TtlCache[Any]:
 def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, float]:
     """(N, average row length) of the owner's memories (every owner's for None)."""
     def load() -> tuple[int, float]:
+        params: list[Any]
         if owner is None:
             sql, params = _CORPUS.format(owner="", order="m.memory_id DESC"), [AVG_SAMPLE]
         else:
@@ -88,14 +89,16 @@ def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, fl
         count, avg = conn.execute(sql, params).fetchone()
         return int(count), float(avg)
 
-    return stats.get_or_load(("corpus", owner), load)
+    found = stats.get_or_load(("corpus", owner), load)
+    assert found is not None  # load() always gives a value
+    return int(found[0]), float(found[1])
 
 
 def _word_stats(conn: Any, owner: str | None, words: Sequence[str],
                 stats: TtlCache[Any]) -> dict[str, tuple[int, tuple[str, ...]]]:
     """word → (how many of the owner's memories hold it, its lexemes); the uncached words
     counted in one statement (a GIN lookup of the word, then the owner's rows among them)."""
-    found = {w: stats.get(("word", owner, w)) for w in words}
+    found: dict[str, Any] = {w: stats.get(("word", owner, w)) for w in words}
     missing = [w for w, known in found.items() if known is None]
     if missing:
         where, params = (" AND m.api_key_id = %s", [owner]) if owner is not None else ("", [])

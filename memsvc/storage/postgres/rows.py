@@ -1,26 +1,38 @@
-"""The `memories` row as the PostgreSQL backend reads it, and the WHERE fragments it shares
-between its reads: the list/clear filter and the retrieval scope.
+"""The `memories` row as PostgreSQL returns it, and the case folding of its text filters.
 
 The column list is the SQLite one (`memsvc.storage.memory_rows.COLUMNS`), so both stores
 return the same row shape; only the conversion differs: psycopg hands back `timestamptz`
 as aware datetimes in the session's time zone (turned to UTC here, as every Memory's times
-are) and `jsonb` already parsed. Every value is a bound `%s` parameter; the only text
-joined into SQL is the fixed fragments below.
+are) and `jsonb` already parsed. The scope rule is `memsvc.storage.dialect.scope_clause`;
+`scope_clause`, `aged_clause` and `rows_in_scope` here are it in PostgreSQL's syntax.
 """
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
 from typing import Any, ContextManager
 
 import psycopg
 
-from memsvc.kernel.models import Memory, MemoryFilter, SearchScope
-from memsvc.storage.memory_rows import COLUMNS, M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata
+from memsvc.kernel.models import Memory, SearchScope
+from memsvc.storage import dialect
+from memsvc.storage.memory_rows import (
+    ACCESS_COUNT,
+    COLUMNS,
+    LAST_ACCESSED,
+    M_COLUMNS,
+    NEWEST_FIRST,
+    RETURNING,
+    SELECT,
+    build_memory,
+    dump_metadata,
+    without_access,
+)
 
 __all__ = ["COLUMNS", "M_COLUMNS", "NEWEST_FIRST", "RETURNING", "SELECT", "dump_metadata", "row_to_memory",
-           "filter_clause", "scope_clause", "aged_clause", "HAPPENED", "casefold_collation"]
+           "scope_clause", "aged_clause", "rows_in_scope", "HAPPENED", "casefold_collation", "folded"]
 
 #: When a memory happened: what signals about time read (occurred_at, else created_at).
 HAPPENED = "coalesce({a}.occurred_at, {a}.created_at)"
@@ -32,38 +44,26 @@ HAPPENED = "coalesce({a}.occurred_at, {a}.created_at)"
 _FOLDING_COLLATIONS = ("unicode", "C.utf8")
 _FOLD_PROBE = "SELECT lower(%s::text COLLATE \"{name}\") = %s"
 
+scope_clause = functools.partial(dialect.scope_clause, dialect.POSTGRES_SQL)
+aged_clause = functools.partial(dialect.aged_clause, dialect.POSTGRES_SQL)
+
 
 def _utc(moment: datetime | None) -> datetime | None:
     return None if moment is None else moment.astimezone(timezone.utc)
 
 
+def _parsed(metadata: Any) -> dict[str, Any]:
+    return dict(metadata or {})
+
+
 def row_to_memory(row: Sequence[Any]) -> Memory:
     """The single place a `COLUMNS` row of PostgreSQL becomes a Memory (UTC datetimes, the
     metadata a dict)."""
-    (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at, updated_at,
-     expires_at, access_count, last_accessed_at, needs_reindex, keep, occurred_at) = row
-    return Memory(
-        id=id_,
-        memory_id=int(memory_id),
-        api_key_id=api_key_id,
-        session_id=session_id,
-        type=type_,
-        key=key,
-        content=content,
-        metadata=dict(metadata or {}),
-        created_at=_utc(created_at),
-        updated_at=_utc(updated_at),
-        expires_at=_utc(expires_at),
-        access_count=int(access_count),
-        last_accessed_at=_utc(last_accessed_at),
-        needs_reindex=bool(needs_reindex),
-        keep=bool(keep),
-        occurred_at=_utc(occurred_at),
-    )
+    return build_memory(without_access(row), _utc, _parsed, int(row[ACCESS_COUNT]), _utc(row[LAST_ACCESSED]))
 
 
 def casefold_collation(read: Callable[[], ContextManager[Any]]) -> str | None:
-    """The collation `filter_clause` folds case under: the first of _FOLDING_COLLATIONS that
+    """The collation text filters fold case under: the first of _FOLDING_COLLATIONS that
     folds "ÄΣ" to "äσ" here, each tried in a read transaction of its own (`read`, as
     PgDatabase.read) since a refused one aborts it; None (the database's own) when none does."""
     for name in _FOLDING_COLLATIONS:
@@ -76,68 +76,9 @@ def casefold_collation(read: Callable[[], ContextManager[Any]]) -> str | None:
     return None
 
 
-def _folded(expr: str, collation: str | None) -> str:
+def folded(expr: str, collation: str | None) -> str:
+    """`expr` lower-cased under `collation` (the database's own when None)."""
     return f'lower({expr} COLLATE "{collation}")' if collation else f"lower({expr})"
-
-
-def filter_clause(flt: MemoryFilter, collation: str | None) -> tuple[str, list[Any]]:
-    """WHERE clause for a list/clear filter. `q` is a literal, case-insensitive substring of
-    content or key: strpos() has no wildcards, so "%" and "_" need no escaping."""
-    clauses: list[str] = []
-    params: list[Any] = []
-    if flt.api_key_id is not None:
-        clauses.append("api_key_id = %s")
-        params.append(flt.api_key_id)
-    if flt.owners is not None:
-        clauses.append("api_key_id = ANY(%s::text[])")
-        params.append(sorted(flt.owners))
-    if flt.session_id is not None:
-        clauses.append("session_id = %s")
-        params.append(flt.session_id)
-    if flt.type is not None:
-        clauses.append("type = %s")
-        params.append(flt.type)
-    if flt.q:
-        needle, key = _folded("%s::text", collation), _folded("coalesce(key, '')", collation)
-        clauses.append(f"(strpos({_folded('content', collation)}, {needle}) > 0 OR strpos({key}, {needle}) > 0)")
-        params.extend([flt.q, flt.q])
-    if flt.created_before is not None:
-        clauses.append("created_at < %s")
-        params.append(flt.created_before)
-    return (" WHERE " + " AND ".join(clauses) if clauses else ""), params
-
-
-def _visible_clause(scope: SearchScope, alias: str) -> tuple[str, list[Any]]:
-    """Owner, session and expiry: the scope's limits other than age. A session scope with
-    no session id sees the memories stored without one (as SQLite's `IS ?` does)."""
-    clauses = [f"({alias}.expires_at IS NULL OR {alias}.expires_at > %s)"]
-    params: list[Any] = [scope.now]
-    if scope.api_key_id is not None:
-        clauses.append(f"{alias}.api_key_id = %s")
-        params.append(scope.api_key_id)
-    if scope.session_only:
-        clauses.append(f"{alias}.session_id IS NOT DISTINCT FROM %s::text")
-        params.append(scope.session_id)
-    return " AND ".join(clauses), params
-
-
-def scope_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]]:
-    """WHERE fragments selecting what a retrieval may see (owner, session, not expired,
-    inside retention or kept), on table alias `alias`."""
-    where, params = _visible_clause(scope, alias)
-    if scope.created_after is not None:
-        where += f" AND ({alias}.created_at >= %s OR {alias}.keep)"
-        params.append(scope.created_after)
-    return where, params
-
-
-def aged_clause(scope: SearchScope, alias: str = "m") -> tuple[str, list[Any]] | None:
-    """WHERE fragments for what the scope would see but for its age (older than retention,
-    not kept); None when the scope has no age limit."""
-    if scope.created_after is None:
-        return None
-    where, params = _visible_clause(scope, alias)
-    return where + f" AND {alias}.created_at < %s AND NOT {alias}.keep", [*params, scope.created_after]
 
 
 def rows_in_scope(conn: Any, memory_ids: Sequence[int], scope: SearchScope) -> list[Memory]:
