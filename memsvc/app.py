@@ -30,7 +30,9 @@ from memsvc.kernel.embedding_errors import EmbeddingError
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.embedding.sources import StaticSource
 from memsvc.metrics import Metrics, StateSources
+from memsvc.storage.character_store import CharacterStore
 from memsvc.storage.database import Database
+from memsvc.storage.reflection_store import ReflectionStore
 from memsvc.storage.memory_store import SqlMemoryBackend
 from memsvc.storage.stores import Stores, open_stores
 
@@ -74,7 +76,8 @@ class App:
         retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
                               rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion],
                               backend_name=stores.info.backend_name)
-        characters = PerNodeCharacters() if config.shared_store else Characters(config, database, memories)
+        characters = PerNodeCharacters() if config.shared_store else Characters(
+            config, CharacterStore(database), ReflectionStore(database), memories)
         characters.start()
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,
                               leases=stores.lease_store, timing=LeaseTiming(ttl_s=config.lease_ttl_s))

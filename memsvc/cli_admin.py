@@ -10,7 +10,7 @@ from typing import Any, TextIO
 
 from google.protobuf import json_format
 
-from memsvc.client import Client
+from memsvc.client import Client, client_options
 from memsvc.config import Config
 from memsvc.v1 import engine_pb2, memory_pb2
 
@@ -111,20 +111,6 @@ def memories(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout)
             api_key_id=args.api_key_id, type=args.type or "", session_id=args.session_id or ""))
         out.write(f"deleted {cleared.deleted_count} memories\n")
     return 0
-
-
-def client_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
-    """The options every client command takes: where the server is. A nested parser (the
-    `list` of `memories list`) takes them too, so they work before and after the action;
-    there they default to SUPPRESS, so an option given before the action is not reset."""
-    default = argparse.SUPPRESS if nested else None
-    parser.add_argument("--server", metavar="HOST:PORT", default=default,
-                        help="address of the running server (default: 127.0.0.1 and the gRPC port below)")
-    parser.add_argument("--grpc-host", dest="grpc_host", metavar="HOST", default=default,
-                        help="host of the server when --server is not given; a wildcard bind is reached on "
-                             "loopback [MEMSVC_GRPC_HOST, default 127.0.0.1]")
-    parser.add_argument("--grpc-port", dest="grpc_port", metavar="PORT", default=default,
-                        help="gRPC port of the server when --server is not given [MEMSVC_GRPC_PORT, default 50051]")
 
 
 def _memories_actions(memories_parser: argparse.ArgumentParser) -> None:

@@ -3,6 +3,7 @@ of MEMSVC_API_TOKENS, and errors turned into one clear line instead of a traceba
 
 from __future__ import annotations
 
+import argparse
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
@@ -82,3 +83,17 @@ def _is_connection_failure(err: grpc.RpcError) -> bool:
     details = (err.details() or "").lower()
     return any(word in details for word in ("connect", "unavailable", "connection refused", "failed to connect",
                                             "deadline"))
+
+
+def client_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
+    """The options every client command takes: where the server is. A nested parser (the
+    `list` of `memories list`) takes them too, so they work before and after the action;
+    there they default to SUPPRESS, so an option given before the action is not reset."""
+    default = argparse.SUPPRESS if nested else None
+    parser.add_argument("--server", metavar="HOST:PORT", default=default,
+                        help="address of the running server (default: 127.0.0.1 and the gRPC port below)")
+    parser.add_argument("--grpc-host", dest="grpc_host", metavar="HOST", default=default,
+                        help="host of the server when --server is not given; a wildcard bind is reached on "
+                             "loopback [MEMSVC_GRPC_HOST, default 127.0.0.1]")
+    parser.add_argument("--grpc-port", dest="grpc_port", metavar="PORT", default=default,
+                        help="gRPC port of the server when --server is not given [MEMSVC_GRPC_PORT, default 50051]")

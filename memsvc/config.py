@@ -8,12 +8,13 @@ declarations.
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping
 from urllib.parse import urlsplit, urlunsplit
+
+from memsvc.kernel.web_access import is_loopback, web_access
 
 
 class ConfigError(ValueError):
@@ -197,8 +198,6 @@ MAX_PROCESSES = 256
 
 
 def _check_web_access(config: Config) -> None:
-    from memsvc.gateway.web_access import web_access
-
     try:
         web_access(config.rest_host, config.allowed_hosts, config.allowed_origins)
     except ValueError as exc:
@@ -277,15 +276,6 @@ def check_database_options(config: Config) -> None:
         urlsplit(config.database_url).port  # noqa: B018 - raises on a malformed port
     except ValueError:
         raise ConfigError("MEMSVC_DATABASE_URL is not a valid URL (check its host and port)") from None
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def options() -> list[tuple[str, str, str | None, Any, str]]:

@@ -24,7 +24,7 @@ from memsvc.kernel.backend import BackendError, BackendHealth
 from memsvc.core.backend_manager import readable
 from memsvc.kernel.models import DEFAULT_MEMORY_TYPE, MEMORY_TYPES, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory
 from memsvc.kernel.url_policy import check_url
-from memsvc.embedding._http import host_of, join
+from memsvc.kernel.url_policy import host_of, join
 
 DEFAULT_TIMEOUT_S = 30.0
 #: clear() deletes page by page; a store this large is cleared in several calls.

@@ -8,7 +8,7 @@ from __future__ import annotations
 import logging
 import threading
 from datetime import datetime
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, owner_id
 from memsvc.characters.fsutil import check_writable, clean_temp_files, exists_no_follow
@@ -27,9 +27,10 @@ from memsvc.config import Config
 from memsvc.kernel.errors import ConflictError, NotFoundError, OperationFailedError, ValidationError
 from memsvc.core.memories import Memories
 from memsvc.kernel.models import utcnow
-from memsvc.storage.character_store import CharacterStore
-from memsvc.storage.database import Database
-from memsvc.storage.reflection_store import ReflectionStore
+
+if TYPE_CHECKING:  # the stores are built by memsvc.app and passed in
+    from memsvc.storage.character_store import CharacterStore
+    from memsvc.storage.reflection_store import ReflectionStore
 
 log = logging.getLogger("memsvc.characters")
 
@@ -73,7 +74,7 @@ class Ticker:
 
 
 class Characters:
-    def __init__(self, config: Config, database: Database, memories: Memories):
+    def __init__(self, config: Config, store: CharacterStore, reflection_store: ReflectionStore, memories: Memories):
         self.config = config
         self.memories = memories
         #: "Now" for reflections (tests move it to check the 14-day rules).
@@ -85,11 +86,11 @@ class Characters:
         locks = config.data_dir / LOCK_DIR
         self.registry = Registry(config.config_dir / "characters.json", ProcessLock(locks / "registry.lock"))
         self.toggles = CoreConfig(config.config_dir / "core_config.json", ProcessLock(locks / "core_config.lock"))
-        self.store = CharacterStore(database)
+        self.store = store
         self.guard = StorageGuard(config.storage_mode)
         self.locks = CharacterLocks(locks)
         self.recent = RecentFiles(self.roots, self.store, self.registry, self.locks, self.guard, self.hooks)
-        self.reflections = Reflections(ReflectionStore(database), memories, self.toggles, lambda: self.clock(),
+        self.reflections = Reflections(reflection_store, memories, self.toggles, lambda: self.clock(),
                                        self.hooks)
         self.reviews = ReviewRunner(self.reflections.review, self.hooks)
         self.legacy = Legacy(config.runtime_memory_dir, config.legacy_app_roots, self.registry, self.hooks)

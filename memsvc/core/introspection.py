@@ -15,7 +15,7 @@ from memsvc.core.reindex import ReindexStatus
 from memsvc.core.settings.memory import MemorySettings, Settings
 from memsvc.core.retrieval.vector_tier import VectorTier
 from memsvc.kernel.embedding_errors import EmbeddingError
-from memsvc.embedding.resolver import EmbeddingStatus
+from memsvc.kernel.embedding import EmbeddingStatus
 from memsvc.kernel.vector_index import VectorError
 
 SEARCH_TOP_K = (1, 20)

@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 from typing import Any
-from urllib.parse import urlsplit
 
 import httpx
 
 from memsvc import outbound
-from memsvc.kernel.url_policy import Resolver, check_url
+from memsvc.kernel.url_policy import Resolver, check_url, host_of
 
 
 class CallFailed(Exception):
@@ -28,18 +27,6 @@ class CallFailed(Exception):
         super().__init__(message)
         self.refused = refused
         self.status = status
-
-
-def host_of(url: str) -> str:
-    """The host alone (never the path, which can carry a token), for messages and logs."""
-    try:
-        return urlsplit(url).hostname or "?"
-    except ValueError:
-        return "?"
-
-
-def join(base_url: str, path: str) -> str:
-    return base_url.rstrip("/") + "/" + path.lstrip("/")
 
 
 def make_client(timeout_s: float, resolver: Resolver | None = None) -> httpx.Client:

@@ -6,13 +6,12 @@ a 5 s timeout and the URL policy; any failure is a RerankError and the engine fa
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence, TypeVar
+from typing import Any, Sequence
 
 from memsvc.embedding import _http
 from memsvc.kernel.embedding_errors import RerankError
 
 RERANK_TIMEOUT_S = 5.0
-T = TypeVar("T")
 
 
 def rerank_url(base_url: str) -> str:
@@ -75,16 +74,3 @@ def _parse(answer: Any, count: int) -> list[tuple[int, float]]:
     return ranking
 
 
-def apply_rerank(items: Sequence[T], ranking: Sequence[tuple[int, float]]) -> list[tuple[T, float | None]]:
-    """Items in the reranker's order with score = relevance_score, then the items it did not
-    mention, in their original order, with score None (the caller keeps their own score).
-    Indices out of range and repeats are ignored."""
-    items = list(items)
-    placed: set[int] = set()
-    out: list[tuple[T, float | None]] = []
-    for index, score in sorted(ranking, key=lambda pair: pair[1], reverse=True):
-        if isinstance(index, int) and 0 <= index < len(items) and index not in placed:
-            placed.add(index)
-            out.append((items[index], float(score)))
-    out.extend((item, None) for i, item in enumerate(items) if i not in placed)
-    return out

@@ -25,6 +25,7 @@ from memsvc.kernel.inline import may_block, settle
 from memsvc.core.settings.memory import MemorySettings
 from memsvc.kernel.url_policy import check_url
 from memsvc.embedding.cache import EmbeddingCache, cache_key
+from memsvc.kernel.embedding import EmbeddingSource, EmbeddingStatus, LoadState, Resolved
 from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingNotReady, NoEmbeddingSource, RerankError
 from memsvc.embedding.providers import ProviderEndpoint, ProviderRegistry, split_provider_model
 from memsvc.embedding.rerank import RerankClient
@@ -33,8 +34,6 @@ from memsvc.embedding.sources import (
     REMOTE,
     STATIC,
     TRANSFORMERS,
-    EmbeddingSource,
-    LoadState,
     RemoteSource,
     StaticSource,
     TransformersSource,
@@ -80,59 +79,8 @@ class EmbeddingConfig:
         )
 
 
-@dataclass(frozen=True)
-class EmbeddingStatus:
-    """GetEngineStatus' embedding part. `available` is true only when the source can answer
-    now (`state` ready): a model that is still loading or not loaded yet cannot, and requests
-    fall back to keywords meanwhile; `phase` and `progress` say how far a load has got."""
-
-    source: str
-    model: str | None
-    dimensions: int | None
-    state: str
-    phase: str
-    progress: float | None
-    loaded: bool
-    signature: str | None
-    reason: str
-    cache_stats: dict[str, int]
-
-    @property
-    def available(self) -> bool:
-        return self.state == "ready"
 
 
-@dataclass(frozen=True)
-class Resolved:
-    """The source the settings select (None: keyword only) and why. `signature` is
-    `source:model:dim[:int8]`, None while a remote source's dimension is not yet known
-    (it is learned from the first answer; `Embeddings.embed` returns a fresh Resolved)."""
-
-    source: EmbeddingSource | None
-    reason: str
-    quantization: str = "none"
-
-    @property
-    def name(self) -> str:
-        return self.source.name if self.source is not None else "none"
-
-    @property
-    def model(self) -> str | None:
-        return self.source.model if self.source is not None else None
-
-    @property
-    def dimensions(self) -> int | None:
-        return self.source.dimensions if self.source is not None else None
-
-    @property
-    def signature(self) -> str | None:
-        if self.source is None:
-            return None
-        dim = self.source.dimensions
-        if dim is None:
-            return None
-        suffix = ":int8" if self.quantization == "int8" else ""
-        return f"{self.source.name}:{self.source.model}:{dim}{suffix}"
 
 
 @dataclass(frozen=True)

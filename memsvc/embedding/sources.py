@@ -22,16 +22,17 @@ import tempfile
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import IO, Any, Protocol, Sequence, runtime_checkable
+from typing import IO, Any, Sequence
 
 import numpy as np
 
 from memsvc.kernel.inline import hold, may_block
 from memsvc.embedding import _http
+from memsvc.kernel.embedding import FAILED, LOADING, NOT_LOADED, READY, LoadState
 from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingURLRefused
+from memsvc.kernel.url_policy import host_of, join
 
 log = logging.getLogger("memsvc.embedding")
 
@@ -57,27 +58,11 @@ DEFAULT_REMOTE_BATCH = 256
 MAX_REMOTE_DIM = 65536
 
 # What a source is doing, for status: only READY answers requests (the others fall back).
-NOT_LOADED = "not_loaded"   # loads on first use (the first requests fall back meanwhile)
-LOADING = "loading"         # loading, or building the model first: see phase and progress
-READY = "ready"
-FAILED = "failed"           # the last attempt failed; the reason says why
 
 # tqdm's "Encoding tokens:  45%|####      | 13800/30522 [...]" lines from the distillation.
 _PROGRESS = re.compile(rb"(\d+)/(\d+) \[")
 
 
-@dataclass(frozen=True)
-class LoadState:
-    """Whether a source can answer now; while it cannot, what it is doing (`phase`) and how
-    far along (`progress` 0..1, None where it cannot be measured)."""
-
-    state: str
-    phase: str = ""
-    progress: float | None = None
-
-    @property
-    def ready(self) -> bool:
-        return self.state == READY
 
 
 def default_static_cache_dir() -> Path:
@@ -95,29 +80,6 @@ def default_static_cache_dir() -> Path:
     return Path(base) / "memsvc" / "embeddings"
 
 
-@runtime_checkable
-class EmbeddingSource(Protocol):
-    """What the resolver and the engine use. `embed` returns (len(texts), dimensions) float32
-    with L2-normalized rows, or raises EmbeddingError (message free of credentials)."""
-
-    name: str   # remote | static | transformers
-    model: str
-    #: Whether `embed` waits (a network call, a model too slow for the event loop's thread):
-    #: an inline call (memsvc.kernel.inline) hands such an embedding to a worker thread.
-    waits: bool
-
-    @property
-    def dimensions(self) -> int | None: ...
-
-    @property
-    def loaded(self) -> bool: ...
-
-    @property
-    def load_state(self) -> LoadState: ...
-
-    def warm(self) -> None: ...
-
-    def embed(self, texts: Sequence[str]) -> np.ndarray: ...
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
@@ -185,7 +147,7 @@ class RemoteSource:
             raise EmbeddingError("a remote embedding source needs a model id")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.label = label or _http.host_of(base_url)   # provider name or host, for messages
+        self.label = label or host_of(base_url)   # provider name or host, for messages
         self._api_key = api_key or None
         self._timeout_s = float(timeout_s)
         self._batch_size = max(1, int(batch_size))
@@ -232,7 +194,7 @@ class RemoteSource:
         return np.concatenate(parts, axis=0)
 
     def _call(self, batch: list[str]) -> np.ndarray:
-        url = _http.join(self.base_url, "embeddings")
+        url = join(self.base_url, "embeddings")
         try:
             answer = _http.post_json(self._client, url, {"model": self.model, "input": batch}, self._api_key)
         except _http.CallFailed as exc:

@@ -16,7 +16,7 @@ import yaml
 from memsvc import studio
 
 from memsvc.gateway import request_guard
-from memsvc.gateway.web_access import web_access
+from memsvc.kernel.web_access import web_access
 
 SERVICES = ("memsvc.v1.MemoryService", "memsvc.v1.EngineService", "memsvc.v1.SettingsService",
             "memsvc.v1.CredentialService")
@@ -57,7 +57,7 @@ class EnvoySettings:
     # upstream_host:upstream_port.
     replicas: tuple[Replica, ...] = ()
     # The operator's extra Host names and Origins (MEMSVC_ALLOWED_HOSTS / _ORIGINS): the
-    # request guard's rule is memsvc.gateway.web_access.web_access of these and listen_host.
+    # request guard's rule is memsvc.kernel.web_access.web_access of these and listen_host.
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
 

@@ -1,5 +1,5 @@
 """Checks Envoy makes on a REST request before the transcoder sees it: who may call (the
-`Host` and `Origin` rule of memsvc.gateway.web_access, also applied to /mcp), that a body is
+`Host` and `Origin` rule of memsvc.kernel.web_access, also applied to /mcp), that a body is
 declared JSON, the URL length, and that a JSON body names only fields the request message has.
 
 Why the content type: a web page may send a cross-origin POST without asking first only as
@@ -35,7 +35,7 @@ from google.protobuf import descriptor_pool
 from google.protobuf.descriptor import Descriptor, FieldDescriptor, MethodDescriptor
 
 import memsvc.v1
-from memsvc.gateway.web_access import WebAccess
+from memsvc.kernel.web_access import WebAccess
 
 # The longest request target (path and query string, in bytes as sent) a client may use.
 MAX_URL_BYTES = 8192
@@ -525,7 +525,7 @@ local function host_name(authority)
   return name
 end
 
--- Why a request may not be served from where it comes (memsvc.gateway.web_access), or nil.
+-- Why a request may not be served from where it comes (memsvc.kernel.web_access), or nil.
 local function web_refusal(headers)
   local authority = headers:get(":authority") or ""
   local name = host_name(authority)

@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 from memsvc.kernel.errors import UnavailableError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from memsvc.embedding.resolver import Resolved
+    from memsvc.kernel.embedding import Resolved
 
 
 class EmbeddingError(UnavailableError):

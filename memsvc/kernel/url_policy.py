@@ -230,3 +230,16 @@ def check_resolved(url: str, *, unresolvable_ok: bool = False, resolver: Resolve
 
 def _default_port(scheme: str) -> int:
     return 443 if scheme == "https" else 80
+
+
+def host_of(url: str) -> str:
+    """The host alone (never the path, which can carry a token), for messages and logs."""
+    try:
+        return urlsplit(url).hostname or "?"
+    except ValueError:
+        return "?"
+
+
+def join(base_url: str, path: str) -> str:
+    """`base_url` and `path` with exactly one slash between them."""
+    return base_url.rstrip("/") + "/" + path.lstrip("/")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 
-from memsvc.cli_admin import client_options
+from memsvc.client import client_options
 from memsvc.config import Config
 
 HELP = ("serve the memory tools to an agent over MCP on stdin/stdout (the command a desktop "

@@ -22,7 +22,7 @@ from mcp.server.transport_security import TransportSecuritySettings
 
 from memsvc.client import server_address
 from memsvc.config import Config
-from memsvc.gateway.web_access import web_access
+from memsvc.kernel.web_access import web_access
 from memsvc.mcp.tools import build_server
 from memsvc.mcp.upstream import Upstream
 
@@ -38,7 +38,7 @@ def request_authorization(ctx: Context) -> str | None:
 
 
 def _transport_security(config: Config) -> TransportSecuritySettings:
-    """The Host and Origin rule of the REST port (memsvc.gateway.web_access), which Envoy's
+    """The Host and Origin rule of the REST port (memsvc.kernel.web_access), which Envoy's
     request guard enforces on /mcp, repeated here for a caller that reaches this loopback
     port directly (a DNS-rebinding page aimed at it). The SDK's check knows no "same origin",
     so the origins of the allowed names are listed, and it answers a foreign Host with 421

@@ -27,8 +27,8 @@ from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
 from memsvc.core.retrieval.ranking import Resolution, VectorMatch, VectorResult, VectorUnavailable
 from memsvc.core.settings.memory import MemorySettings, Settings
 from memsvc.kernel.embedding_errors import EmbeddingError, NoEmbeddingSource
-from memsvc.embedding.rerank import apply_rerank
-from memsvc.embedding.resolver import Embeddings, Resolved
+from memsvc.core.embedding_port import Embeddings
+from memsvc.kernel.embedding import Resolved, apply_rerank
 from memsvc.kernel.vector_index import VectorError, VectorHit, VectorRow
 
 log = logging.getLogger("memsvc.core.vectors")

@@ -19,7 +19,16 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from memsvc.config import is_loopback
+
+def is_loopback(host: str) -> bool:
+    """Whether a host name or address reaches only this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
 
 # The names loopback is reached by, as a Host header writes them (IPv6 in brackets).
 LOOPBACK_NAMES = ("127.0.0.1", "localhost", "[::1]")
