@@ -31,14 +31,14 @@ import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timezone
 from types import ModuleType
 from typing import Any, ContextManager
 
 from memsvc.kernel.cache import TtlCache
 from memsvc.kernel.errors import ConflictError, ValidationError, shorten
-from memsvc.kernel.models import KeywordHit, Memory, MemoryPatch, NewMemory, SearchScope, UpsertResult
-from memsvc.storage.database import iso
+from memsvc.kernel.models import KeywordHit, Memory, MemoryPatch, NewMemory, SearchScope, UpsertResult, utcnow
+from memsvc.storage.database import Database, iso, parse_iso
 
 
 @dataclass(frozen=True, eq=False)
@@ -46,7 +46,10 @@ class Syntax:
     """What differs in the text of a statement. `words` fill a template's `{word}` fragments:
     true/false (boolean literals), json/bool/ts (a bound value of that type), now (the write
     transaction's time), same (null-safe equality with a bound text), length (characters of a
-    text). `time` turns a datetime into the bound value the time columns compare with."""
+    text), bytewise (after ORDER BY a text column: by its bytes, as SQLite's BINARY does).
+    `time` turns a datetime into the bound value the time columns compare with; `read_time`
+    and `read_json` turn a time or JSON column's value as read back (SQLite hands back text,
+    psycopg aware datetimes and parsed JSON); `now_params` is what `{now}` binds."""
 
     name: str
     placeholder: str
@@ -55,6 +58,9 @@ class Syntax:
     #: `column IN <list bound as one parameter>`, with {column} and {kind} (text or bigint).
     in_list: str
     list_value: Callable[[Sequence[Any]], Any]
+    read_time: Callable[[Any], datetime | None]
+    read_json: Callable[[Any], Any]
+    now_params: Callable[[], list[Any]]
 
     def sql(self, template: str) -> str:
         """The template as this database's statement (cached: templates are constants)."""
@@ -71,16 +77,28 @@ def _translate(syntax: Syntax, template: str) -> str:
     return text if syntax.placeholder == "?" else text.replace("?", syntax.placeholder)
 
 
+def _utc(moment: datetime | None) -> datetime | None:
+    return None if moment is None else moment.astimezone(timezone.utc)
+
+
 SQLITE_SQL = Syntax(
     name="sqlite", placeholder="?", time=iso,
     words={"true": "1", "false": "0", "json": "?", "bool": "?", "ts": "?", "now": "?", "same": "IS ?",
-           "length": "length"},
-    in_list="{column} IN (SELECT value FROM json_each(?))", list_value=json.dumps)
+           "length": "length", "bytewise": ""},
+    in_list="{column} IN (SELECT value FROM json_each(?))", list_value=json.dumps,
+    read_time=parse_iso, read_json=json.loads, now_params=lambda: [iso(utcnow())])
 POSTGRES_SQL = Syntax(
     name="postgres", placeholder="%s", time=lambda moment: moment,
     words={"true": "true", "false": "false", "json": "?::jsonb", "bool": "?::boolean", "ts": "?::timestamptz",
-           "now": "now()", "same": "IS NOT DISTINCT FROM ?::text", "length": "char_length"},
-    in_list="{column} = ANY(?::{kind}[])", list_value=list)
+           "now": "now()", "same": "IS NOT DISTINCT FROM ?::text", "length": "char_length",
+           "bytewise": ' COLLATE "C"'},
+    in_list="{column} = ANY(?::{kind}[])", list_value=list,
+    read_time=_utc, read_json=lambda value: value, now_params=list)
+
+
+def syntax_of(db: Any) -> Syntax:
+    """The statements' syntax of a database object: SQLite's for a `Database`, else PostgreSQL's."""
+    return SQLITE_SQL if isinstance(db, Database) else POSTGRES_SQL
 
 
 # -- the scope rule ----------------------------------------------------------------------------
