@@ -8,22 +8,24 @@ from __future__ import annotations
 import asyncio
 import contextvars
 import functools
-from typing import Callable, TypeVar
+from collections.abc import Callable
+from typing import ParamSpec, TypeVar
 
 from memsvc.kernel.inline import WouldBlock, inline
 
 T = TypeVar("T")
+P = ParamSpec("P")
 INLINE = "inline"
 
 
-async def run(fn: Callable[..., T], *args, **kwargs) -> T:
+async def run(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     loop = asyncio.get_running_loop()
     # copy_context keeps the request id visible to logs written from the worker thread.
     call = functools.partial(contextvars.copy_context().run, fn, *args, **kwargs)
     return await loop.run_in_executor(None, call)
 
 
-async def run_shielded(fn: Callable[..., T], *args, **kwargs) -> T:
+async def run_shielded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """As `run`, but a cancelled RPC (client gone, deadline passed) does not interrupt the
     call: it runs to the end on its worker thread, whose result is then dropped. For
     commits that must not stop half-way once their checks have passed."""
@@ -34,7 +36,8 @@ async def run_shielded(fn: Callable[..., T], *args, **kwargs) -> T:
     return await asyncio.shield(task)
 
 
-async def run_inline_first(ran: Callable[[str], None], fn: Callable[..., T], *args, **kwargs) -> T:
+async def run_inline_first(ran: Callable[[str], None], fn: Callable[P, T], *args: P.args,
+                           **kwargs: P.kwargs) -> T:
     """`fn` on the event loop's own thread, unless a step of it would wait (a network call,
     a model, a build, a write, a busy lock): then the whole call runs again on a worker
     thread, as `run` does. For reads only: the first try stops before any side effect.

@@ -7,7 +7,8 @@ Presence matters on the way in: an unset optional field is None, not "" or 0.
 from __future__ import annotations
 
 from datetime import datetime, timezone
-from typing import Any, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
@@ -85,7 +86,7 @@ def struct_to_dict(struct: struct_pb2.Struct, field: str = "value", depth: int =
     return {key: value_to_python(v, field, depth + 1) for key, v in struct.fields.items()}
 
 
-def dict_to_struct(value: dict[str, Any] | None) -> struct_pb2.Struct:
+def dict_to_struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct:
     struct = struct_pb2.Struct()
     if value:
         struct.update(value)
@@ -445,7 +446,7 @@ def qdrant_models_to_pb(models: list[dict[str, Any]]) -> settings_pb2.ListQdrant
                                           provider=m["provider"]) for m in models])
 
 
-def metadata_pairs(metadata: Sequence[Any] | None) -> tuple[tuple[str, str], ...]:
+def metadata_pairs(metadata: Iterable[Any] | None) -> tuple[tuple[str, str], ...]:
     """Invocation metadata as (key, text) pairs; binary (-bin) values are skipped."""
     pairs = []
     for item in metadata or ():

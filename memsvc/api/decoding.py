@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import inspect
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
+from typing import TYPE_CHECKING, Any, cast
 
 import grpc
 from google.protobuf.message import DecodeError
@@ -25,6 +26,9 @@ from google.protobuf.message import DecodeError
 from memsvc.api.convert import TOO_DEEP
 from memsvc.api.errors import abort
 from memsvc.kernel.errors import FieldViolation, ValidationError
+
+if TYPE_CHECKING:
+    from memsvc.api.grpc_types import Context, Continuation, Handler
 
 # What the protobuf decoder says (after "Error parsing message with type 'X': "), in words a
 # client can act on.
@@ -118,43 +122,49 @@ def _guard(behavior: Callable[..., Any], prepare: Callable[[Any, Any], Any]) -> 
     """`behavior` with `prepare(request, context)` awaited first; keeps its style (an async
     generator, or a coroutine that writes its responses itself), which grpc tells apart."""
     if inspect.isasyncgenfunction(behavior):
-        async def generator(request, context):
+        async def generator(request: Any, context: Context) -> AsyncIterator[Any]:
             request = await prepare(request, context)
             async for item in behavior(request, context):
                 yield item
         return generator
 
-    async def coroutine(request, context):
+    async def coroutine(request: Any, context: Context) -> Any:
         return await behavior(await prepare(request, context), context)
     return coroutine
 
 
-def _rebuilt(handler: grpc.RpcMethodHandler, method: str) -> grpc.RpcMethodHandler:
-    async def refuse(request, context):
+def _own(behavior: Callable[..., Any] | None) -> Callable[..., Any]:
+    """A handler's behaviour of its own kind, which is set (types-grpcio types all four as
+    optional, and for the synchronous server)."""
+    return cast("Callable[..., Any]", behavior)
+
+
+def _rebuilt(handler: Handler, method: str) -> Handler:
+    async def refuse(request: Any, context: Context) -> Any:
         if isinstance(request, Undecodable):
             await abort(context, request.error, method)
         return request
 
-    async def checked(requests, context):
-        async def each():
+    async def checked(requests: AsyncIterator[Any], context: Context) -> AsyncIterator[Any]:
+        async def each() -> AsyncIterator[Any]:
             async for request in requests:
                 yield await refuse(request, context)
         return each()
 
     decode, encode = tolerant(handler.request_deserializer), handler.response_serializer
     if handler.request_streaming and handler.response_streaming:
-        return grpc.stream_stream_rpc_method_handler(_guard(handler.stream_stream, checked), decode, encode)
+        return grpc.stream_stream_rpc_method_handler(_guard(_own(handler.stream_stream), checked), decode, encode)
     if handler.request_streaming:
-        return grpc.stream_unary_rpc_method_handler(_guard(handler.stream_unary, checked), decode, encode)
+        return grpc.stream_unary_rpc_method_handler(_guard(_own(handler.stream_unary), checked), decode, encode)
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(_guard(handler.unary_stream, refuse), decode, encode)
-    return grpc.unary_unary_rpc_method_handler(_guard(handler.unary_unary, refuse), decode, encode)
+        return grpc.unary_stream_rpc_method_handler(_guard(_own(handler.unary_stream), refuse), decode, encode)
+    return grpc.unary_unary_rpc_method_handler(_guard(_own(handler.unary_unary), refuse), decode, encode)
 
 
 class DecodingInterceptor(grpc.aio.ServerInterceptor):
     """Innermost interceptor: every method (health and reflection included) decodes
     tolerantly and refuses an undecodable request once the outer behaviours let it through."""
 
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+    async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
         handler = await continuation(details)
         return None if handler is None else _rebuilt(handler, details.method)

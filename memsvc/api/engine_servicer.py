@@ -3,7 +3,8 @@ while nothing waits: memsvc.api.blocking), convert."""
 
 from __future__ import annotations
 
-from typing import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING
 
 from memsvc.api import convert
 from memsvc.api.blocking import run, run_inline_first
@@ -12,6 +13,9 @@ from memsvc.core.introspection import Introspection
 from memsvc.core.reindex import TERMINAL, Reindexer
 from memsvc.v1 import engine_pb2 as pb
 from memsvc.v1 import engine_pb2_grpc
+
+if TYPE_CHECKING:
+    from memsvc.api.grpc_types import Context
 
 
 class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
@@ -22,14 +26,14 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
         self._reindexer = reindexer
         self._ran = ran  # hears where each hot-path call ran (memsvc.api.blocking.run_inline_first)
 
-    async def GetEngineStatus(self, request: pb.GetEngineStatusRequest, context) -> pb.EngineStatus:
+    async def GetEngineStatus(self, request: pb.GetEngineStatusRequest, context: Context) -> pb.EngineStatus:
         return convert.engine_status_to_pb(await run(self._introspection.engine_status))
 
     async def ListEmbeddingProviders(self, request: pb.ListEmbeddingProvidersRequest,
-                                     context) -> pb.ListEmbeddingProvidersResponse:
+                                     context: Context) -> pb.ListEmbeddingProvidersResponse:
         return convert.providers_to_pb(await run(self._introspection.providers))
 
-    async def Reindex(self, request: pb.ReindexRequest, context) -> AsyncIterator[pb.ReindexProgress]:
+    async def Reindex(self, request: pb.ReindexRequest, context: Context) -> AsyncIterator[pb.ReindexProgress]:
         """Preconditions are checked by `start`, before the first message, so a refusal is a
         real status (409/400 over REST); the job itself runs on its own thread."""
         job = await run(self._reindexer.start, request.force, request.limit, request.target, request.attach)
@@ -42,23 +46,23 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
             if events and events[-1].state in TERMINAL:
                 return
 
-    async def Retrieve(self, request: pb.RetrieveRequest, context) -> pb.RetrieveResponse:
+    async def Retrieve(self, request: pb.RetrieveRequest, context: Context) -> pb.RetrieveResponse:
         args = convert.retrieve_args_from_pb(request)
         return convert.retrieval_to_pb(await run_inline_first(self._ran, self._engine.retrieve, **args))
 
-    async def RetrievePreview(self, request: pb.RetrievePreviewRequest, context) -> pb.RetrievePreviewResponse:
+    async def RetrievePreview(self, request: pb.RetrievePreviewRequest, context: Context) -> pb.RetrievePreviewResponse:
         args = convert.preview_args_from_pb(request)
         return convert.preview_to_pb(await run_inline_first(self._ran, self._engine.preview, **args))
 
-    async def Inject(self, request: pb.InjectRequest, context) -> pb.InjectResponse:
+    async def Inject(self, request: pb.InjectRequest, context: Context) -> pb.InjectResponse:
         call = convert.inject_call_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))
         return convert.injected_to_pb(await run_inline_first(self._ran, self._engine.inject, call))
 
-    async def Extract(self, request: pb.ExtractRequest, context) -> pb.ExtractResponse:
+    async def Extract(self, request: pb.ExtractRequest, context: Context) -> pb.ExtractResponse:
         call = convert.extract_call_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))
         return convert.extracted_to_pb(await run(self._engine.extract, call))
 
-    async def Summarize(self, request: pb.SummarizeRequest, context) -> pb.SummarizeResponse:
+    async def Summarize(self, request: pb.SummarizeRequest, context: Context) -> pb.SummarizeResponse:
         if request.HasField("budget_tokens"):
             return convert.budget_summary_to_pb(await run(
                 self._engine.summarize_to_budget, request.api_key_id, request.session_id, request.budget_tokens))

@@ -9,14 +9,19 @@ with a sanitized message: the stack goes to the log, never to the client.
 from __future__ import annotations
 
 import logging
+from typing import TYPE_CHECKING, NoReturn
 
 import grpc
 from google.protobuf import any_pb2
+from google.protobuf.message import Message
 from google.rpc import code_pb2, error_details_pb2, status_pb2
 from grpc_status import rpc_status
 
 from memsvc.kernel import errors as core
 from memsvc.logs import request_id_var
+
+if TYPE_CHECKING:
+    from memsvc.api.grpc_types import Context
 
 log = logging.getLogger("memsvc.api")
 DOMAIN = "memsvc"
@@ -55,7 +60,7 @@ _CODES: list[tuple[type[BaseException], grpc.StatusCode]] = [
 ]
 
 
-def _pack(message) -> any_pb2.Any:
+def _pack(message: Message) -> any_pb2.Any:
     packed = any_pb2.Any()
     packed.Pack(message)
     return packed
@@ -105,7 +110,7 @@ def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> status_pb2.S
         violations.pop()  # keep the first violations; the message still names them all
 
 
-async def abort(context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+async def abort(context: Context, exc: BaseException, method: str) -> NoReturn:
     """Log as the failure deserves, then end the RPC with the mapped status (raises)."""
     status = status_for(exc)
     if status.code is grpc.StatusCode.INTERNAL:

@@ -17,7 +17,8 @@ import logging
 import time
 import uuid
 from dataclasses import replace
-from typing import Any, AsyncIterator, Awaitable, Callable, Protocol
+from collections.abc import AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc
 
@@ -29,27 +30,30 @@ from memsvc.core.credentials import ANONYMOUS, Credential, Verdict, admin_creden
 from memsvc.kernel.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
 
+if TYPE_CHECKING:
+    from memsvc.api.grpc_types import Context, Continuation, Handler, StreamBehavior, UnaryBehavior
+
 log = logging.getLogger("memsvc.rpc")
 audit_log = logging.getLogger("memsvc.audit")
 
 EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/",
                    "/grpc.reflection.v1.ServerReflection/")
-UnaryBehavior = Callable[[Any, grpc.aio.ServicerContext], Awaitable[Any]]
-StreamBehavior = Callable[[Any, grpc.aio.ServicerContext], AsyncIterator[Any]]
 
 
-def _wrap(handler: grpc.RpcMethodHandler,
+def _wrap(handler: Handler,
           unary: Callable[[UnaryBehavior], UnaryBehavior],
-          stream: Callable[[StreamBehavior], StreamBehavior]) -> grpc.RpcMethodHandler:
+          stream: Callable[[StreamBehavior], StreamBehavior]) -> Handler:
     """Rebuild a method handler with its behaviour wrapped; memsvc has only unary-unary and
     unary-stream methods (client streaming is passed through untouched)."""
     if handler.request_streaming:
         return handler
+    # types-grpcio types a handler's behaviours for the synchronous server; under grpc.aio
+    # they are coroutine (async generator) functions taking an aio ServicerContext.
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream), handler.request_deserializer,
-                                                    handler.response_serializer)
-    return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary), handler.request_deserializer,
-                                               handler.response_serializer)
+        return grpc.unary_stream_rpc_method_handler(stream(cast("StreamBehavior", handler.unary_stream)),
+                                                    handler.request_deserializer, handler.response_serializer)
+    return grpc.unary_unary_rpc_method_handler(unary(cast("UnaryBehavior", handler.unary_unary)),
+                                               handler.request_deserializer, handler.response_serializer)
 
 
 def _metadata(details: grpc.HandlerCallDetails, key: str) -> str | None:
@@ -85,7 +89,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, observe: Callable[[str, str, float], None] | None = None):
         self._observe = observe
 
-    def _finished(self, method: str, context: grpc.aio.ServicerContext, started: float) -> None:
+    def _finished(self, method: str, context: Context, started: float) -> None:
         seconds = time.perf_counter() - started
         code = context.code()
         name = code.name if isinstance(code, grpc.StatusCode) else "OK" if code in (None, 0) else str(code)
@@ -93,7 +97,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
         if self._observe is not None:
             self._observe(method, name, seconds)
 
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+    async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
         handler = await continuation(details)
         if handler is None or _is_exempt(details.method):
             return handler
@@ -102,7 +106,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
         rid = _request_id(incoming)
 
         def unary(behavior: UnaryBehavior) -> UnaryBehavior:
-            async def run(request, context):
+            async def run(request: Any, context: Context) -> Any:
                 request_id_var.set(rid)
                 started = time.perf_counter()
                 try:
@@ -112,7 +116,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
             return run
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
-            async def run(request, context):
+            async def run(request: Any, context: Context) -> AsyncIterator[Any]:
                 request_id_var.set(rid)
                 started = time.perf_counter()
                 try:
@@ -175,7 +179,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return bool(self._tokens) or verdict.required, verdict.credential
 
     async def _admit(self, method: str, credential: Credential | None, request: Any,
-                     context: grpc.aio.ServicerContext) -> Grant:
+                     context: Context) -> Grant:
         """The grant for this call, or the call is ended (audited) with the refusal."""
         tenant = requested_tenant(method, request)
         try:
@@ -195,12 +199,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             await abort(context, exc, method)
             raise  # pragma: no cover - abort raises
 
-    def _refusing(self, handler: grpc.RpcMethodHandler, method: str,
-                  credential: Credential | None) -> grpc.RpcMethodHandler:
+    def _refusing(self, handler: Handler, method: str,
+                  credential: Credential | None) -> Handler:
         """A method taking a stream of requests: the rule table checks one request per call,
         so such a call is refused (fail closed) instead of running unchecked; a missing or
         wrong token is still told as such."""
-        async def refuse(requests, context):
+        async def refuse(requests: AsyncIterator[Any], context: Context) -> None:
             await self._admit(method, credential, None, context)
             exc = PermissionDeniedError("a method taking a stream of requests has no access check")
             _audit(credential, method, "", status_for(exc).code)
@@ -210,7 +214,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                  else grpc.stream_unary_rpc_method_handler)
         return build(refuse, handler.request_deserializer, handler.response_serializer)
 
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+    async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
         handler = await continuation(details)
         if handler is None or _is_exempt(details.method):
             return handler
@@ -228,7 +232,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             return self._refusing(handler, method, credential)
 
         @contextlib.asynccontextmanager
-        async def admitted(request: Any, context: grpc.aio.ServicerContext) -> AsyncIterator[None]:
+        async def admitted(request: Any, context: Context) -> AsyncIterator[None]:
             """The call checked (or ended with its refusal), its confinement and caller set
             for the behaviour, and audited once it ended when its grant says so."""
             grant = await self._admit(method, credential, request, context)
@@ -243,13 +247,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                     _audit(credential, method, grant.tenant, context.code())
 
         def unary(behavior: UnaryBehavior) -> UnaryBehavior:
-            async def run_checked(request, context):
+            async def run_checked(request: Any, context: Context) -> Any:
                 async with admitted(request, context):
                     return await behavior(request, context)
             return run_checked
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
-            async def run_checked(request, context):
+            async def run_checked(request: Any, context: Context) -> AsyncIterator[Any]:
                 async with admitted(request, context):
                     async for item in behavior(request, context):
                         yield item
@@ -258,14 +262,14 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         return _wrap(handler, unary, stream)
 
 
-def _failing(handler: grpc.RpcMethodHandler, method: str, exc: MemsvcError) -> grpc.RpcMethodHandler:
+def _failing(handler: Handler, method: str, exc: MemsvcError) -> Handler:
     """`handler` ending every call with `exc`'s status (UNAVAILABLE when the credentials
     could not be read): an exception raised while choosing the handler would reach the
     client as UNKNOWN, with the exception's text."""
-    async def fail(request, context):
+    async def fail(request: Any, context: Context) -> None:
         await abort(context, exc, method)
 
-    async def fail_stream(request, context):
+    async def fail_stream(request: Any, context: Context) -> AsyncIterator[Any]:
         await abort(context, exc, method)
         yield  # pragma: no cover - abort raises
 
@@ -286,19 +290,19 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
     def __init__(self, observe: Callable[[BaseException], None] | None = None):
         self._observe = observe
 
-    async def _fail(self, context: grpc.aio.ServicerContext, exc: BaseException, method: str) -> None:
+    async def _fail(self, context: Context, exc: BaseException, method: str) -> None:
         if self._observe is not None:
             self._observe(exc)
         await abort(context, exc, method)
 
-    async def intercept_service(self, continuation, details: grpc.HandlerCallDetails):
+    async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
         handler = await continuation(details)
         if handler is None or _is_exempt(details.method):
             return handler
         method = details.method
 
         def unary(behavior: UnaryBehavior) -> UnaryBehavior:
-            async def run(request, context):
+            async def run(request: Any, context: Context) -> Any:
                 try:
                     return await behavior(request, context)
                 except (grpc.aio.AbortError, GeneratorExit):
@@ -308,7 +312,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
             return run
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
-            async def run(request, context):
+            async def run(request: Any, context: Context) -> AsyncIterator[Any]:
                 try:
                     async for item in behavior(request, context):
                         yield item

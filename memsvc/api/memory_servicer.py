@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from memsvc.api import convert
 from memsvc.api.blocking import run, run_shielded
 from memsvc.characters.service import Characters
@@ -9,64 +11,67 @@ from memsvc.core.memories import Memories
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import memory_pb2_grpc
 
+if TYPE_CHECKING:
+    from memsvc.api.grpc_types import Context
+
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     def __init__(self, memories: Memories, characters: Characters):
         self._memories = memories
         self._characters = characters
 
-    async def ListMemories(self, request: pb.ListMemoriesRequest, context) -> pb.ListMemoriesResponse:
+    async def ListMemories(self, request: pb.ListMemoriesRequest, context: Context) -> pb.ListMemoriesResponse:
         return convert.listing_to_pb(await run(self._memories.list, convert.list_query_from_pb(request)))
 
-    async def CreateMemory(self, request: pb.CreateMemoryRequest, context) -> pb.CreateMemoryResponse:
+    async def CreateMemory(self, request: pb.CreateMemoryRequest, context: Context) -> pb.CreateMemoryResponse:
         return convert.upsert_to_pb(await run(self._memories.create, convert.new_memory_from_pb(request)))
 
-    async def CreateMemories(self, request: pb.CreateMemoriesRequest, context) -> pb.CreateMemoriesResponse:
+    async def CreateMemories(self, request: pb.CreateMemoriesRequest, context: Context) -> pb.CreateMemoriesResponse:
         # Shielded: once the items are read, the batch commits whole even if the client goes away.
         return convert.created_memories_to_pb(await run_shielded(self._memories.create_batch,
                                                                  convert.new_memories_from_pb(request)))
 
-    async def ClearMemories(self, request: pb.ClearMemoriesRequest, context) -> pb.ClearMemoriesResponse:
+    async def ClearMemories(self, request: pb.ClearMemoriesRequest, context: Context) -> pb.ClearMemoriesResponse:
         return convert.cleared_to_pb(await run(self._memories.clear, convert.clear_filter_from_pb(request)))
 
-    async def GetMemory(self, request: pb.GetMemoryRequest, context) -> pb.Memory:
+    async def GetMemory(self, request: pb.GetMemoryRequest, context: Context) -> pb.Memory:
         return convert.memory_to_pb(await run(self._memories.get, request.id))
 
-    async def UpdateMemory(self, request: pb.UpdateMemoryRequest, context) -> pb.UpdateMemoryResponse:
+    async def UpdateMemory(self, request: pb.UpdateMemoryRequest, context: Context) -> pb.UpdateMemoryResponse:
         changes = convert.update_changes_from_pb(request)
         return convert.updated_to_pb(await run(self._memories.update, request.id, changes))
 
-    async def DeleteMemory(self, request: pb.DeleteMemoryRequest, context) -> pb.DeleteMemoryResponse:
+    async def DeleteMemory(self, request: pb.DeleteMemoryRequest, context: Context) -> pb.DeleteMemoryResponse:
         await run(self._memories.delete, request.id)
         return convert.deleted_to_pb()
 
-    async def CheckHealth(self, request: pb.CheckHealthRequest, context) -> pb.CheckHealthResponse:
+    async def CheckHealth(self, request: pb.CheckHealthRequest, context: Context) -> pb.CheckHealthResponse:
         return convert.health_to_pb(await run(self._memories.check_health))
 
     # ---- character memory ----
 
-    async def ListRecentFiles(self, request: pb.ListRecentFilesRequest, context) -> pb.ListRecentFilesResponse:
+    async def ListRecentFiles(self, request: pb.ListRecentFilesRequest, context: Context) -> pb.ListRecentFilesResponse:
         return convert.recent_files_to_pb(await run(self._characters.list_recent_files))
 
-    async def GetRecentFile(self, request: pb.GetRecentFileRequest, context) -> pb.GetRecentFileResponse:
+    async def GetRecentFile(self, request: pb.GetRecentFileRequest, context: Context) -> pb.GetRecentFileResponse:
         return convert.snapshot_to_pb(await run(self._characters.get_recent_file, request.filename))
 
-    async def SaveRecentFile(self, request: pb.SaveRecentFileRequest, context) -> pb.SaveRecentFileResponse:
+    async def SaveRecentFile(self, request: pb.SaveRecentFileRequest, context: Context) -> pb.SaveRecentFileResponse:
         # Shielded: once its checks pass, a save completes even if the client goes away.
         return convert.saved_to_pb(await run_shielded(self._characters.save_recent_file,
                                                       convert.save_request_from_pb(request)))
 
     async def AppendRecentMessages(self, request: pb.AppendRecentMessagesRequest,
-                                   context) -> pb.AppendRecentMessagesResponse:
+                                   context: Context) -> pb.AppendRecentMessagesResponse:
         return convert.appended_to_pb(await run(self._characters.append_recent_messages, request.character,
                                                 convert.chat_items_from_pb(request.messages)))
 
-    async def RenameCharacter(self, request: pb.RenameCharacterRequest, context) -> pb.RenameCharacterResponse:
+    async def RenameCharacter(self, request: pb.RenameCharacterRequest, context: Context) -> pb.RenameCharacterResponse:
         call = convert.rename_request_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))
         return convert.renamed_to_pb(await run_shielded(self._characters.rename, call))
 
-    async def ScanLegacy(self, request: pb.ScanLegacyRequest, context) -> pb.ScanLegacyResponse:
+    async def ScanLegacy(self, request: pb.ScanLegacyRequest, context: Context) -> pb.ScanLegacyResponse:
         return convert.legacy_scan_to_pb(await run(self._characters.scan_legacy))
 
-    async def PurgeLegacy(self, request: pb.PurgeLegacyRequest, context) -> pb.PurgeLegacyResponse:
+    async def PurgeLegacy(self, request: pb.PurgeLegacyRequest, context: Context) -> pb.PurgeLegacyResponse:
         return convert.purged_to_pb(await run(self._characters.purge_legacy, convert.purge_paths_from_pb(request)))

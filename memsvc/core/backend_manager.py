@@ -25,6 +25,7 @@ involve other backends. With another primary, the vector index is not involved.
 
 from __future__ import annotations
 
+import builtins
 import json
 import logging
 import threading
@@ -32,13 +33,15 @@ import time
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
 
 from memsvc.kernel.backend import (
     BackendError,
     BackendHealth,
     BackendSearch,
     InTransaction,
+    MemoryBackend,
     PluggableBackend,
     ScoredMemory,
 )
@@ -46,6 +49,7 @@ from memsvc.core.settings.backends import SQLITE
 from memsvc.kernel.errors import UnavailableError
 from memsvc.core.memories import NoFollowUp
 from memsvc.kernel.models import (
+    KeywordHit,
     Memory,
     MemoryFilter,
     MemoryPage,
@@ -100,13 +104,19 @@ class _Sync:
     error: str = ""
 
 
+class LocalStore(MemoryBackend, Protocol):
+    """The built-in store (SQLite or PostgreSQL): a MemoryBackend with its keyword search."""
+
+    def search_keyword(self, scope: SearchScope, text: str, limit: int) -> builtins.list[KeywordHit]: ...
+
+
 class SqlitePluggable:
     """The built-in store seen as a pluggable backend, so it can be a fallback (get, the
     replayed update/delete, keyword search) like any other. Its name is the settings'
     "sqlite" whichever store it is; its kind (the engine status's type) is the store it
     really is, "sqlite" or "postgres"."""
 
-    def __init__(self, sqlite: Any, kind: str = SQLITE):
+    def __init__(self, sqlite: LocalStore, kind: str = SQLITE):
         self.name = SQLITE
         self.kind = kind
         self._sqlite = sqlite
@@ -133,7 +143,7 @@ class SqlitePluggable:
     def clear(self, flt: MemoryFilter) -> int:
         return self._sqlite.clear(flt)
 
-    def search(self, request: BackendSearch) -> list[ScoredMemory]:
+    def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         return [ScoredMemory(h.memory, h.score) for h in
                 self._sqlite.search_keyword(request.scope, request.query, request.limit)]
 
@@ -220,7 +230,7 @@ class BackendManager:
 
     name = "manager"
 
-    def __init__(self, sqlite: Any, settings: Settings, factory: Factory, *, health_interval_s: float = 30.0,
+    def __init__(self, sqlite: LocalStore, settings: Settings, factory: Factory, *, health_interval_s: float = 30.0,
                  retry_s: float = 1.0, retry_max_s: float = 60.0, max_attempts: int = 50, local_kind: str = SQLITE):
         self._sqlite = sqlite
         self._local = SqlitePluggable(sqlite, local_kind)
@@ -266,7 +276,7 @@ class BackendManager:
 
     def _instance(self, name: str, config: Any) -> PluggableBackend:
         if name == SQLITE:
-            return self._local  # type: ignore[return-value]
+            return self._local
         fingerprint = json.dumps(config, sort_keys=True, default=str)
         cached = self._built.get(name)
         if cached is not None and cached[0] == fingerprint:
@@ -276,7 +286,7 @@ class BackendManager:
         try:
             backend = self._factory(name, config if isinstance(config, Mapping) else {})
         except Exception as exc:  # noqa: BLE001 - a bad stored config must not break every request
-            backend = _Broken(name, f"backend {name!r} cannot be built: {exc}")  # type: ignore[assignment]
+            backend = _Broken(name, f"backend {name!r} cannot be built: {exc}")
         self._built[name] = (fingerprint, backend)
         return backend
 
@@ -432,7 +442,7 @@ class BackendManager:
                                                       fallback_reason="; ".join(failures + ["no backend answered"])))
 
     @staticmethod
-    def _search_one(backend: PluggableBackend, search: BackendSearch) -> list[ScoredMemory]:
+    def _search_one(backend: PluggableBackend, search: BackendSearch) -> builtins.list[ScoredMemory]:
         """The backend's search for a query; its newest memories in scope without one."""
         if search.query:
             return backend.search(search)
@@ -526,7 +536,7 @@ class BackendManager:
                 self._lock.notify_all()
         return health
 
-    def check_all(self) -> list[BackendStatus]:
+    def check_all(self) -> builtins.list[BackendStatus]:
         """Probe every configured backend now; the statuses engine status shows."""
         r = self.routing()
         out = []

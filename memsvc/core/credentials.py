@@ -303,7 +303,8 @@ class Credentials:
             seen = self._seen
             if hint is None or seen is None or seen.hint != hint:
                 return None
-            return self._cached(token, seen)
+            found = self._cached(token, seen)
+        return found if isinstance(found, Verdict) else None
 
     def check(self, token: str | None) -> Verdict:
         """The verdict on `token`, reading the store as needed (blocking: on a worker thread)."""
@@ -320,20 +321,21 @@ class Credentials:
             if self._seen is None or self._seen.version != version:
                 self._cache.clear()
             self._seen = seen
-            verdict = self._cached(token, seen)
-        if verdict is not None:
-            return verdict
-        lookup, secret = parse_token(token)  # type: ignore[misc] - _cached answered the rest
+            found = self._cached(token, seen)
+        if isinstance(found, Verdict):
+            return found
+        lookup, secret = found
         return self._read(lookup, secret, seen)
 
-    def _cached(self, token: str | None, seen: _Seen) -> Verdict | None:
-        """Under the lock, `seen` current: the verdict when memory has it, else None."""
+    def _cached(self, token: str | None, seen: _Seen) -> Verdict | tuple[str, str]:
+        """Under the lock, `seen` current: the verdict when memory has it, else the token's
+        (lookup, secret) for the store to answer."""
         parts = parse_token(token) if token is not None and seen.required else None
         if parts is None:  # no token, not one of ours, or no credential exists
             return Verdict(seen.required, None)
         row = self._cache.get(parts[0])
         if row is None:
-            return None
+            return parts
         self._cache.move_to_end(parts[0])
         return _verdict(row, parts[1])
 

@@ -5,17 +5,18 @@ protobuf and never opens the database itself."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, ContextManager, Protocol, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, ContextManager, Protocol
 
 from memsvc.core.access import AccessRecorder
-from memsvc.kernel.backend import InTransaction
+from memsvc.kernel.backend import InTransaction, MemoryBackend
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import retrieval_scope
 from memsvc.kernel.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction.facts import Fact, extract_facts, fact_metadata
 from memsvc.core.extraction.speakers import ASSISTANT, USER
 from memsvc.core.injection.inject import InjectOptions, Injection, detect_format, inject, no_memory_requested
-from memsvc.core.memories import MAX_ID_CHARS, MemoryEvents, NoEvents, store_drafts, validate_new
+from memsvc.core.memories import MAX_ID_CHARS, DraftStore, MemoryEvents, NoEvents, store_drafts, validate_new
 from memsvc.kernel.models import Memory, NewMemory, UpsertResult, utcnow
 from memsvc.core.retrieval.relevance_floor import (FlooredResult, above_floor, floor_for, limit_problem, min_score_problem,
                                          queryless_min_score)
@@ -42,7 +43,11 @@ class EngineBackend(SearchBackend, SummaryBackend, Protocol):
     def create_many(self, memories: Sequence[NewMemory],
                     in_transaction: InTransaction | None = None) -> list[UpsertResult]: ...
 
-    def touch(self, ids: Sequence[str]) -> None: ...
+    def create_each(self, memories: Sequence[NewMemory],
+                    in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]: ...
+
+    # A plain list counts 1 an id; a mapping gives each id's count (memsvc.core.access).
+    def touch(self, ids: Sequence[str] | Mapping[str, int]) -> None: ...
 
     def snapshot(self) -> ContextManager[object]:
         """A block in which every read of this thread sees one committed state."""
@@ -125,11 +130,11 @@ class Engine:
     def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter,
                  retriever: Retriever | None = None, events: MemoryEvents | None = None,
                  on_retrieval: Callable[[Resolution], None] | None = None, access_delay_s: float = 0.0,
-                 writer: Any = None, backend_retrieval: BackendRetrieval | None = None):
+                 writer: MemoryBackend | None = None, backend_retrieval: BackendRetrieval | None = None):
         """`writer` stores extracted facts (the backend router: the primary backend), by
         default `backend`; `backend_retrieval` answers retrievals when the primary is not SQLite."""
         self._backend = backend
-        self._writer = writer or backend
+        self._writer: DraftStore = writer or backend
         self._backend_retrieval: BackendRetrieval = backend_retrieval or (lambda request: None)
         self._settings = settings
         self._retriever = retriever or Retriever(backend)

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
 
-from memsvc.kernel.backend import MemoryBackend
+from memsvc.kernel.backend import InTransaction, MemoryBackend
 from memsvc.kernel.cache import CacheStats, TtlCache
 from memsvc.core.credentials import confined
 from memsvc.kernel.errors import NotFoundError, ValidationError, Violations, shorten, storage_full
@@ -107,14 +107,27 @@ class NoEvents:
         return None
 
 
-def store_drafts(backend: MemoryBackend, events: MemoryEvents, drafts: Sequence[NewMemory], *,
+class DraftStore(Protocol):
+    """What `store_drafts` writes through: a MemoryBackend, or the engine's store."""
+
+    def create_many(self, memories: Sequence[NewMemory],
+                    in_transaction: InTransaction | None = None) -> list[UpsertResult]: ...
+
+    def create_each(self, memories: Sequence[NewMemory],
+                    in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]: ...
+
+
+def store_drafts(backend: DraftStore, events: MemoryEvents, drafts: Sequence[NewMemory], *,
                  each: bool) -> list[UpsertResult | Exception]:
     """Store validated drafts in one transaction, with what `events` derives from them
     (their vectors) in the same transaction. `each`: every draft succeeds or fails on its
     own (its slot then holds the exception); otherwise all are stored or none (raises)."""
     follow_up = events.creating(drafts)
-    write = backend.create_each if each else backend.create_many
-    outcomes = write(drafts, follow_up.in_transaction)
+    outcomes: list[UpsertResult | Exception]
+    if each:
+        outcomes = backend.create_each(drafts, follow_up.in_transaction)
+    else:
+        outcomes = [*backend.create_many(drafts, follow_up.in_transaction)]
     follow_up.committed([o.memory for o in outcomes if isinstance(o, UpsertResult) and o.memory is not None])
     return outcomes
 

@@ -423,7 +423,7 @@ def _to_fact(candidate: _Candidate) -> Fact | None:
         raw = rules.strip_trailing.sub("", raw.strip())
     phrase = _sanitize(raw)
     slug = slugify(key_phrase(rules.language, phrase)) if phrase else ""
-    if not slug:  # only punctuation: no key that could tell two such facts apart
+    if phrase is None or not slug:  # too short, or only punctuation: no key that could tell two such facts apart
         return None
     category = candidate.category
     negated = bool(rules.negation_after is not None and rules.negation_after.match(candidate.after))

@@ -48,8 +48,11 @@ FORMAT_GEMINI = "gemini"
 class Placement(Protocol):
     """What `place` needs from the injection options (memsvc.core.injection.inject.InjectOptions)."""
 
-    cache_safe: bool
-    system_message_must_be_first: bool
+    @property
+    def cache_safe(self) -> bool: ...
+
+    @property
+    def system_message_must_be_first(self) -> bool: ...
 
 
 class BodyFormat(Protocol):
@@ -68,7 +71,7 @@ class BodyFormat(Protocol):
 # -- shared helpers ----------------------------------------------------------------------------
 
 
-def _joined_text(content: Any, is_text: Callable[[dict], bool]) -> str:
+def _joined_text(content: Any, is_text: Callable[[dict[str, Any]], bool]) -> str:
     """A string content as is; a list of parts joined by newlines over the text parts."""
     if isinstance(content, str):
         return content
@@ -78,21 +81,21 @@ def _joined_text(content: Any, is_text: Callable[[dict], bool]) -> str:
     return ""
 
 
-def _last_index(items: list[Any], pred: Callable[[dict], bool]) -> int | None:
+def _last_index(items: list[Any], pred: Callable[[dict[str, Any]], bool]) -> int | None:
     for i in range(len(items) - 1, -1, -1):
         if isinstance(items[i], dict) and pred(items[i]):
             return i
     return None
 
 
-def _first_index(items: list[Any], pred: Callable[[dict], bool]) -> int | None:
+def _first_index(items: list[Any], pred: Callable[[dict[str, Any]], bool]) -> int | None:
     for i, item in enumerate(items):
         if isinstance(item, dict) and pred(item):
             return i
     return None
 
 
-def _last_text(items: Any, is_user: Callable[[dict], bool], text_of: Callable[[dict], str]) -> str:
+def _last_text(items: Any, is_user: Callable[[dict[str, Any]], bool], text_of: Callable[[dict[str, Any]], str]) -> str:
     """The text of the last user turn that has any (a turn of only images or tool results
     says nothing to search with, so the one before it is used)."""
     if not isinstance(items, list):
@@ -110,7 +113,7 @@ def _prefixed(text: str, original: str) -> str:
     return text + "\n\n" + original if original.strip() else text
 
 
-def _with_part(parts: list[Any], part: dict, leading: Callable[[Any], bool]) -> list[Any]:
+def _with_part(parts: list[Any], part: dict[str, Any], leading: Callable[[Any], bool]) -> list[Any]:
     """`parts` with `part` inserted after the leading parts that must stay first."""
     index = 0
     while index < len(parts) and leading(parts[index]):
@@ -122,15 +125,15 @@ def _replaced(items: list[Any], index: int, item: Any) -> list[Any]:
     return [*items[:index], item, *items[index + 1:]]
 
 
-def _is_role(role: str) -> Callable[[dict], bool]:
+def _is_role(role: str) -> Callable[[dict[str, Any]], bool]:
     return lambda item: item.get("role") == role
 
 
-def _has_text(_part: dict) -> bool:
+def _has_text(_part: dict[str, Any]) -> bool:
     return True
 
 
-def _typed(*types: str) -> Callable[[dict], bool]:
+def _typed(*types: str) -> Callable[[dict[str, Any]], bool]:
     return lambda part: part.get("type") in types
 
 
@@ -187,7 +190,7 @@ class OpenAIChat:
 # -- OpenAI Responses --------------------------------------------------------------------------
 
 
-def _responses_user(item: dict) -> bool:
+def _responses_user(item: dict[str, Any]) -> bool:
     """A user message item (`type` is "message" or left out; tool outputs have other types)."""
     return item.get("role") == ROLE_USER and item.get("type", "message") == "message"
 
@@ -238,13 +241,13 @@ class _TurnsWithSystemSlot:
 
     turns_key = ""
 
-    def _is_user(self, turn: dict) -> bool:
+    def _is_user(self, turn: dict[str, Any]) -> bool:
         raise NotImplementedError
 
-    def _with_text(self, turn: dict, text: str) -> dict:
+    def _with_text(self, turn: dict[str, Any], text: str) -> dict[str, Any]:
         raise NotImplementedError
 
-    def _new_user_turn(self, text: str) -> dict:
+    def _new_user_turn(self, text: str) -> dict[str, Any]:
         raise NotImplementedError
 
     def _system_merged(self, body: Mapping[str, Any], text: str) -> dict[str, Any] | None:
@@ -310,10 +313,10 @@ class AnthropicMessages(_TurnsWithSystemSlot):
         return _last_text(body.get("messages"), self._is_user,
                           lambda m: _joined_text(m.get("content"), _typed("text")))
 
-    def _is_user(self, turn: dict) -> bool:
+    def _is_user(self, turn: dict[str, Any]) -> bool:
         return turn.get("role") == ROLE_USER
 
-    def _with_text(self, turn: dict, text: str) -> dict:
+    def _with_text(self, turn: dict[str, Any], text: str) -> dict[str, Any]:
         block = {"type": "text", "text": text}
         content = turn.get("content")
         if isinstance(content, list):
@@ -322,7 +325,7 @@ class AnthropicMessages(_TurnsWithSystemSlot):
             return {**turn, "content": [block, {"type": "text", "text": content}]}
         return {**turn, "content": [block]}
 
-    def _new_user_turn(self, text: str) -> dict:
+    def _new_user_turn(self, text: str) -> dict[str, Any]:
         return {"role": ROLE_USER, "content": [{"type": "text", "text": text}]}
 
     def _system_merged(self, body: Mapping[str, Any], text: str) -> dict[str, Any] | None:
@@ -362,16 +365,16 @@ class GeminiGenerateContent(_TurnsWithSystemSlot):
     def query(self, body: Mapping[str, Any]) -> str:
         return _last_text(body.get("contents"), self._is_user, lambda c: _joined_text(c.get("parts"), _has_text))
 
-    def _is_user(self, turn: dict) -> bool:
+    def _is_user(self, turn: dict[str, Any]) -> bool:
         """A content without a role is the user's (the API allows leaving it unset)."""
-        return turn.get("role", ROLE_USER) == ROLE_USER
+        return bool(turn.get("role", ROLE_USER) == ROLE_USER)
 
-    def _with_text(self, turn: dict, text: str) -> dict:
+    def _with_text(self, turn: dict[str, Any], text: str) -> dict[str, Any]:
         parts = turn.get("parts")
         parts = parts if isinstance(parts, list) else []
         return {**turn, "parts": _with_part(parts, {"text": text}, _is_function_response)}
 
-    def _new_user_turn(self, text: str) -> dict:
+    def _new_user_turn(self, text: str) -> dict[str, Any]:
         return {"role": ROLE_USER, "parts": [{"text": text}]}
 
     def _system_merged(self, body: Mapping[str, Any], text: str) -> dict[str, Any] | None:

@@ -56,7 +56,7 @@ class InjectOptions:
 class Injection:
     """Outcome of `inject`. `body` is the input object itself when `injected` is False."""
 
-    body: dict  # the (new) request body
+    body: Mapping[str, Any]  # the (new) request body
     injected: bool
     role: str | None  # "system" (the format's system slot) | "user" (a user turn) | None
     text: str | None  # the memory text
@@ -148,7 +148,7 @@ def inject(
     text = memory_text(contents)
     fmt = detect_format(body, provider)
     if text is None or fmt is None:
-        return Injection(body=body, injected=False, role=None, text=None)  # type: ignore[arg-type]
+        return Injection(body=body, injected=False, role=None, text=None)
     role = role_for(provider, model or _body_model(body))
     new_body, placed_role = fmt.place(body, text, role, options)
     return Injection(body=new_body, injected=True, role=placed_role, text=text, format=fmt.name)

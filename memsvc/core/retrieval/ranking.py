@@ -394,7 +394,7 @@ class Retriever:
         if query and ranked and strategy != "exact":
             ranked = self._in_conversation(scope, query, ranked)
         if self._reranker is not None and query and ranked and strategy != "exact":
-            ranked, resolution = self._rerank(query, ranked, resolution, req.settings)
+            ranked, resolution = self._rerank(self._reranker, query, ranked, resolution, req.settings)
         resolution = replace(resolution, skipped_for_age=self._backend.count_aged(scope), backend=self._backend_name)
         return RetrievalResult(apply_budget(ranked, budget, req.limit), budget, resolution)
 
@@ -465,11 +465,12 @@ class Retriever:
                                fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
         return _rank(items), replace(result.resolution, strategy_used=tier)
 
-    def _rerank(self, query: str, ranked: list[RetrievedItem], resolution: Resolution,
+    @staticmethod
+    def _rerank(reranker: Reranker, query: str, ranked: list[RetrievedItem], resolution: Resolution,
                 settings: Any) -> tuple[list[RetrievedItem], Resolution]:
         """Fail open: any reranker failure keeps the original order and says why."""
         try:
-            reranked = self._reranker(query, ranked, settings)
+            reranked = reranker(query, ranked, settings)
         except Exception as exc:  # noqa: BLE001 - the reranker is a remote dependency
             note = f"rerank failed ({type(exc).__name__}: {str(exc)[:200]}); original order kept"
             reason = f"{resolution.fallback_reason}; {note}" if resolution.fallback_reason else note

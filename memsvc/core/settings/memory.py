@@ -106,7 +106,12 @@ def _number(value: Any) -> float | None:
     return None
 
 
-def int_kind(lo: int, hi: int):
+#: A setting's kind: (lenient read of a stored value with the default, strict check of a
+#: written value: the problem, or None).
+Kind = tuple[Callable[[Any, Any], Any], Callable[[Any], str | None]]
+
+
+def int_kind(lo: int, hi: int) -> Kind:
     def read(value: Any, default: int) -> int:
         number = _number(value)
         return default if number is None else int(min(hi, max(lo, round(number))))
@@ -119,7 +124,7 @@ def int_kind(lo: int, hi: int):
     return read, write
 
 
-def enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None):
+def enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None) -> Kind:
     aliases = aliases or {}
 
     def read(value: Any, default: str) -> str:
@@ -132,7 +137,7 @@ def enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None)
     return read, write
 
 
-def _nullable_str_kind(check: Callable[[str], str | None] | None = None):
+def _nullable_str_kind(check: Callable[[str], str | None] | None = None) -> Kind:
     def read(value: Any, default: str | None) -> str | None:
         if isinstance(value, str):
             return value.strip() or None
@@ -155,7 +160,7 @@ def _provider_model(value: str) -> str | None:
     return None if provider and model else 'must look like "provider/model"'
 
 
-def _backend_name_kind():
+def _backend_name_kind() -> Kind:
     """A backend name; whether it is defined is checked with backendConfigs (see
     `normalize` and `validate_update`)."""
     def read(value: Any, default: str) -> str:
@@ -164,7 +169,7 @@ def _backend_name_kind():
     return read, backend_settings.name_problem
 
 
-def _backend_list_kind():
+def _backend_list_kind() -> Kind:
     def read(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
         if not isinstance(value, list):
             return default
@@ -173,7 +178,7 @@ def _backend_list_kind():
     return read, backend_settings.names_problem
 
 
-def _object_kind():
+def _object_kind() -> Kind:
     def read(value: Any, default: dict[str, Any]) -> dict[str, Any]:
         return dict(value) if isinstance(value, dict) else dict(default)
 
@@ -199,7 +204,7 @@ class Spec:
     write: Callable[[Any], str | None]
 
 
-def spec(api: str, attr: str, kind) -> Spec:
+def spec(api: str, attr: str, kind: Kind) -> Spec:
     """A field from its API name, attribute name and (lenient read, strict write) kind."""
     read, write = kind
     return Spec(api, attr, read, write)
@@ -268,7 +273,7 @@ def validate_update(patch: Mapping[str, Any], current: MemorySettings | None = N
         backend_settings.check(v.add, patch, current.backend_configs, current.primary_backend,
                                current.fallback_backends)
     v.raise_if_any()
-    out = {name: (None if value == "" else value) for name, value in patch.items()}
+    out: dict[str, Any] = {name: (None if value == "" else value) for name, value in patch.items()}
     if "backendConfigs" in out:
         out["backendConfigs"] = backend_settings.with_stored_keys(out["backendConfigs"], current.backend_configs)
     return out

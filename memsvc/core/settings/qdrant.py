@@ -31,6 +31,7 @@ from urllib.parse import urlsplit
 from memsvc.core.settings.backends import moved_secret_problem
 from memsvc.kernel.errors import PreconditionError, ValidationError, Violations
 from memsvc.core.settings.memory import (
+    Kind,
     NamespaceSettings,
     SettingsStore,
     Spec,
@@ -146,7 +147,7 @@ def _host_problem(value: str) -> str | None:
     return _HOST_FORMAT if problem is not None and problem.startswith("is not a valid URL") else problem
 
 
-def _host_kind():
+def _host_kind() -> Kind:
     def read(value: Any, default: str) -> str:
         return value.strip() if isinstance(value, str) and _host_problem(value) is None else default
 
@@ -156,7 +157,7 @@ def _host_kind():
     return read, write
 
 
-def _collection_kind():
+def _collection_kind() -> Kind:
     def read(value: Any, default: str) -> str:
         return value.strip() if isinstance(value, str) and _COLLECTION.match(value.strip()) else default
 
@@ -170,7 +171,7 @@ def _collection_kind():
     return read, write
 
 
-def _model_kind():
+def _model_kind() -> Kind:
     def ok(value: str) -> bool:
         return 0 < len(value) <= _MAX_MODEL and not _CONTROL.search(value)
 
@@ -187,7 +188,7 @@ def _model_kind():
     return read, write
 
 
-def _api_key_kind():
+def _api_key_kind() -> Kind:
     def read(value: Any, default: str | None) -> str | None:
         return value if isinstance(value, str) and value and not _CONTROL.search(value) else None
 
@@ -234,7 +235,7 @@ def confine_local_path(value: str, data_dir: str | Path) -> Path:
     return folder
 
 
-def _local_path_kind():
+def _local_path_kind() -> Kind:
     def read(value: Any, default: str | None) -> str | None:
         if isinstance(value, str) and value.strip() and _local_path_problem(value.strip()) is None:
             return value.strip()
