@@ -1,4 +1,6 @@
-"""The `credentials` table (migration 0006): credentials with their secrets as hashes.
+"""The `credentials` table: credentials with their secrets as hashes. One store for both
+databases; on PostgreSQL every replica shares it, so a credential created or revoked through
+one holds at the next request through any other.
 
 Why SHA-256 and not a slow password hash (bcrypt, scrypt, argon2): a slow KDF protects
 low-entropy secrets that people choose, where an attacker holding the table can guess. A
@@ -8,88 +10,99 @@ tens of milliseconds.
 
 Verification is a constant-time comparison of the digests (memsvc.core.credentials, which
 caches the rows it read): the store hands out a row by its unique `lookup` and the number of
-credential changes (`version`, advanced by migration 0011's triggers in every writing
-transaction), which is all a cache needs to know it is current.
+credential changes (`version`, advanced by triggers in every writing transaction: SQLite's
+migration 0011, PostgreSQL's 0003), which is all a cache needs to know it is current.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import apsw
 
 from memsvc.core.credentials import ALL_TENANTS, Credential, StoredCredential, secret_digest
 from memsvc.kernel.errors import ConflictError
-from memsvc.kernel.models import utcnow
-from memsvc.storage.database import Database, iso, parse_iso
+from memsvc.storage.database import Database
+from memsvc.storage.dialect import syntax_of
 
 COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
-#: The row of `sequences` every credential write advances (migration 0011).
+#: The row of `sequences` every credential write advances.
 VERSION_NAME = "credentials"
+_INSERT = ("INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
+           " VALUES (?, ?, ?, {json}, {json}, {bool}, {now})")
+_REVOKE = "UPDATE credentials SET revoked_at = {now} WHERE id = ? AND revoked_at IS NULL"
 
 
-def _row(row: Sequence[Any]) -> Credential:
-    credential_id, permissions, tenants, characters, created_at, revoked_at = row
-    names = json.loads(tenants)
-    return Credential(credential_id, frozenset(json.loads(permissions)),
-                      None if ALL_TENANTS in names else frozenset(names), bool(characters),
-                      parse_iso(created_at), parse_iso(revoked_at))
+class SqlCredentialStore:
+    """`db`: a `Database` or a `PgDatabase`."""
 
-
-class SqliteCredentialStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: Any) -> None:
         self.db = db
+        self.syntax = syntax_of(db)
+
+    def _row(self, row: Sequence[Any]) -> Credential:
+        credential_id, permissions, tenants, characters, created_at, revoked_at = row
+        names = self.syntax.read_json(tenants)
+        return Credential(credential_id, frozenset(self.syntax.read_json(permissions)),
+                          None if ALL_TENANTS in names else frozenset(names), bool(characters),
+                          self.syntax.read_time(created_at), self.syntax.read_time(revoked_at))
+
+    def _one(self, sql: str, params: Sequence[Any]) -> Any:
+        with self.db.read() as conn:
+            return conn.execute(self.syntax.sql(sql), params).fetchone()
 
     def insert(self, credential: Credential, lookup: str, secret: str) -> Credential:
         """Store a new credential; an id already taken (revoked ones included) is a conflict."""
-        created = iso(utcnow())
+        params = (credential.id, lookup, secret_digest(secret), json.dumps(sorted(credential.permissions)),
+                  json.dumps(credential.tenant_list()), bool(credential.characters), *self.syntax.now_params())
         try:
             with self.db.write() as conn:
-                conn.execute(
-                    "INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
-                    " VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (credential.id, lookup, secret_digest(secret), json.dumps(sorted(credential.permissions)),
-                     json.dumps(credential.tenant_list()), int(credential.characters), created))
-        except apsw.ConstraintError:
+                conn.execute(self.syntax.sql(_INSERT), params)
+        except (apsw.ConstraintError, ConflictError):  # PostgreSQL's unique violation arrives as ConflictError
             raise ConflictError(f"a credential with id {credential.id!r} already exists",
                                 reason="CREDENTIAL_EXISTS") from None
-        return self._get(credential.id)
+        found = self._get(credential.id)
+        assert found is not None  # just inserted
+        return found
 
     def by_lookup(self, lookup: str) -> StoredCredential | None:
         """The credential whose token has this lookup (revoked ones too), with its digest."""
-        with self.db.read() as conn:
-            rows = conn.execute(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = ?", (lookup,)).fetchall()
-        return StoredCredential(bytes(rows[0][0]), _row(rows[0][1:])) if rows else None
+        row = self._one(f"SELECT secret_sha256, {COLUMNS} FROM credentials WHERE lookup = ?", (lookup,))
+        return StoredCredential(bytes(row[0]), self._row(row[1:])) if row else None
 
     def version(self) -> int:
         """How many times the credentials changed (one indexed read)."""
-        with self.db.read() as conn:
-            rows = conn.execute("SELECT value FROM sequences WHERE name = ?", (VERSION_NAME,)).fetchall()
-        return int(rows[0][0]) if rows else 0
+        row = self._one("SELECT value FROM sequences WHERE name = ?", (VERSION_NAME,))
+        return int(row[0]) if row else 0
 
     def change_hint(self) -> int | None:
-        """A number that stays put while nobody commits anything to the file (any process),
-        read without waiting; None when it cannot be had at once (see Database)."""
-        return self.db.data_version_nowait()
+        """On SQLite, a number that stays put while nobody commits anything to the file (any
+        process), read without waiting; None when it cannot be had at once (see Database).
+        On PostgreSQL always None: nothing tells a replica that another one committed
+        without asking the server."""
+        return self.db.data_version_nowait() if isinstance(self.db, Database) else None
 
     def all(self) -> list[Credential]:
         with self.db.read() as conn:
-            return [_row(r) for r in conn.execute(f"SELECT {COLUMNS} FROM credentials ORDER BY id").fetchall()]
+            rows = conn.execute(self.syntax.sql(f"SELECT {COLUMNS} FROM credentials ORDER BY id{{bytewise}}"))
+            return [self._row(r) for r in rows.fetchall()]
 
     def revoke(self, credential_id: str) -> Credential | None:
         """Revoked from now on (idempotent: a second revoke keeps the first time); None
         when there is no such credential."""
         with self.db.write() as conn:
-            conn.execute("UPDATE credentials SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
-                         (iso(utcnow()), credential_id))
+            conn.execute(self.syntax.sql(_REVOKE), (*self.syntax.now_params(), credential_id))
         return self._get(credential_id)
 
     def exists(self) -> bool:
-        with self.db.read() as conn:
-            return bool(conn.execute("SELECT EXISTS (SELECT 1 FROM credentials)").fetchall()[0][0])
+        return bool(self._one("SELECT EXISTS (SELECT 1 FROM credentials)", ())[0])
 
     def _get(self, credential_id: str) -> Credential | None:
-        with self.db.read() as conn:
-            rows = conn.execute(f"SELECT {COLUMNS} FROM credentials WHERE id = ?", (credential_id,)).fetchall()
-        return _row(rows[0]) if rows else None
+        row = self._one(f"SELECT {COLUMNS} FROM credentials WHERE id = ?", (credential_id,))
+        return self._row(row) if row else None
+
+
+#: The names the callers and the contract suite construct.
+SqliteCredentialStore = SqlCredentialStore

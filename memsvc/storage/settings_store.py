@@ -1,50 +1,59 @@
 """The `settings` table as a key → JSON value store, namespaced (`memory.maxTokens`), with a
-version counter that every write bumps so caches in any process can tell they are stale."""
+version counter that every write bumps so the settings cache of every process (every replica
+of a shared PostgreSQL) can tell it is stale. One store for both databases."""
 
 from __future__ import annotations
 
 import json
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
-from memsvc.kernel.models import utcnow
-from memsvc.storage.database import Database, iso
+from memsvc.storage.dialect import syntax_of
 
 _VERSION = "settings_version"
+_READ = "SELECT key, value FROM settings WHERE substr(key, 1, ?) = ?"
+_WRITE = ("INSERT INTO settings (key, value, updated_at) VALUES (?, ?, {now}) "
+          "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at")
+_BUMP = "INSERT INTO sequences (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1"
+_READ_VERSION = "SELECT value FROM sequences WHERE name = ?"
 
 
-class SqliteSettingsStore:
-    def __init__(self, db: Database):
+class SqlSettingsStore:
+    """`db`: a `Database` or a `PgDatabase`."""
+
+    def __init__(self, db: Any) -> None:
         self.db = db
+        self.syntax = syntax_of(db)
 
     def read_settings(self, namespace: str) -> dict[str, Any]:
-        """Every stored value of the namespace; unparsable JSON is skipped (normalization
-        then falls back to the default) rather than failing every request."""
+        """Every stored value of the namespace; unparsable JSON (only SQLite's text column can
+        hold it) is skipped, so normalization falls back to the default rather than failing
+        every request."""
         prefix = namespace + "."
         out: dict[str, Any] = {}
         with self.db.read() as conn:
-            rows = conn.execute("SELECT key, value FROM settings WHERE substr(key, 1, ?) = ?",
-                                (len(prefix), prefix)).fetchall()
+            rows = conn.execute(self.syntax.sql(_READ), (len(prefix), prefix)).fetchall()
         for key, value in rows:
             try:
-                out[key[len(prefix):]] = json.loads(value)
+                out[key[len(prefix):]] = self.syntax.read_json(value)
             except (TypeError, ValueError):
                 continue
         return out
 
     def write_settings(self, namespace: str, values: Mapping[str, Any]) -> None:
         """All values and the version bump in one transaction."""
-        now = iso(utcnow())
+        now = self.syntax.now_params()
         with self.db.write() as conn:
             for name, value in values.items():
-                conn.execute(
-                    "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, ?) "
-                    "ON CONFLICT(key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at",
-                    (f"{namespace}.{name}", json.dumps(value, ensure_ascii=False), now),
-                )
-            conn.execute("INSERT INTO sequences (name, value) VALUES (?, 1) "
-                         "ON CONFLICT(name) DO UPDATE SET value = value + 1", (_VERSION,))
+                text = json.dumps(value, ensure_ascii=False)
+                conn.execute(self.syntax.sql(_WRITE), (f"{namespace}.{name}", text, *now))
+            conn.execute(self.syntax.sql(_BUMP), (_VERSION,))
 
     def settings_version(self) -> int:
         with self.db.read() as conn:
-            row = conn.execute("SELECT value FROM sequences WHERE name = ?", (_VERSION,)).fetchone()
+            row = conn.execute(self.syntax.sql(_READ_VERSION), (_VERSION,)).fetchone()
         return int(row[0]) if row else 0
+
+
+#: The names the callers and the contract suite construct.
+SqliteSettingsStore = SqlSettingsStore

@@ -27,6 +27,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 from memsvc.config import Config, ConfigError, check_database_options
+from memsvc.storage.credentials import SqlCredentialStore
+from memsvc.storage.leases import SqlLeaseStore
+from memsvc.storage.settings_store import SqlSettingsStore
 
 #: The extra that installs the PostgreSQL client (pyproject.toml), and the modules it brings.
 POSTGRES_EXTRA = "postgres"
@@ -130,17 +133,14 @@ def open_stores(config: Config) -> Stores:
 
 
 def _sqlite_admin(config: Config) -> AdminStores:
-    from memsvc.storage.credentials import SqliteCredentialStore
     from memsvc.storage.database import Database
-    from memsvc.storage.leases import SqliteLeaseStore
     from memsvc.storage.migrations import apply_migrations, current_version
-    from memsvc.storage.settings_store import SqliteSettingsStore
 
     database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(),
                         cache_mb=config.sqlite_cache_mb)
     info = StoreInfo("sqlite", str(config.db_path), str(config.db_path), "sqlite-vec", "FTS5")
-    return AdminStores(info, database, SqliteSettingsStore(database), SqliteCredentialStore(database),
-                       SqliteLeaseStore(database), lambda: apply_migrations(database),
+    return AdminStores(info, database, SqlSettingsStore(database), SqlCredentialStore(database),
+                       SqlLeaseStore(database), lambda: apply_migrations(database),
                        lambda: current_version(database),
                        lambda: database.vec_version or f"unavailable: {database.vec_error}")
 
@@ -163,11 +163,8 @@ def _postgres_client() -> Iterator[None]:
 
 def _postgres_admin(config: Config) -> AdminStores:
     with _postgres_client():
-        from memsvc.storage.postgres.credentials import PgCredentialStore
         from memsvc.storage.postgres.database import PgDatabase
-        from memsvc.storage.postgres.leases import PgLeaseStore
         from memsvc.storage.postgres.migrations import apply_migrations, current_version
-        from memsvc.storage.postgres.settings_store import PgSettingsStore
         from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
         from memsvc.storage.vector_index import LocalVectorIndex
 
@@ -175,8 +172,8 @@ def _postgres_admin(config: Config) -> AdminStores:
     database = PgDatabase(config.database_url, max_size=config.database_pool_size)
     info = StoreInfo("postgresql", config.database_location, None, "pgvector", "PostgreSQL full-text search")
     probe = LocalVectorIndex(database)
-    return AdminStores(info, database, PgSettingsStore(database), PgCredentialStore(database),
-                       PgLeaseStore(database), lambda: apply_migrations(database),
+    return AdminStores(info, database, SqlSettingsStore(database), SqlCredentialStore(database),
+                       SqlLeaseStore(database), lambda: apply_migrations(database),
                        lambda: current_version(database),
                        lambda: probe.vec_version or "unavailable: the server has no pgvector extension")
 
