@@ -312,13 +312,13 @@ def test_marking_memories_for_reindex_alone_logs_no_change(backend):
     made = backend.create(NewMemory(api_key_id=OWNER, content="the spare tyre is in the boot")).memory
     scope = SearchScope(api_key_id=OWNER, now=utcnow())
     with backend.db.read() as conn:
-        before = SqliteWorkingSetPort.owner_version(conn, OWNER)
+        before = SqliteWorkingSetPort().owner_version(conn, OWNER)
     assert backend.mark_all_for_reindex() == 1
     with backend.db.read() as conn:
-        assert SqliteWorkingSetPort.owner_version(conn, OWNER) == before
+        assert SqliteWorkingSetPort().owner_version(conn, OWNER) == before
     backend.touch([made.id])  # any other column still counts
     with backend.db.read() as conn:
-        assert SqliteWorkingSetPort.owner_version(conn, OWNER) > before
+        assert SqliteWorkingSetPort().owner_version(conn, OWNER) > before
     assert [h.memory.access_count for h in backend.search_keyword(scope, "spare tyre", 10)] == [1]
 
 

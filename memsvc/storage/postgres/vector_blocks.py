@@ -36,7 +36,9 @@ from typing import Any, Sequence
 import numpy as np
 
 from memsvc.storage.postgres.database import PgDatabase
-from memsvc.storage.postgres.working_set_port import CHANGE_LOG_VERSIONS, owner_version
+from memsvc.storage.dialect import POSTGRES_SQL
+from memsvc.storage.postgres.working_set_port import CHANGE_LOG_VERSIONS
+from memsvc.storage.working_set_port import owner_version
 from memsvc.storage.vector_cache import OwnerBlock, OwnerBlocks, VectorChange, scope_columns
 
 #: An owner too large for the budget is searched by pgvector; its build is tried again this
@@ -99,7 +101,7 @@ class PgVectorBlocks:
             tried = self._too_big.get(owner)
             if tried is not None and time.monotonic() - tried < TOO_BIG_RETRY_S:
                 return None
-            version = owner_version(self.db, conn, owner)
+            version = owner_version(conn, owner, POSTGRES_SQL, self.db)
             block = self.blocks.get(owner)
             if block is not None and block.dim == dim and (block.version >= version
                                                            or self._apply(conn, owner, block, version, dim)):
