@@ -14,7 +14,6 @@ gets its own reader connection and reads run in parallel.
 
 from __future__ import annotations
 
-import itertools
 import os
 import shutil
 import threading
@@ -22,20 +21,19 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable, cast
+from typing import Any, cast
 
 import apsw
-import sqlite_vec  # type: ignore[import-untyped]
+import sqlite_vec
 
 from memsvc.kernel.errors import StorageFullError
 from memsvc.storage import owner_terms
+from memsvc.storage.transactions import Transactions
 
 # Below this much room (under the size limit or on the filesystem), a write that failed
 # with a generic error is reported as storage full: a vector chunk sqlite-vec allocates in
 # one piece takes up to a few MB.
 ROOM_BYTES = 16 * 1024 * 1024
-# Savepoint names, unique in the process (savepoints may nest).
-_SAVEPOINTS = itertools.count(1)
 # PRAGMA values cannot be bound as parameters, so the accepted ones are whitelisted.
 _SYNCHRONOUS_LEVELS = frozenset({"OFF", "NORMAL", "FULL", "EXTRA"})
 
@@ -48,14 +46,9 @@ def _casefold(value: object) -> object:
     return value.casefold() if isinstance(value, str) else value
 
 
-def disk_full() -> StorageFullError:
-    """What a write that SQLite could not make for lack of space (SQLITE_FULL) raises."""
-    return StorageFullError.no_space()
-
-
 def as_domain_error(exc: Exception) -> Exception:
-    """apsw's disk-full error as the core's StorageFullError; any other error unchanged."""
-    return disk_full() if isinstance(exc, apsw.FullError) else exc
+    """apsw's disk-full error (SQLITE_FULL) as the core's StorageFullError; any other error unchanged."""
+    return StorageFullError.no_space() if isinstance(exc, apsw.FullError) else exc
 
 
 def scalar(conn: Any, sql: str, params: Any = ()) -> Any:
@@ -101,8 +94,9 @@ def parse_iso(s: str | None) -> datetime | None:
     return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
 
 
-class Database:
-    """One SQLite file: a locked writer connection and lazily created per-thread readers.
+class Database(Transactions):
+    """One SQLite file: a locked writer connection and lazily created per-thread readers (the
+    transactions over them: `memsvc.storage.transactions`).
 
     `synchronous`: in WAL mode "NORMAL" is safe against the process being killed at any
     instant: COMMIT returns only after the transaction is written to the WAL file, which then
@@ -122,6 +116,12 @@ class Database:
     without vectors, and the engine status reports why vectors are unavailable.
     """
 
+    driver_error = apsw.Error
+    begin_read = "BEGIN"
+    # Takes the file's write lock up front (see the module docstring).
+    begin_write = "BEGIN IMMEDIATE"
+    reads_join_writes = False
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -138,6 +138,7 @@ class Database:
             raise ValueError("busy_timeout_ms must be >= 0")
         if cache_mb < 1:
             raise ValueError("cache_mb must be >= 1")
+        super().__init__()
         self.path = Path(path)
         self.synchronous = level
         self.busy_timeout_ms = int(busy_timeout_ms)
@@ -147,15 +148,7 @@ class Database:
         #: Result of the last `integrity_check()` run in this process, None if never run.
         self.last_integrity_check: str | None = None
         self._vec_path = vec_extension_path or sqlite_vec.loadable_path()
-        self._closed = False
         self._write_lock = threading.Lock()
-        self._writer_thread: int | None = None
-        #: Write transactions committed through this object (under the write lock).
-        self.commits = 0
-        #: Outermost read transactions begun (nested read() blocks share one, so a request
-        #: that reads under one snapshot adds exactly 1).
-        self.read_transactions = 0
-        self._rollback_hooks: list[Callable[[], None]] = []
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
@@ -211,154 +204,42 @@ class Database:
         self.vec_version = str(version)
 
     def _reader(self) -> apsw.Connection:
-        self._check_open()
-        conn = getattr(self._local, "conn", None)
+        conn: apsw.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._open(reader=True)
             with self._readers_lock:
                 if self._closed:
                     conn.close()
-                    raise RuntimeError(f"database {self.path} is closed")
+                    self._check_open()
                 self._readers.append(conn)
             self._local.conn = conn
         return conn
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError(f"database {self.path} is closed")
-
-    # -- public API ----------------------------------------------------------------------
-
     @contextmanager
-    def read(self) -> Iterator[apsw.Connection]:
-        """Yield this thread's reader connection inside a read transaction.
-
-        The transaction gives every statement in the block the same snapshot (a page and
-        the counts over the same rows); in WAL mode it never blocks the writer. Nested
-        read() blocks on one thread share the outer transaction.
-        """
-        conn = self._reader()
-        if conn.in_transaction:
-            yield conn
-            return
-        conn.execute("BEGIN")
-        self.read_transactions += 1
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("COMMIT")
-
-    def renew_read(self) -> None:
-        """Inside a read() block: move this thread's snapshot forward to now, so what this
-        thread just wrote (through the writer) is visible to the rest of the block. A request
-        that has to write before it can finish reading (the lazy vector backfill before a
-        search) calls it once; outside a read() block it does nothing."""
-        conn = getattr(self._local, "conn", None)
-        if conn is not None and conn.in_transaction:
-            conn.execute("COMMIT")
-            conn.execute("BEGIN")
-
-    @contextmanager
-    def write(self) -> Iterator[apsw.Connection]:
-        """Yield the writer connection inside `BEGIN IMMEDIATE`; COMMIT on success, ROLLBACK
-        on any exception, so a block is applied entirely or not at all. A full disk raises
-        the core's StorageFullError (after the rollback), not apsw's error.
-
-        Nested in a write() of the same thread it joins it as a savepoint (the rule of both
-        stores, memsvc.storage.dialect): if the inner block raises, its statements are undone
-        and the outer one may go on; what it wrote commits with the outer transaction.
-        """
-        if self._writer_thread == threading.get_ident():
-            with self.savepoint(self._writer) as conn:
-                yield conn
+    def _connection(self, writes: bool) -> Iterator[apsw.Connection]:
+        """This thread's reader, or the writer under the write lock."""
+        if not writes:
+            yield self._reader()
             return
         with self._write_lock:
             self._check_open()
-            conn = self._writer
-            self._writer_thread = threading.get_ident()
-            self._rollback_hooks = []
-            undone_by_sqlite = False
-            try:
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    yield conn
-                except BaseException:
-                    undone_by_sqlite = not conn.in_transaction
-                    self._rollback(conn)
-                    self._run_rollback_hooks()
-                    raise
-                try:
-                    conn.execute("COMMIT")
-                except BaseException:
-                    self._rollback(conn)
-                    self._run_rollback_hooks()
-                    raise
-                self.commits += 1
-            except apsw.FullError as exc:  # rolled back above: nothing of the block was written
-                raise disk_full() from exc
-            except apsw.Error as exc:
-                # An extension may report SQLITE_FULL as its own error (sqlite-vec: "Could
-                # not insert a new vector chunk"); SQLite has then rolled the transaction back
-                # itself, and the storage has no room for what was asked.
-                if undone_by_sqlite and self._out_of_room(conn):
-                    raise disk_full() from exc
-                raise
-            finally:
-                self._rollback_hooks = []
-                self._writer_thread = None
+            yield self._writer
+
+    def _in_transaction(self, conn: apsw.Connection) -> bool:
+        return bool(conn.in_transaction)
+
+    domain_error = staticmethod(as_domain_error)
 
     def _out_of_room(self, conn: apsw.Connection) -> bool:
-        """Whether a failed write is best explained by a lack of space: less than
-        ROOM_BYTES left under the database's size limit or on its filesystem."""
-        page_size, pages, max_pages = (int(scalar(conn, f"PRAGMA {p}"))
-                                       for p in ("page_size", "page_count", "max_page_count"))
+        """An extension may report SQLITE_FULL as its own error (sqlite-vec: "Could not insert
+        a new vector chunk") after SQLite rolled the transaction back: it is the lack of space
+        when less than ROOM_BYTES is left under the size limit or on the filesystem."""
+        page_size, pages, max_pages = (
+            int(scalar(conn, f"PRAGMA {p}")) for p in ("page_size", "page_count", "max_page_count")
+        )
         return (max_pages - pages) * page_size < ROOM_BYTES or self.free_bytes() < ROOM_BYTES
 
-    def on_rollback(self, hook: Callable[[], None]) -> None:
-        """Inside a write() block: call `hook()` if this transaction does not commit (so an
-        in-process cache updated inside the transaction can drop what it learned)."""
-        if self._writer_thread != threading.get_ident():
-            raise RuntimeError("on_rollback() is only valid inside Database.write()")
-        self._rollback_hooks.append(hook)
-
-    def _run_rollback_hooks(self) -> None:
-        hooks, self._rollback_hooks = self._rollback_hooks, []
-        for hook in hooks:
-            try:
-                hook()
-            except Exception:  # noqa: BLE001 - a hook must not mask the original error
-                pass
-
-    @staticmethod
-    @contextmanager
-    def savepoint(conn: apsw.Connection) -> Iterator[apsw.Connection]:
-        """Inside a write() block: a nested transaction. If the block raises, its statements
-        are undone and the exception propagates, while the outer transaction stays open (so
-        one failing part of a batch does not take the others down)."""
-        if not conn.in_transaction:
-            raise RuntimeError("savepoint() is only valid inside Database.write()")
-        name = f"memsvc_{next(_SAVEPOINTS)}"
-        conn.execute(f"SAVEPOINT {name}")
-        try:
-            yield conn
-        except BaseException:
-            # A full disk (or an I/O error) can make SQLite roll the whole transaction back
-            # itself: then there is no savepoint left to return to, and the error to report
-            # is the one that did it, not "no such savepoint".
-            if conn.in_transaction:
-                try:
-                    conn.execute(f"ROLLBACK TO {name}; RELEASE {name}")
-                except apsw.Error:  # the part cannot be undone alone: undo everything
-                    conn.execute("ROLLBACK")
-            raise
-        conn.execute(f"RELEASE {name}")
-
-    @staticmethod
-    def _rollback(conn: apsw.Connection) -> None:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
+    # -- the file ------------------------------------------------------------------------
 
     def free_bytes(self) -> int:
         """Bytes left for writes on the database's filesystem: health reports a full disk by
@@ -412,8 +293,7 @@ class Database:
             self._glance_lock.release()
 
     def close(self) -> None:
-        """Close the writer and every reader. Idempotent. Waits for a running write; call it
-        once traffic has stopped (readers of other threads are closed under them)."""
+        """Waits for a running write (readers of other threads are closed under them)."""
         with self._write_lock:
             if self._closed:
                 return

@@ -17,11 +17,6 @@ The two rules both stores keep, written here once:
 - text holding a NUL character is refused (`refuse_nul`): PostgreSQL's text and jsonb cannot
   hold one, so SQLite refuses it too, with the same ValidationError (INVALID_ARGUMENT),
   before anything is written.
-
-Transactions (the Database and PgDatabase objects): `read()` is one snapshot for the whole
-block, and nested reads join it; `write()` is applied entirely or not at all; a `write()`
-nested in a `write()` of the same thread joins it as a savepoint (its failure undoes only its
-own statements; what it wrote commits with the outer transaction).
 """
 
 from __future__ import annotations
@@ -175,32 +170,25 @@ def duplicate_key(key: str) -> ConflictError:
 # -- behaviour ---------------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, eq=False)
 class Dialect(ABC):
     """What the memory store needs from a database beyond the text of its statements: the
     statements written differently for a reason (the upsert, the batched updates, the keyword
-    search), how a row becomes a Memory, how driver errors read. Every `conn` is the driver's
-    connection inside the database's read() or write() block."""
+    search), how a row becomes a Memory, which driver errors are the store's own. Every `conn`
+    is the driver's connection inside the database's read() or write() block (driver errors in
+    general are the database's: `memsvc.storage.transactions`)."""
 
     syntax: Syntax
-    #: The driver's base exception class.
-    driver_error: type[Exception]
     #: The module with happened_within / neighbours for this database.
     timeline: ModuleType
     #: A `memory_rows.COLUMNS` row as a Memory.
     row_to_memory: Callable[[Sequence[Any]], Memory]
-    #: A driver error as the core's error (unchanged when it has none).
-    as_domain_error: Callable[[Exception], Exception]
     #: The per-backend cache of the corpus statistics keyword search reads.
     keyword_cache: Callable[[], TtlCache[Any]]
 
     @property
     def name(self) -> str:
         return self.syntax.name
-
-    def write_error(self, exc: Exception, key: str | None) -> Exception:
-        """An error of a statement that wrote a memory: a duplicate owner key as
-        duplicate_key(key), anything else as `as_domain_error`."""
-        return duplicate_key(key) if key is not None and self.is_owner_key_violation(exc) else self.as_domain_error(exc)
 
     def health_facts(self, db: Any) -> dict[str, object]:
         """What a health probe reports beyond ok/backend without asking the database."""
@@ -211,8 +199,9 @@ class Dialect(ABC):
         return {}
 
     @abstractmethod
-    def is_owner_key_violation(self, exc: Exception) -> bool:
-        """Whether `exc` is the unique index on (api_key_id, key) refusing a row."""
+    def write_error(self, exc: Exception, key: str | None) -> Exception:
+        """An error of a statement that wrote a memory as the store's error: the unique index
+        on (api_key_id, key) refusing `key` as duplicate_key(key); unchanged when it is none."""
 
     @abstractmethod
     def in_transaction(self, conn: Any) -> bool:

@@ -35,6 +35,7 @@ from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.dialect import Dialect, aged_clause, refuse_nul, refuse_nul_in, scope_clause
 from memsvc.storage.memory_rows import M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata
 from memsvc.storage.sequences import bump_vec_generation
+from memsvc.storage.transactions import Transactions
 from memsvc.working_set import WorkingSets
 
 #: The working sets' memory budget when the caller names none (MEMSVC_WORKING_SET_MB).
@@ -67,7 +68,7 @@ class SqlMemoryBackend:
     """MemoryBackend over one database (`memsvc.storage.database.Database` or
     `memsvc.storage.postgres.database.PgDatabase`) through its dialect."""
 
-    def __init__(self, db: Any, dialect: Dialect, working_set_bytes: int = DEFAULT_WORKING_SET_BYTES) -> None:
+    def __init__(self, db: Transactions, dialect: Dialect, working_set_bytes: int = DEFAULT_WORKING_SET_BYTES) -> None:
         self.db = db
         self.dialect = dialect
         self.name = dialect.name
@@ -94,7 +95,7 @@ class SqlMemoryBackend:
         """One read transaction for everything a request reads on this thread: every read
         inside the block (settings, vector state, vectors, keyword hits) sees the same
         committed state, and the block costs one BEGIN instead of one per read."""
-        return self.db.read()  # type: ignore[no-any-return]
+        return self.db.read()
 
     # -- lifecycle -----------------------------------------------------------------------
 
@@ -165,10 +166,10 @@ class SqlMemoryBackend:
                 try:
                     with dialect.draft(self.db, conn):
                         outcomes.append(self._create_in(conn, memory, now))
-                except (dialect.driver_error, ValidationError, ConflictError) as exc:
+                except (self.db.driver_error, ValidationError, ConflictError) as exc:
                     if not dialect.in_transaction(conn):  # I/O error, disk full, lost: all is undone
                         raise
-                    outcomes.append(dialect.as_domain_error(exc))
+                    outcomes.append(self.db.domain_error(exc))
             if in_transaction is not None:
                 in_transaction(conn, [o.memory if isinstance(o, UpsertResult) else None for o in outcomes])
         return outcomes
@@ -210,7 +211,7 @@ class SqlMemoryBackend:
         with self.db.write() as conn:
             try:
                 row = conn.execute(self._sql(_UPDATE), params).fetchone()
-            except self.dialect.driver_error as exc:
+            except self.db.driver_error as exc:
                 mapped = self.dialect.write_error(exc, patch.key)
                 if mapped is exc:
                     raise

@@ -20,8 +20,8 @@ from memsvc.kernel.cache import TtlCache
 from memsvc.kernel.inline import may_block
 from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, UpsertResult, utcnow
 from memsvc.storage import keyword, timeline
-from memsvc.storage.database import CASEFOLD_FUNCTION, Database, as_domain_error, iso
-from memsvc.storage.dialect import SQLITE_SQL, Dialect
+from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso
+from memsvc.storage.dialect import SQLITE_SQL, Dialect, duplicate_key
 from memsvc.storage.memory_rows import M_COLUMNS, RETURNING, dump_metadata, row_to_memory
 from memsvc.storage.memory_store import AGED_COUNT_CAP, DEFAULT_WORKING_SET_BYTES, SqlMemoryBackend
 from memsvc.storage.migrations import apply_migrations
@@ -53,16 +53,10 @@ _OWNER_KEY = "UNIQUE constraint failed: memories.api_key_id, memories.key"
 class SqliteDialect(Dialect):
     """The memory store's SQLite behaviour (see `memsvc.storage.dialect.Dialect`)."""
 
-    syntax = SQLITE_SQL
-    driver_error = apsw.Error
-    timeline = timeline
-
-    row_to_memory = staticmethod(row_to_memory)
-    as_domain_error = staticmethod(as_domain_error)
-    keyword_cache = staticmethod(keyword.doc_counts)
-
-    def is_owner_key_violation(self, exc: Exception) -> bool:
-        return isinstance(exc, apsw.ConstraintError) and _OWNER_KEY in str(exc)
+    def write_error(self, exc: Exception, key: str | None) -> Exception:
+        if key is not None and isinstance(exc, apsw.ConstraintError) and _OWNER_KEY in str(exc):
+            return duplicate_key(key)
+        return exc
 
     def in_transaction(self, conn: apsw.Connection) -> bool:
         return bool(conn.in_transaction)
@@ -158,7 +152,7 @@ class SqliteDialect(Dialect):
         return SqliteWorkingSetPort()
 
 
-SQLITE = SqliteDialect()
+SQLITE = SqliteDialect(SQLITE_SQL, timeline, row_to_memory, keyword.doc_counts)
 
 
 class SqliteMemoryBackend(SqlMemoryBackend):

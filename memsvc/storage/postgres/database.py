@@ -1,5 +1,5 @@
-"""PostgreSQL connections for memsvc over psycopg 3: a pool shared by every thread, with
-the transaction contract of the SQLite `Database` that the stores rely on.
+"""PostgreSQL connections for memsvc over psycopg 3: a pool shared by every thread (the
+transactions over it: `memsvc.storage.transactions`).
 
 Why this shape: many memsvc processes on many hosts share one PostgreSQL, so nothing here
 may assume it is the only writer. Writes are not funnelled through one connection (the
@@ -33,21 +33,20 @@ from __future__ import annotations
 import select
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from memsvc.kernel.inline import may_block
 from memsvc.kernel.errors import ConflictError, StorageFullError, UnavailableError
 from memsvc.storage.database import scalar
+from memsvc.storage.transactions import Transactions
 
-_BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
-_BEGIN_WRITE = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
 #: The change counter of `memories` (migrations/postgres/0001_initial.sql).
 _DATA_VERSION = "SELECT version FROM memory_changes WHERE id = 1"
 #: How long the pool retries a lost connection in the background, its delays doubling from
@@ -124,14 +123,6 @@ def as_domain_error(exc: Exception) -> Exception:
     return exc
 
 
-def _reraise(exc: psycopg.Error) -> None:
-    """Raise `exc` as its domain error (chained), or unchanged when it has none."""
-    mapped = as_domain_error(exc)
-    if mapped is exc:
-        raise exc
-    raise mapped from exc
-
-
 def _usable(conn: psycopg.Connection) -> bool:
     """Whether an idle connection from the pool still works (after a server restart every
     idle connection is dead).
@@ -153,20 +144,7 @@ def _usable(conn: psycopg.Connection) -> bool:
     return True
 
 
-@dataclass
-class _Held:
-    """The transaction this thread is inside: its connection, whether it may write, and
-    what to call if it does not commit."""
-
-    conn: psycopg.Connection
-    mode: str
-    savepoints: int = 0
-    rollback_hooks: list[Callable[[], None]] = field(default_factory=list)
-    #: What a read transaction has read once and may reuse (see PgDatabase.snapshot_memo).
-    memo: dict[Any, Any] = field(default_factory=dict)
-
-
-class PgDatabase:
+class PgDatabase(Transactions):
     """A pool of `min_size`..`max_size` connections to `url` (postgresql://…).
 
     `timeout_s`: how long a request waits for a free connection (or for the server to take
@@ -175,6 +153,11 @@ class PgDatabase:
     every connection (see the module constants for why these values).
     """
 
+    driver_error = psycopg.Error
+    begin_read = "BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY"
+    begin_write = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
+    reads_join_writes = True
+
     def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout_s: float = _POOL_TIMEOUT_S,
                  statement_timeout_s: float = STATEMENT_TIMEOUT_S,
                  idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S) -> None:
@@ -182,20 +165,14 @@ class PgDatabase:
             raise ValueError("need 0 <= min_size <= max_size and max_size >= 1")
         if min(timeout_s, statement_timeout_s, idle_in_transaction_timeout_s) <= 0:
             raise ValueError("timeout_s, statement_timeout_s and idle_in_transaction_timeout_s must be > 0")
+        super().__init__()
         self.url = url
         self.timeout_s = float(timeout_s)
         self._server_options = (f"-c statement_timeout={round(statement_timeout_s * 1000)} "
                                 f"-c idle_in_transaction_session_timeout={round(idle_in_transaction_timeout_s * 1000)}")
-        #: Write transactions committed through this object.
-        self.commits = 0
-        #: Outermost read transactions begun (nested blocks share one).
-        self.read_transactions = 0
         #: The server is away: a wait for a connection timed out and the pool could not open
         #: one (see _AWAY_WAIT_S).
         self.away = False
-        self._counts_lock = threading.Lock()
-        self._local = threading.local()
-        self._closed = False
         self._watch: psycopg.Connection | None = None  # see data_version
         self._watch_lock = threading.Lock()
         self._pool = ConnectionPool(
@@ -209,75 +186,20 @@ class PgDatabase:
         return {"autocommit": True, "connect_timeout": max(2, round(self.timeout_s)),
                 "application_name": "memsvc", "options": self._server_options, **_KEEPALIVES}
 
-    def _held(self) -> _Held | None:
-        return getattr(self._local, "held", None)
+    def _in_transaction(self, conn: psycopg.Connection) -> bool:
+        return conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)
 
-    def _check_open(self) -> None:
-        if self._closed:
-            raise RuntimeError("database is closed")
-
-    # -- transactions ----------------------------------------------------------------------
+    domain_error = staticmethod(as_domain_error)
 
     @contextmanager
-    def read(self) -> Iterator[psycopg.Connection]:
-        """A connection inside a REPEATABLE READ, READ ONLY transaction: one snapshot for
-        the whole block. Nested in a read() or write() of the same thread, it joins that
-        transaction (inside a write it sees what the write has done so far)."""
-        held = self._held()
-        if held is not None:
-            yield held.conn
-            return
-        may_block("a PostgreSQL read")
-        with self._transaction("read") as conn:
-            yield conn
-
-    @contextmanager
-    def write(self) -> Iterator[psycopg.Connection]:
-        """A connection inside a read-write transaction, committed when the block ends and
-        rolled back when it raises, so a block is applied entirely or not at all.
-
-        Nested in a write() of the same thread it joins it, as a savepoint: if the inner
-        block raises, its statements are undone and the outer one may go on. Nested in a
-        read() it is a transaction of its own on another connection (as SQLite's writer is
-        beside its readers): committed at its end, seen by the read block after
-        `renew_read()`."""
-        held = self._held()
-        if held is not None and held.mode == "write":
-            with self.savepoint(held.conn) as conn:
-                yield conn
-            return
-        with self._transaction("write") as conn:
-            yield conn
-
-    @contextmanager
-    def _transaction(self, mode: str) -> Iterator[psycopg.Connection]:
-        self._check_open()
-        outer = self._held()
-        try:
-            with self._connection() as conn:
-                conn.execute(_BEGIN_READ if mode == "read" else _BEGIN_WRITE)
-                held = _Held(conn, mode)
-                self._local.held = held
-                self._count("read_transactions" if mode == "read" else None)
-                try:
-                    yield conn
-                    conn.execute("COMMIT")
-                except BaseException:
-                    self._abandon(held)
-                    raise
-                self._count("commits" if mode == "write" else None)
-        except psycopg.Error as exc:
-            _reraise(exc)
-        finally:
-            self._local.held = outer
-
-    @contextmanager
-    def _connection(self) -> Iterator[psycopg.Connection]:
+    def _connection(self, writes: bool) -> Iterator[psycopg.Connection]:
         """A working connection from the pool, returned to it afterwards. A dead one is
         handed back (the pool replaces it) and the pool's other idle connections are checked
         at once: when the server restarted they are all dead, and the pool's own check on
         lending waits a growing back-off after each one (about a second for the first),
         which would turn a restart into UNAVAILABLE answers after the server is back."""
+        if not writes:
+            may_block("a PostgreSQL read")
         wait = _AWAY_WAIT_S if self.away else self.timeout_s
         deadline = time.monotonic() + wait
         while True:
@@ -297,81 +219,6 @@ class PgDatabase:
         finally:
             self._pool.putconn(conn)
 
-    def _count(self, name: str | None) -> None:
-        if name is not None:
-            with self._counts_lock:
-                setattr(self, name, getattr(self, name) + 1)
-
-    @staticmethod
-    def _abandon(held: _Held) -> None:
-        """Roll back (a lost connection has no transaction left to roll back, so its error
-        is not raised over the original one) and tell the rollback hooks."""
-        try:
-            held.conn.execute("ROLLBACK")
-        except psycopg.Error:
-            pass
-        for hook in held.rollback_hooks:
-            try:
-                hook()
-            except Exception:  # noqa: BLE001 - a hook must not mask the original error
-                pass
-
-    @contextmanager
-    def savepoint(self, conn: psycopg.Connection) -> Iterator[psycopg.Connection]:
-        """Inside this thread's write(): a nested transaction. If the block raises, its
-        statements are undone and the exception propagates, while the outer transaction
-        stays open (so one failing part of a batch does not take the others down)."""
-        held = self._held()
-        if held is None or held.mode != "write" or held.conn is not conn:
-            raise RuntimeError("savepoint() is only valid inside PgDatabase.write()")
-        held.savepoints += 1
-        name = f"memsvc_sp{held.savepoints}"
-        try:
-            conn.execute(f"SAVEPOINT {name}")
-            try:
-                yield conn
-            except BaseException:
-                conn.execute(f"ROLLBACK TO SAVEPOINT {name}")
-                raise
-            conn.execute(f"RELEASE SAVEPOINT {name}")
-        except psycopg.Error as exc:
-            _reraise(exc)
-        finally:
-            held.savepoints -= 1
-
-    def renew_read(self) -> None:
-        """Inside a read() block: move this thread's snapshot forward to now, so what this
-        thread just wrote in a write() of its own is visible to the rest of the block;
-        elsewhere it does nothing."""
-        held = self._held()
-        if held is None or held.mode != "read":
-            return
-        held.memo.clear()  # a new snapshot: nothing read in the old one holds
-        try:
-            held.conn.execute("COMMIT")
-            held.conn.execute(_BEGIN_READ)
-        except psycopg.Error as exc:
-            _reraise(exc)
-
-    def snapshot_memo(self, conn: psycopg.Connection) -> dict[Any, Any] | None:
-        """Inside a read() block on `conn`: a dict that lives exactly as long as its snapshot,
-        for values a request would otherwise read more than once (the owner's change number
-        that both the working set and the vector block check; the vector state). A value
-        read in a REPEATABLE READ snapshot cannot change within it, so reusing it is exact.
-        None elsewhere: a write transaction (READ COMMITTED) sees each commit as it happens."""
-        held = self._held()
-        if held is None or held.mode != "read" or held.conn is not conn:
-            return None
-        return held.memo
-
-    def on_rollback(self, hook: Callable[[], None]) -> None:
-        """Inside a write() block: call `hook()` if this transaction does not commit (so an
-        in-process cache updated inside the transaction can drop what it learned)."""
-        held = self._held()
-        if held is None or held.mode != "write":
-            raise RuntimeError("on_rollback() is only valid inside PgDatabase.write()")
-        held.rollback_hooks.append(hook)
-
     # -- change counter --------------------------------------------------------------------
 
     def data_version(self) -> int:
@@ -381,7 +228,7 @@ class PgDatabase:
         the new number before the rows). One indexed read on a connection of its own that
         never holds a transaction, so it sees each commit as soon as it is made; a
         per-process cache asks it to know when another replica changed the rows."""
-        with self._watch_lock:
+        with self._watch_lock, self._mapped_errors():
             self._check_open()
             try:
                 return self._read_version()
@@ -389,10 +236,9 @@ class PgDatabase:
                 self._drop_watch()  # lost (the server restarted): one fresh connection
             try:
                 return self._read_version()
-            except psycopg.Error as exc:
+            except psycopg.Error:
                 self._drop_watch()
-                _reraise(exc)
-        raise AssertionError("unreachable")
+                raise
 
     def _read_version(self) -> int:
         if self._watch is None or self._watch.closed:
@@ -405,7 +251,6 @@ class PgDatabase:
             watch.close()
 
     def close(self) -> None:
-        """Close every connection. Idempotent; call it once traffic has stopped."""
         if self._closed:
             return
         self._closed = True

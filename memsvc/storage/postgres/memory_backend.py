@@ -25,10 +25,10 @@ from psycopg.pq import TransactionStatus
 from memsvc.kernel.cache import TtlCache
 from memsvc.kernel.errors import ValidationError
 from memsvc.kernel.models import KeywordHit, NewMemory, SearchScope, UpsertResult
-from memsvc.storage.dialect import POSTGRES_SQL, Dialect
+from memsvc.storage.dialect import POSTGRES_SQL, Dialect, duplicate_key
 from memsvc.storage.memory_store import DEFAULT_WORKING_SET_BYTES, SqlMemoryBackend
 from memsvc.storage.postgres import keyword, timeline
-from memsvc.storage.postgres.database import PgDatabase, as_domain_error
+from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.migrations import apply_migrations
 from memsvc.storage.postgres.rows import RETURNING, casefold_collation, dump_metadata, folded, row_to_memory
 from memsvc.storage.postgres.working_set_port import PgWorkingSetPort
@@ -58,23 +58,13 @@ _OWNER_KEY_INDEX = "idx_memories_owner_key"
 class PgDialect(Dialect):
     """The memory store's PostgreSQL behaviour (see `memsvc.storage.dialect.Dialect`)."""
 
-    syntax = POSTGRES_SQL
-    driver_error = psycopg.Error
-    timeline = timeline
-
-    row_to_memory = staticmethod(row_to_memory)
-    as_domain_error = staticmethod(as_domain_error)
-    keyword_cache = staticmethod(keyword.stats_cache)
-
     def write_error(self, exc: Exception, key: str | None) -> Exception:
-        """As the base, and a value the text and jsonb types refuse is bad input (the NUL
-        rule refuses NUL before any statement; this is the net under it)."""
+        """And a value the text and jsonb types refuse is bad input (the NUL rule refuses NUL
+        before any statement; this is the net under it)."""
         if isinstance(exc, psycopg.DataError):
             return ValidationError.single("content", f"holds a value the database cannot store ({exc})")
-        return super().write_error(exc, key)
-
-    def is_owner_key_violation(self, exc: Exception) -> bool:
-        return isinstance(exc, pg_errors.UniqueViolation) and exc.diag.constraint_name == _OWNER_KEY_INDEX
+        owner_key = isinstance(exc, pg_errors.UniqueViolation) and exc.diag.constraint_name == _OWNER_KEY_INDEX
+        return duplicate_key(key) if key is not None and owner_key else exc
 
     def in_transaction(self, conn: psycopg.Connection) -> bool:
         return conn.info.transaction_status == TransactionStatus.INTRANS
@@ -136,7 +126,7 @@ class PgDialect(Dialect):
         return PgWorkingSetPort(db)
 
 
-POSTGRES = PgDialect()
+POSTGRES = PgDialect(POSTGRES_SQL, timeline, row_to_memory, keyword.stats_cache)
 
 
 class PgMemoryBackend(SqlMemoryBackend):
