@@ -14,7 +14,7 @@ import argparse
 import json
 import sys
 from contextlib import contextmanager
-from typing import Iterator, TextIO
+from typing import Any, Iterator, TextIO
 
 from memsvc.config import Config
 from memsvc.core.credentials import ALL_TENANTS, PERMISSIONS, Credential, Credentials
@@ -33,7 +33,7 @@ def _credentials(config: Config) -> Iterator[Credentials]:
         stores.close()
 
 
-def credential_dict(c: Credential) -> dict[str, object]:
+def credential_dict(c: Credential) -> dict[str, Any]:
     """A credential as `tokens list --json` prints it (never a secret: none is stored)."""
     return {"id": c.id, "permissions": sorted(c.permissions), "tenants": c.tenant_list(),
             "characters": c.characters, "created_at": c.created_at.isoformat() if c.created_at else None,

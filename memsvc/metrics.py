@@ -28,7 +28,7 @@ import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Mapping
+from typing import Callable, Iterable, Literal, Mapping
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -80,8 +80,8 @@ class _StateCollector(Collector):
             yield held
         if self._sources.reindex:
             progress = GaugeMetricFamily("memsvc_reindex", "Progress of the current or last reindex", labels=["field"])
-            for name, value in self._sources.reindex().items():
-                progress.add_metric([name], float(value))
+            for name, amount in self._sources.reindex().items():
+                progress.add_metric([name], float(amount))
             yield progress
 
 
@@ -172,7 +172,9 @@ class ProcessesMetrics(_Endpoint):
 
 # How a worker's state gauges combine in the parent's /metrics: the embedding caches of the
 # live workers add up; the reindex runs in one process at a time, so its latest values win.
-ACROSS_PROCESSES = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent"),
+#: How a worker-published gauge combines across processes (prometheus_client's modes).
+_Mode = Literal["livesum", "livemostrecent"]
+ACROSS_PROCESSES: dict[str, tuple[str, _Mode]] = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent"),
                     "memsvc_working_sets": ("field", "livesum")}
 PUBLISH_S = 1.0
 
@@ -257,7 +259,9 @@ class _StatePublisher:
     def publish(self) -> None:
         for family in self._collector.collect():
             gauge = self._gauges.get(family.name)
-            for sample in family.samples if gauge is not None else ():
+            if gauge is None:
+                continue
+            for sample in family.samples:
                 label = next(iter(sample.labels.values()))
                 if self._written.get((family.name, label)) != sample.value:
                     gauge.labels(label).set(sample.value)

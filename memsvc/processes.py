@@ -44,7 +44,7 @@ import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from memsvc.config import Config, ConfigError, to_env
 from memsvc.supervision import Supervisor
@@ -109,12 +109,12 @@ def _reservation(family: int, kind: int, proto: int, where: tuple) -> socket.soc
     raise AssertionError("unreachable")
 
 
-def _addresses(host: str, port: int) -> list[tuple]:
+def _addresses(host: str, port: int) -> list[tuple[Any, ...]]:
     try:
         found = socket.getaddrinfo(host.strip("[]"), port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
     except OSError as exc:
         raise ConfigError(f"cannot bind gRPC to {host}:{port}: {exc}") from None
-    unique = []
+    unique: list[tuple[Any, ...]] = []
     for entry in found:
         if entry[4][:2] not in [other[4][:2] for other in unique]:
             unique.append(entry)

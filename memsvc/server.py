@@ -11,13 +11,14 @@ error when it cannot be started or keeps exiting. With several server processes
 from __future__ import annotations
 
 import asyncio
+import functools
 import importlib
 import logging
 import os
 import signal
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Awaitable, Callable
+from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -159,6 +160,11 @@ def _one_blas_thread() -> None:
     threadpool_limits(limits=1, user_api="blas")
 
 
+def _report_rest_soon(health_servicer: health.aio.HealthServicer, up: bool) -> None:
+    """A signal handler's `report_rest`: scheduled on the loop, not awaited."""
+    asyncio.ensure_future(report_rest(health_servicer, up))
+
+
 async def report_rest(health_servicer: health.aio.HealthServicer, up: bool) -> None:
     """While REST is down the overall gRPC health status is NOT_SERVING (the service answers
     only half its contract); the per-service statuses stay SERVING, since gRPC still serves them."""
@@ -183,7 +189,15 @@ async def start_gateway(config: Config, grpc_port: int,
     return supervisor
 
 
-async def until_stopped(stop: asyncio.Event, *supervisors: "Supervisor | None") -> None:
+class Watched(Protocol):
+    """What `until_stopped` watches: a Supervisor, or the Fleet of worker processes."""
+
+    name: str
+
+    async def run(self) -> None: ...
+
+
+async def until_stopped(stop: asyncio.Event, *supervisors: Watched | None) -> None:
     """Wait for SIGTERM/SIGINT, or for one of the supervisors (of the gateway, of the worker
     processes) to give up: its error is logged as <name>.failed and raised."""
     watches = {asyncio.ensure_future(s.run()): s.name for s in supervisors if s is not None}
@@ -193,12 +207,13 @@ async def until_stopped(stop: asyncio.Event, *supervisors: "Supervisor | None") 
     stopped = asyncio.ensure_future(stop.wait())
     await asyncio.wait({*watches, stopped}, return_when=asyncio.FIRST_COMPLETED)
     stopped.cancel()
-    failed = [(watch, name) for watch, name in watches.items() if watch.done() and watch.exception() is not None]
+    failed = [(name, error) for watch, name in watches.items()
+              if watch.done() and (error := watch.exception()) is not None]
     for watch in watches:
         watch.cancel()
     if failed:
-        error = failed[0][0].exception()
-        log.error(f"{failed[0][1]}.failed", extra={"error": str(error)})
+        name, error = failed[0]
+        log.error(f"{name}.failed", extra={"error": str(error)})
         raise error
 
 
@@ -261,7 +276,7 @@ async def serve_worker(config: Config, ready: Callable[[int], None]) -> None:
     for sig in (signal.SIGTERM, signal.SIGINT):
         loop.add_signal_handler(sig, stop.set)
     for sig, up in ((REST_DOWN, False), (REST_UP, True)):
-        loop.add_signal_handler(sig, lambda up=up: asyncio.ensure_future(report_rest(running.health, up)))
+        loop.add_signal_handler(sig, functools.partial(_report_rest_soon, running.health, up))
     log.info("worker.started", extra={"pid": os.getpid(), "grpc_port": running.port})
     ready(running.port)
     try:

@@ -6,6 +6,7 @@ from typing import TYPE_CHECKING
 
 from memsvc.api import convert
 from memsvc.api.blocking import run, run_shielded
+from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
 from memsvc.core.memories import Memories
 from memsvc.v1 import memory_pb2 as pb
@@ -16,7 +17,7 @@ if TYPE_CHECKING:
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
-    def __init__(self, memories: Memories, characters: Characters):
+    def __init__(self, memories: Memories, characters: Characters | PerNodeCharacters):
         self._memories = memories
         self._characters = characters
 

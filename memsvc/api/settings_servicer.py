@@ -8,6 +8,7 @@ import time
 
 from memsvc.api import convert
 from memsvc.api.blocking import run, run_shielded
+from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
 from memsvc.core.introspection import Introspection
 from memsvc.core.settings.memory import Settings
@@ -19,7 +20,7 @@ if TYPE_CHECKING:
 
 
 class SettingsServicer(settings_pb2_grpc.SettingsServiceServicer):
-    def __init__(self, settings: Settings, characters: Characters, introspection: Introspection):
+    def __init__(self, settings: Settings, characters: Characters | PerNodeCharacters, introspection: Introspection):
         self._settings = settings
         self._characters = characters
         self._introspection = introspection

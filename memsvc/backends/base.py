@@ -14,7 +14,7 @@ import ssl
 import time
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 from urllib.parse import quote
 
 import httpx
@@ -222,7 +222,7 @@ def memory_from_json(obj: Any, owner: str = "") -> Memory:
         key=_text(obj, "key"), content=obj["content"], metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
         created_at=created, updated_at=parse_time(obj.get("updatedAt", obj.get("updated_at"))) or created,
         expires_at=parse_time(obj.get("expiresAt", obj.get("expires_at"))),
-        access_count=obj.get("accessCount") if isinstance(obj.get("accessCount"), int) else 0,
+        access_count=count if isinstance(count := obj.get("accessCount"), int) else 0,
         keep=obj.get("keep") is True,
         occurred_at=parse_time(obj.get("occurredAt", obj.get("occurred_at"))),
     )
@@ -307,6 +307,9 @@ class RemoteBackend:
     def __init__(self, name: str, connection: Connection):
         self.name = name
         self.http = HttpCaller(connection)
+
+    if TYPE_CHECKING:  # each backend probes its own service
+        def health(self) -> BackendHealth: ...
 
     def initialize(self) -> None:
         health = self.health()

@@ -11,6 +11,7 @@ status raises BackendError."""
 
 from __future__ import annotations
 
+import builtins
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
@@ -123,7 +124,7 @@ class HttpBackend(RemoteBackend):
                 by_type[name] = by_type.get(name, 0) + count
         return page_of(newest_first(found)[offset:offset + limit], total, by_type)
 
-    def _owner_newest(self, flt: MemoryFilter, wanted: int, limit: int) -> tuple[list[Memory], MemoryPage]:
+    def _owner_newest(self, flt: MemoryFilter, wanted: int, limit: int) -> tuple[builtins.list[Memory], MemoryPage]:
         """Up to `wanted` of one owner's newest memories, fetched a page of `limit` at a time
         (so the remote's own page-size limit holds), and the last page read. Whatever a
         remote that ignores apiKeyId answers for other owners is dropped."""
@@ -148,7 +149,7 @@ class HttpBackend(RemoteBackend):
         return page_of(memories, total if isinstance(total, int) else None,
                        by_type if isinstance(by_type, Mapping) else None)
 
-    def search(self, request: BackendSearch) -> list[ScoredMemory]:
+    def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         scope = request.scope
         params = self._params(query=request.query, apiKeyId=scope.api_key_id, sessionId=scope.session_id,
                               limit=request.limit, strategy=request.strategy, maxTokens=request.max_tokens,

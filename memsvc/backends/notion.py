@@ -18,6 +18,7 @@ when the integration can see it."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 from datetime import datetime
@@ -248,7 +249,7 @@ class NotionBackend(RemoteBackend):
         counts = page_of(found)
         return page_of(found[offset:offset + limit], counts.total, counts.by_type)
 
-    def search(self, request: BackendSearch) -> list[ScoredMemory]:
+    def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         """Pages whose content or key contains one of the query's longest terms, ranked
         here by keyword relevance (Notion's query has no ranking of its own)."""
         terms = sorted(set(scoring_tokens(request.query)), key=len, reverse=True)[:MAX_SEARCH_TERMS]

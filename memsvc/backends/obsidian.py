@@ -16,6 +16,7 @@ overwrites the same note: the upsert rule without a lookup."""
 
 from __future__ import annotations
 
+import builtins
 import json
 import re
 import uuid
@@ -76,7 +77,8 @@ def note_body(text: str) -> str:
 def memory_from_note(note: Any, memory_id: str) -> Memory:
     if not isinstance(note, Mapping) or not isinstance(note.get("content"), str):
         raise BackendError("the vault answered with something that is not a note")
-    front = note.get("frontmatter") if isinstance(note.get("frontmatter"), Mapping) else {}
+    frontmatter, stat = note.get("frontmatter"), note.get("stat")
+    front: Mapping[str, Any] = frontmatter if isinstance(frontmatter, Mapping) else {}
     metadata = front.get("metadata")
     if isinstance(metadata, str):
         try:
@@ -84,9 +86,9 @@ def memory_from_note(note: Any, memory_id: str) -> Memory:
         except ValueError:
             metadata = {}
     fields = {**front, "id": memory_id, "content": note_body(note["content"]), "metadata": metadata}
-    stat = note.get("stat") if isinstance(note.get("stat"), Mapping) else {}
-    fields.setdefault("createdAt", stat.get("ctime"))
-    fields.setdefault("updatedAt", stat.get("mtime"))
+    times: Mapping[str, Any] = stat if isinstance(stat, Mapping) else {}
+    fields.setdefault("createdAt", times.get("ctime"))
+    fields.setdefault("updatedAt", times.get("mtime"))
     return memory_from_json(fields)
 
 
@@ -187,7 +189,7 @@ class ObsidianBackend(RemoteBackend):
                 out[name[len(prefix):-3]] = float(score) if isinstance(score, (int, float)) else 0.0
         return out
 
-    def search(self, request: BackendSearch) -> list[ScoredMemory]:
+    def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         """The plugin's simple search with the whole query; when that finds nothing (every
         word must occur), once per longest query term, ranked by how many terms matched."""
         hits = self._search_files(request.query) if request.query.strip() else {}
@@ -198,7 +200,7 @@ class ObsidianBackend(RemoteBackend):
                     hits[memory_id] = hits.get(memory_id, 0.0) + 1.0
         return self._in_scope(sorted(hits.items(), key=lambda kv: kv[1], reverse=True), request)
 
-    def _in_scope(self, ranked: list[tuple[str, float]], request: BackendSearch) -> list[ScoredMemory]:
+    def _in_scope(self, ranked: builtins.list[tuple[str, float]], request: BackendSearch) -> builtins.list[ScoredMemory]:
         """The best `limit` hits the search may return, read note by note in rank order: the
         vault search sees every owner's notes and every age, so another owner's note, or one
         older than the retention window and not kept, must not take a ranked slot."""

@@ -19,7 +19,8 @@ import logging
 import threading
 import time
 from dataclasses import asdict, dataclass, replace
-from typing import Any, Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from memsvc.kernel.errors import ConflictError, PreconditionError, ValidationError
 from memsvc.core.leases import Lease, LeaseRecord, LeaseStore, LeaseTiming
@@ -27,7 +28,7 @@ from memsvc.kernel.models import Memory
 from memsvc.core.settings.memory import Settings
 from memsvc.core.retrieval.vector_tier import VectorTier
 from memsvc.kernel.embedding_errors import EmbeddingError
-from memsvc.kernel.vector_index import VectorError, VectorRow
+from memsvc.kernel.vector_index import VectorError, VectorRow, VectorUnavailable
 
 log = logging.getLogger("memsvc.core.reindex")
 
@@ -184,7 +185,7 @@ class Reindexer:
         decoded = decode_progress(record.payload) if record is not None else None
         if record is None or decoded is None:
             running = record is not None and record.live
-            return ReindexStatus(running=running, holder=record.holder if running else "")
+            return ReindexStatus(running=running, holder=record.holder if record is not None and running else "")
         target, progress = decoded
         if progress.state not in TERMINAL and not record.live:
             progress = replace(progress, state="failed", error=HOLDER_GONE)
@@ -314,7 +315,7 @@ class Reindexer:
             log.error("reindex.release_failed", exc_info=True)
         job.publish(last)
 
-    def _batches(self, target: str, limit: int, batch_size: Callable[[], int]):
+    def _batches(self, target: str, limit: int, batch_size: Callable[[], int]) -> Iterator[list[Memory]]:
         """Pending rows newest first, paging down past rows that failed (sqlite-vec); every
         memory in memory_id order (qdrant backfill). `batch_size()` is asked before each."""
         remaining = limit or None
@@ -342,6 +343,8 @@ class Reindexer:
             vectors = self._vectors.embeddings.embed_with(source, [m.content for m in batch])
             rows = [VectorRow.from_memory(m, v) for m, v in zip(batch, vectors)]
             index = self._vectors.sqlite if target == "sqlite-vec" else self._vectors.qdrant.index()
+            if index is None:  # Qdrant was turned off while the reindex ran
+                raise VectorUnavailable("qdrant is not enabled")
             index.ensure(resolved.signature, resolved.dimensions)
             index.upsert(rows)
         except (EmbeddingError, VectorError) as exc:

@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("TQDM_DISABLE", "1")
 if "huggingface_hub.constants" in sys.modules:  # pragma: no cover - depends on import order
-    sys.modules["huggingface_hub.constants"].HF_HUB_OFFLINE = True
+    vars(sys.modules["huggingface_hub.constants"])["HF_HUB_OFFLINE"] = True
 
 from memsvc.kernel.embedding_errors import (  # noqa: E402
     EmbeddingError,

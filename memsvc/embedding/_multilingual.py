@@ -151,7 +151,7 @@ def extend(folder: Path, pca_dims: int, limits: Mapping[str, int | None] | None 
     # pieces are normalized as the input will be (lowercase, accents stripped, as before).
     config["normalizer"]["handle_chinese_chars"] = False
     normalizer = Tokenizer.from_str(json.dumps(config)).normalizer
-    kept = [t for t in sorted(vocab, key=vocab.get) if not _is_added_script(t)]
+    kept = [t for t in sorted(vocab, key=vocab.__getitem__) if not _is_added_script(t)]
     new_vocab = {t: n for n, t in enumerate(kept)}
     rows = [base_vectors[vocab[t]] for t in kept]
     mapped: dict[str, np.ndarray] = {}

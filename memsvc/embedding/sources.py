@@ -23,6 +23,7 @@ import threading
 import time
 from collections import deque
 from datetime import datetime, timezone
+from io import BufferedReader
 from pathlib import Path
 from typing import IO, Any, Sequence
 
@@ -546,7 +547,7 @@ class StaticSource(LocalModelSource):
             reader.join(timeout=10)
         return returncode, (lines[0] if lines else b"").decode("utf-8", "replace").strip()
 
-    def _follow(self, stream: IO[bytes], last: deque[bytes], echo: IO[bytes] | None) -> None:
+    def _follow(self, stream: BufferedReader, last: deque[bytes], echo: IO[bytes] | None) -> None:
         """Read the child's stderr as it comes: the last progress fraction, the last line."""
         pending = b""
         for chunk in iter(lambda: stream.read1(4096), b""):

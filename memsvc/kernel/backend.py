@@ -3,6 +3,7 @@ SQLite (the default primary) and later backends plug in without touching the ser
 
 from __future__ import annotations
 
+import builtins
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
@@ -114,6 +115,6 @@ class PluggableBackend(Protocol):
 
     def clear(self, flt: MemoryFilter) -> int: ...
 
-    def search(self, request: BackendSearch) -> list[ScoredMemory]: ...
+    def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]: ...
 
     def health(self) -> BackendHealth: ...

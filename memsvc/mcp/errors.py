@@ -7,6 +7,8 @@ agent gets a message it can act on and never a stack trace.
 
 from __future__ import annotations
 
+from typing import cast
+
 import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
@@ -25,7 +27,7 @@ UNAUTHENTICATED_HINT = "the memsvc server refused the bearer token (missing, wro
 
 def field_violations(err: grpc.RpcError) -> list[str]:
     """`field: description` for each violation the server attached."""
-    status = rpc_status.from_call(err)
+    status = rpc_status.from_call(cast(grpc.Call, err))  # a failed call's RpcError is also its grpc.Call
     out: list[str] = []
     for detail in status.details if status else []:
         if detail.Is(error_details_pb2.BadRequest.DESCRIPTOR):

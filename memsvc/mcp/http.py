@@ -94,7 +94,8 @@ class McpHttp:
             streamable_http_path=PATH, stateless_http=True, json_response=True,
             transport_security=_transport_security(config))
         server = _Uvicorn(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                         timeout_graceful_shutdown=config.shutdown_grace_s))
+                                         # uvicorn annotates int, but passes it to asyncio.timeout (seconds)
+                                         timeout_graceful_shutdown=config.shutdown_grace_s))  # type: ignore[arg-type]
         task = asyncio.create_task(server.serve(sockets=[sock]), name="memsvc-mcp-http")
         while not server.started and not task.done():
             await asyncio.sleep(0.01)

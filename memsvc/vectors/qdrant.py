@@ -366,6 +366,8 @@ class QdrantIndex:
             if dim is None:
                 self._create(int(vectors[0].shape[0]))
                 dim = self._dimension()
+            if dim is None:
+                raise VectorUnavailable(f"qdrant collection {self.collection!r} has no vector size once created")
         except VectorError:
             raise
         except Exception as exc:
@@ -436,7 +438,7 @@ class QdrantIndex:
                 if uuids:
                     deleted += len(self._client.retrieve(self.collection, ids=uuids, with_payload=False,
                                                          with_vectors=False))
-                    self._client.delete(self.collection, points_selector=qm.PointIdsList(points=uuids), wait=True)
+                    self._client.delete(self.collection, points_selector=qm.PointIdsList(points=list(uuids)), wait=True)
                 if row_ids:
                     flt = qm.Filter(must=[qm.FieldCondition(key="memoryRowId", match=qm.MatchAny(any=row_ids))])
                     deleted += self._client.count(self.collection, count_filter=flt, exact=True).count
@@ -566,7 +568,7 @@ class QdrantIndex:
                                "points_count": 0, "mode": "local" if self.local else "server"}
         started = time.perf_counter()
         try:
-            if self.local:
+            if self._probe is None:  # local mode: no server to probe
                 with self._lock:
                     self._client.get_collections()
             else:

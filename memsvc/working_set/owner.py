@@ -319,7 +319,7 @@ class OwnerSet:
         if len(found) > limit:
             found = found[np.argpartition(-scores[found], limit - 1)[:limit]]
         best = found[np.argsort(-scores[found], kind="stable")]
-        return [KeywordHit(self._memories[slot], float(scores[slot])) for slot in best]  # type: ignore[arg-type]
+        return [KeywordHit(self._memories[slot], float(scores[slot])) for slot in best]
 
     def _norm(self, size: int) -> np.ndarray:
         average = max(self._total_length / max(len(self._slots), 1), 1e-9)
@@ -350,7 +350,7 @@ class OwnerSet:
         size = len(self._memories)
         found = np.flatnonzero(self._visible(scope, size))
         order = np.lexsort((-self._memory_id[found], -self._created[found]))[:max(limit, 0)]
-        return [self._memories[slot] for slot in found[order]]  # type: ignore[misc]
+        return [self._memories[slot] for slot in found[order]]
 
     def in_scope(self, scope: SearchScope, memory_ids: Sequence[int]) -> list[Memory]:
         """The memories of these ids the scope may see, in no order (a vector search's hits:
@@ -360,7 +360,7 @@ class OwnerSet:
             return []
         held = np.fromiter(slots, dtype=np.int64, count=len(slots))
         seen = held[self._visible(scope, len(self._memories))[held]]
-        return [self._memories[slot] for slot in seen]  # type: ignore[misc]
+        return [self._memories[slot] for slot in seen]
 
     def count_aged(self, scope: SearchScope, cap: int) -> int:
         """Memories the scope hides for their age alone (older than retention, not kept), up to `cap`."""
@@ -407,7 +407,7 @@ class OwnerSet:
                 near.append(before[np.lexsort((ids[before], happened[before]))[-1]])
             if len(after):
                 near.append(after[np.lexsort((ids[after], happened[after]))[0]])
-            out[memory.id] = [self._memories[n] for n in near if visible[n]]  # type: ignore[misc]
+            out[memory.id] = [self._memories[n] for n in near if visible[n]]
         return out
 
     def _query_phrases(self, words: Sequence[str]) -> list[tuple[str, ...]]:
