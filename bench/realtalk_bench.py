@@ -365,7 +365,7 @@ def server_rows(convs: Sequence[Any], configs: Sequence[tuple[str, dict, str]] =
                 _settings(stubs, settings)
                 if settings is not KEYWORD:
                     _reindex(stubs)
-                used = _wait_ready(stubs, convs[0], strategy) if settings is not KEYWORD else "fts5+recent"
+                used = _wait_ready(stubs, convs[0], strategy) if settings is not KEYWORD else "keyword+recent"
 
                 def ranker(conv: Conversation, q: Question, strategy: str = strategy) -> list[str]:
                     r = stubs.engine.Retrieve(pb.RetrieveRequest(api_key_id=conv.owner, query=q.text,

@@ -10,7 +10,7 @@ The rules, for a user:
   fallback in the background, retried with backoff while the fallback is down, in order per
   fallback (a delete after an update lands after it). Engine status counts the pending ones;
   a fallback that comes back healthy gets its pending changes at once;
-- search (Retrieve, Inject, RetrievePreview with a primary other than SQLite): the primary's
+- search (Retrieve, Inject, RetrievePreview with a primary other than the local store): the primary's
   own search, then each fallback's in order when the primary fails; the resolution names
   the backend that answered and why the earlier ones did not;
 - health: every configured backend is probed periodically, and again for engine status;
@@ -18,7 +18,7 @@ The rules, for a user:
   query) passes one owner filter, `readable`, before it reaches the caller: a remote API
   that ignores the apiKeyId it is sent never hands one tenant another tenant's rows.
 
-With SQLite as primary every memory operation goes straight to SQLite, with its vector
+With the local store as primary every memory operation goes straight to it, with its vector
 index in the same transaction; only update/delete replay and the fallbacks' get/search
 involve other backends. With another primary, the vector index is not involved.
 """
@@ -110,46 +110,46 @@ class LocalStore(MemoryBackend, Protocol):
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> builtins.list[KeywordHit]: ...
 
 
-class SqlitePluggable:
+class LocalPluggable:
     """The built-in store seen as a pluggable backend, so it can be a fallback (get, the
     replayed update/delete, keyword search) like any other. Its name is the settings'
     "sqlite" whichever store it is; its kind (the engine status's type) is the store it
     really is, "sqlite" or "postgres"."""
 
-    def __init__(self, sqlite: LocalStore, kind: str = SQLITE):
+    def __init__(self, store: LocalStore, kind: str = SQLITE):
         self.name = SQLITE
         self.kind = kind
-        self._sqlite = sqlite
+        self._store = store
 
     def initialize(self) -> None: ...
 
     def shutdown(self) -> None: ...
 
     def create(self, memory: NewMemory) -> UpsertResult:
-        return self._sqlite.create(memory)
+        return self._store.create(memory)
 
     def get(self, memory_id: str) -> Memory | None:
-        return self._sqlite.get(memory_id)
+        return self._store.get(memory_id)
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
-        return self._sqlite.update(memory_id, patch)
+        return self._store.update(memory_id, patch)
 
     def delete(self, memory_id: str) -> bool:
-        return self._sqlite.delete(memory_id)
+        return self._store.delete(memory_id)
 
     def list(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
-        return self._sqlite.list(flt, limit, offset)
+        return self._store.list(flt, limit, offset)
 
     def clear(self, flt: MemoryFilter) -> int:
-        return self._sqlite.clear(flt)
+        return self._store.clear(flt)
 
     def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         return [ScoredMemory(h.memory, h.score) for h in
-                self._sqlite.search_keyword(request.scope, request.query, request.limit)]
+                self._store.search_keyword(request.scope, request.query, request.limit)]
 
     def health(self) -> BackendHealth:
         started = time.perf_counter()
-        report = self._sqlite.health()
+        report = self._store.health()
         return BackendHealth(bool(report.get("ok")), round((time.perf_counter() - started) * 1000, 3),
                              str(report.get("error") or ""))
 
@@ -230,10 +230,10 @@ class BackendManager:
 
     name = "manager"
 
-    def __init__(self, sqlite: LocalStore, settings: Settings, factory: Factory, *, health_interval_s: float = 30.0,
+    def __init__(self, store: LocalStore, settings: Settings, factory: Factory, *, health_interval_s: float = 30.0,
                  retry_s: float = 1.0, retry_max_s: float = 60.0, max_attempts: int = 50, local_kind: str = SQLITE):
-        self._sqlite = sqlite
-        self._local = SqlitePluggable(sqlite, local_kind)
+        self._store = store
+        self._local = LocalPluggable(store, local_kind)
         self._settings = settings
         self._factory = factory
         self._health_interval_s = health_interval_s
@@ -325,7 +325,7 @@ class BackendManager:
     def create(self, memory: NewMemory) -> UpsertResult:
         r = self.routing()
         if r.local:
-            return self._sqlite.create(memory)
+            return self._store.create(memory)
         try:
             return r.primary.create(memory)
         except BackendError as exc:
@@ -333,16 +333,16 @@ class BackendManager:
 
     def create_many(self, memories: Sequence[NewMemory],
                     in_transaction: InTransaction | None = None) -> list[UpsertResult]:
-        """SQLite: one transaction. Another primary has no transactions: one create each,
+        """The local store: one transaction. Another primary has no transactions: one create each,
         in order, stopping at the first failure (the ones before it stay stored)."""
         if self.routing().local:
-            return self._sqlite.create_many(memories, in_transaction)
+            return self._store.create_many(memories, in_transaction)
         return [self.create(m) for m in memories]
 
     def create_each(self, memories: Sequence[NewMemory],
                     in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]:
         if self.routing().local:
-            return self._sqlite.create_each(memories, in_transaction)
+            return self._store.create_each(memories, in_transaction)
         out: list[UpsertResult | Exception] = []
         for memory in memories:
             try:
@@ -354,7 +354,7 @@ class BackendManager:
     def get(self, memory_id: str) -> Memory | None:
         r = self.routing()
         if r.local and not r.fallbacks:
-            return self._sqlite.get(memory_id)
+            return self._store.get(memory_id)
         failure: Exception | None = None
         for backend in r.chain():
             try:
@@ -402,17 +402,17 @@ class BackendManager:
             raise _unavailable(r.primary.name, exc) from None
 
     def health(self) -> dict[str, object]:
-        """The primary's probe, in the shape the SQLite backend reports."""
+        """The primary's probe, in the shape the local store reports."""
         r = self.routing()
         if r.local:
-            return self._sqlite.health()
+            return self._store.health()
         h = r.primary.health()
         return {"ok": h.ok, "backend": r.primary.name, "latency_ms": h.latency_ms, "error": h.error}
 
-    # ---- search (retrieval with a primary other than SQLite) ----
+    # ---- search (retrieval with a primary other than the local store) ----
 
     def retrieve(self, req: RetrievalRequest, now: datetime | None = None) -> RetrievalResult | None:
-        """Retrieval through the backends' own search; None when SQLite is the primary (the
+        """Retrieval through the backends' own search; None when the local store is the primary (the
         engine's FTS5/vector retrieval runs instead). Never raises for a backend failure:
         the result is empty and the resolution says why."""
         r = self.routing(req.settings)
@@ -555,8 +555,8 @@ def _kind(backend: PluggableBackend) -> str:
 
 
 class RoutedEvents:
-    """The vector index follows memory writes only while SQLite is the primary (its rows
-    live in the SQLite transaction that stores the memories)."""
+    """The vector index follows memory writes only while the local store is the primary (its rows
+    live in the transaction that stores the memories)."""
 
     def __init__(self, events: Any, manager: BackendManager):
         self._events = events

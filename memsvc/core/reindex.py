@@ -251,7 +251,7 @@ class Reindexer:
         resolved = self._vectors.embeddings.resolve(settings)
         if resolved.source is None:
             raise PreconditionError(f"no embedding source: {resolved.reason}", reason="NO_EMBEDDING_SOURCE")
-        if target == "sqlite-vec" and not self._vectors.sqlite.available:
+        if target == "sqlite-vec" and not self._vectors.local.available:
             raise PreconditionError("no vector tier: the sqlite-vec extension is not loaded", reason="NO_VECTOR_TIER")
         if target == "qdrant" and not self._vectors.qdrant.settings().enabled:
             raise PreconditionError("Qdrant is not enabled", reason="QDRANT_DISABLED")
@@ -264,14 +264,14 @@ class Reindexer:
         call here), so a different source:model just marks every row."""
         resolved = self._vectors.embeddings.resolve(self._settings.get())
         if resolved.signature is not None:
-            self._vectors.sqlite.ensure(resolved.signature, resolved.dimensions)
+            self._vectors.local.ensure(resolved.signature, resolved.dimensions)
             return
-        stored = self._vectors.sqlite.state().signature
+        stored = self._vectors.local.state().signature
         if stored and not stored.startswith(f"{resolved.name}:{resolved.model}:"):
             self._mark_all()
 
     def _pending_total(self, target: str, limit: int) -> int:
-        total = self._vectors.sqlite.pending_count() if target == "sqlite-vec" else self._count_all()
+        total = self._vectors.local.pending_count() if target == "sqlite-vec" else self._count_all()
         return min(total, limit) if limit else total
 
     def _count_all(self) -> int:
@@ -324,7 +324,7 @@ class Reindexer:
         while remaining is None or remaining > 0:
             size = batch_size() if remaining is None else min(batch_size(), remaining)
             if target == "sqlite-vec":
-                batch = self._vectors.sqlite.pending(None, size, before_memory_id=before)
+                batch = self._vectors.local.pending(None, size, before_memory_id=before)
                 if batch:
                     before = min(m.memory_id for m in batch)
             else:
@@ -342,7 +342,7 @@ class Reindexer:
         try:
             vectors = self._vectors.embeddings.embed_with(source, [m.content for m in batch])
             rows = [VectorRow.from_memory(m, v) for m, v in zip(batch, vectors)]
-            index = self._vectors.sqlite if target == "sqlite-vec" else self._vectors.qdrant.index()
+            index = self._vectors.local if target == "sqlite-vec" else self._vectors.qdrant.index()
             if index is None:  # Qdrant was turned off while the reindex ran
                 raise VectorUnavailable("qdrant is not enabled")
             index.ensure(resolved.signature, resolved.dimensions)
@@ -350,7 +350,7 @@ class Reindexer:
         except (EmbeddingError, VectorError) as exc:
             log.warning("reindex.batch_failed", extra={"count": len(batch), "reason": str(exc)[:200]})
             if target == "sqlite-vec":
-                self._vectors.sqlite.mark_failed(batch)
+                self._vectors.local.mark_failed(batch)
             return 0, len(batch)
         return len(batch), 0
 

@@ -32,7 +32,7 @@ SETTINGS_FIELDS = {"enabled", "maxTokens", "retentionDays", "strategy", "scope",
                    "fallbackBackends", "backendConfigs"}
 NULLABLE = {"embeddingProviderModel", "customBaseUrl", "customModelId", "rerankProviderModel"}
 ITEM_FIELDS = {"id", "type", "key", "content", "score", "tokens", "tier"}
-TIERS = {"fts5", "vector", "hybrid-gated-convex", "qdrant", "recent"}
+TIERS = {"keyword", "vector", "hybrid-gated-convex", "qdrant", "recent"}
 
 
 # ---- helpers ---------------------------------------------------------------------------------

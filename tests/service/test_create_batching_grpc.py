@@ -131,7 +131,7 @@ def test_creates_that_arrive_together_commit_in_one_transaction_with_their_vecto
     assert all(stored_vector(server, a.id) is not None for a in answers)
     assert sql(server, "SELECT count(*) FROM memories WHERE needs_reindex = 1") == [(0,)]
     # Its vector is the one of the text it holds.
-    nearest = server.app.vectors.sqlite.search(_scope("key-together"), _embed(server, second.content), 1)
+    nearest = server.app.vectors.local.search(_scope("key-together"), _embed(server, second.content), 1)
     assert nearest[0].id == answers[-1].id and nearest[0].distance == pytest.approx(0, abs=1e-4)
 
 

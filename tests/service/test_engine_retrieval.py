@@ -319,7 +319,7 @@ def test_cjk_and_russian_facts_are_found_by_their_language(server, stubs, strate
     create(stubs, "The user prefers light mode in English text")
     resp = retrieve(stubs, query, strategy=strategy)
     assert ids(resp) == [wanted], [m.content for m in resp.memories]
-    assert resp.memories[0].tier == "fts5"
+    assert resp.memories[0].tier == "keyword"
     shown = preview(stubs, query, strategy=strategy, api_key_id=OWNER)
     assert ids(shown) == [wanted]
 

@@ -49,13 +49,13 @@ def test_status_says_loading_until_the_model_can_answer(tmp_path, static_model):
         memory_id = create(stubs, "key-loading", EDITOR)  # a write starts the load, and does not wait
 
         first = preview(stubs, "dark mode editor", "key-loading", strategy="semantic")
-        assert first.resolution.strategy_used == "fts5" and "still loading" in first.resolution.fallback_reason
+        assert first.resolution.strategy_used == "keyword" and "still loading" in first.resolution.fallback_reason
         loading = wait_for(stubs, lambda e: e.state == "loading", "loading")
         assert not loading.available and not loading.loaded and loading.dimensions == 0
         assert "building the static model" in loading.phase
         assert status(stubs).embedding.state == "loading"  # it waits for the lock we hold
         meanwhile = preview(stubs, "dark mode editor", "key-loading", strategy="semantic")
-        assert meanwhile.resolution.strategy_used == "fts5" and meanwhile.memories[0].id == memory_id
+        assert meanwhile.resolution.strategy_used == "keyword" and meanwhile.memories[0].id == memory_id
         assert "still loading (waiting for another process that is building the static model" \
             in meanwhile.resolution.fallback_reason  # every fallback says what the model is doing
 

@@ -32,5 +32,5 @@ def test_with_auto_static_off_auto_stays_keyword_only(boot, static_model):
     set_memory(stubs, enabled=True)
     create(stubs, "key-box", EDITOR)
     resp = retrieve(stubs, "dark mode editor")
-    assert resp.resolution.strategy_used == "fts5+recent"
+    assert resp.resolution.strategy_used == "keyword+recent"
     assert "keyword search only" in resp.resolution.fallback_reason

@@ -86,7 +86,7 @@ def test_keyword_retrieval_and_engine_status_name_postgresql(replicas):
     found = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="pg-kw", query="where does my sister live",
                                                       strategy="hybrid"), timeout=10)
     assert [m.id for m in found.memories] == [wanted]
-    assert found.resolution.strategy_used == "fts5+recent" and found.resolution.embedding_source == "none"
+    assert found.resolution.strategy_used == "keyword+recent" and found.resolution.embedding_source == "none"
     st = status(stubs)
     assert st.keyword.available and st.keyword.backend == "PostgreSQL full-text search"
     assert st.vector_store.backend == "pgvector"

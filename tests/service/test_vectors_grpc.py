@@ -506,9 +506,9 @@ def test_engine_status_with_no_embedding_source(server, stubs):
     create(stubs, "key-none", "I prefer dark mode in my editor")
     assert status(stubs).vector_store.needs_reindex == 1
     resp = preview(stubs, "dark mode", "key-none", strategy="semantic")
-    assert resp.resolution.strategy_used == "fts5" and resp.resolution.embedding_source == "none"
+    assert resp.resolution.strategy_used == "keyword" and resp.resolution.embedding_source == "none"
     assert "no embedding source" in resp.resolution.fallback_reason
-    assert resp.memories[0].tier == "fts5"
+    assert resp.memories[0].tier == "keyword"
 
 
 def test_engine_status_with_a_static_model_folder(boot, static_model):

@@ -279,7 +279,7 @@ def memory_row_id(server, memory_id: str) -> int:
 
 
 def stored_vector(server, memory_id: str) -> bytes | None:
-    return server.app.vectors.sqlite.stored_vector(memory_row_id(server, memory_id))
+    return server.app.vectors.local.stored_vector(memory_row_id(server, memory_id))
 
 
 def warm(server) -> None:

@@ -32,7 +32,7 @@ def memory(content: str, key: str = "") -> Memory:
                   content=content, metadata={}, created_at=now, updated_at=now)
 
 
-def item(content: str, key: str = "", tier: str = "fts5", vec: float | None = None) -> RetrievedItem:
+def item(content: str, key: str = "", tier: str = "keyword", vec: float | None = None) -> RetrievedItem:
     return RetrievedItem(memory(content, key), 1.0, 10, tier, vec_score=vec)
 
 
@@ -72,7 +72,7 @@ def test_vector_similarity_is_cosine_in_every_tier() -> None:
     assert vector_similarity(item("x", tier="hybrid-rrf", vec=sqlite_score), "sqlite-vec") == pytest.approx(cosine)
     assert vector_similarity(item("x", tier="qdrant", vec=cosine), "qdrant") == pytest.approx(cosine)
     assert vector_similarity(item("x", tier="hybrid-rrf", vec=cosine), "qdrant") == pytest.approx(cosine)
-    assert vector_similarity(item("x", tier="fts5"), "none") is None
+    assert vector_similarity(item("x", tier="keyword"), "none") is None
 
 
 def test_defaults_per_embedding_source_and_an_explicit_floor_for_both_signals() -> None:
@@ -90,7 +90,7 @@ def test_recency_only_items_never_pass_a_floor_and_pass_when_it_is_off() -> None
 
 def test_either_signal_passes() -> None:
     by_vector = item("User has a dog named Rex", tier="hybrid-rrf", vec=1 / (1 + 0.5))   # cosine 0.5
-    by_words = item("User lives in Berlin", tier="fts5")
+    by_words = item("User lives in Berlin", tier="keyword")
     kept, dropped = above_floor([by_vector, by_words], "Where do I live? Any pet?", Floor(0.45, 0.45), "sqlite-vec")
     assert kept == [by_vector, by_words] and dropped == 0
 

@@ -34,7 +34,7 @@ def test_estimate_tokens_is_ceil_chars_over_4():
 
 
 def _items(sizes: list[int]) -> list[RetrievedItem]:
-    return [RetrievedItem(_memory("x" * s, n=i), 1.0, estimate_tokens("x" * s), "fts5") for i, s in enumerate(sizes)]
+    return [RetrievedItem(_memory("x" * s, n=i), 1.0, estimate_tokens("x" * s), "keyword") for i, s in enumerate(sizes)]
 
 
 def test_budget_skips_an_oversized_item_and_keeps_filling():

@@ -32,7 +32,9 @@ FUSED_KEYWORDS = 2
 BUDGET_RANGE = (1, 16000)
 STRATEGY_ALIASES = {"recent": "exact", "exact": "exact", "semantic": "semantic", "hybrid": "hybrid"}
 
-TIER_FTS = "fts5"
+#: The keyword tier, whichever engine answered (the working set, FTS5 or PostgreSQL's
+#: full-text search). It was named "fts5" until it also served PostgreSQL.
+TIER_KEYWORD = "keyword"
 TIER_RECENT = "recent"
 #: The hybrid tier's name is this and the fusion that ranked it (hybrid-gated-convex by
 #: default, hybrid-gated-rrf, hybrid-rrf): what served, not one name for every fusion.
@@ -257,7 +259,7 @@ def _own_scale(ranked: Sequence[RetrievedItem], phrase: str, tokens: Sequence[st
     neighbouring turns above everything the lists found (multilingual bench, R@5 of hybrid
     static 0.40 → 0.47). A sentence's own score (relevance / SENTENCE_RELEVANCE_SCALE) and a
     keyword ranking's scores are on the ranking's scale already: 1."""
-    if not ranked or sentence or ranked[0].tier in (TIER_FTS, TIER_RECENT):
+    if not ranked or sentence or ranked[0].tier in (TIER_KEYWORD, TIER_RECENT):
         return 1.0
     best_own = max(keyword_score(relevance(item.memory, phrase, tokens), 0.0, sentence)
                    for item in ranked[:signals.NEIGHBOUR_SOURCES])
@@ -499,7 +501,7 @@ class Retriever:
         for h in hits:
             rel, strong = evidence(h.memory, phrase, tokens)
             out.append((RetrievedItem(h.memory, keyword_score(rel, max(h.score, 0.0) / best, sentence),
-                                      estimate_tokens(h.memory.content), TIER_FTS, fts_score=h.score), strong))
+                                      estimate_tokens(h.memory.content), TIER_KEYWORD, fts_score=h.score), strong))
         return out
 
     def _scored(self, items: list[RetrievedItem], query: str, sentence: bool = False) -> list[RetrievedItem]:
@@ -522,7 +524,7 @@ class Retriever:
         reason = f"{why_not}; semantic retrieval used the FTS5 keyword index"
         hits = _rank(self._keyword_items(scope, query)) if query else []
         if hits:
-            return hits, Resolution(strategy_used=TIER_FTS, fallback_reason=reason)
+            return hits, Resolution(strategy_used=TIER_KEYWORD, fallback_reason=reason)
         why = "no keyword match" if query else "no query"
         return self._recent_items(scope), Resolution(strategy_used=TIER_RECENT,
                                                      fallback_reason=f"{reason}; {why}, newest memories returned")
@@ -530,7 +532,7 @@ class Retriever:
     def _hybrid_on_keywords(self, scope: SearchScope, query: str,
                             why_not: str) -> tuple[list[RetrievedItem], Resolution]:
         reason = f"{why_not}; hybrid retrieval used FTS5 keyword matches and the newest memories"
-        resolution = Resolution(strategy_used=f"{TIER_FTS}+{TIER_RECENT}", fallback_reason=reason)
+        resolution = Resolution(strategy_used=f"{TIER_KEYWORD}+{TIER_RECENT}", fallback_reason=reason)
         if not query:
             return self._recent_items(scope), resolution
         merged = {item.memory.id: item for item in self._recent_items(scope)}

@@ -35,7 +35,7 @@ log = logging.getLogger("memsvc.core.vectors")
 
 # Rows of the searching owner embedded before a search when they still lack a vector.
 BACKFILL_PER_REQUEST = 64
-TIER_SQLITE = "vector"
+TIER_LOCAL = "vector"
 TIER_QDRANT = "qdrant"
 QDRANT_WRITE_FAILED = "memory.qdrant.write.failed"
 
@@ -96,10 +96,10 @@ class QdrantConnector:
 
 
 class VectorTier:
-    def __init__(self, embeddings: Embeddings, sqlite_index: Any, qdrant: QdrantConnector, settings: Settings,
+    def __init__(self, embeddings: Embeddings, local_index: Any, qdrant: QdrantConnector, settings: Settings,
                  memories: MemoryLoader, background: BackgroundWriter, top_k: int = 20):
         self.embeddings = embeddings
-        self.sqlite = sqlite_index
+        self.local = local_index
         self.qdrant = qdrant
         self._settings = settings
         self._memories = memories
@@ -116,10 +116,10 @@ class VectorTier:
             raise VectorUnavailable(str(exc)) from None
         return resolved, vector
 
-    def _ensure_sqlite(self, resolved: Resolved) -> None:
-        if not self.sqlite.available:
-            raise VectorUnavailable("the sqlite-vec extension is not loaded")
-        self.sqlite.ensure(resolved.signature, resolved.dimensions)
+    def _ensure_local(self, resolved: Resolved) -> None:
+        if not self.local.available:
+            raise VectorUnavailable(f"the {self.local.name} extension is not loaded")
+        self.local.ensure(resolved.signature, resolved.dimensions)
 
     # ---- writes ----
 
@@ -141,7 +141,7 @@ class VectorTier:
 
     def _mark(self, memories: list[Memory]) -> None:
         try:
-            self.sqlite.mark_failed(memories)
+            self.local.mark_failed(memories)
         except VectorError:
             log.warning("memory.vector.mark_failed", extra={"count": len(memories)})
 
@@ -159,7 +159,7 @@ class VectorTier:
         self._background.submit(QDRANT_WRITE_FAILED, write)
 
     def removed(self, ids: Sequence[str]) -> None:
-        """Best-effort removal of Qdrant points, in the background (sqlite-vec rows are
+        """Best-effort removal of Qdrant points, in the background (the local index's rows are
         deleted in the same transaction as their memories, by a storage delete hook)."""
         if not ids or not self.qdrant.settings().enabled:
             return
@@ -177,9 +177,9 @@ class VectorTier:
     def rescoped(self, memories: Sequence[Memory]) -> None:
         """Session, expiry or keep changed without new text: update the filter columns only
         (and, after Qdrant was enabled, the points' `keep`, in the background)."""
-        if memories and self.sqlite.available:
+        if memories and self.local.available:
             try:
-                self.sqlite.update_scope(list(memories))
+                self.local.update_scope(list(memories))
             except VectorError:
                 self._mark(list(memories))
         if memories and self.qdrant.settings().enabled:
@@ -204,8 +204,8 @@ class VectorTier:
             try:
                 return self._search_qdrant(scope, resolved, vector, k, base)
             except VectorError as exc:
-                fallback = f"qdrant failed ({exc}); used {self.sqlite.name}"
-        return self._search_sqlite(scope, resolved, vector, k, base, fallback)
+                fallback = f"qdrant failed ({exc}); used {self.local.name}"
+        return self._search_local(scope, resolved, vector, k, base, fallback)
 
     def _search_qdrant(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
                        base: Resolution) -> VectorResult:
@@ -216,22 +216,22 @@ class VectorTier:
         hits = index.search(scope, vector, k)
         return VectorResult(self._matches(hits, scope), TIER_QDRANT, replace(base, vector_store="qdrant"))
 
-    def _search_sqlite(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
+    def _search_local(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
                        base: Resolution, fallback: str) -> VectorResult:
         try:
-            self._ensure_sqlite(resolved)
+            self._ensure_local(resolved)
             self._backfill(scope, resolved)
-            hits = self.sqlite.search(scope, vector, k)
+            hits = self.local.search(scope, vector, k)
         except VectorError as exc:
             reason = f"{fallback}; {exc}" if fallback else str(exc)
             raise VectorUnavailable(reason) from None
-        return VectorResult(self._matches(hits, scope), TIER_SQLITE,
-                            replace(base, vector_store=self.sqlite.name, fallback_reason=fallback))
+        return VectorResult(self._matches(hits, scope), TIER_LOCAL,
+                            replace(base, vector_store=self.local.name, fallback_reason=fallback))
 
     def _backfill(self, scope: SearchScope, resolved: Resolved) -> None:
         """Before a search, embed (a bounded number of) the owner's rows still missing a
         vector, so a changed source or a deferred write is searchable without a Reindex."""
-        pending = self.sqlite.pending_for_search(scope, BACKFILL_PER_REQUEST)
+        pending = self.local.pending_for_search(scope, BACKFILL_PER_REQUEST)
         if not pending or resolved.source is None:
             return
         may_block("storing vectors")
@@ -239,8 +239,8 @@ class VectorTier:
             vectors = self.embeddings.embed_with(resolved.source, [m.content for m in pending])
         except EmbeddingError:
             return  # the search still runs over the vectors that exist
-        self.sqlite.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
-        self.sqlite.see_own_writes()  # the search below runs in the request's snapshot: move it past them
+        self.local.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
+        self.local.see_own_writes()  # the search below runs in the request's snapshot: move it past them
 
     def _matches(self, hits: Sequence[VectorHit], scope: SearchScope) -> list[VectorMatch]:
         """Hits as memories (those the index did not read already are loaded), re-checked
@@ -259,14 +259,14 @@ class VectorTier:
 
     def state(self, settings: MemorySettings) -> VectorState:
         qdrant_selected = settings.vector_store == "qdrant"
-        backend = "qdrant" if qdrant_selected else self.sqlite.name  # "sqlite-vec" or "pgvector"
-        if not self.sqlite.available:
-            return VectorState(backend, False, 0, self._safe(self.sqlite.pending_count),
-                               f"the {self.sqlite.name} extension is not loaded", None)
+        backend = "qdrant" if qdrant_selected else self.local.name  # "sqlite-vec" or "pgvector"
+        if not self.local.available:
+            return VectorState(backend, False, 0, self._safe(self.local.pending_count),
+                               f"the {self.local.name} extension is not loaded", None)
         resolved = self.embeddings.resolve(settings)
         reason = "" if resolved.source is not None else f"no embedding source: {resolved.reason}"
-        return VectorState(backend, resolved.source is not None, self._safe(self.sqlite.count),
-                           self._safe(self.sqlite.pending_count), reason, self.sqlite.state().signature)
+        return VectorState(backend, resolved.source is not None, self._safe(self.local.count),
+                           self._safe(self.local.pending_count), reason, self.local.state().signature)
 
     @staticmethod
     def _safe(probe: Callable[[], int]) -> int:
@@ -293,7 +293,7 @@ class VectorWrite:
             return
         try:
             self._resolved, self._vectors = tier.embeddings.embed(tier._settings.get(), texts, wait=False)
-            tier._ensure_sqlite(self._resolved)
+            tier._ensure_local(self._resolved)
         except NoEmbeddingSource:
             self._vectors = None  # keyword only: nothing to index, nothing owed
         except (EmbeddingError, VectorError, VectorUnavailable) as exc:
@@ -302,9 +302,9 @@ class VectorWrite:
 
     def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
         """`stored[i]` is the row written for texts[i] (None: that draft failed)."""
-        sqlite = self._tier.sqlite
-        self._store(stored, lambda rows: sqlite.upsert_in_transaction(txn, rows),
-                    lambda memories: sqlite.mark_failed_in_transaction(txn, memories))
+        local = self._tier.local
+        self._store(stored, lambda rows: local.upsert_in_transaction(txn, rows),
+                    lambda memories: local.mark_failed_in_transaction(txn, memories))
 
     def committed(self, stored: Sequence[Memory]) -> None:
         if self._rows and self._resolved is not None:
@@ -312,7 +312,7 @@ class VectorWrite:
 
     def apply(self, memories: Sequence[Memory]) -> None:
         """Store the vectors of memories already committed, in a transaction of their own."""
-        self._store(memories, self._tier.sqlite.upsert, self._tier._mark)
+        self._store(memories, self._tier.local.upsert, self._tier._mark)
         self.committed(memories)
 
     def _store(self, stored: Sequence[Memory | None], upsert: Callable[[list[VectorRow]], Any],
