@@ -151,13 +151,13 @@ def refuse_nul(draft: NewMemory | MemoryPatch) -> None:
     """ValidationError naming the first field of `draft` whose text holds a NUL character:
     one store cannot hold it, so neither stores it (nothing is written)."""
     for name in ("api_key_id", "session_id", "type", "key", "content", "metadata"):
-        if _holds_nul(getattr(draft, name, None)):
-            raise ValidationError.single(name, "must not contain a NUL character (\\u0000)")
+        refuse_nul_in(name, getattr(draft, name, None))
 
 
-def refuse_nul_in(name: str, text: str | None) -> None:
-    """The NUL rule for a text a read filters by (nothing stored can hold one)."""
-    if text is not None and "\x00" in text:
+def refuse_nul_in(name: str, value: Any) -> None:
+    """The NUL rule for one value: a draft's field, or a text a read filters by (nothing
+    stored can hold one)."""
+    if _holds_nul(value):
         raise ValidationError.single(name, "must not contain a NUL character (\\u0000)")
 
 

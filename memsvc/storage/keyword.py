@@ -14,24 +14,22 @@ from __future__ import annotations
 
 import functools
 import json
-from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, cast
 
 import apsw
 
 from memsvc.kernel.cache import TtlCache
-from memsvc.kernel.models import KeywordHit, Memory, SearchScope
+from memsvc.kernel.models import KeywordHit, SearchScope
 from memsvc.kernel.text import Terms, ngrams, terms
 from memsvc.storage import dialect, owner_terms
 from memsvc.storage.database import scalar
+from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.working_set.owner import selective
 
 #: How long a document count is reused (see `doc_counts`).
 DOC_COUNT_TTL_S = 30.0
 _ALL_ROWS = ("rows",)
-#: How a row of the caller's `columns` becomes a Memory.
-RowReader = Callable[[Any], Memory]
 
 
 def _quote(term: str) -> str:
@@ -55,7 +53,6 @@ def cjk_query(t: Terms) -> str | None:
 
 #: The scope rule (`memsvc.storage.dialect.scope_clause`) in SQLite's syntax.
 scope_clause = functools.partial(dialect.scope_clause, dialect.SQLITE_SQL)
-aged_clause = functools.partial(dialect.aged_clause, dialect.SQLITE_SQL)
 
 
 def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], scope: SearchScope) -> list[Any]:
@@ -88,8 +85,8 @@ def _matches(t: Terms, owner: str | None) -> list[tuple[str, str, str]]:
     return [(table, rank, q) for table, rank, q in found if q is not None]
 
 
-def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: str, scope: SearchScope,
-            limit: int, row_to_memory: RowReader) -> list[KeywordHit]:
+def _ranked(conn: apsw.Connection, table: str, rank: str, match: str, scope: SearchScope,
+            limit: int) -> list[KeywordHit]:
     """The best `limit` rows of the scope for one MATCH, best first.
 
     FTS5 ranks first, on its own (a window of its best rowids), and only that window is
@@ -100,7 +97,7 @@ def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: s
     mostly be other owners'; CJK matches are few)."""
     if scope.api_key_id is not None and table == "memory_fts_cjk":
         where, params = scope_clause(scope)
-        rows = conn.execute(f"SELECT {columns}, -{rank} FROM {table} CROSS JOIN memories m "
+        rows = conn.execute(f"SELECT {M_COLUMNS}, -{rank} FROM {table} CROSS JOIN memories m "
                             f"ON m.memory_id = {table}.rowid WHERE {table} MATCH ? AND {where} "
                             f"ORDER BY {rank} LIMIT ?", [match, *params, limit]).fetchall()
         return [KeywordHit(row_to_memory(row[:-1]), float(cast(float, row[-1]))) for row in rows]
@@ -109,7 +106,7 @@ def _ranked(conn: apsw.Connection, columns: str, table: str, rank: str, match: s
         ranked = conn.execute(f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
                               (match, window)).fetchall()
         scores: dict[Any, float] = {rowid: float(cast(float, score)) for rowid, score in ranked}
-        rows = rows_in_scope(conn, columns, list(scores), scope)
+        rows = rows_in_scope(conn, M_COLUMNS, list(scores), scope)
         if len(rows) >= limit or len(ranked) < window:
             break
         window *= 4
@@ -147,26 +144,23 @@ def _selective(conn: apsw.Connection, t: Terms, counts: TtlCache[int]) -> Terms:
     return replace(t, words=tuple(w for w, p in zip(t.words, phrases) if id(p) in kept))
 
 
-def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, limit: int,
-           row_to_memory: RowReader, counts: TtlCache[int]) -> list[KeywordHit]:
+def search(conn: apsw.Connection, scope: SearchScope, text: str, limit: int, counts: TtlCache[int]) -> list[KeywordHit]:
     """Best `limit` rows of the scope for `text`, from the word and the CJK postings, best
     first (FTS5's bm25, with the statistics of the whole index), searched without the words
     too common to select anything, and with every word when the others find nothing in the
-    scope. `columns` must select m.memory_id second (as `_COLUMNS` does); `counts` is the
-    database's `doc_counts()`."""
+    scope. `counts` is the database's `doc_counts()`."""
     t = terms(text)
     narrowed = _selective(conn, t, counts)
-    found = _search(conn, columns, scope, narrowed, limit, row_to_memory)
+    found = _search(conn, scope, narrowed, limit)
     if not found and narrowed != t:
-        found = _search(conn, columns, scope, t, limit, row_to_memory)
+        found = _search(conn, scope, t, limit)
     return found
 
 
-def _search(conn: apsw.Connection, columns: str, scope: SearchScope, t: Terms, limit: int,
-            row_to_memory: RowReader) -> list[KeywordHit]:
+def _search(conn: apsw.Connection, scope: SearchScope, t: Terms, limit: int) -> list[KeywordHit]:
     best: dict[str, KeywordHit] = {}
     for table, rank, match in _matches(t, scope.api_key_id):
-        for hit in _ranked(conn, columns, table, rank, match, scope, limit, row_to_memory):
+        for hit in _ranked(conn, table, rank, match, scope, limit):
             if hit.memory.id not in best or best[hit.memory.id].score < hit.score:
                 best[hit.memory.id] = hit
     return sorted(best.values(), key=lambda h: h.score, reverse=True)[:limit]

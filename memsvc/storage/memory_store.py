@@ -59,11 +59,6 @@ _RECENT = f"SELECT {M_COLUMNS} FROM memories m WHERE {{where}} ORDER BY m.create
 _GROUPS = "SELECT type, count(*), sum(({length}(content) + 3) / 4) FROM memories"
 
 
-def stamp(now: str | None) -> list[Any]:
-    """The parameter `{now}` binds: the transaction's time on SQLite, none on PostgreSQL."""
-    return [] if now is None else [now]
-
-
 class SqlMemoryBackend:
     """MemoryBackend over one database (`memsvc.storage.database.Database` or
     `memsvc.storage.postgres.database.PgDatabase`) through its dialect."""
@@ -155,10 +150,9 @@ class SqlMemoryBackend:
                     in_transaction: WriteHook | None = None) -> list[UpsertResult | Exception]:
         """`create` for independent drafts in ONE transaction (one commit for all: the group
         commit of concurrent creates). A draft that fails changes nothing and its slot holds
-        its exception, while the others are stored (`Dialect.draft`: a savepoint on
-        PostgreSQL, where a failed statement aborts the transaction; nothing on SQLite, which
-        undoes a failed statement alone). `in_transaction` as in `create_many` (None for a
-        failed draft). A failure of the transaction itself raises: then nothing was stored."""
+        its exception, while the others are stored (`Dialect.draft`). `in_transaction` as in
+        `create_many` (None for a failed draft). A failure of the transaction itself raises:
+        then nothing was stored."""
         now, dialect = self.dialect.clock(), self.dialect
         outcomes: list[UpsertResult | Exception] = []
         with self.db.write() as conn:
@@ -205,9 +199,9 @@ class SqlMemoryBackend:
         the new key is already used by another memory of the same owner (the unique index
         decides, inside the write transaction)."""
         refuse_nul(patch)
-        time, now = self.dialect.syntax.time, self.dialect.clock()
+        syntax = self.dialect.syntax
         params = [patch.type, patch.key, patch.content, None if patch.metadata is None else dump_metadata(patch.metadata),
-                  patch.keep, time(patch.occurred_at), *stamp(now), memory_id]
+                  patch.keep, syntax.time(patch.occurred_at), *syntax.now_params(), memory_id]
         with self.db.write() as conn:
             try:
                 row = conn.execute(self._sql(_UPDATE), params).fetchone()
@@ -251,16 +245,13 @@ class SqlMemoryBackend:
 
     # -- reads ---------------------------------------------------------------------------
 
-    def _fetch(self, conn: Any, memory_id: str) -> Memory | None:
-        row = conn.execute(self._sql(SELECT + " WHERE id = ?"), (memory_id,)).fetchone()
-        return self.dialect.row_to_memory(row) if row else None
-
     def _memories(self, rows: Sequence[Sequence[Any]]) -> list[Memory]:
         return [self.dialect.row_to_memory(r) for r in rows]
 
     def get(self, memory_id: str) -> Memory | None:
         with self.db.read() as conn:
-            return self._fetch(conn, memory_id)
+            row = conn.execute(self._sql(SELECT + " WHERE id = ?"), (memory_id,)).fetchone()
+        return self.dialect.row_to_memory(row) if row else None
 
     def get_many(self, ids: Sequence[str]) -> dict[str, Memory]:
         """The memories that exist among `ids`, by id."""
@@ -352,10 +343,8 @@ class SqlMemoryBackend:
             return int(conn.execute(sql, [*params, AGED_COUNT_CAP]).fetchone()[0])
 
     def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]:
-        """Best keyword matches of `text` within the scope: an owner's from its working set
-        (memsvc.working_set: FTS5's tokens and BM25), kept current through the change log in
-        this snapshot; across owners, or for an owner the budget cannot hold, by the store's
-        full-text search (`Dialect.search_keyword`)."""
+        """Best keyword matches of `text` within the scope (the working set's: FTS5's tokens
+        and BM25; the store's: `Dialect.search_keyword`)."""
         with self.db.read() as conn:
             hits = self.working_sets.search_keyword(conn, scope, text, limit)
             if hits is not None:

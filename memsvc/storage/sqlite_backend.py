@@ -22,7 +22,7 @@ from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, Ups
 from memsvc.storage import keyword, timeline
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso
 from memsvc.storage.dialect import SQLITE_SQL, Dialect, duplicate_key
-from memsvc.storage.memory_rows import M_COLUMNS, RETURNING, dump_metadata, row_to_memory
+from memsvc.storage.memory_rows import RETURNING, dump_metadata, row_to_memory
 from memsvc.storage.memory_store import AGED_COUNT_CAP, DEFAULT_WORKING_SET_BYTES, SqlMemoryBackend
 from memsvc.storage.migrations import apply_migrations
 from memsvc.storage.working_set_port import SqliteWorkingSetPort
@@ -124,7 +124,7 @@ class SqliteDialect(Dialect):
         """FTS5 (memsvc.storage.keyword); a search that may take a while on the event loop's
         thread is flagged (memsvc.kernel.inline)."""
         may_block("a keyword search in the store")
-        return keyword.search(conn, M_COLUMNS, scope, text, limit, row_to_memory, cache)
+        return keyword.search(conn, scope, text, limit, cache)
 
     def keyword_probe(self, conn: apsw.Connection) -> None:
         """A real MATCH on both FTS5 indexes."""

@@ -17,7 +17,7 @@ from __future__ import annotations
 import threading
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from contextlib import AbstractContextManager, contextmanager
+from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -159,16 +159,12 @@ class Transactions(ABC):
     def _abandon(self, held: _Held) -> None:
         """Roll back and tell the rollback hooks. A ROLLBACK that fails (the connection is
         lost) is not raised over the error that ended the block; neither is a hook's error."""
-        try:
+        with suppress(self.driver_error):
             if self._in_transaction(held.conn):
                 held.conn.execute("ROLLBACK")
-        except self.driver_error:
-            pass
         for hook in held.rollback_hooks:
-            try:
+            with suppress(Exception):
                 hook()
-            except Exception:  # noqa: BLE001 - a hook must not mask the original error
-                pass
 
     @contextmanager
     def savepoint(self, conn: Any) -> Iterator[Any]:

@@ -2,14 +2,11 @@
 processes share. Its dialect holds what PostgreSQL does its own way; `PgMemoryBackend` is the
 memory store (`memsvc.storage.memory_store.SqlMemoryBackend`) bound to it.
 
-Why the statements here are what they are: other processes write the same rows at the same
-time under READ COMMITTED, so every rule that must hold across processes is one statement,
-never a read followed by a write. A keyed create is one `INSERT … ON CONFLICT (api_key_id,
-key) DO UPDATE` (two replicas upserting one key leave one row); touching locks the rows in id
-order (two replicas touching overlapping sets never deadlock). Times are the database
-server's clock (`now()`, the transaction's start, one value for a whole batch), the clock
-every replica shares. The keyword document (`search`) is a generated column, so nothing here
-maintains an index.
+Every rule that must hold across processes is one statement (see memory_store): a keyed create
+is one `INSERT … ON CONFLICT (api_key_id, key) DO UPDATE`, so two replicas upserting one key
+leave one row. Times are the server's `now()` (the transaction's start, one value for a whole
+batch), the clock every replica shares. The keyword document (`search`) is a generated
+column, so nothing here maintains an index.
 """
 
 from __future__ import annotations

@@ -3,15 +3,14 @@
 The column list is the SQLite one (`memsvc.storage.memory_rows.COLUMNS`), so both stores
 return the same row shape; only the conversion differs: psycopg hands back `timestamptz`
 as aware datetimes in the session's time zone (turned to UTC here, as every Memory's times
-are) and `jsonb` already parsed. The scope rule is `memsvc.storage.dialect.scope_clause`;
-`scope_clause`, `aged_clause` and `rows_in_scope` here are it in PostgreSQL's syntax.
+are) and `jsonb` already parsed. `scope_clause` and `rows_in_scope` are the scope rule
+(`memsvc.storage.dialect.scope_clause`) in PostgreSQL's syntax.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from datetime import datetime, timezone
 from typing import Any, ContextManager
 
 import psycopg
@@ -20,10 +19,8 @@ from memsvc.kernel.models import Memory, SearchScope
 from memsvc.storage import dialect
 from memsvc.storage.memory_rows import (
     ACCESS_COUNT,
-    COLUMNS,
     LAST_ACCESSED,
     M_COLUMNS,
-    NEWEST_FIRST,
     RETURNING,
     SELECT,
     build_memory,
@@ -31,11 +28,17 @@ from memsvc.storage.memory_rows import (
     without_access,
 )
 
-__all__ = ["COLUMNS", "M_COLUMNS", "NEWEST_FIRST", "RETURNING", "SELECT", "dump_metadata", "row_to_memory",
-           "scope_clause", "aged_clause", "rows_in_scope", "HAPPENED", "casefold_collation", "folded"]
-
-#: When a memory happened: what signals about time read (occurred_at, else created_at).
-HAPPENED = "coalesce({a}.occurred_at, {a}.created_at)"
+__all__ = [
+    "M_COLUMNS",
+    "RETURNING",
+    "SELECT",
+    "casefold_collation",
+    "dump_metadata",
+    "folded",
+    "row_to_memory",
+    "rows_in_scope",
+    "scope_clause",
+]
 
 #: Collations under which lower() may fold every script, best first: ICU's root collation,
 #: then glibc's C.utf8. The default collation of a database created with locale C folds
@@ -45,11 +48,7 @@ _FOLDING_COLLATIONS = ("unicode", "C.utf8")
 _FOLD_PROBE = "SELECT lower(%s::text COLLATE \"{name}\") = %s"
 
 scope_clause = functools.partial(dialect.scope_clause, dialect.POSTGRES_SQL)
-aged_clause = functools.partial(dialect.aged_clause, dialect.POSTGRES_SQL)
-
-
-def _utc(moment: datetime | None) -> datetime | None:
-    return None if moment is None else moment.astimezone(timezone.utc)
+_utc = dialect.POSTGRES_SQL.read_time
 
 
 def _parsed(metadata: Any) -> dict[str, Any]:
