@@ -199,6 +199,32 @@ def test_a_savepoint_undoes_its_part_and_the_transaction_goes_on(db: Database):
         assert sorted(r[0] for r in conn.execute("SELECT x FROM parts")) == ["kept", "nested"]
 
 
+def test_nesting_on_sqlite_reads_beside_writes_and_counts_each_transaction_once(db: Database):
+    """The SQLite side of memsvc.storage.transactions: a read nested in a write reads its own
+    snapshot on this thread's reader (not the write's rows); a write nested in a read commits
+    alone and renew_read() shows it; nested reads share one transaction; rollback hooks run
+    only when the write does not commit."""
+    with db.write() as conn:
+        conn.execute("CREATE TABLE items (x TEXT)")
+    reads, commits, calls = db.read_transactions, db.commits, []
+    with db.write() as conn:
+        conn.execute("INSERT INTO items VALUES ('a')")
+        db.on_rollback(lambda: calls.append("not committed"))
+        with db.read() as reader:
+            assert reader is not conn and reader.execute("SELECT count(*) FROM items").fetchone()[0] == 0
+    with db.read() as reader:
+        assert reader.execute("SELECT count(*) FROM items").fetchone()[0] == 1
+        with db.write() as conn:
+            conn.execute("INSERT INTO items VALUES ('b')")
+        with db.read() as inner:
+            assert inner is reader and inner.execute("SELECT count(*) FROM items").fetchone()[0] == 1
+        db.renew_read()
+        assert reader.execute("SELECT count(*) FROM items").fetchone()[0] == 2
+    assert calls == [] and db.commits == commits + 2 and db.read_transactions == reads + 2
+    with pytest.raises(RuntimeError, match="only valid inside"):
+        db.on_rollback(lambda: None)
+
+
 def test_a_full_database_inside_a_savepoint_reports_storage_full(db: Database):
     """When SQLite rolls the whole transaction back (the size limit, like a full disk), the
     savepoint has nothing to return to: the write reports StorageFullError, not "no such
