@@ -1,7 +1,23 @@
-"""The README's examples, run as a new user runs them: the server started by
-`./scripts/run.sh` itself (set-up included), then every command of the Examples section in
-order, from the repository root, exactly as written except for the ports (the test picks free
-ones instead of 50051 and 8080, so a server already running on this machine does not matter).
+"""The commands of README.md and docs/*.md, run as a new user runs them: every ```sh command
+and ```python block of a document, in order, exactly as written except for the ports (the
+test picks free ones instead of 50051 and 8080, so a server already running on this machine
+does not matter), against a server started by `./scripts/run.sh` itself (set-up included).
+
+How a document runs (tests/support/doc_commands.py finds its commands):
+- The first command that needs a server starts `./scripts/run.sh`, configured through the
+  environment only (ports, and `MEMSVC_DATA_DIR` = `data/` of a fresh working folder).
+- A command that starts a server (`./scripts/run.sh` with other variables or flags,
+  `.venv/bin/memsvc cluster`) stops the one running and is run in its place, in the
+  background, until it serves; plain `./scripts/run.sh` is the server already running. A
+  cluster is given the test's REST port (`--rest-port`, `--grpc-port 0`).
+- Every other command runs from the working folder, which holds `.venv` (a link to the
+  checkout's) and `data/` (the server's), so relative paths mean what they mean in a checkout
+  and nothing a command writes lands in the real one. `.venv/bin` is first on PATH, for the
+  commands a deployment runs as plain `memsvc`.
+- A token `memsvc tokens create` prints is kept in `$TOKEN` for the commands after it, as
+  the document tells the reader to.
+- Commands in NOT_RUN (a bare ``` block, or `./scripts/test.sh`) are not run; the reasons
+  are there.
 """
 
 from __future__ import annotations
@@ -9,44 +25,45 @@ from __future__ import annotations
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from conftest import free_port
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from support.doc_commands import ROOT, blocks, commands, documents, not_run_reason, starts_a_server
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 SET_UP_AND_START_S = 600  # the first run of scripts/run.sh on a fresh clone installs packages
+CLUSTER_START_S = 240
 
 
 @dataclass
-class Example:
+class Step:
     language: str  # "sh" or "python"
     code: str
+    where: str
 
 
-def readme_examples() -> list[Example]:
-    """Every ```sh line and ```python block of the Examples section, in order."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Examples", 1)[1].split("\n## ", 1)[0]
-    examples: list[Example] = []
-    for language, block in re.findall(r"```(sh|python)\n(.*?)```", section, flags=re.S):
-        if language == "python":
-            examples.append(Example("python", block))
-        else:
-            examples += [Example("sh", line) for line in block.splitlines() if line.strip()]
-    return examples
+def steps(path: Path) -> list[Step]:
+    """The runnable commands of one document, in order (NOT_RUN ones left out)."""
+    out: list[Step] = []
+    for block in blocks(path):
+        if block.language == "python":
+            out.append(Step("python", block.code, block.where))
+        elif block.language == "sh":
+            out += [Step("sh", command, block.where) for command in commands(block) if not_run_reason(command) is None]
+    return out
 
 
-def _with_ports(code: str, grpc_port: int, rest_port: int) -> str:
-    return code.replace("localhost:50051", f"localhost:{grpc_port}").replace("localhost:8080", f"localhost:{rest_port}")
+def _documents_with_steps() -> list[Path]:
+    return [path for path in documents() if steps(path)]
 
 
 def _serving(grpc_port: int) -> bool:
@@ -58,85 +75,170 @@ def _serving(grpc_port: int) -> bool:
     return reply.status == health_pb2.HealthCheckResponse.SERVING
 
 
-def _rest_accepts(rest_port: int) -> bool:
+def _healthz(rest_port: int) -> bool:
+    """Envoy's probe: no token needed, 200 once memsvc behind it serves."""
     result = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
-                             f"http://localhost:{rest_port}/api/memory/recent_files"],
-                            capture_output=True, text=True, timeout=30)
+                             f"http://localhost:{rest_port}/healthz"], capture_output=True, text=True, timeout=30)
     return result.stdout.strip() == "200"
 
 
-@pytest.fixture
-def run_sh(tmp_path):
-    """`./scripts/run.sh` in the background, configured through the environment only."""
-    ports = {"grpc": free_port(), "rest": free_port()}
-    env = {**os.environ, "MEMSVC_DATA_DIR": str(tmp_path / "data"), "MEMSVC_GRPC_PORT": str(ports["grpc"]),
-           "MEMSVC_REST_PORT": str(ports["rest"]), "MEMSVC_ENVOY_ADMIN_PORT": str(free_port()),
-           "MEMSVC_METRICS_PORT": "-1", "MEMSVC_MCP_PORT": str(free_port())}
-    env.pop("MEMSVC_API_TOKENS", None)
-    log = (tmp_path / "run.log").open("w")
-    proc = subprocess.Popen(["./scripts/run.sh"], cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    try:
-        deadline = time.monotonic() + SET_UP_AND_START_S
-        while not (_serving(ports["grpc"]) and _rest_accepts(ports["rest"])):
-            if proc.poll() is not None or time.monotonic() > deadline:
-                pytest.fail(f"scripts/run.sh did not come up:\n{(tmp_path / 'run.log').read_text()[-4000:]}")
+@dataclass
+class Session:
+    """One document's run: its working folder, its environment and the server it talks to."""
+
+    folder: Path
+    env: dict[str, str] = field(default_factory=dict)
+    ports: dict[str, int] = field(default_factory=dict)
+    server: subprocess.Popen | None = None
+    server_command: str = ""
+    log: Path | None = None
+
+    @classmethod
+    def create(cls) -> Session:
+        # World-readable: as root, `memsvc cluster` runs its PostgreSQL as `nobody`.
+        folder = Path(tempfile.mkdtemp(prefix="memsvc-docs-"))
+        folder.chmod(0o755)
+        (folder / ".venv").symlink_to(ROOT / ".venv")
+        env = {**os.environ, "PATH": f"{ROOT / '.venv/bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+               "MEMSVC_DATA_DIR": str(folder / "data"), "MEMSVC_METRICS_PORT": "-1"}
+        env.pop("MEMSVC_API_TOKENS", None)
+        env.pop("TOKEN", None)
+        return cls(folder, env)
+
+    def adapted(self, code: str) -> str:
+        code = code.replace("localhost:50051", f"localhost:{self.ports['grpc']}")
+        return code.replace("localhost:8080", f"localhost:{self.ports['rest']}")
+
+    def start(self, command: str) -> None:
+        self.stop()
+        self.ports = {"grpc": free_port(), "rest": free_port()}
+        cluster = command.startswith(".venv/bin/memsvc cluster")
+        server_env = {**self.env}
+        if cluster:  # its own flags place every process; the cluster's folder is ./data-cluster
+            run = re.sub(r"\s+#.*$", "", command) + f" --rest-port {self.ports['rest']} --grpc-port 0"
+            server_env.pop("MEMSVC_DATA_DIR")
+        else:
+            run = command
+            server_env.update({"MEMSVC_GRPC_PORT": str(self.ports["grpc"]), "MEMSVC_REST_PORT": str(self.ports["rest"]),
+                               "MEMSVC_ENVOY_ADMIN_PORT": "-1", "MEMSVC_MCP_PORT": str(free_port())})
+        self.log = self.folder / f"server-{len(list(self.folder.glob('server-*.log')))}.log"
+        with self.log.open("w") as log:
+            self.server = subprocess.Popen(["bash", "-c", run], cwd=ROOT if "./scripts/" in command else self.folder,
+                                           env=server_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        self.server_command = command
+        deadline = time.monotonic() + (CLUSTER_START_S if cluster else SET_UP_AND_START_S)
+        while not (_healthz(self.ports["rest"]) and (cluster or _serving(self.ports["grpc"]))):
+            if self.server.poll() is not None or time.monotonic() > deadline:
+                pytest.fail(f"{command!r} did not come up:\n{self.log.read_text()[-4000:]}")
             time.sleep(0.5)
-        yield ports
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGTERM)
+
+    def stop(self) -> None:
+        if self.server is None:
+            return
+        server, self.server = self.server, None
+        if server.poll() is None:
+            os.killpg(server.pid, signal.SIGTERM)
             try:
-                proc.wait(30)
+                server.wait(90)
             except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(10)
-        log.close()
-    assert proc.returncode == 0, (tmp_path / "run.log").read_text()[-4000:]
+                os.killpg(server.pid, signal.SIGKILL)
+                server.wait(10)
+        assert server.returncode == 0, (self.server_command, self.log.read_text()[-4000:])
+
+    def run(self, step: Step) -> subprocess.CompletedProcess[str]:
+        if step.language == "sh" and starts_a_server(step.code):
+            if step.code != "./scripts/run.sh" or self.server is None or self.server_command != step.code:
+                self.start(step.code)
+            return subprocess.CompletedProcess(step.code, 0, "", "")
+        if self.server is None:
+            self.start("./scripts/run.sh")
+        code = self.adapted(step.code)
+        argv = ["bash", "-c", code] if step.language == "sh" else [str(ROOT / ".venv/bin/python"), "-c", code]
+        result = subprocess.run(argv, cwd=self.folder, env=self.env, capture_output=True, text=True, timeout=300)
+        token = re.search(r"token \(shown once, store it now\): (msk_\S+)", result.stdout)
+        if token:
+            self.env["TOKEN"] = token.group(1)
+        return result
 
 
-def _run(example: Example, ports: dict[str, int]) -> subprocess.CompletedProcess[str]:
-    code = _with_ports(example.code, ports["grpc"], ports["rest"])
-    argv = ["bash", "-c", code] if example.language == "sh" else [str(ROOT / ".venv/bin/python"), "-c", code]
-    return subprocess.run(argv, cwd=ROOT, capture_output=True, text=True, timeout=120)
+def _json(stdout: str) -> object:
+    return json.loads(stdout)
 
 
-def _check_output(example: Example, stdout: str) -> None:
-    """Every REST example answers a success body; the examples that show the pipeline at
+def check_output(step: Step, stdout: str) -> None:
+    """Every REST and MCP call answers a success body; the calls that show the pipeline at
     work show it."""
-    code = example.code
-    if code.startswith("curl"):
-        body = json.loads(stdout)
+    code = step.code
+    if code.startswith("curl") and ("/api/" in code or "/mcp" in code):
+        body = _json(stdout)
         assert not (isinstance(body, dict) and "code" in body and "message" in body), (code, body)
-    if code.endswith(" list"):
+        if "/mcp" in code:
+            assert "error" not in body and body["result"].get("isError") is not True, (code, body)
+    if code.startswith("curl") and "/stats" in code:
+        assert "server.live" in stdout
+    if code.endswith(" list") and "grpcurl" in code:
         assert "memsvc.v1.MemoryService" in stdout
     if "ListMemories" in code:
         assert "dark mode" in stdout
     if "EngineService/Extract" in code:
-        assert json.loads(stdout)["stored"] == 2
-    if "EngineService/Retrieve" in code:
+        assert _json(stdout)["stored"] == 2
+    if "EngineService/Retrieve" in code and "editor theme" in code:
         assert "I prefer dark mode in my editor" in stdout
     if "/api/memory/inject" in code:
-        assert json.loads(stdout)["request"]["messages"][0] == {
-            "role": "system", "content": "Memory context: I will use PostgreSQL for this project"}
-    if example.language == "python":
+        answer = _json(stdout)
+        if "Write a haiku" in code:
+            assert answer.get("skippedReason") and answer["request"] == json.loads(
+                code.split("-d '", 1)[1].rsplit("'", 1)[0])["request"], answer
+        elif '"provider": "anthropic"' in code:
+            assert answer["request"]["system"].startswith("Memory context: I will use PostgreSQL"), answer
+        else:
+            assert answer["request"]["messages"][0] == {
+                "role": "system", "content": "Memory context: I will use PostgreSQL for this project"}, answer
+    if "/api/memory/extract" in code and "long answers" in code:
+        assert _json(stdout)["stored"] == 1
+    if "/api/memory/extract" in code and "vegetarian" in code:
+        assert [f["key"] for f in _json(stdout)["facts"]] == ["diet:vegetarian"], stdout
+    if "/api/memory?apiKeyId=key-e" in code:
+        contents = {m["content"] for m in _json(stdout)["data"]}
+        assert {"User does not like long answers", "ユーザーの妻は医者"} <= contents, contents
+    if "/api/memory/batch" in code:
+        answer = _json(stdout)
+        assert (answer["storedCount"], answer["failedCount"]) == (2, 1), answer
+    if '"memory_search"' in code:
+        assert "green tea every morning" in stdout
+    if step.language == "python":
         assert "I prefer Python for scripting" in stdout
 
 
-def test_readme_examples_work_as_written_against_scripts_run_sh(run_sh):
-    examples = readme_examples()
-    assert sum(e.code.startswith(".venv/bin/grpcurl") for e in examples) >= 3
-    assert sum(e.code.startswith("curl") for e in examples) >= 3
-    assert any(e.language == "python" for e in examples)
-    for example in examples:
-        result = _run(example, run_sh)
-        assert result.returncode == 0, (example.code, result.stdout[-2000:], result.stderr[-2000:])
-        _check_output(example, result.stdout)
+@pytest.mark.parametrize("document", _documents_with_steps(), ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_documents_commands_work_as_written_against_scripts_run_sh(document: Path):
+    session = Session.create()
+    try:
+        for step in steps(document):
+            result = session.run(step)
+            assert result.returncode == 0, (step.where, step.code, result.stdout[-2000:], result.stderr[-2000:])
+            check_output(step, result.stdout)
+        if any("gateway-config" in step.code and "> envoy.yaml" in step.code for step in steps(document)):
+            assert "10.0.0.3" in (session.folder / "envoy.yaml").read_text()
+    finally:
+        try:
+            session.stop()
+        finally:
+            shutil.rmtree(session.folder, ignore_errors=True)
 
 
-def test_the_examples_section_is_what_this_test_runs():
-    """A README block in another language would silently escape the test above."""
-    text = (ROOT / "README.md").read_text(encoding="utf-8")
-    section = text.split("\n## Examples", 1)[1].split("\n## ", 1)[0]
-    openings = re.findall(r"```(\w*)\n.*?```", section, flags=re.S)
-    assert openings and set(openings) <= {"sh", "python"}, openings
+def test_the_readme_shows_every_surface():
+    """A quickstart each for gRPC (grpcurl and its server reflection), REST through Envoy and
+    MCP, run by the test above."""
+    readme = steps(ROOT / "README.md")
+    assert sum(s.code.startswith(".venv/bin/grpcurl") for s in readme) >= 3
+    assert sum(s.code.startswith("curl") and "/api/" in s.code for s in readme) >= 3
+    assert any("/mcp" in s.code for s in readme)
+    assert any(s.language == "python" for path in documents() for s in steps(path))
+
+
+def test_every_block_is_one_this_test_runs_or_says_why_not():
+    """A block in another language would silently escape the test above."""
+    for path in documents():
+        for block in blocks(path):
+            assert block.language in {"sh", "python", "json", "text", ""}, block.where

@@ -1,21 +1,17 @@
 """`memsvc serve` as an operator runs it: a subprocess with the gateway, JSON logs, and a
-clean stop on SIGTERM. Also checks that the README's configuration table is the config
-(its examples run in test_readme.py)."""
+clean stop on SIGTERM. (docs/configuration.md's table is checked against the config in
+tests/unit/test_readme_rules.py; the documents' commands run in test_readme.py.)"""
 
 from __future__ import annotations
 
-import re
 import signal
 import socket
-from pathlib import Path
 
 import pytest
-
 from conftest import Rest, free_port
 from support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.e2e
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture
@@ -65,12 +61,3 @@ def test_serve_with_tokens_requires_them_over_rest(serve):
     assert Rest(f"http://127.0.0.1:{rest_port}").call("GET", "/api/memory")[0] == 401
     assert Rest(f"http://127.0.0.1:{rest_port}", token="tok-2").call("GET", "/api/memory")[0] == 200
     assert not any("tok-1" in line for line in process.lines), "tokens must not be logged"
-
-
-def test_readme_configuration_table_matches_the_config():
-    from memsvc.config import options
-
-    table = (ROOT / "README.md").read_text().split("## Configuration", 1)[1].split("\n## ", 1)[0]
-    # MEMORY_* are the engine's variables under the names the reference gave them.
-    documented = set(re.findall(r"^\| `((?:MEMSVC|MEMORY)_[A-Z0-9_]+)` \|", table, flags=re.M))
-    assert documented == {env for _, env, _, _, _ in options()}

@@ -1,5 +1,5 @@
-"""The set-up: the scripts install what the README tells a user to run after them (every
-`.venv/bin/<tool>` it names comes from a package `scripts/run.sh` installs, and
+"""The set-up: the scripts install what README.md and docs/ tell a user to run after them (every
+`.venv/bin/<tool>` they name comes from a package `scripts/run.sh` installs, and
 `scripts/test.sh` installs at least as much), and `memsvc build-models`, which they call,
 leaves a built model alone (the build itself is tested with the static source)."""
 
@@ -60,13 +60,15 @@ def provider_of(tool: str) -> str:
     raise AssertionError(f"no installed package provides bin/{tool}")
 
 
-def test_every_tool_the_readme_runs_is_installed_by_run_sh_and_test_sh():
-    tools = set(re.findall(r"\.venv/bin/([\w.-]+)", (ROOT / "README.md").read_text())) - {"python", "pip"}
+def test_every_tool_the_readme_and_docs_run_is_installed_by_run_sh_and_test_sh():
+    documents = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+    tools = {tool for path in documents for tool in re.findall(r"\.venv/bin/([\w.-]+)", path.read_text())}
+    tools -= {"python", "pip"}
     assert "grpcurl" in tools and "memsvc" in tools
     by_run, by_test = installed_by(script_extras("run.sh")), installed_by(script_extras("test.sh"))
     for tool in sorted(tools):
         provider = provider_of(tool)
-        assert provider in by_run, f"README runs .venv/bin/{tool} after run.sh, which does not install {provider}"
+        assert provider in by_run, f"the docs run .venv/bin/{tool} after run.sh, which does not install {provider}"
         assert provider in by_test, f"test.sh does not install {provider} (.venv/bin/{tool})"
 
 
