@@ -1,4 +1,4 @@
-"""The scale-out path as a newcomer walks it from the README: `memsvc serve --database-url`
+"""The scale-out path as a newcomer walks it from docs/scale-out.md: `memsvc serve --database-url`
 on an install without the `postgres` extra says which extra to install (exit 2, no
 traceback), and `memsvc cluster` runs a PostgreSQL of its own, replicas and the gateway on
 one machine and stops them all."""

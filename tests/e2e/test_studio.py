@@ -179,7 +179,7 @@ def engine_tab(page):
 
 def shot(page, tmp_path: Path, name: str, full_page: bool = True) -> None:
     """Into the test's tmp folder; also into $MEMSVC_STUDIO_SCREENSHOTS when set (how the
-    README's pictures in docs/studio/ are refreshed)."""
+    pictures in docs/studio/ that README.md and docs/studio.md show are refreshed)."""
     page.screenshot(path=str(tmp_path / f"studio-{name}.png"), full_page=full_page)
     if os.environ.get("MEMSVC_STUDIO_SCREENSHOTS"):
         page.screenshot(path=str(Path(os.environ["MEMSVC_STUDIO_SCREENSHOTS"]) / f"{name}.png"), full_page=full_page)

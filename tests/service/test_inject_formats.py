@@ -80,8 +80,9 @@ def assert_unchanged(resp: epb.InjectResponse, body: dict[str, Any]) -> None:
 
 @pytest.fixture
 def stored(server, stubs):
-    """Memory on (keyword retrieval: no embedding source), the README's PostgreSQL memory and
-    three unrelated ones; returns the stubs and the PostgreSQL memory's id."""
+    """Memory on (keyword retrieval: no embedding source), the PostgreSQL memory of the
+    examples in README.md and docs/injection.md and three unrelated ones; returns the stubs
+    and the PostgreSQL memory's id."""
     set_memory(stubs, enabled=True)
     db_id = create(stubs, DB_MEMORY, key="decision:db", type="episodic")
     for content in OTHER_MEMORIES:

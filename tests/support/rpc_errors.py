@@ -1,5 +1,5 @@
 """The error a gRPC call ends with, and the google.rpc details the server attaches to it
-(the error model of README "Errors"): shared by every service-test helper module."""
+(the error model of docs/errors.md): shared by every service-test helper module."""
 
 from __future__ import annotations
 
