@@ -50,7 +50,6 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import Any, Callable
 
-import apsw
 import numpy as np
 
 from memsvc.kernel.inline import may_block
@@ -60,9 +59,8 @@ from memsvc.storage.database import Database, iso, parse_iso
 from memsvc.storage.keyword import rows_in_scope, scope_clause
 from memsvc.storage.memory_rows import M_COLUMNS, row_to_memory
 from memsvc.storage.sequences import bump_vec_generation, read_vec_generation
-from memsvc.storage.vector_cache import (NEVER_US, NO_SESSION, OwnerBlock, VectorCache, scope_values,
-                                         unix_us)
-from memsvc.storage.vector_sql import QUANTIZATIONS, Prepared, VecState, fresh_rows, memory_ids
+from memsvc.storage.vector_cache import NEVER_US, OwnerBlock, VectorCache, scope_values, unix_us
+from memsvc.storage.vector_sql import QUANTIZATIONS, Prepared, VecState, fresh_rows, memory_ids, vector_scope
 
 __all__ = ["NEVER_US", "TABLE", "SqliteVecSql", "delete_in", "unix_us"]
 
@@ -317,19 +315,9 @@ class SqliteVecSql:
     def _knn(self, scope: SearchScope, vec: np.ndarray, k: int) -> tuple[str, list[Any]]:
         """The KNN: owner = partition key; session, expiry and retention = metadata
         constraints of the same scan; then the scope re-checked on the memories rows."""
-        knn = ["v.embedding MATCH " + self._value_sql(), "k = ?"]
-        params: list[Any] = [self._param(vec), k]
-        if scope.api_key_id is not None:
-            knn.append("v.api_key_id = ?")
-            params.append(scope.api_key_id)
-        if scope.session_only:
-            knn.append("v.session_id = ?")
-            params.append(scope.session_id or NO_SESSION)
-        knn.append("v.expires_us > ?")
-        params.append(unix_us(scope.now))
-        if scope.created_after is not None:
-            knn.append("v.created_us >= ?")
-            params.append(unix_us(scope.created_after))
+        constraints, constraint_params = vector_scope(scope, "?", unix_us, "v.expires_us > ?", "v.created_us >= ?")
+        knn = ["v.embedding MATCH " + self._value_sql(), "k = ?", *constraints]
+        params: list[Any] = [self._param(vec), k, *constraint_params]
         recheck, recheck_params = scope_clause(scope, "m")
         sql = (f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
                f"WHERE {' AND '.join(knn)}) "

@@ -11,7 +11,7 @@ the errors) are written once in the index, so the two stores cannot drift apart.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
@@ -20,7 +20,7 @@ import numpy as np
 
 from memsvc.kernel.models import Memory, SearchScope
 from memsvc.kernel.vector_index import DimensionMismatch, VectorHit, VectorRow
-from memsvc.storage.vector_cache import OwnerBlock
+from memsvc.storage.vector_cache import NO_SESSION, OwnerBlock
 
 QUANTIZATIONS = ("none", "int8")
 INT8_SUFFIX = ":int8"
@@ -77,6 +77,28 @@ def fresh_rows(prepared: Prepared, current: dict[int, tuple[Any, ...]], dim: int
             raise DimensionMismatch(dim, int(vec.shape[0]), table)
     return {int(row.memory_id): (row, vec) for row, vec in prepared
             if current.get(int(row.memory_id), (None, None))[:2] == (row.key, row.content)}
+
+
+def vector_scope(scope: SearchScope, mark: str, time: Callable[[datetime], Any], unexpired: str,
+                 retained: str) -> tuple[list[str], list[Any]]:
+    """The scope as WHERE fragments on a vectors table's own filter columns (alias v), so the
+    nearest-neighbour scan itself applies it: the owner, the session ('' = none), not expired
+    (`unexpired`, bound to `time(scope.now)`) and inside retention unless kept (`retained`,
+    bound to `time(scope.created_after)`). The same rule as `dialect.scope_clause` on memories."""
+    clauses: list[str] = []
+    params: list[Any] = []
+    if scope.api_key_id is not None:
+        clauses.append(f"v.api_key_id = {mark}")
+        params.append(scope.api_key_id)
+    if scope.session_only:
+        clauses.append(f"v.session_id = {mark}")
+        params.append(scope.session_id or NO_SESSION)
+    clauses.append(unexpired)
+    params.append(time(scope.now))
+    if scope.created_after is not None:
+        clauses.append(retained)
+        params.append(time(scope.created_after))
+    return clauses, params
 
 
 class VectorSql(Protocol):

@@ -68,11 +68,12 @@ from memsvc.kernel.cache import TtlCache
 from memsvc.kernel.models import Memory, SearchScope, utcnow
 from memsvc.kernel.vector_index import (DimensionMismatch, VectorError, VectorHit, VectorUnavailable, as_vector,
                                         cosine_score)
+from memsvc.storage.database import scalar
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, rows_in_scope, scope_clause
 from memsvc.storage.postgres.vector_blocks import PgVectorBlocks
-from memsvc.storage.vector_cache import OwnerBlock
-from memsvc.storage.vector_sql import Prepared, VecState, fresh_rows
+from memsvc.storage.vector_cache import NO_SESSION, OwnerBlock
+from memsvc.storage.vector_sql import Prepared, VecState, fresh_rows, vector_scope
 
 TABLE = "memory_vectors"
 # Owners whose "no vector missing" answer is kept (see PgVectorSql.nothing_pending); the TTL
@@ -84,7 +85,6 @@ STATE = "memory_vector_state"
 MAX_DIM = 2000
 #: ensure() holds this transaction-level advisory lock while it checks and creates tables.
 _ENSURE_LOCK = 0x6D656D7663  # "memvc"
-_NO_SESSION = ""
 _UNAVAILABLE = "pgvector is not available on this PostgreSQL server"
 _RECORD = (f"INSERT INTO {STATE} (id, signature, dimension, generation, last_reset_at) "
            "VALUES (1, %s, %s, 1, %s) ON CONFLICT (id) DO UPDATE SET signature = excluded.signature, "
@@ -106,32 +106,16 @@ State = tuple[str | None, int | None, Any, bool, int]
 
 
 def _vector_scope(scope: SearchScope) -> tuple[str, list[Any]]:
-    """The scope as WHERE fragments on memory_vectors (alias v): owner, session ('' = none),
-    not expired, inside retention unless kept. The same rule as `rows.scope_clause` on
-    memories, on the vectors' own filter columns, so the index scan itself applies it."""
-    clauses = ["(v.expires_at IS NULL OR v.expires_at > %s)"]
-    params: list[Any] = [scope.now]
-    if scope.api_key_id is not None:
-        clauses.append("v.api_key_id = %s")
-        params.append(scope.api_key_id)
-    if scope.session_only:
-        clauses.append("v.session_id = %s")
-        params.append(scope.session_id or _NO_SESSION)
-    if scope.created_after is not None:
-        clauses.append("(v.created_at >= %s OR v.keep)")
-        params.append(scope.created_after)
+    """The scope on memory_vectors' filter columns (`vector_sql.vector_scope`)."""
+    clauses, params = vector_scope(scope, "%s", lambda moment: moment, "(v.expires_at IS NULL OR v.expires_at > %s)",
+                                   "(v.created_at >= %s OR v.keep)")
     return " AND ".join(clauses), params
 
 
 def _scope_values(item: Any) -> tuple[str, Any, Any, bool]:
     """(session_id, created_at, expires_at, keep) of a VectorRow or a Memory: the filter
     columns of its vector."""
-    return (item.session_id or _NO_SESSION, item.created_at, item.expires_at, bool(getattr(item, "keep", False)))
-
-
-def _scalar(conn: Any, sql: str, params: Sequence[Any] = ()) -> Any:
-    """The one value of a statement that always returns one row."""
-    return conn.execute(sql, params).fetchone()[0]
+    return (item.session_id or NO_SESSION, item.created_at, item.expires_at, bool(getattr(item, "keep", False)))
 
 
 def _ef_search(k: int) -> int:
@@ -464,10 +448,10 @@ class PgVectorSql:
                 block = self.owner_block(conn, owner, dim)
                 if block is not None:
                     return not block.pending
-            version = _scalar(conn, "SELECT version FROM memory_changes WHERE id = 1")
+            version = scalar(conn, "SELECT version FROM memory_changes WHERE id = 1")
             if self._complete.get(owner) == version:
                 return True
-            complete = bool(_scalar(conn, _COMPLETE, (owner, owner, owner)))
+            complete = bool(scalar(conn, _COMPLETE, (owner, owner, owner)))
             if complete:
                 self._complete.put(owner, version)
             return complete
