@@ -5,7 +5,10 @@ module only reads and writes rows, each public method in one transaction."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import apsw
 
 from memsvc.kernel.models import utcnow
 from memsvc.storage.database import Database, iso
@@ -37,7 +40,7 @@ class RenameBackup:
     generations: dict[str, GenerationRow | None] = field(default_factory=dict)
 
 
-def _generation(row: Sequence | None) -> GenerationRow | None:
+def _generation(row: Sequence[Any] | None) -> GenerationRow | None:
     if row is None:
         return None
     return GenerationRow(row[0], int(row[1]), bool(row[2]), row[3])
@@ -51,7 +54,7 @@ _UPSERT_GENERATION = (
 
 
 class CharacterStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     # -- generations ---------------------------------------------------------------------
@@ -72,7 +75,7 @@ class CharacterStore:
             return self._activate_in(conn, path, signature)
 
     @staticmethod
-    def _activate_in(conn, path: str, signature: str | None) -> int:
+    def _activate_in(conn: apsw.Connection, path: str, signature: str | None) -> int:
         row = conn.execute("SELECT generation FROM recent_generations WHERE path = ?", (path,)).fetchone()
         generation = (int(row[0]) if row else 0) + 1
         conn.execute(_UPSERT_GENERATION, (path, generation, 1, signature, iso(utcnow())))
@@ -158,7 +161,7 @@ class CharacterStore:
             self._move_generations(conn, moves, backup)
         return backup
 
-    def _move_generations(self, conn, moves: Sequence[tuple[str, str, str | None]], backup: RenameBackup) -> None:
+    def _move_generations(self, conn: apsw.Connection, moves: Sequence[tuple[str, str, str | None]], backup: RenameBackup) -> None:
         now = iso(utcnow())
         for old_path, new_path, signature in moves:
             for path in (old_path, new_path):

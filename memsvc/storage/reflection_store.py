@@ -6,32 +6,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from memsvc.storage.database import Database, iso, parse_iso
 
 _COLUMNS = ("id, character, fact_key, polarity, category, type, content, evidence, status, seen_count, "
             "first_seen_at, last_seen_at, confirmed_at, promoted_at, denied_at, memory_id")
-
-
-@dataclass(frozen=True)
-class ReflectionRow:
-    id: int
-    character: str
-    fact_key: str
-    polarity: int
-    category: str
-    type: str
-    content: str
-    evidence: str
-    status: str
-    seen_count: int
-    first_seen_at: datetime
-    last_seen_at: datetime
-    confirmed_at: datetime | None
-    promoted_at: datetime | None
-    denied_at: datetime | None
-    memory_id: str | None
 
 
 @dataclass(frozen=True)
@@ -45,14 +26,32 @@ class NewReflection:
     evidence: str
 
 
-def _row(r: Sequence) -> ReflectionRow:
-    return ReflectionRow(int(r[0]), r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], r[8], int(r[9]),
-                         parse_iso(r[10]), parse_iso(r[11]), parse_iso(r[12]), parse_iso(r[13]),
-                         parse_iso(r[14]), r[15])
+@dataclass(frozen=True)
+class ReflectionRow(NewReflection):
+    """A stored reflection: what was seen, and where it is in its lifecycle."""
+
+    id: int
+    status: str
+    seen_count: int
+    first_seen_at: datetime
+    last_seen_at: datetime
+    confirmed_at: datetime | None
+    promoted_at: datetime | None
+    denied_at: datetime | None
+    memory_id: str | None
+
+
+def _row(r: Sequence[Any]) -> ReflectionRow:
+    first_seen, last_seen = parse_iso(r[10]), parse_iso(r[11])
+    assert first_seen is not None and last_seen is not None  # NOT NULL, set by insert()
+    return ReflectionRow(r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], id=int(r[0]), status=r[8],
+                         seen_count=int(r[9]), first_seen_at=first_seen, last_seen_at=last_seen,
+                         confirmed_at=parse_iso(r[12]), promoted_at=parse_iso(r[13]), denied_at=parse_iso(r[14]),
+                         memory_id=r[15])
 
 
 class ReflectionStore:
-    def __init__(self, db: Database):
+    def __init__(self, db: Database) -> None:
         self.db = db
 
     def live(self, character: str, fact_key: str, polarity: int) -> ReflectionRow | None:
@@ -100,7 +99,7 @@ class ReflectionStore:
     def confirmed_before(self, cutoff: datetime, character: str | None = None) -> list[ReflectionRow]:
         """Confirmed reflections whose confirmed_at is at or before `cutoff` (due by age)."""
         sql = f"SELECT {_COLUMNS} FROM reflections WHERE status = 'confirmed' AND confirmed_at <= ?"
-        params: list = [iso(cutoff)]
+        params: list[Any] = [iso(cutoff)]
         if character is not None:
             sql += " AND character = ?"
             params.append(character)

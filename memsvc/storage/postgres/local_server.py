@@ -21,9 +21,10 @@ import stat
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
-from typing import Iterator
+from typing import Any
 
 from memsvc.config import ConfigError
 from memsvc.process_tree import descendants, die_with_parent, wait_gone
@@ -72,7 +73,7 @@ def install_dir() -> Path:
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 def _world_searchable(path: Path) -> bool:
@@ -92,7 +93,7 @@ class PostgresServer:
         self.port = port or free_port()
         self.settings = settings
         self.tied_to_parent = tied_to_parent
-        self.proc: subprocess.Popen | None = None
+        self.proc: subprocess.Popen[bytes] | None = None
         self._account = pwd.getpwnam("nobody") if os.geteuid() == 0 else None
         install = install_dir()
         self._check_reachable()
@@ -143,7 +144,7 @@ class PostgresServer:
                 shutil.copytree(libs, target.parent / libs.name, symlinks=True, dirs_exist_ok=True)
         return target / install.name / "bin"
 
-    def _run_as(self) -> dict:
+    def _run_as(self) -> dict[str, Any]:
         """subprocess arguments that drop root to the unprivileged account (none otherwise)."""
         if self._account is None:
             return {}
@@ -190,6 +191,7 @@ class PostgresServer:
 
     def _wait_ready(self, timeout_s: float) -> None:
         deadline = time.monotonic() + timeout_s
+        assert self.proc is not None  # started
         while not self._serves_this_cluster():
             if self.proc.poll() is not None:
                 error = _KilledWhileStarting if self.proc.returncode < 0 else LocalPostgresError
@@ -206,7 +208,8 @@ class PostgresServer:
 
         try:
             with psycopg.connect(self.url, connect_timeout=2) as conn:
-                return conn.execute("SHOW data_directory").fetchone()[0] == str(self.data_dir)
+                row = conn.execute("SHOW data_directory").fetchone()
+                return row is not None and row[0] == str(self.data_dir)
         except psycopg.OperationalError:  # not listening yet, or still starting up
             return False
 
