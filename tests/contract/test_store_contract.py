@@ -6,9 +6,10 @@ memsvc process has), so what one writes is checked through the other."""
 from __future__ import annotations
 
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Any, Callable
+from datetime import UTC, datetime
+from typing import Any
 
 import pytest
 
@@ -216,8 +217,8 @@ def _credential(credential_id: str, tenants: frozenset[str] | None = frozenset({
 
 
 def _is_recent_utc(moment: datetime | None) -> bool:
-    return (moment is not None and moment.utcoffset() == timezone.utc.utcoffset(None)
-            and abs((datetime.now(timezone.utc) - moment).total_seconds()) < 3600)
+    return (moment is not None and moment.utcoffset() == UTC.utcoffset(None)
+            and abs((datetime.now(UTC) - moment).total_seconds()) < 3600)
 
 
 def _found(store: Any, lookup: str, secret: str) -> Credential | None:
@@ -280,3 +281,28 @@ def test_exists_once_any_credential_was_created_even_revoked(this, other):
     assert other.credentials.exists()
     this.credentials.revoke("agent-1")
     assert other.credentials.exists()
+
+
+# ---- rules the two stores' former copies wrote differently ------------------------------
+
+
+def test_a_namespace_is_a_literal_prefix_up_to_its_dot(this, other):
+    this.settings.write_settings("mem", {"a": 1})
+    this.settings.write_settings("memory", {"b": 2})
+    this.settings.write_settings("m_m", {"c": 3})
+    this.settings.write_settings("m%", {"d": 4})
+    assert other.settings.read_settings("mem") == {"a": 1}
+    assert other.settings.read_settings("memory") == {"b": 2}
+    assert other.settings.read_settings("m_m") == {"c": 3}  # '_' and '%' match only themselves
+    assert other.settings.read_settings("m%") == {"d": 4}
+
+
+def test_a_release_without_a_payload_keeps_the_last_one_and_its_seq(this, other):
+    assert this.leases.acquire("job", "holder-a", 3600)
+    assert this.leases.renew("job", "holder-a", 3600, payload='{"done": 1}')
+    seq = other.leases.read("job").seq
+    assert this.leases.release("job", "holder-a")
+    record = other.leases.read("job")
+    assert (record.payload, record.seq, record.live) == ('{"done": 1}', seq, False)
+    assert not this.leases.release("job", "holder-b", payload='{"done": 9}')  # not the holder: nothing changes
+    assert other.leases.read("job").payload == '{"done": 1}'
