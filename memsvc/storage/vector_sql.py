@@ -1,11 +1,9 @@
-"""The vector part of the storage seam: what `LocalVectorIndex` (memsvc.storage.vector_index)
-asks of the SQL that stores vectors next to the memories, and the pieces both stores share.
-
-Two implementations: sqlite-vec's `vec0` table in the SQLite file (memsvc.storage.sqlite_vec)
-and pgvector's column with an HNSW index in PostgreSQL (memsvc.storage.postgres.pgvector).
-They differ in their tables, their statements and how an owner's vectors held in memory are
-kept current; the rules (which rows are fresh, what "pending" means, the checks of ensure(),
-the errors) are written once in the index, so the two stores cannot drift apart.
+"""The vector part of the storage seam: what `LocalVectorIndex` (memsvc.storage.vector_index,
+which holds the tier's rules once) asks of the SQL that stores vectors next to the memories,
+and the pieces both stores share. Two implementations, differing in their tables, their
+statements and how an owner's vectors held in memory are kept current: sqlite-vec's `vec0`
+table in the SQLite file (memsvc.storage.sqlite_vec) and pgvector's column with an HNSW
+index in PostgreSQL (memsvc.storage.postgres.pgvector).
 """
 
 from __future__ import annotations
