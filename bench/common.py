@@ -18,10 +18,11 @@ import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
@@ -177,7 +178,7 @@ class ServerProc:
     #: before/after comparison in one run (see `baseline_tree`).
     root: Path = ROOT
 
-    def start(self, timeout_s: float = 60.0) -> "ServerProc":
+    def start(self, timeout_s: float = 60.0) -> ServerProc:
         self.port = free_port()
         self.rest_port = free_port() if self.gateway else 0
         admin = free_port() if self.gateway else 0
@@ -228,10 +229,10 @@ class ServerProc:
         except (ProcessLookupError, PermissionError):
             pass
 
-    def __enter__(self) -> "ServerProc":
+    def __enter__(self) -> ServerProc:
         return self.start()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()
 
 
@@ -431,7 +432,7 @@ def tree_rss_mb(root_pid: int) -> float:
     return sum(rss_mb(pid) for pid in server_pids(root_pid))
 
 
-def server_shape(server: "ServerProc") -> dict[str, Any]:
+def server_shape(server: ServerProc) -> dict[str, Any]:
     """Which process count a server runs with: what it was asked, and how many processes
     serve its port (listening sockets: each worker binds its own)."""
     asked = server.processes if server.processes is not None else server.extra_env.get("MEMSVC_PROCESSES")

@@ -17,7 +17,7 @@ import random
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -80,7 +80,7 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     if marker.is_file():
         info = json.loads(marker.read_text())
         built_at = datetime.fromisoformat(info["built_at"])
-        fresh = datetime.now(timezone.utc) - built_at < timedelta(days=RETENTION_DAYS - SPREAD_DAYS - 30)
+        fresh = datetime.now(UTC) - built_at < timedelta(days=RETENTION_DAYS - SPREAD_DAYS - 30)
         if all(info.get(k) == v for k, v in want.items()) and fresh and (folder / "memsvc.db").is_file():
             return info
     started = time.perf_counter()
@@ -103,7 +103,7 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     # Interleave owners, as real traffic does: an owner's memory_ids are spread over the file.
     random.Random(seed).shuffle(rows)
     gen_s = time.perf_counter() - t0
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     rng = np.random.default_rng(seed)
     # Creation times spread over the last SPREAD_DAYS days, increasing with memory_id.
     offsets = np.sort(rng.uniform(0, SPREAD_DAYS * 86400, len(rows)))[::-1]
@@ -144,7 +144,7 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     with db.write() as conn:
         conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
     db.close()
-    info = {**want, "built_at": datetime.now(timezone.utc).isoformat(), "rows": len(rows),
+    info = {**want, "built_at": datetime.now(UTC).isoformat(), "rows": len(rows),
             "seconds": round(time.perf_counter() - started, 1), "generate_s": round(gen_s, 1),
             "insert_rows_s": round(t_rows, 1), "embed_s": round(t_embed, 1), "insert_vectors_s": round(t_vec, 1),
             "signature": resolved.signature,

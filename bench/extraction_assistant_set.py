@@ -21,9 +21,10 @@ from __future__ import annotations
 
 import json
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 SET = Path(__file__).resolve().parent / "extraction_assistant_set.jsonl"
 

@@ -23,14 +23,28 @@ import http.client
 import json
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Sequence
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    CACHE, QUIET_PORTS, ServerProc, Stubs, Target, agg, aio_channel, fmt, interleaved_n, md_table, open_reader_app, pct,
-    processes_option, server_shape, warm_engine, write_results,
+    CACHE,
+    QUIET_PORTS,
+    ServerProc,
+    Stubs,
+    Target,
+    agg,
+    aio_channel,
+    fmt,
+    interleaved_n,
+    md_table,
+    open_reader_app,
+    pct,
+    processes_option,
+    server_shape,
+    warm_engine,
+    write_results,
 )
 from bench.dataset import OWNER_BY_SIZE, db_dir, ensure_all  # noqa: E402
 from bench.facts import queries as make_queries  # noqa: E402

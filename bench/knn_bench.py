@@ -15,7 +15,7 @@ import json
 import sys
 import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
@@ -62,7 +62,7 @@ def build(quantization: str, data: np.ndarray) -> Path:
     apply_migrations(db)
     index = LocalVectorIndex(db, quantization=quantization)
     index.ensure(SIG, data.shape[1])
-    now = datetime.now(timezone.utc) - timedelta(days=1)
+    now = datetime.now(UTC) - timedelta(days=1)
     stamp = iso(now)
     with db.write() as conn:
         conn.executemany(
@@ -96,7 +96,7 @@ def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds
     paths = {q: build(q, data) for q in ("none", "int8")}
     build_s = time.perf_counter() - t0
     exact = [list(np.argsort(-(data.astype(np.float64) @ q.astype(np.float64)), kind="stable")[:k] + 1) for q in qs]
-    scope = SearchScope(OWNER, datetime.now(timezone.utc))
+    scope = SearchScope(OWNER, datetime.now(UTC))
 
     def numpy_floor(q: np.ndarray) -> list[int]:
         sims = data @ q

@@ -41,15 +41,17 @@ import os
 import re
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import Target, md_table, pct, targets_table, write_results  # noqa: E402
-from bench.multilingual_set import LANGS, QUESTION_LANGS, TYPES, load as load_set  # noqa: E402
+from bench.multilingual_set import LANGS, QUESTION_LANGS, TYPES
+from bench.multilingual_set import load as load_set
 from bench.realtalk_bench import SERVER_CONFIGS, Bm25, Dense, Turn, equal_rrf  # noqa: E402
 from bench.realtalk_bench import server_rows as realtalk_server_rows  # noqa: E402
 
@@ -178,7 +180,8 @@ def server_rows(convs: Sequence[Conversation]) -> tuple[dict[str, dict], dict[st
 
 
 def run() -> dict:
-    from bench.multilingual_set import counts, load as raw
+    from bench.multilingual_set import counts
+    from bench.multilingual_set import load as raw
 
     convs = load()
     base = baselines(convs)

@@ -26,7 +26,7 @@ import json
 import re
 import sys
 from collections import Counter
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -65,7 +65,7 @@ def parse(path: Path) -> dict[str, Any]:
         if not line:
             continue
         if m := _SESSION.match(line):
-            start = datetime.strptime(m.group(2), "%Y-%m-%d %H:%M").replace(tzinfo=timezone.utc)
+            start = datetime.strptime(m.group(2), "%Y-%m-%d %H:%M").replace(tzinfo=UTC)
             sessions.append({"id": m.group(1), "started": start.isoformat()})
         elif m := _QUESTION.match(line):
             raw_questions.append((number, m.group(1), m.group(2), m.group(3).split(","), m.group(4)))

@@ -31,7 +31,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    CACHE, QUIET_PORTS, RESULTS, ServerProc, Stubs, md_table, open_reader_app, pct, server_shape, warm_engine,
+    CACHE,
+    QUIET_PORTS,
+    RESULTS,
+    ServerProc,
+    Stubs,
+    md_table,
+    open_reader_app,
+    pct,
+    server_shape,
+    warm_engine,
     write_results,
 )
 from bench.dataset import OWNER_BY_SIZE, db_dir, ensure_all  # noqa: E402

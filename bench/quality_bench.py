@@ -20,15 +20,15 @@ import random
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.common import CACHE, STATIC_CACHE, Target, md_table, targets_table, pct, postgres, write_results  # noqa: E402
+from bench.common import CACHE, STATIC_CACHE, Target, md_table, pct, postgres, targets_table, write_results
 from bench.facts import owner_facts  # noqa: E402
 from bench.quality_set import DISTRACTORS_PER_OWNER, LABELED, OWNERS  # noqa: E402
-
 from memsvc.core.retrieval.ranking import DEFAULT_FUSION, FUSION_RRF, FUSIONS, Candidate, Fusion, gated_convex, rrf  # noqa: E402
 
 OFF = {"embeddingSource": "auto", "staticEnabled": False, "transformersEnabled": False}

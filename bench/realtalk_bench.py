@@ -35,10 +35,11 @@ import re
 import shutil
 import sys
 import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
@@ -121,7 +122,7 @@ def _turns(chat: dict) -> list[Turn]:
             text = (turn.get("clean_text") or "").strip()
             if not text:
                 continue
-            at = datetime.strptime(turn["date_time"], "%d.%m.%Y, %H:%M:%S").replace(tzinfo=timezone.utc)
+            at = datetime.strptime(turn["date_time"], "%d.%m.%Y, %H:%M:%S").replace(tzinfo=UTC)
             out.append(Turn(turn["dia_id"], name, f"{turn['speaker']}: {text}", at))
     return out
 

@@ -32,17 +32,34 @@ import sys
 import tempfile
 import time
 from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    CACHE, QUIET_PORTS, STATIC_CACHE, ServerProc, Stubs, agg, enable_static, fmt, interleaved_n, md_table,
-    one_blas_thread, pct, postgres, server_pids, server_shape, warm_engine, write_results,
+    CACHE,
+    QUIET_PORTS,
+    STATIC_CACHE,
+    ServerProc,
+    Stubs,
+    agg,
+    enable_static,
+    fmt,
+    interleaved_n,
+    md_table,
+    one_blas_thread,
+    pct,
+    postgres,
+    server_pids,
+    server_shape,
+    warm_engine,
+    write_results,
 )
-from bench.facts import owner_facts, queries as make_queries  # noqa: E402
+from bench.facts import owner_facts
+from bench.facts import queries as make_queries
 from bench.hot_path import _retrieve_req, concurrent, warm  # noqa: E402
 from bench.writes_bench import _warm_static  # noqa: E402
 

@@ -28,10 +28,19 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import (  # noqa: E402
-    extraction_bench, hot_path, knn_bench, profile_retrieve, quality_bench, realtalk_bench, reindex_bench, replicas_bench,
-    startup_bench, working_set_bench, writes_bench,
+    extraction_bench,
+    hot_path,
+    knn_bench,
+    multilingual_bench,
+    profile_retrieve,
+    quality_bench,
+    realtalk_bench,
+    reindex_bench,
+    replicas_bench,
+    startup_bench,
+    working_set_bench,
+    writes_bench,
 )
-from bench import multilingual_bench  # noqa: E402
 from bench.common import RESULTS, Target, machine, targets_table, write_results  # noqa: E402
 from bench.dataset import ensure_all  # noqa: E402
 

@@ -17,8 +17,21 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    CACHE, PY, ROOT, Stubs, Target, agg, fmt, free_port, md_table, rss_mb, server_env, tree_rss_mb, wait_serving,
-    write_results)
+    CACHE,
+    PY,
+    ROOT,
+    Stubs,
+    Target,
+    agg,
+    fmt,
+    free_port,
+    md_table,
+    rss_mb,
+    server_env,
+    tree_rss_mb,
+    wait_serving,
+    write_results,
+)
 
 
 def _serve(data_dir: Path, processes: int | None = 1, model: bool = True) -> tuple[subprocess.Popen, int, float]:

@@ -29,9 +29,9 @@ from pathlib import Path
 import numpy as np
 
 from memsvc.kernel.models import NewMemory, SearchScope, utcnow
+from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.database import Database
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.vector_index import LocalVectorIndex
 
 

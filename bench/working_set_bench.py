@@ -22,9 +22,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import CACHE, Target, fmt, interleaved_n, md_table, pct, timed, write_results  # noqa: E402
 from bench.facts import owner_facts, queries  # noqa: E402
-
-from memsvc.kernel.models import NewMemory, SearchScope, utcnow  # noqa: E402
 from memsvc.core.retrieval.ranking import RetrievalRequest, Retriever  # noqa: E402
+from memsvc.kernel.models import NewMemory, SearchScope, utcnow  # noqa: E402
 from memsvc.storage.database import Database  # noqa: E402
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend  # noqa: E402
 

@@ -18,7 +18,17 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.common import (  # noqa: E402
-    CACHE, QUIET_PORTS, ServerProc, Stubs, Target, agg, aio_channel, enable_static, fmt, md_table, server_shape,
+    CACHE,
+    QUIET_PORTS,
+    ServerProc,
+    Stubs,
+    Target,
+    agg,
+    aio_channel,
+    enable_static,
+    fmt,
+    md_table,
+    server_shape,
     write_results,
 )
 from bench.facts import owner_facts  # noqa: E402

@@ -13,27 +13,28 @@ from memsvc.backends import create_backend
 from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
 from memsvc.config import Config, ConfigError
-from memsvc.core.extraction import facts as extraction
-from memsvc.core.background import BackgroundWriter
 from memsvc.core.backend_manager import BackendManager, RoutedEvents
+from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import Credentials
+from memsvc.core.embedding_port import Embeddings as EmbeddingsPort
 from memsvc.core.engine import Engine
+from memsvc.core.extraction import facts as extraction
 from memsvc.core.introspection import Introspection
 from memsvc.core.leases import LeaseTiming
 from memsvc.core.memories import Memories
-from memsvc.core.settings.qdrant import QdrantSettingsManager, local_mode_across_hosts
 from memsvc.core.reindex import Reindexer
 from memsvc.core.retrieval.ranking import FUSIONS, Retriever
-from memsvc.core.settings.memory import Settings
 from memsvc.core.retrieval.vector_tier import QdrantConnector, SettingsReranker, VectorTier
-from memsvc.kernel.embedding_errors import EmbeddingError
+from memsvc.core.settings.memory import Settings
+from memsvc.core.settings.qdrant import QdrantSettingsManager, local_mode_across_hosts
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
 from memsvc.embedding.sources import StaticSource
+from memsvc.kernel.embedding_errors import EmbeddingError
 from memsvc.metrics import Metrics, StateSources
 from memsvc.storage.character_store import CharacterStore
 from memsvc.storage.database import Database
-from memsvc.storage.reflection_store import ReflectionStore
 from memsvc.storage.memory_store import SqlMemoryBackend
+from memsvc.storage.reflection_store import ReflectionStore
 from memsvc.storage.stores import Stores, open_stores
 
 log = logging.getLogger("memsvc.app")
@@ -60,7 +61,7 @@ class App:
     stores: Stores
 
     @classmethod
-    def open(cls, config: Config) -> "App":
+    def open(cls, config: Config) -> App:
         """Open the configured store (SQLite under the data dir, or the PostgreSQL of
         MEMSVC_DATABASE_URL) and apply its migrations (refusing a schema newer than the code)."""
         stores = open_stores(config)
@@ -82,7 +83,7 @@ class App:
         reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,
                               leases=stores.lease_store, timing=LeaseTiming(ttl_s=config.lease_ttl_s))
         working_sets = getattr(backend, "working_sets", None)
-        metrics = Metrics(StateSources(db_path=stores.info.db_path, embedding_cache=vectors.embeddings.cache.stats,
+        metrics = Metrics(StateSources(db_path=stores.info.db_path, embedding_cache=_built(vectors.embeddings).cache.stats,
                                        reindex=lambda: _reindex_gauges(reindexer),
                                        working_sets=working_sets.status if working_sets is not None else None))
         engine = Engine(backend, settings, background, retriever, events=events,
@@ -170,3 +171,10 @@ def _qdrant_index(settings, data_dir: str):
     from memsvc.vectors.qdrant import QdrantIndex
 
     return QdrantIndex.from_settings(settings, data_dir)
+
+
+def _built(embeddings: EmbeddingsPort) -> Embeddings:
+    """The embedding service App._vectors built: the core sees it through its port, the
+    process metrics read its cache."""
+    assert isinstance(embeddings, Embeddings)
+    return embeddings

@@ -12,8 +12,8 @@ from memsvc.cli_admin import add_commands, run_client_command
 from memsvc.cli_cluster import add_command as add_cluster_command
 from memsvc.cli_models import add_command as add_build_models_command
 from memsvc.cli_tokens import add_commands as add_token_commands
-from memsvc.gateway import command as gateway_command
 from memsvc.client import ClientError
+from memsvc.gateway import command as gateway_command
 from memsvc.kernel.errors import StorageVersionError, UnavailableError
 from memsvc.logs import configure
 from memsvc.mcp.command import add_command as add_mcp_command

@@ -95,8 +95,7 @@ def memories(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout)
     if action == "list":
         page = client.call(client.memory.ListMemories, memory_pb2.ListMemoriesRequest(
             api_key_id=args.api_key_id or "", q=args.q or "", limit=args.limit))
-        for m in page.data:
-            out.write(f"{m.id}  {m.api_key_id}  {m.type:<10}  {m.key or '-'}  {m.content[:80]}\n")
+        out.writelines(f"{m.id}  {m.api_key_id}  {m.type:<10}  {m.key or '-'}  {m.content[:80]}\n" for m in page.data)
         out.write(f"{len(page.data)} of {page.total}\n")
     elif action == "add":
         created = client.call(client.memory.CreateMemory, memory_pb2.CreateMemoryRequest(

@@ -84,12 +84,13 @@ class Child:
     _offset: int = 0
 
     def start(self) -> None:
-        self._log = open(self.log_path, "ab")
+        self._log = open(self.log_path, "ab")  # noqa: SIM115 - held while the process runs, closed after it ends
         self._offset = self._log.tell()
         # Its own session: a Ctrl-C in the terminal reaches this process only, which then
         # stops the children in order.
         self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True, preexec_fn=die_with_parent)
+                                     stderr=subprocess.STDOUT, start_new_session=True,
+                                     preexec_fn=die_with_parent)  # noqa: PLW1509 - one prctl call, no locks taken
 
     def exited(self) -> int | None:
         return None if self.proc is None else self.proc.poll()

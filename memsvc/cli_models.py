@@ -19,9 +19,9 @@ EXIT_CANNOT_BUILD = 1
 
 
 def build_models(conf: cfg.Config, args: argparse.Namespace) -> int:
-    from memsvc.kernel.embedding_errors import EmbeddingError
     from memsvc.embedding.resolver import EmbeddingConfig
     from memsvc.embedding.sources import StaticSource
+    from memsvc.kernel.embedding_errors import EmbeddingError
 
     embedding = EmbeddingConfig.from_config(conf)
     if embedding.static_model:

@@ -13,8 +13,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Iterator, TextIO
+from typing import Any, TextIO
 
 from memsvc.config import Config
 from memsvc.core.credentials import ALL_TENANTS, PERMISSIONS, Credential, Credentials
@@ -65,10 +66,9 @@ def list_tokens(config: Config, args: argparse.Namespace, out: TextIO = sys.stdo
         out.write(json.dumps(rows) + "\n")
         return 0
     out.write(f"{'ID':<24} {'PERMISSIONS':<26} {'TENANTS':<24} {'CHARS':<5} {'CREATED':<20} REVOKED\n")
-    for r in rows:
-        out.write(f"{r['id']:<24} {','.join(r['permissions']):<26} {','.join(r['tenants']) or '-':<24} "
+    out.writelines(f"{r['id']:<24} {','.join(r['permissions']):<26} {','.join(r['tenants']) or '-':<24} "
                   f"{'yes' if r['characters'] else 'no':<5} {str(r['created_at'])[:19]:<20} "
-                  f"{str(r['revoked_at'])[:19] if r['revoked_at'] else '-'}\n")
+                  f"{str(r['revoked_at'])[:19] if r['revoked_at'] else '-'}\n" for r in rows)
     return 0
 
 

@@ -4,8 +4,9 @@ of MEMSVC_API_TOKENS, and errors turned into one clear line instead of a traceba
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import grpc
 
@@ -43,7 +44,7 @@ class Client:
     timeout_s: float = 30.0
 
     @classmethod
-    def connect(cls, config: Config, address: str | None = None) -> "Client":
+    def connect(cls, config: Config, address: str | None = None) -> Client:
         target = server_address(config, address)
         channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", config.max_message_bytes)])
         token = config.api_tokens[0] if config.api_tokens else None

@@ -9,9 +9,10 @@ from __future__ import annotations
 
 import argparse
 import os
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 from memsvc.kernel.web_access import is_loopback, web_access

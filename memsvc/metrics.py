@@ -26,9 +26,10 @@ import re
 import shutil
 import tempfile
 import threading
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Literal, Mapping
+from typing import Literal
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, multiprocess, start_http_server
 from prometheus_client.core import GaugeMetricFamily
@@ -155,7 +156,7 @@ class ProcessesMetrics(_Endpoint):
         self.registry.register(_StateCollector(sources))
 
     @classmethod
-    def private(cls, sources: StateSources) -> "ProcessesMetrics":
+    def private(cls, sources: StateSources) -> ProcessesMetrics:
         """Over a folder of this run's own off the data disk (`runtime_directory`), removed
         by `close`."""
         return cls(runtime_directory(), sources, owned=True)

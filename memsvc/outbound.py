@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import ssl
 import time
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 import httpcore
 import httpx
@@ -33,7 +34,7 @@ _MAX_CONNECTIONS = 100
 _KEEPALIVE = 20
 _KEEPALIVE_EXPIRY_S = 5.0
 
-__all__ = ["PinnedBackend", "URLRefused", "pinned_transport", "make_client", "client_options"]
+__all__ = ["PinnedBackend", "URLRefused", "client_options", "make_client", "pinned_transport"]
 
 
 class PinnedBackend(httpcore.NetworkBackend):

@@ -42,9 +42,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Awaitable, Callable
+from typing import TYPE_CHECKING, Any
 
 from memsvc.config import Config, ConfigError, to_env
 from memsvc.supervision import Supervisor
@@ -211,7 +212,7 @@ class Fleet:
 
     name = "worker"
 
-    def __init__(self, config: Config, port: int, metrics: "ProcessesMetrics"):
+    def __init__(self, config: Config, port: int, metrics: ProcessesMetrics):
         command = [sys.executable, "-m", "memsvc", "serve", "--worker-of", str(os.getpid())]
         env = worker_env(config, port, metrics.directory)
         self._metrics = metrics

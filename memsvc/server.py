@@ -16,30 +16,38 @@ import importlib
 import logging
 import os
 import signal
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Awaitable, Callable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import grpc
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 
-from memsvc.api.decoding import DecodingInterceptor
 from memsvc.api.credential_servicer import CredentialServicer
+from memsvc.api.decoding import DecodingInterceptor
 from memsvc.api.engine_servicer import EngineServicer
 from memsvc.api.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
 from memsvc.api.memory_servicer import MemoryServicer
 from memsvc.api.settings_servicer import SettingsServicer
 from memsvc.app import App
 from memsvc.config import Config, ConfigError
-from memsvc.v1 import (credentials_pb2, credentials_pb2_grpc, engine_pb2, engine_pb2_grpc, memory_pb2, memory_pb2_grpc,
-                       settings_pb2, settings_pb2_grpc)
+from memsvc.v1 import (
+    credentials_pb2,
+    credentials_pb2_grpc,
+    engine_pb2,
+    engine_pb2_grpc,
+    memory_pb2,
+    memory_pb2_grpc,
+    settings_pb2,
+    settings_pb2_grpc,
+)
 
 if TYPE_CHECKING:
     from memsvc.gateway.launcher import GatewaySupervisor
     from memsvc.mcp.http import McpHttp
     from memsvc.metrics import Metrics, ProcessesMetrics
-    from memsvc.supervision import Supervisor
 
 log = logging.getLogger("memsvc.server")
 
@@ -138,7 +146,7 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     return RunningServer(server, port, health_servicer, app)
 
 
-def serve_metrics(metrics: "Metrics | ProcessesMetrics", config: Config) -> int | None:
+def serve_metrics(metrics: Metrics | ProcessesMetrics, config: Config) -> int | None:
     """The /metrics endpoint; a port that cannot be bound is logged, not fatal (the memory
     service matters more than its metrics)."""
     if config.metrics_port < 0:
@@ -161,8 +169,14 @@ def _one_blas_thread() -> None:
 
 
 def _report_rest_soon(health_servicer: health.aio.HealthServicer, up: bool) -> None:
-    """A signal handler's `report_rest`: scheduled on the loop, not awaited."""
-    asyncio.ensure_future(report_rest(health_servicer, up))
+    """A signal handler's `report_rest`: scheduled on the loop, not awaited. The task is kept
+    until it ends: the loop holds only a weak reference to it."""
+    task = asyncio.ensure_future(report_rest(health_servicer, up))
+    _REPORTS.add(task)
+    task.add_done_callback(_REPORTS.discard)
+
+
+_REPORTS: set[asyncio.Future[None]] = set()
 
 
 async def report_rest(health_servicer: health.aio.HealthServicer, up: bool) -> None:
@@ -173,7 +187,7 @@ async def report_rest(health_servicer: health.aio.HealthServicer, up: bool) -> N
 
 
 async def start_gateway(config: Config, grpc_port: int,
-                        report: Callable[[bool], Awaitable[None]]) -> "GatewaySupervisor":
+                        report: Callable[[bool], Awaitable[None]]) -> GatewaySupervisor:
     """Envoy in front of the gRPC server on `grpc_port`, supervised; `report(up)` is awaited
     when REST goes down or comes back."""
     from memsvc.gateway.launcher import Gateway, GatewayError, GatewaySupervisor  # optional at run time
@@ -217,7 +231,7 @@ async def until_stopped(stop: asyncio.Event, *supervisors: Watched | None) -> No
         raise error
 
 
-async def start_mcp(config: Config, grpc_port: int) -> "McpHttp | None":
+async def start_mcp(config: Config, grpc_port: int) -> McpHttp | None:
     """The MCP HTTP server, or None when it is off. Its SDK takes about two seconds to
     import: that runs on a worker thread, so the gRPC server already serving keeps
     answering meanwhile (on the event loop's thread it answered nothing until it was done),

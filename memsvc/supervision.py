@@ -13,8 +13,9 @@ import asyncio
 import logging
 import subprocess
 import time
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Awaitable, Callable, Protocol
+from typing import Protocol
 
 
 @dataclass(frozen=True)

@@ -13,19 +13,20 @@ import time
 import urllib.error
 import urllib.request
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Iterator
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
+from support.processes import leftovers
 
 from memsvc.app import App
 from memsvc.config import Config
 from memsvc.gateway.launcher import Gateway
 from memsvc.server import RunningServer, start
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
-from support.processes import leftovers
 
 if TYPE_CHECKING:
     from support.postgres import PostgresServer
@@ -48,7 +49,7 @@ class ServerHandle:
         self.channels.append(ch)
         return ch
 
-    def stubs(self, token: str | None = None) -> "Stubs":
+    def stubs(self, token: str | None = None) -> Stubs:
         ch = self.channel(token)
         return Stubs(memory_pb2_grpc.MemoryServiceStub(ch), engine_pb2_grpc.EngineServiceStub(ch),
                      settings_pb2_grpc.SettingsServiceStub(ch))
@@ -134,7 +135,7 @@ def no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator
 
 
 @pytest.fixture(scope="session")
-def postgres_server() -> Iterator["PostgresServer"]:
+def postgres_server() -> Iterator[PostgresServer]:
     """One real PostgreSQL with pgvector for the run (tests/support/postgres.py), on a free
     loopback port; imported here only when asked for, so a venv without the dev extra's
     server still runs every other test."""
@@ -145,13 +146,13 @@ def postgres_server() -> Iterator["PostgresServer"]:
 
 
 @pytest.fixture(scope="session")
-def postgres_url(postgres_server: "PostgresServer") -> str:
+def postgres_url(postgres_server: PostgresServer) -> str:
     """postgresql://postgres@127.0.0.1:PORT/postgres of the run's server."""
     return postgres_server.url
 
 
 @pytest.fixture
-def postgres_db_url(postgres_server: "PostgresServer") -> Iterator[str]:
+def postgres_db_url(postgres_server: PostgresServer) -> Iterator[str]:
     """A database of the test's own on the run's server (vector extension created), dropped
     after the test, so tests sharing the server never see each other's tables."""
     name = f"test_{uuid.uuid4().hex[:12]}"

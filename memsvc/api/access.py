@@ -43,8 +43,8 @@ from google.protobuf.message import Message
 from memsvc.characters.common import owner_id
 from memsvc.characters.names import character_from_filename
 from memsvc.core.credentials import ADMIN, READ, WRITE, Credential, TenantScope
-from memsvc.kernel.errors import PermissionDeniedError, ValidationError, shorten
 from memsvc.core.memories import memory_not_found
+from memsvc.kernel.errors import PermissionDeniedError, ValidationError, shorten
 
 CORE, CONFINE, ADMIN_ONLY = "core", "confine", "admin"
 # Not a permission a credential holds: the rule of a call anyone may make.

@@ -6,30 +6,39 @@ Presence matters on the way in: an unset optional field is None, not "" or 0.
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
 from collections.abc import Iterable, Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from google.protobuf import struct_pb2, timestamp_pb2
 from google.protobuf.message import Message
 
 from memsvc.api import errors
-from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
-                                      RenameRequest, RenameResult, SaveRequest, SaveResult)
-from memsvc.core.credentials import OPEN_CALLER, Credential, IssuedCredential
-from memsvc.kernel.errors import ValidationError
+from memsvc.characters.models import (
+    AppendResult,
+    ChatItem,
+    LegacyScan,
+    PurgeResult,
+    RecentSnapshot,
+    RenameRequest,
+    RenameResult,
+    SaveRequest,
+    SaveResult,
+)
 from memsvc.core.backend_manager import BackendStatus
+from memsvc.core.credentials import OPEN_CALLER, Credential, IssuedCredential
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection.inject import InjectOptions
-from memsvc.core.memories import HealthReport, ListQuery, MemoryListing, check_batch_size
-from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
 from memsvc.core.introspection import EmbeddingStatus, QdrantHit
-from memsvc.core.settings.qdrant import QdrantSettings, mask_api_key
+from memsvc.core.memories import HealthReport, ListQuery, MemoryListing, check_batch_size
 from memsvc.core.reindex import Progress, ReindexStatus
-from memsvc.core.retrieval.relevance_floor import FlooredResult
 from memsvc.core.retrieval.ranking import Resolution, RetrievalResult, RetrievedItem
+from memsvc.core.retrieval.relevance_floor import FlooredResult
 from memsvc.core.settings.memory import MemorySettings
+from memsvc.core.settings.qdrant import QdrantSettings, mask_api_key
 from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
+from memsvc.kernel.errors import ValidationError
+from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
 from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
 
 # UpdateMemoryRequest fields a client may name, by their JSON names (what REST users see in
@@ -94,7 +103,7 @@ def dict_to_struct(value: Mapping[str, Any] | None) -> struct_pb2.Struct:
 
 
 def to_datetime(ts: timestamp_pb2.Timestamp) -> datetime:
-    return ts.ToDatetime(tzinfo=timezone.utc)
+    return ts.ToDatetime(tzinfo=UTC)
 
 
 def _valid_time(ts: timestamp_pb2.Timestamp, field_name: str) -> datetime:

@@ -16,8 +16,8 @@ field, say) must check `is_undecodable(request)` first.
 from __future__ import annotations
 
 import inspect
-from dataclasses import dataclass
 from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 import grpc

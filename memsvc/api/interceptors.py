@@ -16,8 +16,8 @@ import hmac
 import logging
 import time
 import uuid
-from dataclasses import replace
 from collections.abc import AsyncIterator, Callable
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Protocol, cast
 
 import grpc

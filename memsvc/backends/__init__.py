@@ -6,15 +6,16 @@ which operation is routing policy, in memsvc.core.backend_manager."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from memsvc.backends.base import Connection
 from memsvc.backends.http import HttpBackend, HttpBackendConfig
 from memsvc.backends.memsvc_rest import MemsvcBackend
 from memsvc.backends.notion import NOTION_VERSION, NotionBackend
 from memsvc.backends.obsidian import DEFAULT_FOLDER, ObsidianBackend
-from memsvc.kernel.backend import PluggableBackend
 from memsvc.core.settings.backends import DEFAULT_BASE_URLS, DEFAULT_TIMEOUT_MS, backend_type
+from memsvc.kernel.backend import PluggableBackend
 
 __all__ = ["create_backend"]
 

@@ -12,19 +12,27 @@ from __future__ import annotations
 import json
 import ssl
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timezone
-from typing import TYPE_CHECKING, Any, Mapping
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 import httpx
 
 from memsvc import outbound
-from memsvc.kernel.backend import BackendError, BackendHealth
 from memsvc.core.backend_manager import readable
-from memsvc.kernel.models import DEFAULT_MEMORY_TYPE, MEMORY_TYPES, Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory
-from memsvc.kernel.url_policy import check_url
-from memsvc.kernel.url_policy import host_of, join
+from memsvc.kernel.backend import BackendError, BackendHealth
+from memsvc.kernel.models import (
+    DEFAULT_MEMORY_TYPE,
+    MEMORY_TYPES,
+    Memory,
+    MemoryFilter,
+    MemoryPage,
+    MemoryPatch,
+    NewMemory,
+)
+from memsvc.kernel.url_policy import check_url, host_of, join
 
 DEFAULT_TIMEOUT_S = 30.0
 #: clear() deletes page by page; a store this large is cleared in several calls.
@@ -154,7 +162,7 @@ def path_segment(value: str) -> str:
 
 
 def to_iso(dt: datetime | None) -> str | None:
-    return None if dt is None else dt.astimezone(timezone.utc).isoformat().replace("+00:00", "Z")
+    return None if dt is None else dt.astimezone(UTC).isoformat().replace("+00:00", "Z")
 
 
 def parse_time(value: Any) -> datetime | None:
@@ -164,7 +172,7 @@ def parse_time(value: Any) -> datetime | None:
     if isinstance(value, (int, float)):
         seconds = value / 1000 if abs(value) > 1e11 else value
         try:
-            return datetime.fromtimestamp(seconds, timezone.utc)
+            return datetime.fromtimestamp(seconds, UTC)
         except (OverflowError, OSError, ValueError):
             return None
     if isinstance(value, str) and value:
@@ -172,7 +180,7 @@ def parse_time(value: Any) -> datetime | None:
             parsed = datetime.fromisoformat(value.replace("Z", "+00:00"))
         except ValueError:
             return None
-        return parsed if parsed.tzinfo else parsed.replace(tzinfo=timezone.utc)
+        return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     return None
 
 
@@ -213,7 +221,7 @@ def memory_from_json(obj: Any, owner: str = "") -> Memory:
     in when the answer does not say whose memory it is (a search scoped to one owner)."""
     if not isinstance(obj, Mapping) or not _text(obj, "id") or not isinstance(obj.get("content"), str):
         raise BackendError("the backend answered with a memory that has no id or content")
-    created = parse_time(obj.get("createdAt", obj.get("created_at"))) or datetime.now(timezone.utc)
+    created = parse_time(obj.get("createdAt", obj.get("created_at"))) or datetime.now(UTC)
     kind = obj.get("type")
     metadata = obj.get("metadata")
     return Memory(

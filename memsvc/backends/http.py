@@ -12,8 +12,9 @@ status raises BackendError."""
 from __future__ import annotations
 
 import builtins
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Any
 
 from memsvc.backends.base import (
     Connection,

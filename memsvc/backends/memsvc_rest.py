@@ -5,7 +5,8 @@ setting to be global). The key is one of the remote's bearer tokens."""
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 from memsvc.backends.base import Connection
 from memsvc.backends.http import HttpBackend, HttpBackendConfig, scored

@@ -21,8 +21,9 @@ from __future__ import annotations
 import builtins
 import json
 import re
+from collections.abc import Iterator, Mapping
 from datetime import datetime
-from typing import Any, Iterator, Mapping
+from typing import Any
 
 from memsvc.backends.base import (
     Connection,
@@ -36,9 +37,9 @@ from memsvc.backends.base import (
     to_iso,
     upserted,
 )
+from memsvc.core.retrieval.ranking import relevance
 from memsvc.kernel.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
 from memsvc.kernel.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult, utcnow
-from memsvc.core.retrieval.ranking import relevance
 from memsvc.kernel.text import normalize, scoring_tokens
 
 DEFAULT_BASE_URL = "https://api.notion.com"

@@ -20,7 +20,8 @@ import builtins
 import json
 import re
 import uuid
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 import yaml
 
@@ -37,10 +38,10 @@ from memsvc.backends.base import (
     to_iso,
     upserted,
 )
+from memsvc.core.retrieval.vector_tier import in_scope
 from memsvc.kernel.backend import BackendError, BackendHealth, BackendSearch, ScoredMemory
 from memsvc.kernel.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult, utcnow
 from memsvc.kernel.text import scoring_tokens
-from memsvc.core.retrieval.vector_tier import in_scope
 
 DEFAULT_BASE_URL = "https://127.0.0.1:27124"
 DEFAULT_FOLDER = "memsvc"

@@ -15,8 +15,9 @@ import json
 import os
 import re
 import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from memsvc.characters.common import Hooks
 from memsvc.characters.fsutil import remove_entry

@@ -64,7 +64,7 @@ class ProcessLock:
                 os.close(fd)  # closing the only descriptor releases the flock
         self._threads.release()
 
-    def __enter__(self) -> "ProcessLock":
+    def __enter__(self) -> ProcessLock:
         self.acquire()
         return self
 

@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import logging
 import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
 
 from memsvc.characters import messages as fmt
 from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, check_writes_owner, may_address

@@ -13,8 +13,8 @@ from __future__ import annotations
 import logging
 import re
 import threading
+from collections.abc import Callable
 from datetime import datetime, timedelta
-from typing import Callable
 
 from memsvc.characters.common import Hooks, owner_id
 from memsvc.characters.toggles import POWERFUL_KEY, CoreConfig

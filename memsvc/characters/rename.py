@@ -11,10 +11,11 @@ undoes every completed part in reverse, and says what failed and what could not 
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from memsvc.characters import fsutil
 from memsvc.characters.common import CharacterLocks, Hooks, Roots, owner_id
@@ -64,7 +65,7 @@ class RenameTransaction:
         try:
             self._enter("backup")
             self.registry_raw = self.parts.registry.raw()
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001
             raise OperationFailedError(f"renaming {self.old!r} to {self.new!r} failed at step backup: "
                                        f"{_describe(exc)}; nothing was changed") from exc
         self._drain()
@@ -140,7 +141,7 @@ class RenameTransaction:
         for source, target in reversed(self.moved):
             try:
                 fsutil.move_entry(target.parent, target.name, source.name)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:
                 problems.append(f"{target.name} not moved back ({_describe(exc)})")
         restored = [(path_key(s), fsutil.signature(s)) for s, _ in recent if fsutil.is_real_file(s)]
         try:
@@ -148,7 +149,7 @@ class RenameTransaction:
                 self.parts.store.undo_rename_rows(self.old, owner_id(self.old), self.rows, restored)
             elif restored:
                 self.parts.store.activate_restored(restored)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:
             problems.append(f"database rows not restored ({_describe(exc)})")
         return problems
 

@@ -7,14 +7,24 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from memsvc.characters.common import CharacterLocks, Hooks, Roots, StorageGuard, owner_id
 from memsvc.characters.fsutil import check_writable, clean_temp_files, exists_no_follow
 from memsvc.characters.legacy import Legacy
-from memsvc.characters.models import (AppendResult, ChatItem, LegacyScan, PurgeResult, RecentSnapshot,
-                                      RenameRequest, RenameResult, SaveRequest, SaveResult)
+from memsvc.characters.models import (
+    AppendResult,
+    ChatItem,
+    LegacyScan,
+    PurgeResult,
+    RecentSnapshot,
+    RenameRequest,
+    RenameResult,
+    SaveRequest,
+    SaveResult,
+)
 from memsvc.characters.names import validate_new_name, validate_old_name
 from memsvc.characters.process_lock import ProcessLock
 from memsvc.characters.recent import RecentFiles
@@ -24,8 +34,8 @@ from memsvc.characters.rename import RenameParts, RenameTransaction
 from memsvc.characters.reviews import ReviewRunner
 from memsvc.characters.toggles import POWERFUL_KEY, REVIEW_KEY, CoreConfig, strict_bool
 from memsvc.config import Config
-from memsvc.kernel.errors import ConflictError, NotFoundError, OperationFailedError, ValidationError
 from memsvc.core.memories import Memories
+from memsvc.kernel.errors import ConflictError, NotFoundError, OperationFailedError, ValidationError
 from memsvc.kernel.models import utcnow
 
 if TYPE_CHECKING:  # the stores are built by memsvc.app and passed in

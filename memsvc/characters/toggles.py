@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import json
 import threading
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from memsvc.characters.fsutil import atomic_write_text
 from memsvc.characters.process_lock import ProcessLock

@@ -31,11 +31,25 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
+from memsvc.core.memories import NoFollowUp
+from memsvc.core.retrieval.ranking import (
+    BUDGET_RANGE,
+    RECENT_LIMIT,
+    Resolution,
+    RetrievalRequest,
+    RetrievalResult,
+    RetrievedItem,
+    apply_budget,
+    scope_for,
+)
+from memsvc.core.retrieval.vector_tier import in_scope  # the scope rule vector results pass, applied once
+from memsvc.core.settings.backends import SQLITE
+from memsvc.core.settings.memory import MemorySettings, Settings
 from memsvc.kernel.backend import (
     BackendError,
     BackendHealth,
@@ -45,9 +59,7 @@ from memsvc.kernel.backend import (
     PluggableBackend,
     ScoredMemory,
 )
-from memsvc.core.settings.backends import SQLITE
 from memsvc.kernel.errors import UnavailableError
-from memsvc.core.memories import NoFollowUp
 from memsvc.kernel.models import (
     KeywordHit,
     Memory,
@@ -60,18 +72,6 @@ from memsvc.kernel.models import (
     estimate_tokens,
     utcnow,
 )
-from memsvc.core.retrieval.ranking import (
-    BUDGET_RANGE,
-    RECENT_LIMIT,
-    Resolution,
-    RetrievalRequest,
-    RetrievalResult,
-    RetrievedItem,
-    apply_budget,
-    scope_for,
-)
-from memsvc.core.settings.memory import MemorySettings, Settings
-from memsvc.core.retrieval.vector_tier import in_scope  # the scope rule vector results pass, applied once
 
 log = logging.getLogger("memsvc.core.backends")
 Factory = Callable[[str, Mapping[str, Any]], PluggableBackend]
@@ -501,7 +501,7 @@ class BackendManager:
                 backend.delete(change.memory_id)
             elif change.patch is not None:
                 backend.update(change.memory_id, change.patch)
-        except Exception as exc:  # noqa: BLE001 - any failure of a fallback is retried
+        except Exception as exc:
             self._retry_later(name, change, exc)
             return
         with self._lock:
@@ -526,7 +526,7 @@ class BackendManager:
     def _probe(self, backend: PluggableBackend) -> BackendHealth:
         try:
             health = backend.health()
-        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
+        except Exception as exc:
             health = BackendHealth(False, 0.0, f"{type(exc).__name__}: {exc}")
         with self._lock:
             self._health[backend.name] = (health, utcnow())

@@ -33,9 +33,10 @@ import re
 import secrets
 import threading
 from collections import OrderedDict
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 from memsvc.kernel.errors import NotFoundError, Violations, shorten
 from memsvc.kernel.models import MemoryFilter

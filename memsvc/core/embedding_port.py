@@ -4,7 +4,8 @@ is the implementation `memsvc.app` passes in; core never imports the adapter."""
 
 from __future__ import annotations
 
-from typing import Any, Protocol, Sequence
+from collections.abc import Sequence
+from typing import Any, Protocol
 
 import numpy as np
 

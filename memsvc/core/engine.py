@@ -4,22 +4,18 @@ protobuf and never opens the database itself."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any, ContextManager, Protocol
+from contextlib import AbstractContextManager
+from dataclasses import dataclass, field, replace
+from typing import Any, Protocol
 
 from memsvc.core.access import AccessRecorder
-from memsvc.kernel.backend import InTransaction, MemoryBackend
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import retrieval_scope
-from memsvc.kernel.errors import PermissionDeniedError, Violations
 from memsvc.core.extraction.facts import Fact, extract_facts, fact_metadata
 from memsvc.core.extraction.speakers import ASSISTANT, USER
-from memsvc.core.injection.inject import InjectOptions, Injection, detect_format, inject, no_memory_requested
+from memsvc.core.injection.inject import Injection, InjectOptions, detect_format, inject, no_memory_requested
 from memsvc.core.memories import MAX_ID_CHARS, DraftStore, MemoryEvents, NoEvents, store_drafts, validate_new
-from memsvc.kernel.models import Memory, NewMemory, UpsertResult, utcnow
-from memsvc.core.retrieval.relevance_floor import (FlooredResult, above_floor, floor_for, limit_problem, min_score_problem,
-                                         queryless_min_score)
 from memsvc.core.retrieval.ranking import (
     BUDGET_RANGE,
     STRATEGY_ALIASES,
@@ -30,8 +26,19 @@ from memsvc.core.retrieval.ranking import (
     SearchBackend,
     apply_budget,
 )
+from memsvc.core.retrieval.relevance_floor import (
+    FlooredResult,
+    above_floor,
+    floor_for,
+    limit_problem,
+    min_score_problem,
+    queryless_min_score,
+)
 from memsvc.core.settings.memory import SCOPES, Settings
 from memsvc.core.summarization import BudgetOutcome, SummaryBackend, SummaryOutcome, summarize, summarize_to_budget
+from memsvc.kernel.backend import InTransaction, MemoryBackend
+from memsvc.kernel.errors import PermissionDeniedError, Violations
+from memsvc.kernel.models import Memory, NewMemory, UpsertResult, utcnow
 
 MAX_QUERY_CHARS = 8192
 PREVIEW_LIMIT_RANGE = (1, 100)
@@ -49,7 +56,7 @@ class EngineBackend(SearchBackend, SummaryBackend, Protocol):
     # A plain list counts 1 an id; a mapping gives each id's count (memsvc.core.access).
     def touch(self, ids: Sequence[str] | Mapping[str, int]) -> None: ...
 
-    def snapshot(self) -> ContextManager[object]:
+    def snapshot(self) -> AbstractContextManager[object]:
         """A block in which every read of this thread sees one committed state."""
         ...
 

@@ -32,7 +32,7 @@ _WAITING, _LEADING, _DONE = 0, 1, 2
 
 
 class _Slot(Generic[T]):
-    __slots__ = ("item", "state", "outcome", "wake")
+    __slots__ = ("item", "outcome", "state", "wake")
 
     def __init__(self, item: T):
         self.item = item

@@ -4,18 +4,19 @@ counts, a real Qdrant probe), none assumed."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Callable, Mapping
+from typing import Any
 
 from memsvc.core.backend_manager import BackendStatus
+from memsvc.core.reindex import ReindexStatus
+from memsvc.core.retrieval.vector_tier import VectorTier
+from memsvc.core.settings.memory import MemorySettings, Settings
+from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
+from memsvc.kernel.embedding import EmbeddingStatus
+from memsvc.kernel.embedding_errors import EmbeddingError
 from memsvc.kernel.errors import PreconditionError, UnavailableError, ValidationError, Violations
 from memsvc.kernel.models import SearchScope, utcnow
-from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
-from memsvc.core.reindex import ReindexStatus
-from memsvc.core.settings.memory import MemorySettings, Settings
-from memsvc.core.retrieval.vector_tier import VectorTier
-from memsvc.kernel.embedding_errors import EmbeddingError
-from memsvc.kernel.embedding import EmbeddingStatus
 from memsvc.kernel.vector_index import VectorError
 
 SEARCH_TOP_K = (1, 20)
@@ -47,7 +48,7 @@ class Introspection:
         self._settings = settings
         self._qdrant_settings = qdrant_settings
         self._retrieval = retrieval  # Retriever.status: the fusion in use
-        self._backends = backends or (lambda: [])  # BackendManager.check_all: every backend probed now
+        self._backends = backends or (list)  # BackendManager.check_all: every backend probed now
         self._reindex = reindex or ReindexStatus  # Reindexer.status: the database's job, from any process
         self._working_sets = working_sets  # WorkingSets.status of the store, when it has them
 
@@ -103,7 +104,8 @@ class Introspection:
         if index is None:
             return {"ok": False, "latency_ms": 0, "error": "Qdrant is not enabled", "collection_exists": False,
                     "points_count": 0}
-        return index.health()
+        health: dict[str, Any] = index.health()
+        return health
 
     def _qdrant_index(self) -> Any:
         try:
@@ -141,7 +143,7 @@ class Introspection:
             raise ValidationError.single("retentionDays", "must be between 1 and 365")
         index = self._qdrant_index()
         try:
-            return index.cleanup(retention_days or self._settings.get().retention_days)
+            return int(index.cleanup(retention_days or self._settings.get().retention_days))
         except VectorError as exc:
             raise UnavailableError(f"qdrant cleanup failed: {exc}") from None
 

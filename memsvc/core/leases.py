@@ -99,7 +99,7 @@ class Lease:
         self._thread = threading.Thread(target=self._beat, name=f"memsvc-lease-{name}", daemon=True)
 
     @classmethod
-    def try_acquire(cls, store: LeaseStore, name: str, timing: LeaseTiming) -> "Lease | None":
+    def try_acquire(cls, store: LeaseStore, name: str, timing: LeaseTiming) -> Lease | None:
         """The lease with its heartbeat running, or None when another process holds it."""
         holder = new_holder_id()
         if not store.acquire(name, holder, timing.ttl_s):

@@ -8,15 +8,17 @@ import logging
 import math
 import time
 import uuid
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Hashable, Mapping, Protocol, Sequence
+from typing import Any, Protocol
 
+from memsvc.core.credentials import confined
+from memsvc.core.group_commit import GroupCommit
+from memsvc.core.retention import default_keep
 from memsvc.kernel.backend import InTransaction, MemoryBackend
 from memsvc.kernel.cache import CacheStats, TtlCache
-from memsvc.core.credentials import confined
 from memsvc.kernel.errors import NotFoundError, ValidationError, Violations, shorten, storage_full
-from memsvc.core.group_commit import GroupCommit
 from memsvc.kernel.models import (
     DEFAULT_MEMORY_TYPE,
     MEMORY_TYPES,
@@ -28,7 +30,6 @@ from memsvc.kernel.models import (
     UpsertResult,
     utcnow,
 )
-from memsvc.core.retention import default_keep
 
 MAX_CONTENT_BYTES = 32 * 1024
 MAX_KEY_CHARS = 512

@@ -18,16 +18,16 @@ import json
 import logging
 import threading
 import time
-from dataclasses import asdict, dataclass, replace
 from collections.abc import Callable, Iterator
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from memsvc.kernel.errors import ConflictError, PreconditionError, ValidationError
 from memsvc.core.leases import Lease, LeaseRecord, LeaseStore, LeaseTiming
-from memsvc.kernel.models import Memory
-from memsvc.core.settings.memory import Settings
 from memsvc.core.retrieval.vector_tier import VectorTier
+from memsvc.core.settings.memory import Settings
 from memsvc.kernel.embedding_errors import EmbeddingError
+from memsvc.kernel.errors import ConflictError, PreconditionError, ValidationError
+from memsvc.kernel.models import Memory
 from memsvc.kernel.vector_index import VectorError, VectorRow, VectorUnavailable
 
 log = logging.getLogger("memsvc.core.reindex")
@@ -288,7 +288,7 @@ class Reindexer:
         size = self._batch
         try:
             mark = time.monotonic()
-            for batch in self._batches(job.target, limit, lambda: size):
+            for batch in self._batches(job.target, limit, lambda: size):  # noqa: B023 - read late on purpose: the size adapts
                 done, failed = self._index(job.target, source, batch)
                 progress = _advance(progress, done, failed, started, first.pending)
                 job.publish(progress)
@@ -302,7 +302,7 @@ class Reindexer:
             log.error("reindex.lease_lost")
             progress = replace(progress, state="failed", error=str(exc))
         except Exception as exc:  # noqa: BLE001 - reported in the stream's last message
-            log.error("reindex.failed", exc_info=True)
+            log.exception("reindex.failed")
             progress = replace(progress, state="failed", error=f"{type(exc).__name__}: {str(exc)[:300]}")
         self._finish(job, lease, progress)
 
@@ -312,7 +312,7 @@ class Reindexer:
         try:
             lease.release(encode_progress(job.target, last))
         except Exception:  # noqa: BLE001 - the lease then expires on its own
-            log.error("reindex.release_failed", exc_info=True)
+            log.exception("reindex.release_failed")
         job.publish(last)
 
     def _batches(self, target: str, limit: int, batch_size: Callable[[], int]) -> Iterator[list[Memory]]:

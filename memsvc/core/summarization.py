@@ -7,12 +7,13 @@ for all tenants, and even then each owner gets its own summary of its own memori
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-from typing import Protocol, Sequence
+from typing import Protocol
 
-from memsvc.kernel.errors import Violations
 from memsvc.core.memories import MAX_CONTENT_BYTES
+from memsvc.kernel.errors import Violations
 from memsvc.kernel.models import Memory, NewMemory, UpsertResult, estimate_tokens, utcnow
 from memsvc.kernel.text import first_sentences
 

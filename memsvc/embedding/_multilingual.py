@@ -26,8 +26,8 @@ from __future__ import annotations
 import json
 import sys
 import unicodedata
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 import numpy as np
 
@@ -176,7 +176,7 @@ def extend(folder: Path, pca_dims: int, limits: Mapping[str, int | None] | None 
     for token, vector in list(mapped.items()):
         # WordPiece makes a whole word [UNK] when one character has no piece: every single
         # character is there both word-initial and as a continuation.
-        core = token[2:] if token.startswith("##") else token
+        core = token.removeprefix("##")
         if len(core) == 1:
             add(core, vector)
             add("##" + core, vector)

@@ -9,8 +9,8 @@ part of a repr, and the listing says only `has_key`.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 
 @dataclass(frozen=True)

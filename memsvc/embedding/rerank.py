@@ -6,7 +6,8 @@ a 5 s timeout and the URL policy; any failure is a RerankError and the engine fa
 from __future__ import annotations
 
 import math
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from memsvc.embedding import _http
 from memsvc.kernel.embedding_errors import RerankError
@@ -17,8 +18,7 @@ RERANK_TIMEOUT_S = 5.0
 def rerank_url(base_url: str) -> str:
     """`{base}/v1/rerank`; a base that already ends in /v1 (as embedding bases do) is not doubled."""
     base = base_url.rstrip("/")
-    if base.endswith("/v1"):
-        base = base[: -len("/v1")]
+    base = base.removesuffix("/v1")
     return base + "/v1/rerank"
 
 

@@ -15,18 +15,15 @@ from __future__ import annotations
 import functools
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
-from memsvc.kernel.inline import may_block, settle
 from memsvc.core.settings.memory import MemorySettings
-from memsvc.kernel.url_policy import check_url
 from memsvc.embedding.cache import EmbeddingCache, cache_key
-from memsvc.kernel.embedding import EmbeddingSource, EmbeddingStatus, LoadState, Resolved
-from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingNotReady, NoEmbeddingSource, RerankError
 from memsvc.embedding.providers import ProviderEndpoint, ProviderRegistry, split_provider_model
 from memsvc.embedding.rerank import RerankClient
 from memsvc.embedding.sources import (
@@ -39,6 +36,10 @@ from memsvc.embedding.sources import (
     TransformersSource,
     default_static_cache_dir,
 )
+from memsvc.kernel.embedding import EmbeddingSource, EmbeddingStatus, LoadState, Resolved
+from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingNotReady, NoEmbeddingSource, RerankError
+from memsvc.kernel.inline import may_block, settle
+from memsvc.kernel.url_policy import check_url
 
 log = logging.getLogger("memsvc.embedding")
 
@@ -63,7 +64,7 @@ class EmbeddingConfig:
     auto_static: bool = False
 
     @classmethod
-    def from_config(cls, config: Any) -> "EmbeddingConfig":
+    def from_config(cls, config: Any) -> EmbeddingConfig:
         cache_dir = config.static_cache_dir or default_static_cache_dir()
         return cls(
             providers=tuple(config.embedding_providers),

@@ -22,17 +22,18 @@ import tempfile
 import threading
 import time
 from collections import deque
-from datetime import datetime, timezone
+from collections.abc import Sequence
+from datetime import UTC, datetime
 from io import BufferedReader
 from pathlib import Path
-from typing import IO, Any, Sequence
+from typing import IO, Any
 
 import numpy as np
 
-from memsvc.kernel.inline import hold, may_block
 from memsvc.embedding import _http
 from memsvc.kernel.embedding import FAILED, LOADING, NOT_LOADED, READY, LoadState
 from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingURLRefused
+from memsvc.kernel.inline import hold, may_block
 from memsvc.kernel.url_policy import host_of, join
 
 log = logging.getLogger("memsvc.embedding")
@@ -513,7 +514,7 @@ class StaticSource(LocalModelSource):
                 raise EmbeddingError(f"distilling the static model failed (exit code {returncode})")
             marker = {"teacher": MINILM_MODEL if self._teacher is None else teacher.name,
                       "multilingual_teacher": MULTILINGUAL_TEACHER, "pca_dims": DISTILL_PCA_DIMS,
-                      "built_at": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                      "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
                       "seconds": round(time.monotonic() - started, 1)}
             (tmp / BUILD_MARKER).write_text(json.dumps(marker), encoding="utf-8")
             if final.exists():

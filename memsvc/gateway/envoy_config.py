@@ -14,7 +14,6 @@ from typing import Any
 import yaml
 
 from memsvc import studio
-
 from memsvc.gateway import request_guard
 from memsvc.kernel.web_access import web_access
 
@@ -62,7 +61,7 @@ class EnvoySettings:
     allowed_origins: tuple[str, ...] = ()
 
     @classmethod
-    def committed(cls, descriptor_path: str, replicas: tuple[Replica, ...] = ()) -> "EnvoySettings":
+    def committed(cls, descriptor_path: str, replicas: tuple[Replica, ...] = ()) -> EnvoySettings:
         """The defaults that deploy/envoy.yaml (and, with replicas, the example of several)
         is generated with (run from the repo root)."""
         return cls(descriptor_path=descriptor_path, replicas=replicas)

@@ -28,9 +28,9 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
-from typing import Awaitable, Callable
 
 from memsvc import studio
 from memsvc.config import Config
@@ -118,7 +118,7 @@ class Gateway:
         self._stop_requested_at: float | None = None  # time.monotonic() of the first request_stop
 
     @classmethod
-    def for_config(cls, config: Config, grpc_port: int, replicas: tuple[Replica, ...] = ()) -> "Gateway":
+    def for_config(cls, config: Config, grpc_port: int, replicas: tuple[Replica, ...] = ()) -> Gateway:
         """Envoy for `config`'s server on `grpc_port`, or for the `replicas` if any."""
         data_dir = config.data_dir.resolve()
         settings = EnvoySettings(

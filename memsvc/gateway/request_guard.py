@@ -28,7 +28,8 @@ import importlib
 import json
 import pkgutil
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pool

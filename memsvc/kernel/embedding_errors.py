@@ -36,7 +36,7 @@ class NoEmbeddingSource(EmbeddingError):
 
     reason = "NO_EMBEDDING_SOURCE"
 
-    def __init__(self, resolved: "Resolved"):
+    def __init__(self, resolved: Resolved):
         super().__init__(resolved.reason)
         self.resolved = resolved
 

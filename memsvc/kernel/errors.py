@@ -44,7 +44,7 @@ class ValidationError(MemsvcError):
         self.violations = items
 
     @classmethod
-    def single(cls, field_name: str, description: str) -> "ValidationError":
+    def single(cls, field_name: str, description: str) -> ValidationError:
         return cls(FieldViolation(field_name, description))
 
 
@@ -82,7 +82,7 @@ class StorageFullError(MemsvcError):
     reason = "STORAGE_FULL"
 
     @classmethod
-    def no_space(cls) -> "StorageFullError":
+    def no_space(cls) -> StorageFullError:
         return cls("storage is full (no space left in the data directory): the write was not made; "
                    "free space and retry")
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 import contextvars
 import threading
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import Callable, Iterator
 
 # Inside an inline call: the effects `settle` keeps until the call has run to its end.
 _INLINE: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from functools import cached_property
 from typing import Any
 
@@ -14,7 +14,7 @@ DEFAULT_MEMORY_TYPE = "factual"
 
 
 def utcnow() -> datetime:
-    return datetime.now(timezone.utc)
+    return datetime.now(UTC)
 
 
 def estimate_tokens(text: str) -> int:
@@ -52,7 +52,7 @@ class Memory:
         created_at, so a history imported today with old times is not hidden as old)."""
         return self.occurred_at or self.created_at
 
-    def with_access(self, access_count: int, last_accessed_at: datetime | None) -> "Memory":
+    def with_access(self, access_count: int, last_accessed_at: datetime | None) -> Memory:
         """This memory with other access counters. Every retrieval moves the counters of
         what it returned, while its text stays as it was: the copy keeps the text already
         folded for keyword scoring instead of folding it again."""

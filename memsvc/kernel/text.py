@@ -22,21 +22,7 @@ _SPACE = re.compile(r"\s+")
 
 # Function words carry no topic: "What editor theme do I like?" should search for
 # editor, theme, like. English and Russian (the alphabetic languages extraction knows).
-STOPWORDS = frozenset("""
-a an and are as at be been but by can could did do does doing for from had has have how i
-i'd i'll i'm i've if in into is it its me my myself no not of on or our should so some
-than that the their them then there these they this those to too us was we were what when
-where which who whom why will with would you your yours am any all about also just only
-own same such very s t don shall may might must
-и в во не что он на я с со как а то все она так его но да ты к у же вы за бы по только ее
-мне было вот от меня еще нет о из ему теперь когда даже ну вдруг ли если уже или ни быть
-был него до вас нибудь опять уж вам ведь там потом себя ничего ей может они тут где есть
-надо ней для мы тебя их чем была сам чтоб без будто чего раз тоже себе под будет ж тогда
-кто этот того потому этого какой совсем ним здесь этом один почти мой тем чтобы нее сейчас
-были куда зачем всех никогда можно при наконец два об другой хоть после над больше тот
-через эти нас про всего них какая много разве три эту моя впрочем хорошо свою этой перед
-иногда лучше чуть том нельзя такой им более всегда конечно всю между
-""".split())
+STOPWORDS = frozenset(["a", "an", "and", "are", "as", "at", "be", "been", "but", "by", "can", "could", "did", "do", "does", "doing", "for", "from", "had", "has", "have", "how", "i", "i'd", "i'll", "i'm", "i've", "if", "in", "into", "is", "it", "its", "me", "my", "myself", "no", "not", "of", "on", "or", "our", "should", "so", "some", "than", "that", "the", "their", "them", "then", "there", "these", "they", "this", "those", "to", "too", "us", "was", "we", "were", "what", "when", "where", "which", "who", "whom", "why", "will", "with", "would", "you", "your", "yours", "am", "any", "all", "about", "also", "just", "only", "own", "same", "such", "very", "s", "t", "don", "shall", "may", "might", "must", "и", "в", "во", "не", "что", "он", "на", "я", "с", "со", "как", "а", "то", "все", "она", "так", "его", "но", "да", "ты", "к", "у", "же", "вы", "за", "бы", "по", "только", "ее", "мне", "было", "вот", "от", "меня", "еще", "нет", "о", "из", "ему", "теперь", "когда", "даже", "ну", "вдруг", "ли", "если", "уже", "или", "ни", "быть", "был", "него", "до", "вас", "нибудь", "опять", "уж", "вам", "ведь", "там", "потом", "себя", "ничего", "ей", "может", "они", "тут", "где", "есть", "надо", "ней", "для", "мы", "тебя", "их", "чем", "была", "сам", "чтоб", "без", "будто", "чего", "раз", "тоже", "себе", "под", "будет", "ж", "тогда", "кто", "этот", "того", "потому", "этого", "какой", "совсем", "ним", "здесь", "этом", "один", "почти", "мой", "тем", "чтобы", "нее", "сейчас", "были", "куда", "зачем", "всех", "никогда", "можно", "при", "наконец", "два", "об", "другой", "хоть", "после", "над", "больше", "тот", "через", "эти", "нас", "про", "всего", "них", "какая", "много", "разве", "три", "эту", "моя", "впрочем", "хорошо", "свою", "этой", "перед", "иногда", "лучше", "чуть", "том", "нельзя", "такой", "им", "более", "всегда", "конечно", "всю", "между"])
 
 
 @dataclass(frozen=True)

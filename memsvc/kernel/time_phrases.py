@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from memsvc.kernel.text import normalize
 
@@ -103,7 +103,7 @@ def _date(m: re.Match[str], day: int | None = None, month: int | None = None) ->
     if month is None:
         month = _MONTHS[groups["month"]] if groups.get("month") else int(groups["m"])
     try:
-        return datetime(int(groups["year"]), month, day or int(groups["day"]), tzinfo=timezone.utc)
+        return datetime(int(groups["year"]), month, day or int(groups["day"]), tzinfo=UTC)
     except ValueError:  # 31.02.2024, month 13: not a date
         return None
 
@@ -146,5 +146,5 @@ def _add_month(moment: datetime, months: int = 1) -> datetime:
 
 
 def _midnight(now: datetime) -> datetime:
-    now = now.astimezone(timezone.utc) if now.tzinfo else now.replace(tzinfo=timezone.utc)
+    now = now.astimezone(UTC) if now.tzinfo else now.replace(tzinfo=UTC)
     return now.replace(hour=0, minute=0, second=0, microsecond=0)

@@ -29,7 +29,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import socket
-from typing import Callable
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import httpx
@@ -126,7 +126,7 @@ def host_problem(host: str) -> str | None:
             return address_problem(ipaddress.IPv6Address(host))
         except ValueError:
             return "is not a valid URL (bad IPv6 address)"
-    name = host[:-1] if host.endswith(".") else host
+    name = host.removesuffix(".")
     labels = name.split(".")
     if _NUMERIC_LABEL.match(labels[-1]):
         if not _CANONICAL_IPV4.match(host):

@@ -65,7 +65,7 @@ class VectorRow:
     keep: bool = False
 
     @classmethod
-    def from_memory(cls, memory: Memory, vector: Sequence[float] | np.ndarray) -> "VectorRow":
+    def from_memory(cls, memory: Memory, vector: Sequence[float] | np.ndarray) -> VectorRow:
         return cls(
             memory_id=memory.memory_id,
             id=memory.id,

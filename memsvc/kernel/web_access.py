@@ -16,8 +16,8 @@ from __future__ import annotations
 
 import ipaddress
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 
 def is_loopback(host: str) -> bool:
@@ -55,7 +55,7 @@ def host_name(text: str) -> str:
         address = ipaddress.ip_address(bare)
     except ValueError:
         if not _NAME.match(name):
-            raise ValueError(f"allowed host {text!r} must be a host name or an IP address, without a port or scheme")
+            raise ValueError(f"allowed host {text!r} must be a host name or an IP address, without a port or scheme") from None
         return name
     return f"[{address.compressed}]" if address.version == 6 else address.compressed
 

@@ -13,8 +13,8 @@ import asyncio
 import contextlib
 import logging
 import socket
+from collections.abc import Iterator
 from dataclasses import dataclass, replace
-from typing import Iterator
 
 import uvicorn
 from mcp.server.mcpserver import Context
@@ -82,7 +82,7 @@ class McpHttp:
     upstream: Upstream
 
     @classmethod
-    async def start(cls, config: Config, grpc_port: int) -> "McpHttp":
+    async def start(cls, config: Config, grpc_port: int) -> McpHttp:
         """Serve on config.mcp_port (0 = any free port), as a client of the gRPC server on
         `grpc_port`; returns once requests are accepted. Raises OSError when the port
         cannot be bound."""

@@ -9,7 +9,8 @@ default tenant when the caller names none, and turns the server's answer into JS
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Callable, Literal
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
 
 from google.protobuf import json_format, timestamp_pb2
 from google.protobuf.message import Message
@@ -267,8 +268,8 @@ def build_server(upstream: Upstream, credential: Credential) -> MCPServer:
     is also what its arguments are checked against."""
     tools = MemoryTools(upstream, credential)
     registered = []
-    for name, annotations in _ANNOTATIONS.items():
-        tool = Tool.from_function(getattr(tools, name), name=name, annotations=annotations, structured_output=False)
+    for name, hints in _ANNOTATIONS.items():
+        tool = Tool.from_function(getattr(tools, name), name=name, annotations=hints, structured_output=False)
         tool.parameters = plain_schema(tool.parameters)
         registered.append(tool)
     return MCPServer("memsvc", instructions=INSTRUCTIONS, tools=registered, middleware=[ArgumentCheck(registered)])

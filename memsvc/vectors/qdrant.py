@@ -42,7 +42,7 @@ import warnings
 from collections.abc import Iterable, Sequence
 from contextlib import nullcontext
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -51,8 +51,6 @@ from qdrant_client import QdrantClient
 from qdrant_client import models as qm
 
 from memsvc import outbound
-from memsvc.kernel.models import SearchScope, utcnow
-from memsvc.kernel.url_policy import check_url
 from memsvc.core.settings.qdrant import (
     DEFAULT_COLLECTION,
     DEFAULT_HOST,
@@ -61,6 +59,8 @@ from memsvc.core.settings.qdrant import (
     QUANTIZATIONS,
     QdrantSettings,
 )
+from memsvc.kernel.models import SearchScope, utcnow
+from memsvc.kernel.url_policy import check_url
 from memsvc.kernel.vector_index import (
     DeleteResult,
     DimensionMismatch,
@@ -134,7 +134,7 @@ def unix_ceil(dt: datetime) -> int:
 
 
 def _aware(dt: datetime) -> datetime:
-    return dt.replace(tzinfo=timezone.utc) if dt.tzinfo is None else dt
+    return dt.replace(tzinfo=UTC) if dt.tzinfo is None else dt
 
 
 def _point_id(value: Any) -> str:
@@ -196,7 +196,7 @@ class QdrantIndex:
     @classmethod
     def connect(cls, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, api_key: str | None = None,
                 path: str | Path | None = None, collection: str = DEFAULT_COLLECTION, quantization: str = "none",
-                timeout: float = 5.0) -> "QdrantIndex":
+                timeout: float = 5.0) -> QdrantIndex:
         """A server at host:port (host may be an http(s) URL), or — when `path` is given —
         the embedded local store in that folder (":memory:" for a throwaway one)."""
         if path is not None:
@@ -214,7 +214,7 @@ class QdrantIndex:
         return cls(client, collection, quantization=quantization, server_url=url, api_key=api_key, timeout=timeout)
 
     @classmethod
-    def from_settings(cls, settings: QdrantSettings, data_dir: str | Path, *, timeout: float = 5.0) -> "QdrantIndex":
+    def from_settings(cls, settings: QdrantSettings, data_dir: str | Path, *, timeout: float = 5.0) -> QdrantIndex:
         """From the stored settings; `localPath` is a folder inside `data_dir` (checked again
         here, after following links: a value stored before that rule, or a link planted
         since, is refused). A server host is checked against the URL policy, statically here
@@ -292,7 +292,7 @@ class QdrantIndex:
                 return self._create(dim, signature)
         except VectorError:
             raise
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
             raise VectorUnavailable(f"qdrant: {_describe(exc)}") from exc
         if current != dim:
             raise DimensionMismatch(current, dim, f"qdrant collection {self.collection!r}")
@@ -407,7 +407,7 @@ class QdrantIndex:
         self._dim = None
         try:
             dim = self._read_dim()
-        except Exception:  # noqa: BLE001 - the original failure is what matters
+        except Exception:
             dim = None
         if dim is not None and dim != got:
             return DimensionMismatch(dim, got, f"qdrant collection {self.collection!r}")
@@ -579,7 +579,7 @@ class QdrantIndex:
             out["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
             info = self.collection_info()
             out.update(ok=True, collection_exists=info["exists"], points_count=info["points_count"])
-        except Exception as exc:  # noqa: BLE001 - a probe reports, it does not raise
+        except Exception as exc:
             if out["latency_ms"] is None:
                 out["latency_ms"] = round((time.perf_counter() - started) * 1000, 3)
             out["error"] = _describe(exc)

@@ -25,9 +25,10 @@ import math
 import re
 import sys
 from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Callable, Iterable, Sequence, TypeVar
+from datetime import UTC, datetime
+from typing import TypeVar
 
 import numpy as np
 
@@ -43,7 +44,7 @@ COMMON_SHARE = 0.1
 COMMON_MIN_DOCS = 500
 _NO_EXPIRY = np.iinfo(np.int64).max
 _NO_SESSION = -1
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 # Text with none of these characters has no CJK run, before or after NFKC (which maps
 # half-width katakana, U+FF65..U+FF9F, into the CJK range): most rows skip the run search.
 _MAYBE_CJK = re.compile(f"[{CJK_CHAR}\uff65-\uff9f]")
@@ -206,7 +207,7 @@ class OwnerSet:
 
     @classmethod
     def build(cls, owner: str, memories: Sequence[Memory], tokenize_document: Tokenizer,
-              tokenize_query: Tokenizer) -> "OwnerSet":
+              tokenize_query: Tokenizer) -> OwnerSet:
         """The set of these memories, its columns filled in one pass each (a build reads an
         owner's every row, so it is the cold search's cost)."""
         built = cls(owner, tokenize_document, tokenize_query, capacity=len(memories) + len(memories) // 8)

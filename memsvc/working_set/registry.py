@@ -24,15 +24,15 @@ budget of 0.
 from __future__ import annotations
 
 import threading
-from collections import OrderedDict
-from dataclasses import dataclass
 import time
-from typing import Any, Callable, Protocol, TypeVar
+from collections import OrderedDict
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Protocol, TypeVar
 
 from memsvc.kernel.inline import hold, may_block
 from memsvc.kernel.models import KeywordHit, Memory, SearchScope
 from memsvc.working_set.owner import OwnerSet, Tokenizer
-
 
 T = TypeVar("T")
 LOCK_STRIPES = 64

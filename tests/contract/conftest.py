@@ -5,8 +5,9 @@ the test module's own for tests that stop or restart it."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING
 
 import pytest
 
@@ -14,8 +15,9 @@ from memsvc.storage.database import Database
 from memsvc.storage.migrations import apply_migrations
 
 if TYPE_CHECKING:
-    from memsvc.storage.postgres.database import PgDatabase
     from support.postgres import PostgresServer
+
+    from memsvc.storage.postgres.database import PgDatabase
 
 
 @pytest.fixture
@@ -27,7 +29,7 @@ def sqlite_database(tmp_path: Path) -> Iterator[Database]:
 
 
 @pytest.fixture
-def pg_database(postgres_db_url: str) -> Iterator["PgDatabase"]:
+def pg_database(postgres_db_url: str) -> Iterator[PgDatabase]:
     """Imported when asked for, as the server fixture is: only these tests need psycopg."""
     from memsvc.storage.postgres.database import PgDatabase
     from memsvc.storage.postgres.migrations import apply_migrations as apply_pg_migrations
@@ -39,7 +41,7 @@ def pg_database(postgres_db_url: str) -> Iterator["PgDatabase"]:
 
 
 @pytest.fixture(scope="module")
-def own_server() -> Iterator["PostgresServer"]:
+def own_server() -> Iterator[PostgresServer]:
     """A server of the module's own: stopping it must not fail other tests' databases."""
     from support.postgres import running_postgres
 

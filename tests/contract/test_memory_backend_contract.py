@@ -16,15 +16,24 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from memsvc.kernel.errors import ConflictError
-from memsvc.kernel.models import (MEMORY_TYPES, Memory, MemoryFilter, MemoryPatch, NewMemory, SearchScope,
-                                UpsertResult, estimate_tokens, utcnow)
+from memsvc.kernel.models import (
+    MEMORY_TYPES,
+    Memory,
+    MemoryFilter,
+    MemoryPatch,
+    NewMemory,
+    SearchScope,
+    UpsertResult,
+    estimate_tokens,
+    utcnow,
+)
 from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
@@ -95,7 +104,7 @@ def backend(store: Store):
 # -- helpers ---------------------------------------------------------------------------------
 
 DAY = timedelta(days=1)
-T0 = datetime(2024, 3, 5, 12, 0, 0, tzinfo=timezone.utc)
+T0 = datetime(2024, 3, 5, 12, 0, 0, tzinfo=UTC)
 
 
 def _new(content: str, owner: str = "alice", **kw: Any) -> NewMemory:
@@ -134,7 +143,7 @@ def _all(backend, flt: MemoryFilter | None = None) -> list[Memory]:
 
 def test_create_then_get_returns_every_field_as_written(backend):
     occurred = datetime(2024, 3, 5, 14, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
-    expires = datetime(2031, 1, 2, 3, 4, 5, 654321, tzinfo=timezone.utc)
+    expires = datetime(2031, 1, 2, 3, 4, 5, 654321, tzinfo=UTC)
     metadata = {"source": "chat", "nested": {"list": [1, "two", {"three": 3.5}], "none": None, "yes": True},
                 "unicode": "Grüße 你好"}
     before = utcnow()
@@ -199,7 +208,7 @@ def test_a_keyed_create_updates_the_owners_row_in_place(backend):
 
 
 def test_an_upsert_keeps_keep_and_occurred_at_unless_given(backend):
-    said = datetime(2023, 7, 1, 9, 0, tzinfo=timezone.utc)
+    said = datetime(2023, 7, 1, 9, 0, tzinfo=UTC)
     first = backend.create(_new("v1", key="k", keep=True, occurred_at=said))
     backend.create(_new("v2", key="k"))
     got = backend.get(first.id)
@@ -274,7 +283,7 @@ def test_create_each_stores_every_draft_that_does_not_fail(backend):
 
 
 def test_update_changes_only_the_fields_the_patch_names(backend):
-    said = datetime(2024, 1, 1, tzinfo=timezone.utc)
+    said = datetime(2024, 1, 1, tzinfo=UTC)
     m = _add(backend, "old words", type="factual", key="k", metadata={"a": 1, "b": 2}, session_id="s1",
              occurred_at=said)
     untouched = backend.update(m.id, MemoryPatch(content="new words"))

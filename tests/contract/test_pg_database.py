@@ -10,19 +10,18 @@ from __future__ import annotations
 import threading
 import time
 import uuid
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import psycopg
 import pytest
+from support.postgres import PostgresServer
 
 from memsvc.api.errors import status_for
 from memsvc.kernel.errors import ConflictError, StorageVersionError, UnavailableError
 from memsvc.storage.database import Database
 from memsvc.storage.postgres.database import PgDatabase
-from memsvc.storage.postgres.migrations import (apply_migrations, available_migrations, current_version,
-                                                latest_version)
-from support.postgres import PostgresServer
+from memsvc.storage.postgres.migrations import apply_migrations, available_migrations, current_version, latest_version
 
 
 @pytest.fixture
@@ -280,7 +279,7 @@ def test_replicas_starting_together_apply_each_migration_once(postgres_db_url, o
         try:
             barrier.wait()
             results.append(apply_migrations(replica))
-        except BaseException as exc:  # noqa: BLE001 - reported by the assertion below
+        except BaseException as exc:
             errors.append(exc)
 
     threads = [threading.Thread(target=start, args=(r,)) for r in replicas]

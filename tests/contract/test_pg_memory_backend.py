@@ -14,13 +14,13 @@ from collections.abc import Callable, Iterator
 
 import grpc
 import pytest
+from support.postgres import PostgresServer, running_postgres
 
 from memsvc.api.errors import status_for
 from memsvc.kernel.errors import UnavailableError, ValidationError
 from memsvc.kernel.models import MemoryFilter, NewMemory, SearchScope, UpsertResult, utcnow
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.memory_backend import PgMemoryBackend
-from support.postgres import PostgresServer, running_postgres
 
 
 @pytest.fixture

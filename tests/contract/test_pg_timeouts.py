@@ -9,19 +9,19 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import grpc
 import psycopg
 import pytest
 from psycopg import errors as pg_errors
 from psycopg_pool import PoolTimeout
+from support.postgres import PostgresServer
 
 from memsvc.api.errors import status_for
 from memsvc.kernel.errors import UnavailableError
 from memsvc.storage.postgres.database import PgDatabase, as_domain_error
 from memsvc.storage.postgres.migrations import apply_migrations, current_version, latest_version
-from support.postgres import PostgresServer
 
 _MIGRATION_LOCK = 0x6D656D7376636D67  # the advisory lock key the migrations take
 

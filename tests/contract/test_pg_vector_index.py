@@ -15,12 +15,24 @@ import numpy as np
 import psycopg
 import pytest
 
-from contract.test_vector_index_contract import (DIM, SIGNATURE, Draft, Harness, _cosine_order, _drafts, _flag,
-                                                 _indexed, _postgres, _rows, _scope, _vectors)
+from contract.test_vector_index_contract import (
+    DIM,
+    SIGNATURE,
+    Draft,
+    Harness,
+    _cosine_order,
+    _drafts,
+    _flag,
+    _indexed,
+    _postgres,
+    _rows,
+    _scope,
+    _vectors,
+)
 from memsvc.kernel.models import Memory
+from memsvc.kernel.vector_index import DimensionMismatch, VectorError
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.vector_index import LocalVectorIndex
-from memsvc.kernel.vector_index import DimensionMismatch, VectorError
 
 
 @pytest.fixture

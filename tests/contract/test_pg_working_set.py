@@ -12,13 +12,12 @@ import threading
 
 import pytest
 
+# One PgMemoryBackend over a pool of its own per call: one more memsvc replica.
+from contract.test_pg_memory_backend import open_backend as replica  # noqa: F401 - a fixture
 from memsvc.kernel.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.memory_backend import PgMemoryBackend
 from memsvc.storage.postgres.rows import SELECT, row_to_memory
-
-# One PgMemoryBackend over a pool of its own per call: one more memsvc replica.
-from contract.test_pg_memory_backend import open_backend as replica  # noqa: F401 - a fixture
 
 OWNER = "alice"
 # Words the porter stemmer leaves alone and keeps apart, so "holds the word" is a plain test.
@@ -109,7 +108,7 @@ def test_concurrent_writers_of_one_owner_never_leave_a_stale_set(replica):
                 if hits is not None:
                     answered += 1
                     assert sorted(h.memory.content for h in hits) == _expected(rows, word)
-        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+        except BaseException as exc:
             failures.append(exc)
 
     searcher = threading.Thread(target=search)

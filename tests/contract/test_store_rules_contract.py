@@ -13,8 +13,9 @@ real PostgreSQL (issue 26): a test here fails as soon as either store diverges.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import timedelta
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 import pytest

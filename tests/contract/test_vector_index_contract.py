@@ -14,22 +14,22 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import numpy as np
 import pytest
 
 from memsvc.kernel.models import Memory, NewMemory, SearchScope
+from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorRow
 from memsvc.storage.database import iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.vector_index import LocalVectorIndex
-from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorRow
 
 DIM = 8
 SIGNATURE = f"test:model:{DIM}"
 DEFAULT_K = 7
-NOW = datetime.now(timezone.utc).replace(microsecond=0)
+NOW = datetime.now(UTC).replace(microsecond=0)
 HOUR = timedelta(hours=1)
 DAY = timedelta(days=1)
 
@@ -200,7 +200,7 @@ def test_ensure_records_the_signature_once_and_marks_every_memory_for_vectors(h:
     assert h.index.ensure(SIGNATURE, DIM) is True
     state = h.index.state()
     assert (state.signature, state.active_dim, state.table_exists) == (SIGNATURE, DIM, True)
-    assert state.last_reset_at is not None and abs(state.last_reset_at - datetime.now(timezone.utc)) < HOUR
+    assert state.last_reset_at is not None and abs(state.last_reset_at - datetime.now(UTC)) < HOUR
     assert all(_flag(h, m) for m in memories)
     assert h.index.ensure(SIGNATURE, DIM) is False  # already matching: no reset
     assert h.index.effective_signature(SIGNATURE) == SIGNATURE

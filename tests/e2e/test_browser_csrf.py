@@ -14,15 +14,16 @@ from __future__ import annotations
 import http.server
 import json
 import threading
+from collections.abc import Iterator
 from dataclasses import replace
 from html import escape
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from conftest import Rest, free_port, make_config, start_server
+from test_studio import CHROMIUM, CHROMIUM_ARGS, playwright_api
+
 from memsvc.gateway.launcher import Gateway
-from test_studio import CHROMIUM_ARGS, playwright_api, CHROMIUM  # noqa: F401 - skips without Chromium
 
 pytestmark = pytest.mark.e2e
 

@@ -16,14 +16,14 @@ from pathlib import Path
 
 import grpc
 import pytest
-
 from conftest import Rest, free_port
-from memsvc.v1 import memory_pb2 as pb
-from memsvc.v1 import memory_pb2_grpc
 from support.processes import alive
 from support.serve_process import ServeProcess
 from support.serve_workers import channel_per_process
 from support.small_disk import assert_storage_full, fill, mounted, until_refused
+
+from memsvc.v1 import memory_pb2 as pb
+from memsvc.v1 import memory_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 

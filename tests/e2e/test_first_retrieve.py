@@ -13,12 +13,12 @@ import uuid
 
 import grpc
 import pytest
-
-from memsvc.v1 import engine_pb2 as epb
-from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from conftest import Stubs
 from support.serve_process import ServeProcess
 from support.vectors import create, preview, set_memory, static_model, wait_for  # noqa: F401 - fixture
+
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 OWNER = "key-first"

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-
 from conftest import Rest, make_config, start_gateway, start_server
 
 pytestmark = pytest.mark.e2e
@@ -57,7 +56,7 @@ def test_misspelled_body_field_is_a_400_naming_it_and_stores_nothing(rest):
 @pytest.mark.parametrize("raw_key,field", [("exp\\u0069resAT", "expiresAT"), ("\\u00e9t\\u00e9", "été"),
                                            ("\\ud83e\\udde0", "🧠"), ("\\ud83e", "\\ud83e")])
 def test_unknown_field_is_named_as_decoded_however_the_key_is_escaped(rest, raw_key, field):
-    raw = '{"apiKeyId":"k","content":"x","%s":1}' % raw_key
+    raw = f'{{"apiKeyId":"k","content":"x","{raw_key}":1}}'
     status, body = rest.call("POST", "/api/memory", raw=raw.encode())
     assert status == 400 and _violations(body)[0]["field"] == field, body
 

@@ -18,12 +18,12 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from conftest import Rest, free_port
-from memsvc.gateway.launcher import UnixHTTPConnection
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.processes import alive, leftovers, listening_tcp_ports, wait_gone
 from support.serve_process import BIN, ServeProcess
+
+from memsvc.gateway.launcher import UnixHTTPConnection
 
 pytestmark = pytest.mark.e2e
 SERVING = health_pb2.HealthCheckResponse.SERVING

@@ -17,19 +17,19 @@ import sys
 import threading
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
 import yaml
-
 from conftest import Rest
-from memsvc.gateway.launcher import UnixHTTPConnection
-from memsvc.v1 import memory_pb2, memory_pb2_grpc
 from support.processes import wait_gone
 from support.serve_process import BIN, ServeProcess
+
+from memsvc.gateway.launcher import UnixHTTPConnection
+from memsvc.v1 import memory_pb2, memory_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 REPLICAS = 3
@@ -94,7 +94,7 @@ class Layout:
             assert status == 200, (i, body)
             assert self.rest.call("GET", "/healthz") == (200, {"status": "SERVING"})
 
-    def create_until_each_holds_some(self, api_key_id: str, replicas: list["Replica"], timeout_s: float = 60) -> int:
+    def create_until_each_holds_some(self, api_key_id: str, replicas: list[Replica], timeout_s: float = 60) -> int:
         """Memories through REST (each answered 200) until every one of `replicas` has
         stored some: round robin reaches each of them. Returns how many were created.
 

@@ -8,14 +8,14 @@ from __future__ import annotations
 import http.client
 import struct
 import uuid
+from collections.abc import Iterator
 from dataclasses import replace
-from typing import Iterator
 
 import grpc
 import pytest
+from conftest import ServerHandle, free_port, make_config, start_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import ServerHandle, free_port, make_config, start_server
 from memsvc.gateway.launcher import Gateway
 from memsvc.v1 import credentials_pb2, credentials_pb2_grpc, memory_pb2, memory_pb2_grpc
 

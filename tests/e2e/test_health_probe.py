@@ -10,9 +10,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from grpc_health.v1 import health_pb2
-
 from conftest import Rest, make_config, start_gateway, start_server
+from grpc_health.v1 import health_pb2
 
 pytestmark = pytest.mark.e2e
 # What Envoy puts on any reply it makes itself; nothing names memsvc, a tenant or a version.
@@ -34,7 +33,7 @@ def _probe(rest: Rest, expected: int, timeout_s: float = 30) -> object:
 def test_healthz_answers_serving_without_a_token_and_says_nothing_else(rest):
     with urllib.request.urlopen(rest.base + "/healthz", timeout=30) as response:
         assert response.status == 200
-        assert {name.lower() for name in response.headers.keys()} <= PLAIN_HEADERS
+        assert {name.lower() for name in response.headers} <= PLAIN_HEADERS
         assert response.headers.get("x-envoy-upstream-healthchecked-cluster", "") == ""
         assert response.read() == b'{"status":"SERVING"}\n'
 

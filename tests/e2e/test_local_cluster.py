@@ -17,15 +17,16 @@ import tempfile
 import threading
 import time
 import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
-
 from conftest import free_port
-from memsvc.v1 import memory_pb2 as mpb, memory_pb2_grpc
 from support.processes import cmdline, descendants, runs, wait_gone
+
+from memsvc.v1 import memory_pb2 as mpb
+from memsvc.v1 import memory_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent

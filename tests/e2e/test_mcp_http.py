@@ -12,12 +12,12 @@ from dataclasses import replace
 
 import anyio
 import pytest
-
 from conftest import free_port, make_config, start_server
+from support.serve_process import ServeProcess
+
 from memsvc.gateway.launcher import Gateway
 from memsvc.mcp.http import McpHttp
 from memsvc.v1 import memory_pb2 as mpb
-from support.serve_process import ServeProcess
 from tests.service.test_engine_retrieval import access_counts
 from tests.service.test_retention import age
 from tests.support.mcp_session import (

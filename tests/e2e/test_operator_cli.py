@@ -16,8 +16,8 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-
 from conftest import free_port
+
 from memsvc.v1 import engine_pb2, memory_pb2
 
 pytestmark = pytest.mark.e2e
@@ -73,9 +73,9 @@ def test_memories_add_list_delete_clear(live):
 def test_status_table_and_json(live):
     table = cli(live, "status")
     assert table.returncode == 0, table.stderr
-    assert re.search(r"^keyword\s+backend\s+FTS5$", table.stdout, flags=re.M)
-    assert re.search(r"^embedding\s+source\s+none$", table.stdout, flags=re.M)
-    assert re.search(r"^retrieval\s+fusion\s+gated-convex$", table.stdout, flags=re.M)
+    assert re.search(r"^keyword\s+backend\s+FTS5$", table.stdout, flags=re.MULTILINE)
+    assert re.search(r"^embedding\s+source\s+none$", table.stdout, flags=re.MULTILINE)
+    assert re.search(r"^retrieval\s+fusion\s+gated-convex$", table.stdout, flags=re.MULTILINE)
     as_json = json.loads(cli(live, "status", "--json").stdout)
     assert as_json["keyword"]["available"] is True and as_json["vectorStore"]["backend"] == "sqlite-vec"
 
@@ -158,7 +158,7 @@ def _scrape(live) -> str:
 
 
 def _value(text: str, pattern: str) -> float:
-    match = re.search(pattern + r" ([0-9.e+]+)$", text, flags=re.M)
+    match = re.search(pattern + r" ([0-9.e+]+)$", text, flags=re.MULTILINE)
     return float(match.group(1)) if match else 0.0
 
 

@@ -13,20 +13,23 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING
 
 import grpc
 import pytest
-
-from memsvc.v1 import engine_pb2 as epb
-from memsvc.v1 import engine_pb2_grpc
-from memsvc.v1 import memory_pb2 as mpb
-from memsvc.v1 import memory_pb2_grpc
 from support.processes import descendants
 from support.serve_process import ServeProcess
+
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc
+from memsvc.v1 import memory_pb2 as mpb
+
+if TYPE_CHECKING:
+    from support.postgres import PostgresServer
 
 pytestmark = pytest.mark.e2e
 
@@ -41,7 +44,7 @@ OWNER = "pg-restart"
 
 
 @pytest.fixture(scope="module")
-def pg() -> Iterator["PostgresServer"]:  # noqa: F821 - imported when asked for
+def pg() -> Iterator[PostgresServer]:
     from support.postgres import running_postgres
 
     with running_postgres() as server:
@@ -95,7 +98,7 @@ class Load:
     _lock: threading.Lock = field(default_factory=threading.Lock)
     _workers: list[threading.Thread] = field(default_factory=list)
 
-    def __enter__(self) -> "Load":
+    def __enter__(self) -> Load:
         for n in range(self.threads):
             worker = threading.Thread(target=self._run, args=(n,), daemon=True)
             worker.start()

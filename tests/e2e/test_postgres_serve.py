@@ -13,13 +13,12 @@ from pathlib import Path
 import grpc
 import psycopg
 import pytest
+from conftest import free_port
+from support.serve_process import ServeProcess
 
 from memsvc.storage.postgres.migrations import latest_version
-
-from conftest import free_port
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import memory_pb2_grpc
-from support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent

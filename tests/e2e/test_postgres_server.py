@@ -6,17 +6,17 @@ a restart and a stopped server look to a client."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import numpy as np
 import psycopg
 import pytest
 from pgvector.psycopg import register_vector
-
-from memsvc.storage.postgres.local_server import START_ATTEMPTS, LocalPostgresError
 from support.postgres import PostgresServer, running_postgres
 from support.processes import alive, descendants
+
+from memsvc.storage.postgres.local_server import START_ATTEMPTS, LocalPostgresError
 
 
 @pytest.fixture

@@ -14,17 +14,26 @@ import uuid
 
 import grpc
 import pytest
-
 from conftest import Stubs, make_config
-from memsvc.app import App
-from memsvc.v1 import memory_pb2 as pb
-from memsvc.v1 import engine_pb2 as epb
-from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
-from memsvc.v1 import settings_pb2 as spb
 from support.processes import alive, cmdline, descendants, wait_gone
 from support.serve_process import ServeProcess
 from support.vectors import (  # noqa: F401 - static_model and gated are fixtures
-    create, error_info, gated, remote_settings, set_memory, static_model, status, struct, wait_for)
+    create,
+    error_info,
+    gated,
+    remote_settings,
+    set_memory,
+    static_model,
+    status,
+    struct,
+    wait_for,
+)
+
+from memsvc.app import App
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
+from memsvc.v1 import memory_pb2 as pb
+from memsvc.v1 import settings_pb2 as spb
 
 pytestmark = pytest.mark.e2e
 MAX_CHANNELS = 200  # each new connection reaches either worker; 200 misses have odds of 2^-199

@@ -20,22 +20,24 @@ import signal
 import threading
 import time
 import uuid
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Iterator
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from conftest import Rest, Stubs, free_port, make_config
-from memsvc.gateway.launcher import Gateway
-from memsvc.v1 import engine_pb2 as epb
-from memsvc.v1 import engine_pb2_grpc, memory_pb2 as mpb, memory_pb2_grpc, settings_pb2 as spb, settings_pb2_grpc
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.processes import wait_gone
 from support.rpc_errors import error_info
 from support.serve_process import ServeProcess
 from support.vectors import GatedModels, gated, remote_settings, set_memory, status, wait_for  # noqa: F401
+
+from memsvc.gateway.launcher import Gateway
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
+from memsvc.v1 import memory_pb2 as mpb
+from memsvc.v1 import settings_pb2 as spb
 
 pytestmark = pytest.mark.e2e
 NAMES = ("a", "b", "c")
@@ -54,7 +56,7 @@ class Replica:
     process: ServeProcess | None = None
     channel: grpc.Channel | None = None
 
-    def start(self) -> "Replica":
+    def start(self) -> Replica:
         self.process = ServeProcess(self.data_dir, self.port, 0, env_extra=ENV, extra_args=(
             "--no-gateway", "--mcp-port", "-1", "--processes", "1", "--database-url", self.database_url))
         assert self.process.wait_for("server.started")["grpc_port"] == self.port

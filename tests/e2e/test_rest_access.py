@@ -5,7 +5,6 @@ nothing. Also the credential routes themselves."""
 from __future__ import annotations
 
 import pytest
-
 from conftest import Rest, make_config, start_gateway, start_server
 from support.access_matrix import World, describe, rest_call, run_matrix
 

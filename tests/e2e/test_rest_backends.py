@@ -8,16 +8,14 @@ back)."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
 from support.backend_fixtures import notion, obsidian  # noqa: F401 - fixtures
-from support.fake_notion import FakeNotion
-from support.fake_obsidian import FakeObsidian
 
 pytestmark = pytest.mark.e2e
 OWNER = "key-rest-backends"
@@ -82,7 +80,7 @@ def test_the_memsvc_preset_fronts_another_memsvc(rest, remote):
 
 def backdate(handle: ServerHandle, memory_id: str, days: int) -> None:
     """Make a memory of the remote `days` old, as the retention tests do with direct SQL."""
-    stamp = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    stamp = (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with handle.app.database.write() as conn:
         conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (stamp, memory_id))
 

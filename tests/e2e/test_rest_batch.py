@@ -6,11 +6,12 @@ a misspelled field) as 400s that store nothing.
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
-
 from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
+
 from memsvc.core.memories import MAX_BATCH_ITEMS
 
 pytestmark = pytest.mark.e2e

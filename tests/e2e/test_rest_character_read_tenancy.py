@@ -8,7 +8,6 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
-
 from conftest import Rest
 from test_rest_character_tenancy import ADMIN, ERROR_INFO, gateway  # noqa: F401 - the server behind Envoy
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 import urllib.parse
 
 import pytest
-
 from conftest import Rest, make_config, start_gateway, start_server
 
 pytestmark = pytest.mark.e2e

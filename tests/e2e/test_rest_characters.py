@@ -7,12 +7,13 @@ from __future__ import annotations
 
 import json
 import urllib.parse
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
+
 from tests.support.chat_history import message as msg
 
 pytestmark = pytest.mark.e2e

@@ -11,11 +11,10 @@ import math
 import re
 import time
 import urllib.parse
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
-
 from conftest import Rest
 from support.provider_schemas import anthropic_body, anthropic_problems, gemini_body, gemini_problems
 
@@ -303,7 +302,7 @@ def test_retrieve_preview_numbers(rest, strategy, max_tokens, limit):
     assert len(memories) <= limit
     assert resp["totalTokensUsed"] == sum(m["tokens"] for m in memories) <= max_tokens
     for m in memories:
-        assert ITEM_FIELDS <= set(m), m
+        assert set(m) >= ITEM_FIELDS, m
         assert m["tokens"] == tokens(m["content"]) and m["tier"] in TIERS
         assert "someone else" not in m["content"]
     assert_camel_case(resp)
@@ -336,7 +335,7 @@ def test_summarize_without_owner_is_400_unless_all_tenants(rest):
 def test_summarize_dry_run_over_rest(rest, server):
     for i in range(5):
         create(rest, f"Alpha{i}. Beta{i}. Gamma{i}. Delta{i}.", key=f"fact_{i}")
-    old = (datetime.now(timezone.utc) - timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    old = (datetime.now(UTC) - timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with server.app.database.write() as conn:
         conn.execute("UPDATE memories SET created_at = ?", (old,))
     resp = ok(rest, "POST", "/api/memory/summarize", {"apiKeyId": OWNER, "dryRun": True})

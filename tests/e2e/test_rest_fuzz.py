@@ -30,22 +30,22 @@ import json
 import re
 import socket
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 from urllib.parse import quote
 
 import apsw
 import pytest
-from google.protobuf.descriptor import Descriptor, FieldDescriptor
-from hypothesis import HealthCheck, assume, given, settings
-from hypothesis import strategies as st
-
 from conftest import ServerHandle, make_config, start_gateway, start_server
 from google.api import annotations_pb2
 from google.protobuf import descriptor_pool
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+from test_rest_routes import Route, _rule_route
+
 from memsvc.gateway.envoy_config import SERVICES
 from memsvc.gateway.request_guard import service_methods
-from test_rest_routes import Route, _rule_route
 
 pytestmark = pytest.mark.e2e
 
@@ -107,7 +107,7 @@ def snapshot(server: ServerHandle) -> dict[str, Any]:
     """What a refused request must not change. Access counters (written later by design)
     and rows expiring within the day (removed by the expiry sweep) are left out."""
     settle(server)
-    horizon = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
+    horizon = (datetime.now(UTC) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.000000Z")
     db = apsw.Connection(str(server.config.db_path), flags=apsw.SQLITE_OPEN_READONLY)
     try:
         state: dict[str, Any] = {

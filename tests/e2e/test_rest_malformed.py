@@ -8,7 +8,6 @@ import http.client
 import json
 
 import pytest
-
 from conftest import Rest, make_config, start_gateway, start_server
 
 pytestmark = pytest.mark.e2e

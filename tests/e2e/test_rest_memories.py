@@ -11,12 +11,12 @@ from __future__ import annotations
 import math
 import urllib.parse
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
-
 from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
 
 pytestmark = pytest.mark.e2e
@@ -124,7 +124,7 @@ METADATA = {"n": 3, "big": 1234567, "neg": -2, "ratio": 1.5, "flag": True, "none
 
 
 def test_crud_round_trip(env: Env, owner: str) -> None:
-    before = datetime.now(timezone.utc) - timedelta(seconds=5)
+    before = datetime.now(UTC) - timedelta(seconds=5)
     status, created = env.rest.call("POST", "/api/memory", {
         "apiKeyId": owner, "sessionId": "sess-1", "type": "episodic", "key": "pref:lang",
         "content": "The user writes Rust", "metadata": METADATA, "expiresAt": FAR_FUTURE,
@@ -146,9 +146,9 @@ def test_crud_round_trip(env: Env, owner: str) -> None:
     assert got["accessCount"] == 0
     assert "api_key_id" not in got and "created_at" not in got  # camelCase only
     created_at = parse_rfc3339(got["createdAt"])
-    assert before <= created_at <= datetime.now(timezone.utc) + timedelta(seconds=5)
+    assert before <= created_at <= datetime.now(UTC) + timedelta(seconds=5)
     assert parse_rfc3339(got["updatedAt"]) >= created_at
-    assert parse_rfc3339(got["expiresAt"]) == datetime(2099, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    assert parse_rfc3339(got["expiresAt"]) == datetime(2099, 1, 2, 3, 4, 5, tzinfo=UTC)
     # Metadata round-trips, integers staying integers (on the wire and in storage).
     assert got["metadata"] == METADATA
     for name in ("n", "big", "neg"):
@@ -198,8 +198,8 @@ def test_occurred_at_round_trips_and_a_future_one_is_400(env: Env, owner: str) -
                            occurredAt="2023-12-31T23:59:30.250+01:00")
     status, got = env.rest.call("GET", f"/api/memory/{memory_id}")
     assert status == 200, got
-    assert parse_rfc3339(got["occurredAt"]) == datetime(2023, 12, 31, 22, 59, 30, 250000, tzinfo=timezone.utc)
-    assert parse_rfc3339(got["createdAt"]) > datetime(2025, 1, 1, tzinfo=timezone.utc)
+    assert parse_rfc3339(got["occurredAt"]) == datetime(2023, 12, 31, 22, 59, 30, 250000, tzinfo=UTC)
+    assert parse_rfc3339(got["createdAt"]) > datetime(2025, 1, 1, tzinfo=UTC)
     status, updated = env.rest.call("PUT", f"/api/memory/{memory_id}", {"occurredAt": "2024-01-01T00:00:10Z"})
     assert status == 200 and updated["memory"]["occurredAt"] == "2024-01-01T00:00:10Z", updated
     status, answer = env.rest.call("POST", "/api/memory", {"apiKeyId": owner, "content": "x",
@@ -457,7 +457,7 @@ def test_clear_with_filters(env: Env, owner: str) -> None:
     assert (status, body) == (200, {"success": True, "deletedCount": 1})
     assert sorted(m["content"] for m in env.list(apiKeyId=owner)["data"]) == ["e2", "f1"]
 
-    cutoff = datetime.now(timezone.utc) + timedelta(days=1)
+    cutoff = datetime.now(UTC) + timedelta(days=1)
     status, body = env.rest.call("DELETE", f"/api/memory?apiKeyId={owner}&olderThan="
                                  + urllib.parse.quote(cutoff.strftime("%Y-%m-%dT%H:%M:%SZ")))
     assert (status, body) == (200, {"success": True, "deletedCount": 2})

@@ -11,11 +11,11 @@ import re
 import urllib.parse
 
 import pytest
+from conftest import Rest, make_config, start_gateway, start_server
 from google.protobuf import descriptor_pool
-
-from conftest import Rest, start_gateway, start_server, make_config
-from memsvc.gateway.request_guard import path_fields
 from test_rest_fuzz import ROUTES, Route
+
+from memsvc.gateway.request_guard import path_fields
 
 pytestmark = pytest.mark.e2e
 TOKEN = "one-source-admin"

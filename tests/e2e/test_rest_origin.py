@@ -13,8 +13,8 @@ import socket
 from dataclasses import replace
 
 import pytest
-
 from conftest import free_port, make_config, start_server
+
 from memsvc.config import Config, ConfigError
 from memsvc.gateway.launcher import Gateway
 from memsvc.mcp.http import McpHttp

@@ -4,7 +4,7 @@ resolution of POST /api/memory/retrieve."""
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
@@ -12,7 +12,7 @@ pytestmark = pytest.mark.e2e
 
 
 def _age(server, memory_id: str, days: int) -> None:
-    when = (datetime.now(timezone.utc) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    when = (datetime.now(UTC) - timedelta(days=days)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with server.app.database.write() as conn:
         conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (when, memory_id))
 

@@ -10,14 +10,15 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import pytest
+from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
 from google.api import annotations_pb2
 
-from conftest import Rest, ServerHandle, make_config, start_gateway, start_server
 from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
 
 pytestmark = pytest.mark.e2e

@@ -15,8 +15,8 @@ import time
 from typing import Any
 
 import pytest
-
 from conftest import Rest, make_config, start_gateway, start_server
+
 from memsvc.v1 import engine_pb2 as epb
 from tests.support.vectors import (
     MINILM_DIM,

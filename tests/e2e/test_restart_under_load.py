@@ -19,9 +19,8 @@ from pathlib import Path
 
 import grpc
 import pytest
-from grpc_health.v1 import health_pb2, health_pb2_grpc
-
 from conftest import free_port
+from grpc_health.v1 import health_pb2, health_pb2_grpc
 from support.processes import descendants, wait_gone
 from support.serve_process import ServeProcess
 

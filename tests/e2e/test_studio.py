@@ -16,14 +16,15 @@ import os
 import re
 import time
 import urllib.parse
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
+from conftest import Rest, make_config, start_gateway, start_server
 
 import memsvc.studio
-from conftest import Rest, make_config, start_gateway, start_server
 from memsvc.core.memories import MAX_BATCH_ITEMS
 from memsvc.core.settings.qdrant import DEFAULT_COLLECTION
 from tests.support.chat_history import message as msg
@@ -354,7 +355,7 @@ def test_memories_export_import_round_trip_and_compress_old(studio, open_page, t
              what="the list to show the imported memories")
 
     # Compress old: a dry run lists the candidates, nothing changes until confirmed.
-    old = (datetime.now(timezone.utc) - timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    old = (datetime.now(UTC) - timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     with studio.handle.app.database.write() as conn:
         conn.execute("UPDATE memories SET created_at = ? WHERE api_key_id = ?", (old, owner))
     panel.get_by_role("button", name="Compress old…").click()

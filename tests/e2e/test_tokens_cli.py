@@ -15,10 +15,10 @@ from pathlib import Path
 
 import grpc
 import pytest
-
-from memsvc.v1 import credentials_pb2, credentials_pb2_grpc, memory_pb2, memory_pb2_grpc
 from support.serve_process import ServeProcess
 from support.serve_workers import channel_per_process
+
+from memsvc.v1 import credentials_pb2, credentials_pb2_grpc, memory_pb2, memory_pb2_grpc
 
 pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent

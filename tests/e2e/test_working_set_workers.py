@@ -5,24 +5,24 @@ store."""
 
 from __future__ import annotations
 
-from datetime import timedelta
-
 import time
 import urllib.request
+from datetime import timedelta
 
 import grpc
 import pytest
-from prometheus_client.parser import text_string_to_metric_families
 from google.protobuf.timestamp_pb2 import Timestamp
+from prometheus_client.parser import text_string_to_metric_families
+from support.serve_process import ServeProcess
+from support.serve_workers import channel_per_process
+from support.vectors import struct
 
 from memsvc.kernel.models import utcnow
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import settings_pb2 as spb
-from support.serve_process import ServeProcess
-from support.serve_workers import channel_per_process
-from support.vectors import struct
+
 
 @pytest.fixture
 def workers(tmp_path):

@@ -6,12 +6,13 @@ import contextlib
 import hashlib
 import json
 import os
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
-
 from conftest import ServerHandle, make_config, start_server
+
 from memsvc.characters.service import LOCK_DIR
 from memsvc.v1 import memory_pb2 as pb
 from tests.support.chat_history import message  # noqa: F401 - the tests import it from here

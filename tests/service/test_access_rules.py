@@ -4,10 +4,10 @@ gRPC: status as the policy says, and nothing changed where the call was refused.
 from __future__ import annotations
 
 import pytest
-
 from conftest import make_config, start_server
-from memsvc.api.access import RULES
 from support.access_matrix import KINDS, World, describe, grpc_call, methods, run_matrix, short
+
+from memsvc.api.access import RULES
 
 
 def test_every_rpc_of_every_service_has_a_rule_and_no_rule_is_stale():
@@ -21,10 +21,10 @@ def test_every_rpc_of_every_service_has_a_rule_and_no_rule_is_stale():
 def test_the_descriptor_walk_sees_every_generated_service():
     """The walk reads the generated modules' descriptors; a service added to the package
     without being listed would escape it, so compare with the package's descriptor pool."""
+    import importlib
     import pkgutil
 
     import memsvc.v1 as package
-    import importlib
 
     found = set()
     for info in pkgutil.iter_modules(package.__path__):

@@ -7,9 +7,9 @@ import sys
 
 import grpc
 import pytest
+from conftest import make_config, start_server
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import make_config, start_server
 from memsvc.config import Config, ConfigError
 from memsvc.server import SERVICE_NAMES
 from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2

@@ -6,13 +6,13 @@ store. Through the real gRPC server."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from google.protobuf import timestamp_pb2
+from test_backend_owner_filter import ADMIN, _create, remote  # noqa: F401 - the stand-in remote primary
 
 from memsvc.backends.base import CLEAR_PAGE
 from memsvc.v1 import memory_pb2 as mpb
-from test_backend_owner_filter import ADMIN, _create, remote  # noqa: F401 - the stand-in remote primary
 
 OLD = "2020-01-01T00:00:00+00:00"
 
@@ -59,7 +59,7 @@ def test_a_clear_by_session_or_age_keeps_the_rest_of_the_tenants_rows(remote):  
                                             timeout=10)
     assert by_session.deleted_count == 1 and s1 not in api.memories and s2 in api.memories
     cutoff = timestamp_pb2.Timestamp()
-    cutoff.FromDatetime(datetime(2021, 1, 1, tzinfo=timezone.utc))
+    cutoff.FromDatetime(datetime(2021, 1, 1, tzinfo=UTC))
     by_age = alice.memory.ClearMemories(mpb.ClearMemoriesRequest(api_key_id="alice", older_than=cutoff), timeout=10)
     assert by_age.deleted_count == 1 and old not in api.memories
     assert {new, s2, bob_old} <= api.memories.keys()

@@ -5,17 +5,17 @@ listing's counts leave them out. Through the real gRPC server."""
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
-
 from conftest import ServerHandle, make_config, start_server
+from google.protobuf import struct_pb2
+from support.fake_memory_api import FakeMemoryApi
+
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
-from support.fake_memory_api import FakeMemoryApi
 
 ADMIN = "env-admin-token"
 

@@ -14,23 +14,24 @@ import re
 import ssl
 import subprocess
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 import pytest
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
-
 from conftest import make_config, start_server
-from memsvc.core.backend_manager import SEARCH_LIMIT
-from memsvc.v1 import engine_pb2 as epb
-from memsvc.v1 import memory_pb2 as mpb
-from memsvc.v1 import settings_pb2 as spb
+from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from support.backend_fixtures import notion, obsidian  # noqa: F401 - fixtures
 from support.fake_notion import FakeNotion
 from support.fake_obsidian import FakeObsidian, frontmatter
 from support.rpc_errors import error, violated_fields
+
+from memsvc.core.backend_manager import SEARCH_LIMIT
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import memory_pb2 as mpb
+from memsvc.v1 import settings_pb2 as spb
 
 C = grpc.StatusCode
 OWNER = "alice"
@@ -258,7 +259,7 @@ def stored_keep(kind: str, obsidian: FakeObsidian, notion: FakeNotion, memory_id
 
 def backdate(kind: str, obsidian: FakeObsidian, notion: FakeNotion, memory_id: str, days: int) -> None:
     """Make a memory `days` old in the store, as the SQLite tests do with direct SQL."""
-    when = datetime.now(timezone.utc) - timedelta(days=days)
+    when = datetime.now(UTC) - timedelta(days=days)
     if kind == "notion":
         notion.backdate(memory_id, when)
         return

@@ -11,16 +11,16 @@ from __future__ import annotations
 import json
 import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
+import test_durability
+from test_durability import ServerProcess, Servers, wait_exit
 
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import memory_pb2_grpc
-import test_durability
-from test_durability import Servers, ServerProcess, wait_exit
 
 CALL_TIMEOUT_S = 10.0
 

@@ -10,16 +10,25 @@ from __future__ import annotations
 import json
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
+from character_helpers import (
+    character_server,
+    error,
+    error_info,
+    items,
+    mem,  # noqa: F401 - fixture
+    message,
+    render,
+    runtime,
+    snapshot_files,
+)
+from conftest import ServerHandle, make_config, start_server
 from google.protobuf import struct_pb2
 
-from character_helpers import character_server, error, error_info, items, message, render, runtime, snapshot_files
-from character_helpers import mem  # noqa: F401 - fixture
-from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import settings_pb2 as spb
 

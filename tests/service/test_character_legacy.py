@@ -6,15 +6,15 @@ from __future__ import annotations
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
-
 from character_helpers import error, error_info, violated_fields
 from conftest import ServerHandle, make_config, start_server
+from google.protobuf import struct_pb2
+
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode

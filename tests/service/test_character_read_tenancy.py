@@ -8,10 +8,10 @@ about another tenant's characters. Through the real gRPC server."""
 from __future__ import annotations
 
 import grpc
-
 from character_helpers import error, error_info
-from memsvc.v1 import memory_pb2 as pb
 from test_character_tenancy import ADMIN, _append, _assert_denied, _stubs, handle  # noqa: F401 - the server
+
+from memsvc.v1 import memory_pb2 as pb
 
 
 def _get(stubs, character: str) -> pb.GetRecentFileResponse:

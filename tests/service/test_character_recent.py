@@ -13,10 +13,21 @@ from pathlib import Path
 
 import grpc
 import pytest
-
-from character_helpers import error, error_info, identity, items, message, render, runtime, sha, violated_fields
-from character_helpers import handle, mem  # noqa: F401 - fixtures
+from character_helpers import (  # noqa: F401 - fixtures
+    error,
+    error_info,
+    handle,
+    identity,
+    items,
+    mem,
+    message,
+    render,
+    runtime,
+    sha,
+    violated_fields,
+)
 from conftest import ServerHandle, make_config, start_server
+
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode

@@ -11,10 +11,9 @@ from typing import Any
 
 import grpc
 import pytest
-
-from character_helpers import error, error_info, items, message, render, snapshot_files, violated_fields
-from character_helpers import handle, mem  # noqa: F401 - fixtures
+from character_helpers import error, error_info, handle, items, mem, message, render, snapshot_files, violated_fields  # noqa: F401 - fixtures
 from conftest import ServerHandle, make_config, start_server
+
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode

@@ -6,16 +6,25 @@ character is that character's folder and never moves with anyone else's rename."
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
-
-from character_helpers import (character_server, error, error_info, items, message, render, runtime, snapshot_files,
-                               violated_fields)
-from character_helpers import mem  # noqa: F401 - fixture
+from character_helpers import (
+    character_server,
+    error,
+    error_info,
+    items,
+    mem,  # noqa: F401 - fixture
+    message,
+    render,
+    runtime,
+    snapshot_files,
+    violated_fields,
+)
 from conftest import ServerHandle
+
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode

@@ -7,18 +7,18 @@ from __future__ import annotations
 
 import logging
 import time
-from datetime import datetime, timedelta, timezone
-from typing import Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
-
 from character_helpers import error, error_info, items
 from conftest import ServerHandle, make_config, start_server
+
 from memsvc.v1 import memory_pb2 as pb
 
 ADMIN = "env-admin-token"
-T0 = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

@@ -7,21 +7,21 @@ from __future__ import annotations
 import json
 import threading
 import time
-from datetime import datetime, timedelta, timezone
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
-from typing import Iterator
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
-
 from character_helpers import character_server, error, items, violated_fields
 from conftest import ServerHandle, make_config, start_server
+from google.protobuf import struct_pb2
+
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import settings_pb2 as spb
 
 C = grpc.StatusCode
-T0 = datetime(2030, 1, 1, 12, 0, tzinfo=timezone.utc)
+T0 = datetime(2030, 1, 1, 12, 0, tzinfo=UTC)
 
 
 @pytest.fixture

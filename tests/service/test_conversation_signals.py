@@ -6,7 +6,7 @@ speaker the question names gain on the others without any being dropped.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.protobuf.timestamp_pb2 import Timestamp
@@ -14,7 +14,7 @@ from google.protobuf.timestamp_pb2 import Timestamp
 from memsvc.core.retrieval.conversation_signals import DATE_WEIGHT, NEIGHBOUR_WEIGHT, SPEAKER_WEIGHT
 from tests.service.test_engine_retrieval import create, enable, ids, retrieve, struct
 
-JAN_7 = datetime(2024, 1, 7, 18, 30, tzinfo=timezone.utc)
+JAN_7 = datetime(2024, 1, 7, 18, 30, tzinfo=UTC)
 
 
 def at(moment: datetime) -> Timestamp:
@@ -95,7 +95,7 @@ def test_a_relative_date_counts_from_the_request_and_reads_when_it_happened(serv
     """`yesterday` is the day before the request; a memory stored today about yesterday
     (occurredAt yesterday) is what it finds, not one stored yesterday about last month."""
     enable(stubs)
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     yesterday = turn(stubs, "Kevin: pizza night with the team", "a", now - timedelta(days=1))
     create(stubs, "Kevin: pizza at the old place", session_id="b", type="episodic",
            occurred_at=at(now - timedelta(days=30)))

@@ -16,12 +16,13 @@ import os
 
 import grpc
 import pytest
-from grpc_status import rpc_status
-
 from conftest import make_config, start_server
+from grpc_status import rpc_status
+from support.small_disk import fill as _fill
+from support.small_disk import mounted
+
 from memsvc.core.memories import MAX_BATCH_ITEMS
 from memsvc.v1 import memory_pb2 as mpb
-from support.small_disk import fill as _fill, mounted
 from tests.support.rpc_errors import error, error_info, status_violated_fields
 from tests.support.vectors import (
     C,

@@ -17,8 +17,8 @@ from concurrent.futures import ThreadPoolExecutor
 
 import grpc
 import pytest
-
 from conftest import make_config, start_server
+
 from memsvc.kernel.models import SearchScope, utcnow
 from memsvc.v1 import memory_pb2 as mpb
 from tests.support.vectors import (

@@ -10,8 +10,8 @@ import secrets
 
 import grpc
 import pytest
-
 from conftest import make_config, start_server
+
 from memsvc.core.credentials import CACHE_SIZE, Credentials
 from memsvc.storage.stores import open_admin
 from memsvc.v1 import memory_pb2, memory_pb2_grpc

@@ -8,11 +8,11 @@ import logging
 
 import grpc
 import pytest
-
 from conftest import make_config, start_server
+from support.rpc_errors import error_info
+
 from memsvc.logs import JsonFormatter
 from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
-from support.rpc_errors import error_info
 
 ADMIN_ENV = "env-admin-token"
 
@@ -230,7 +230,6 @@ def test_a_listing_without_api_key_id_stays_confined_on_an_http_primary_backend(
     """A remote store is asked for the token's tenant, not for everything with the other
     tenants filtered out afterwards (or not at all)."""
     from google.protobuf import struct_pb2
-
     from support.fake_memory_api import FakeMemoryApi
 
     with FakeMemoryApi() as api:

@@ -16,11 +16,12 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from conftest import Rest, make_config, start_gateway, start_server
+from support.small_disk import assert_storage_full, fill, until_refused
+from support.small_disk import mounted as small_disk_mount
+
 from memsvc.metrics import MetricsFilesError, preallocate_worker_files
 from memsvc.v1 import memory_pb2
-from support.small_disk import assert_storage_full, fill, mounted as small_disk_mount, until_refused
 
 
 @pytest.fixture

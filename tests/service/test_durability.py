@@ -27,9 +27,9 @@ import sys
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterator
 
 import apsw
 import grpc
@@ -188,7 +188,7 @@ class Writers:
         self.stop = threading.Event()
         self.threads = [threading.Thread(target=self._run, args=(t,), daemon=True) for t in range(threads)]
 
-    def start(self) -> "Writers":
+    def start(self) -> Writers:
         for t in self.threads:
             t.start()
         return self

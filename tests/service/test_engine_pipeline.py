@@ -11,7 +11,7 @@ import logging
 import math
 import re
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -87,7 +87,7 @@ def sql(server, query: str, params: tuple = ()) -> None:
 
 
 def iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def tokens(text: str) -> int:
@@ -516,7 +516,7 @@ def test_nothing_injected_reports_no_memories_and_a_reason(enabled, body):
 
 def make_old(server, api_key_id: str, days: int = 60) -> None:
     sql(server, "UPDATE memories SET created_at = ? WHERE api_key_id = ?",
-        (iso(datetime.now(timezone.utc) - timedelta(days=days)), api_key_id))
+        (iso(datetime.now(UTC) - timedelta(days=days)), api_key_id))
 
 
 def four_sentences(i: int) -> str:
@@ -621,7 +621,7 @@ def test_summarize_to_budget_rewrites_older_memories_in_place(server, stubs):
     text = "Sentence one is here. Sentence two is here. Sentence three is here. Sentence four is here."
     short = "Sentence one is here. Sentence two is here. Sentence three is here."
     ids = [create(stubs, f"{text}", key=f"k{i}") for i in range(3)]
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     for age, memory_id in zip((3, 2, 1), ids):  # ids[2] is the newest
         sql(server, "UPDATE memories SET created_at = ? WHERE id = ?", (iso(now - timedelta(hours=age)), memory_id))
 

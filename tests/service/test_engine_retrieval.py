@@ -6,11 +6,10 @@ Memories are created with CreateMemory; ages and expiries are moved with direct 
 
 from __future__ import annotations
 
-import time
-
 import math
+import time
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import grpc
@@ -66,7 +65,7 @@ def sql(server, query: str, params: tuple = ()) -> list[tuple]:
 
 
 def iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 def tokens(text: str) -> int:
@@ -140,7 +139,7 @@ def test_typescript_query_ranks_the_typescript_memory_first(server, stubs, strat
     typescript = create(stubs, "User writes TypeScript for the frontend", key="lang:typescript")
     old = create(stubs, "User likes long walks on the beach", key="hobby")
     sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(timezone.utc) - timedelta(days=5)), old))
+        (iso(datetime.now(UTC) - timedelta(days=5)), old))
     for language in ("Python", "Rust", "Go", "Java", "Kotlin"):  # all newer than the TypeScript one
         create(stubs, f"User writes {language} for the backend", key=f"lang:{language.lower()}")
 
@@ -217,7 +216,7 @@ def test_budget_property(server, stubs, budget, sizes, strategy):
 @pytest.mark.parametrize("strategy", STRATEGIES)
 def test_expired_memories_never_come_back(server, stubs, strategy):
     enable(stubs)
-    soon = datetime.now(timezone.utc) + timedelta(seconds=60)  # CreateMemory refuses a past expiry
+    soon = datetime.now(UTC) + timedelta(seconds=60)  # CreateMemory refuses a past expiry
     ts = mpb.CreateMemoryRequest().expires_at
     ts.FromDatetime(soon)
     expired = create(stubs, "expiring fact about llamas", expires_at=ts)
@@ -239,7 +238,7 @@ def test_out_of_retention_memories_never_come_back(server, stubs, strategy):
     old = create(stubs, "ancient fact about otters")
     kept = create(stubs, "fresh fact about otters")
     sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(timezone.utc) - timedelta(days=40)), old))
+        (iso(datetime.now(UTC) - timedelta(days=40)), old))
 
     for query in ("otters", "ancient fact", ""):
         assert old not in ids(retrieve(stubs, query, strategy=strategy)), query

@@ -26,7 +26,8 @@ from __future__ import annotations
 import threading
 import time
 from collections import Counter
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import apsw
 import grpc
@@ -37,7 +38,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from memsvc.kernel.models import MEMORY_TYPES
-from memsvc.v1 import engine_pb2, memory_pb2 as pb, settings_pb2
+from memsvc.v1 import engine_pb2, settings_pb2
+from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode
 CALL_TIMEOUT_S = 10.0

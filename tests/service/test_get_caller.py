@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import grpc
 import pytest
-
 from conftest import make_config, start_server
+
 from memsvc.v1 import credentials_pb2, credentials_pb2_grpc
 
 

@@ -4,7 +4,7 @@ conversation signals add turns on the fused ranking's scale, whatever the query'
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
@@ -13,7 +13,7 @@ from memsvc.v1 import engine_pb2 as epb
 from tests.support.vectors import create, set_memory, static_model, warm  # noqa: F401 - fixture
 
 OWNER = "key-chat"
-START = datetime(2024, 3, 1, 20, 0, tzinfo=timezone.utc)
+START = datetime(2024, 3, 1, 20, 0, tzinfo=UTC)
 
 
 def turns(stubs, session: str, lines: list[str]) -> list[str]:

@@ -14,7 +14,14 @@ from prometheus_client import generate_latest
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from tests.support.vectors import (  # noqa: F401 - models and static_model are fixtures
-    create, models, remote_settings, set_memory, static_model, struct, wait_for, warm,
+    create,
+    models,
+    remote_settings,
+    set_memory,
+    static_model,
+    struct,
+    wait_for,
+    warm,
 )
 
 OWNER = "key-inline"

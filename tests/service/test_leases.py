@@ -18,27 +18,26 @@ from __future__ import annotations
 
 import json
 import signal
-import threading
 import time
 from pathlib import Path
 
 import grpc
 import pytest
+from conftest import Stubs
+from support.serve_process import ServeProcess
 
 from memsvc.storage.database import Database
 from memsvc.storage.leases import SqliteLeaseStore
 from memsvc.v1 import engine_pb2 as epb
-from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import engine_pb2_grpc, memory_pb2_grpc, settings_pb2_grpc
-from conftest import Stubs
-from support.serve_process import ServeProcess
+from memsvc.v1 import memory_pb2 as mpb
 from tests.support.vectors import (  # noqa: F401 - models and gated are fixtures
-    GatedModels,
-    gated,
     C,
+    GatedModels,
     LoopbackModels,
     create,
     error_info,
+    gated,
     models,
     one_torch_thread,
     remote_settings,

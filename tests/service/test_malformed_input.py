@@ -13,9 +13,9 @@ import logging
 
 import grpc
 import pytest
+from conftest import make_config, start_server
 from grpc_health.v1 import health_pb2
 
-from conftest import make_config, start_server
 from memsvc.api.convert import dict_to_struct
 from memsvc.v1 import engine_pb2, memory_pb2
 from tests.support.rpc_errors import error, violated_fields

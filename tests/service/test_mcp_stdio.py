@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import anyio
 import pytest
-
 from conftest import free_port, make_config, start_server
+
 from memsvc.v1 import memory_pb2 as mpb
 from tests.service.test_engine_retrieval import access_counts
 from tests.service.test_retention import age

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -63,7 +63,7 @@ def _row_count(server) -> int:
 
 
 def test_crud_round_trip(stubs):
-    expires = datetime.now(timezone.utc) + timedelta(days=3)
+    expires = datetime.now(UTC) + timedelta(days=3)
     created = _create(stubs, session_id="s1", type="episodic", key="decision:bun", content="I'm going to use Bun",
                       metadata=_struct(category="decision", n=2), expires_at=_ts(expires))
     assert created.success and created.created and created.id
@@ -72,7 +72,7 @@ def test_crud_round_trip(stubs):
     assert (got.api_key_id, got.session_id, got.type, got.key, got.content) == (
         "key-a", "s1", "episodic", "decision:bun", "I'm going to use Bun")
     assert dict(got.metadata) == {"category": "decision", "n": 2}
-    assert got.expires_at.ToDatetime(timezone.utc) == expires.replace(microsecond=expires.microsecond)
+    assert got.expires_at.ToDatetime(UTC) == expires.replace(microsecond=expires.microsecond)
     assert got.created_at.seconds > 0 and got.created_at == got.updated_at
 
     updated = stubs.memory.UpdateMemory(pb.UpdateMemoryRequest(id=created.id, content="I'm going to use Deno",
@@ -109,7 +109,7 @@ def test_upsert_on_api_key_and_key_merges_metadata(server, stubs):
 
 
 @pytest.mark.parametrize("fields, violated", [
-    ({"expires_at": _ts(datetime(2031, 1, 1, tzinfo=timezone.utc))}, {"expiresAt"}),
+    ({"expires_at": _ts(datetime(2031, 1, 1, tzinfo=UTC))}, {"expiresAt"}),
     ({"type": "bogus"}, {"type"}),
     ({"api_key_id": "key-b"}, {"apiKeyId"}),
     ({"session_id": "s2", "access_count": 5}, {"sessionId", "accessCount"}),
@@ -141,7 +141,7 @@ def test_update_to_a_key_the_owner_already_uses_is_a_conflict(stubs):
     ({"key": "k" * 513}, {"key"}),
     ({"type": "opinion"}, {"type"}),
     ({"metadata": _struct(blob="m" * (16 * 1024))}, {"metadata"}),
-    ({"expires_at": _ts(datetime(2001, 1, 1, tzinfo=timezone.utc))}, {"expiresAt"}),
+    ({"expires_at": _ts(datetime(2001, 1, 1, tzinfo=UTC))}, {"expiresAt"}),
     ({"api_key_id": HEALTH_OWNER}, {"apiKeyId"}),
     ({"api_key_id": "", "type": "opinion", "content": ""}, {"apiKeyId", "type", "content"}),
 ])

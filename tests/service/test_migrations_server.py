@@ -7,8 +7,8 @@ import sys
 
 import apsw
 import pytest
-
 from conftest import make_config, start_server
+
 from memsvc.app import App
 from memsvc.kernel.errors import StorageVersionError
 from memsvc.storage.migrations import latest_version

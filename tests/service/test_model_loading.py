@@ -15,8 +15,8 @@ import shutil
 import time
 
 import pytest
-
 from conftest import make_config, start_server
+
 from memsvc.embedding.sources import BUILD_MARKER, STATIC_DEFAULT_MODEL
 from tests.support.vectors import STATIC_DIM, create, preview, set_memory, static_model, status  # noqa: F401
 

@@ -5,7 +5,7 @@ future or not a valid timestamp, with nothing stored; retention still measured o
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -16,8 +16,8 @@ from memsvc.v1 import memory_pb2 as pb
 from tests.service.test_engine_retrieval import OWNER, enable, ids, preview, retrieve
 from tests.service.test_memory_grpc import _create, _error, _row_count, _ts, _violated_fields
 
-SAID = datetime(2023, 12, 31, 18, 45, 1, 250000, tzinfo=timezone.utc)
-LATER = datetime(2024, 1, 2, 9, 30, tzinfo=timezone.utc)
+SAID = datetime(2023, 12, 31, 18, 45, 1, 250000, tzinfo=UTC)
+LATER = datetime(2024, 1, 2, 9, 30, tzinfo=UTC)
 # Seconds past year 9999, and nanos outside 0..999,999,999: no instant at all.
 UNREADABLE = (timestamp_pb2.Timestamp(seconds=10**12), timestamp_pb2.Timestamp(seconds=0, nanos=-1))
 
@@ -27,18 +27,18 @@ def _get(stubs, memory_id: str) -> pb.Memory:
 
 
 def _when(memory: pb.Memory) -> datetime | None:
-    return memory.occurred_at.ToDatetime(timezone.utc) if memory.HasField("occurred_at") else None
+    return memory.occurred_at.ToDatetime(UTC) if memory.HasField("occurred_at") else None
 
 
 def _future() -> timestamp_pb2.Timestamp:
-    return _ts(datetime.now(timezone.utc) + timedelta(days=2))
+    return _ts(datetime.now(UTC) + timedelta(days=2))
 
 
 def test_created_with_occurred_at_get_and_list_return_it_beside_created_at(stubs):
     created = _create(stubs, content="We hiked the ridge on New Year's Eve", occurred_at=_ts(SAID))
     got = _get(stubs, created.id)
     assert _when(got) == SAID
-    assert got.created_at.ToDatetime(timezone.utc) > SAID + timedelta(days=365)  # stored now, not then
+    assert got.created_at.ToDatetime(UTC) > SAID + timedelta(days=365)  # stored now, not then
     [listed] = stubs.memory.ListMemories(pb.ListMemoriesRequest(api_key_id="key-a")).data
     assert _when(listed) == SAID
 
@@ -50,7 +50,7 @@ def test_without_occurred_at_it_is_unset(stubs):
 
 def test_a_little_ahead_of_now_is_accepted(stubs):
     """A writer's clock may run a few hours ahead: up to one day after now is accepted."""
-    ahead = datetime.now(timezone.utc) + timedelta(hours=12)
+    ahead = datetime.now(UTC) + timedelta(hours=12)
     assert _when(_get(stubs, _create(stubs, content="clock ahead", occurred_at=_ts(ahead)).id)) == ahead
 
 

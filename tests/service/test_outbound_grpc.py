@@ -6,8 +6,8 @@ data directory; the Qdrant readiness probe ignores proxy variables."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
 

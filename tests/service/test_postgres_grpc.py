@@ -6,18 +6,21 @@ never shown."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import grpc
 import psycopg
 import pytest
-
 from conftest import ServerHandle, make_config, start_server
-from memsvc.v1 import credentials_pb2, credentials_pb2_grpc, engine_pb2 as epb, memory_pb2 as mpb
-from memsvc.v1 import settings_pb2 as spb
 from support.rpc_errors import error_info
 from support.vectors import create, reindex, set_memory, set_qdrant, static_model, status, warm  # noqa: F401
+
+from memsvc.v1 import credentials_pb2, credentials_pb2_grpc
+from memsvc.v1 import engine_pb2 as epb
+from memsvc.v1 import memory_pb2 as mpb
+from memsvc.v1 import settings_pb2 as spb
 
 PASSWORD = "pw-Zq81-never-shown"
 ADMIN = "pg-admin-token"

@@ -11,19 +11,19 @@ Dual-writes run in the background, so point counts are polled with a deadline.
 from __future__ import annotations
 
 import time
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import pytest
+from conftest import free_port
 from google.protobuf import timestamp_pb2
 
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
-from conftest import free_port
 from tests.support.vectors import (
-    C,
     STATIC_DIM,
+    C,
     contents,
     create,
     error,
@@ -88,7 +88,7 @@ def timestamp(dt: datetime) -> timestamp_pb2.Timestamp:
 
 
 def iso(dt: datetime) -> str:
-    return dt.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
 # ---- the toggle ------------------------------------------------------------------------------
@@ -176,16 +176,16 @@ def test_cleanup_deletes_expired_and_old_points_and_returns_the_count(remote):
     server, stubs = remote
     set_qdrant(stubs, enabled=True, localPath="qdrant")
     keep = create(stubs, "key-q-clean", "a memory that stays")
-    expires = datetime.now(timezone.utc) + timedelta(seconds=2)
+    expires = datetime.now(UTC) + timedelta(seconds=2)
     create(stubs, "key-q-clean", "a memory that expires at once", expires_at=timestamp(expires))
     old = create(stubs, "key-q-clean", "a memory from long ago")
     points_become(server, 3)
     sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(timezone.utc) - timedelta(days=40)), old))
+        (iso(datetime.now(UTC) - timedelta(days=40)), old))
     copied = reindex(stubs, target="qdrant")  # rewrites every point's payload from SQLite
     assert copied[0].pending == 3 and copied[-1].state == "done" and copied[-1].processed == 3
     # expiresAtUnix is rounded up to the second: wait until it is surely past.
-    time.sleep(max(0.0, (expires - datetime.now(timezone.utc)).total_seconds()) + 1.1)
+    time.sleep(max(0.0, (expires - datetime.now(UTC)).total_seconds()) + 1.1)
 
     cleaned = stubs.settings.CleanupQdrant(spb.CleanupQdrantRequest())  # retentionDays from settings: 30
     assert cleaned.success and cleaned.deleted_count == 2

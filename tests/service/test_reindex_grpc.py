@@ -17,9 +17,9 @@ import pytest
 
 from memsvc.v1 import engine_pb2 as epb
 from tests.support.vectors import (
-    C,
     STATIC_DIM,
     STATIC_NAME,
+    C,
     create,
     error,
     error_info,

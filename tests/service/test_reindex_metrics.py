@@ -4,9 +4,9 @@ on one data dir (what `serve --processes 2` runs), a reindex through one, the ot
 
 from __future__ import annotations
 
+from conftest import make_config, start_server
 from prometheus_client import generate_latest
 
-from conftest import make_config, start_server
 from memsvc.v1 import engine_pb2 as epb
 from tests.support.vectors import create, set_memory, static_model, warm  # noqa: F401 - static_model is a fixture
 

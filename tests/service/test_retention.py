@@ -7,7 +7,7 @@ Ages are moved with direct SQL, as the retrieval tests do.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -30,7 +30,7 @@ from tests.service.test_engine_retrieval import (
 
 def age(server, memory_id: str, days: int) -> None:
     sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(timezone.utc) - timedelta(days=days)), memory_id))
+        (iso(datetime.now(UTC) - timedelta(days=days)), memory_id))
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

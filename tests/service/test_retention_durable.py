@@ -9,7 +9,7 @@ Ages are moved with direct SQL, as the other retention tests do.
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import pytest
 from google.protobuf import timestamp_pb2
@@ -18,7 +18,6 @@ from memsvc.core.retention import DURABLE_KEY_PREFIXES
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from tests.service.test_engine_retrieval import OWNER, STRATEGIES, create, enable, retrieve, sql
-from tests.service.test_retention import age
 
 USER_SAYS = ("My name is Ada. I'm allergic to peanuts. I have two daughters. I have a cat named Miso. "
              "Please always reply in French. I work as a nurse. I live in Lyon. I prefer short answers. "
@@ -36,7 +35,7 @@ def stored(stubs) -> list[mpb.Memory]:
 
 
 def backdate_all(server) -> None:
-    past = (datetime.now(timezone.utc) - timedelta(days=BACKDATE_DAYS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    past = (datetime.now(UTC) - timedelta(days=BACKDATE_DAYS)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     sql(server, "UPDATE memories SET created_at = ?, updated_at = ? WHERE api_key_id = ?", (past, past, OWNER))
 
 
@@ -76,7 +75,7 @@ def test_extracted_identity_facts_outlive_the_default_retention_and_episodes_do_
 def test_the_writers_keep_false_and_an_expiry_still_apply_to_a_durable_fact(server, stubs):
     enable(stubs)
     released = create(stubs, "User's name is Ada", key="name:user", keep=False)
-    soon = datetime.now(timezone.utc) + timedelta(days=1)
+    soon = datetime.now(UTC) + timedelta(days=1)
     expiring = create(stubs, "User is allergic to peanuts", key="diet:allergy_peanuts",
                       expires_at=timestamp_pb2.Timestamp(seconds=int(soon.timestamp())))
     kept = create(stubs, "User has a cat named Miso", key="pet:miso")

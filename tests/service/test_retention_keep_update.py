@@ -11,7 +11,7 @@ process's vector cache reloads the aged vectors before the update under test).
 
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 
 import grpc
 import pytest
@@ -48,7 +48,7 @@ def update(stubs, memory_id: str, **fields) -> mpb.Memory:
 def age_with_vector(server, memory_id: str, days: int) -> None:
     """Both ages a retention check reads: the row's created_at and its vector's created_us."""
     age(server, memory_id, days)
-    created_us = int((datetime.now(timezone.utc) - timedelta(days=days)).timestamp() * 1_000_000)
+    created_us = int((datetime.now(UTC) - timedelta(days=days)).timestamp() * 1_000_000)
     with server.app.database.write() as conn:
         conn.execute(f"UPDATE {TABLE} SET created_us = ? WHERE rowid = (SELECT memory_id FROM memories WHERE id = ?)",
                      (created_us, memory_id))

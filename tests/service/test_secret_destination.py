@@ -6,17 +6,18 @@ the real gRPC server."""
 
 from __future__ import annotations
 
-from typing import Any, Iterator
+from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from google.protobuf import json_format
+from support.fake_api import FakeApi, Reply, Request
+from support.rpc_errors import error, violated_fields
+from support.vectors import C, set_qdrant, struct
 
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
-from support.fake_api import FakeApi, Reply, Request
-from support.rpc_errors import error, violated_fields
-from support.vectors import C, set_qdrant, struct
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning")]
 OLD_SECRET = "old-secret-0123456789"

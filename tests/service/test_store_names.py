@@ -6,14 +6,14 @@ PostgreSQL (clients wrote it before PostgreSQL existed)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Iterator
 
 import pytest
-
 from conftest import ServerHandle, make_config, start_server
-from memsvc.v1 import engine_pb2 as epb
 from support.vectors import create, reindex, set_memory, static_model, status, warm  # noqa: F401
+
+from memsvc.v1 import engine_pb2 as epb
 
 NAMES = {"sqlite": ("sqlite", "sqlite-vec"), "postgres": ("postgres", "pgvector")}
 

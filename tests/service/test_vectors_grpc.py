@@ -17,18 +17,18 @@ from typing import Any
 
 import numpy as np
 import pytest
+from conftest import make_config, start_server
 
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
-from conftest import make_config, start_server
 from tests.support.model_server import encode
 from tests.support.vectors import (
-    C,
     MINILM_DIM,
     STATIC_DIM,
     STATIC_NAME,
     TRANSFORMERS_MODEL,
+    C,
     contents,
     create,
     error,

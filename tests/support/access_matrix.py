@@ -11,9 +11,10 @@ import hashlib
 import itertools
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 import grpc
 from google.api import annotations_pb2
@@ -101,7 +102,7 @@ class World:
     _serial: Any = field(default_factory=itertools.count)
 
     @classmethod
-    def build(cls, handle) -> "World":
+    def build(cls, handle) -> World:
         creds = handle.app.credentials
         admin = creds.create("matrix-admin", ["admin"], [], False).token
         tenant = creds.create("matrix-a", ["read:memory", "write:memory"], ["A"], False).token
@@ -252,7 +253,7 @@ def run_matrix(world: World, call: Callable[[str, MethodDescriptor, Any, str | N
             request = request_for(world, path, method, case)
             before = snapshot(world.app) if want not in (OK, ALLOWED) else None
             got = call(path, method, request, world.tokens[case])
-            if want == ALLOWED and got in (UNAUTH, DENIED) or want != ALLOWED and got != want:
+            if (want == ALLOWED and got in (UNAUTH, DENIED)) or (want != ALLOWED and got != want):
                 problems.append(f"{case} {short(path)}: want {want}, got {got}")
             if before is not None and snapshot(world.app) != before:
                 problems.append(f"{case} {short(path)}: refused ({got}) but the stored state changed")

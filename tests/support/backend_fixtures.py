@@ -3,7 +3,7 @@ a fresh loopback Obsidian Local REST API and Notion API per test, stopped after 
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
 
 import pytest
 

@@ -83,7 +83,7 @@ class FakeApi:
         self._release.set()
         self.down()
 
-    def __enter__(self) -> "FakeApi":
+    def __enter__(self) -> FakeApi:
         return self
 
     def __exit__(self, *exc: object) -> None:

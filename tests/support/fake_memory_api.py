@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timezone
-from typing import Any, Mapping
+from collections.abc import Mapping
+from datetime import UTC, datetime
+from typing import Any
 
 from support.fake_api import FakeApi, Reply, Request
 
@@ -49,7 +50,7 @@ class FakeMemoryApi(FakeApi):
         return Reply(404, {"error": "no such route"})
 
     def _create(self, body: dict[str, Any]) -> Reply:
-        now = datetime.now(timezone.utc).isoformat()
+        now = datetime.now(UTC).isoformat()
         memory = {**body, "id": str(uuid.uuid4()), "createdAt": now, "updatedAt": now}
         self.memories[memory["id"]] = memory
         return Reply(201, memory)

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 from support.fake_api import FakeApi, Reply, Request
@@ -27,7 +27,7 @@ def error(status: int, code: str, message: str) -> Reply:
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.") + "000Z"
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + "000Z"
 
 
 def _empty(kind: str) -> Any:
@@ -60,7 +60,7 @@ class FakeNotion(FakeApi):
         """Set a page's created_time, as the SQLite tests age a row with direct SQL (Notion
         never lets a client set it; a test needs an old page without waiting)."""
         with self._lock:
-            self.pages[page_id]["created_time"] = when.astimezone(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.000Z")
+            self.pages[page_id]["created_time"] = when.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.000Z")
 
     def text_of(self, page: dict[str, Any], prop: str) -> str:
         value = page["properties"][prop]

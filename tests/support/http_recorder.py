@@ -57,7 +57,7 @@ class Recorder:
         self._httpd.server_close()
         self._thread.join(5)
 
-    def __enter__(self) -> "Recorder":
+    def __enter__(self) -> Recorder:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -67,7 +67,7 @@ class ModelServer:
 
     # -- lifecycle --
 
-    def start(self) -> "ModelServer":
+    def start(self) -> ModelServer:
         encoder()  # load before serving, so the first request is not timed against the load
         handler = _handler_for(self)
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
@@ -84,7 +84,7 @@ class ModelServer:
         if self._thread is not None:
             self._thread.join(5)
 
-    def __enter__(self) -> "ModelServer":
+    def __enter__(self) -> ModelServer:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import errno
 import subprocess
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Callable, Iterator
 
 import grpc
 import pytest

@@ -22,8 +22,9 @@ import atexit
 import json
 import threading
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 import grpc
 import numpy as np
@@ -56,8 +57,9 @@ def one_torch_thread() -> None:
     with _torch_once:
         if _torch_done:
             return
-        import memsvc.embedding  # noqa: F401 - offline mode before torch/transformers import
         import torch
+
+        import memsvc.embedding  # noqa: F401 - offline mode before torch/transformers import
 
         torch.set_num_threads(1)
         _torch_done = True
@@ -161,11 +163,11 @@ def build_static_model(folder: Path) -> Path:
         key = str(folder)
         if key in _static_built:
             return _static_built[key]
-        import memsvc.embedding  # noqa: F401 - offline mode
         from model2vec import StaticModel
         from safetensors.numpy import load_file
         from tokenizers import Tokenizer
 
+        import memsvc.embedding  # noqa: F401 - offline mode
         from memsvc.embedding.sources import minilm_path
 
         source = minilm_path()

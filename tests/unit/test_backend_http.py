@@ -8,16 +8,17 @@ factory's defaults, and the outbound URL policy on every call."""
 from __future__ import annotations
 
 import json
-from datetime import datetime, timedelta, timezone
-from typing import Any, Iterator
+from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
+from support.fake_memory_api import FakeMemoryApi
 
 from memsvc.backends import create_backend
 from memsvc.backends.http import HttpBackend
 from memsvc.kernel.backend import BackendError, BackendSearch
 from memsvc.kernel.models import MemoryFilter, MemoryPatch, NewMemory, SearchScope
-from support.fake_memory_api import FakeMemoryApi
 
 KEY = "generic-test-key-98765"
 
@@ -35,7 +36,7 @@ def backend_for(api: FakeMemoryApi, **config: Any) -> HttpBackend:
 
 
 def seed(api: FakeMemoryApi, **fields: Any) -> str:
-    now = datetime.now(timezone.utc).isoformat()
+    now = datetime.now(UTC).isoformat()
     memory = {"id": fields.pop("id", "m-1"), "apiKeyId": "alice", "type": "factual", "content": "likes tea",
               "metadata": {}, "createdAt": now, "updatedAt": now, **fields}
     api.memories[memory["id"]] = memory
@@ -43,7 +44,7 @@ def seed(api: FakeMemoryApi, **fields: Any) -> str:
 
 
 def scope(owner: str = "alice") -> SearchScope:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return SearchScope(api_key_id=owner, now=now, created_after=now - timedelta(days=30))
 
 

@@ -9,9 +9,9 @@ import time
 import numpy as np
 import pytest
 
-from memsvc.kernel.url_policy import AMBIGUOUS_IPV4, check_url
 from memsvc.embedding import EmbeddingError, EmbeddingURLRefused
 from memsvc.embedding.sources import RemoteSource
+from memsvc.kernel.url_policy import AMBIGUOUS_IPV4, check_url
 from tests.support.model_server import shared
 
 KEY = "test-key-123"

@@ -12,8 +12,8 @@ import pytest
 from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding import RerankError
 from memsvc.embedding.rerank import RERANK_TIMEOUT_S, RerankClient, rerank_url
-from memsvc.kernel.embedding import apply_rerank
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
+from memsvc.kernel.embedding import apply_rerank
 from tests.support.model_server import shared
 
 KEY = "test-key-123"

@@ -29,8 +29,15 @@ import pytest
 from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding import EmbeddingError, EmbeddingNotReady
 from memsvc.embedding.resolver import EmbeddingConfig, Embeddings
-from memsvc.embedding.sources import (BUILD_MARKER, LEGACY_STATIC_MODELS, MULTILINGUAL_TEACHER, STATIC_DEFAULT_MODEL,
-                                      StaticSource, minilm_path, multilingual_teacher_path)
+from memsvc.embedding.sources import (
+    BUILD_MARKER,
+    LEGACY_STATIC_MODELS,
+    MULTILINGUAL_TEACHER,
+    STATIC_DEFAULT_MODEL,
+    StaticSource,
+    minilm_path,
+    multilingual_teacher_path,
+)
 
 ROOT = Path(__file__).resolve().parents[2]
 #: Multilingual pieces per script for the test builds (LATIN fits the map onto MiniLM's space).

@@ -16,8 +16,16 @@ import yaml
 
 from memsvc.api.access import RULES
 from memsvc.core.credentials import ADMIN, WRITE
-from memsvc.gateway.envoy_config import (CLUSTER, MAX_UPSTREAM_REQUESTS, EnvoySettings, build, min_healthy_percent,
-                                         parse_replica, read_methods, render_yaml)
+from memsvc.gateway.envoy_config import (
+    CLUSTER,
+    MAX_UPSTREAM_REQUESTS,
+    EnvoySettings,
+    build,
+    min_healthy_percent,
+    parse_replica,
+    read_methods,
+    render_yaml,
+)
 
 THREE = (("10.0.0.1", 50051), ("10.0.0.2", 50051), ("memsvc-3.internal", 50061))
 BASE = EnvoySettings(descriptor_path="gen/memsvc/v1/memsvc.pb")
@@ -70,8 +78,8 @@ def test_the_probe_is_serving_while_one_replica_of_several_is_healthy():
     for replicas in range(2, 200):
         share = min_healthy_percent(replicas)
         # Envoy's test: unhealthy when 100 × healthy < replicas × share.
-        assert not 100 * 1 < replicas * share, replicas
-        assert 100 * 0 < replicas * share, replicas
+        assert not replicas * share > 100 * 1, replicas
+        assert replicas * share > 100 * 0, replicas
 
 
 def test_a_write_is_retried_on_another_replica_only_when_it_never_reached_one():

@@ -12,7 +12,6 @@ from hypothesis import strategies as st
 from memsvc.core.extraction.facts import (
     CATEGORY_TYPES,
     MAX_SCAN_BYTES,
-    Fact,
     detect_languages,
     extract_facts,
     fact_metadata,

@@ -4,12 +4,11 @@ exact scores on small lists."""
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from memsvc.config import Config, ConfigError
-from memsvc.kernel.models import Memory
 from memsvc.core.retrieval.ranking import (
     DEFAULT_FUSION,
     FUSION_GATED,
@@ -21,9 +20,10 @@ from memsvc.core.retrieval.ranking import (
     query_gate,
     strong_match,
 )
+from memsvc.kernel.models import Memory
 from memsvc.kernel.text import scoring_tokens
 
-NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def _memory(content: str, key: str | None = None, metadata: dict | None = None) -> Memory:

@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from memsvc.core.injection.inject import (
     NO_MEMORY_HEADERS,
-    InjectOptions,
     Injection,
+    InjectOptions,
     detect_format,
     inject,
     last_user_text,

@@ -3,7 +3,7 @@ counters (every retrieval does) does not rebuild the memory or fold its text aga
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 from memsvc.storage.memory_rows import row_to_memory
 
@@ -23,15 +23,15 @@ def test_the_memory_is_exactly_the_row():
     m = row_to_memory(ROW)
     assert (m.id, m.memory_id, m.key, m.content, m.metadata) == (ROW[0], 7, "preference:editor",
                                                                 "User prefers dark mode", {"source": "chat"})
-    assert m.created_at == datetime(2026, 11, 30, 10, tzinfo=timezone.utc)
+    assert m.created_at == datetime(2026, 11, 30, 10, tzinfo=UTC)
     assert (m.access_count, m.last_accessed_at, m.needs_reindex, m.keep) == (0, None, False, False)
     assert m.occurred_at is None and m.happened_at == m.created_at  # not known: it happened when stored
 
 
 def test_occurred_at_is_read_and_is_when_it_happened():
     m = row_to_memory(_with(id="0b8f6c1e-0000-4000-8000-000000000003", occurred_at="2023-12-31T18:45:00.000000Z"))
-    assert m.occurred_at == m.happened_at == datetime(2023, 12, 31, 18, 45, tzinfo=timezone.utc)
-    assert m.created_at == datetime(2026, 11, 30, 10, tzinfo=timezone.utc)
+    assert m.occurred_at == m.happened_at == datetime(2023, 12, 31, 18, 45, tzinfo=UTC)
+    assert m.created_at == datetime(2026, 11, 30, 10, tzinfo=UTC)
 
 
 def test_moved_access_counters_are_read_and_the_folded_text_is_reused():
@@ -41,7 +41,7 @@ def test_moved_access_counters_are_read_and_the_folded_text_is_reused():
     again = row_to_memory(_with(access_count=4, last_accessed_at="2026-12-01T09:31:00.000000Z"))
     assert again.folded is folded and again.access_count == 4
     assert touched.access_count == 3
-    assert touched.last_accessed_at == datetime(2026, 12, 1, 9, 30, tzinfo=timezone.utc)
+    assert touched.last_accessed_at == datetime(2026, 12, 1, 9, 30, tzinfo=UTC)
     assert first.access_count == 0 and first.last_accessed_at is None  # the shared memo is not changed
     assert touched.folded is folded
     assert touched.content == first.content and touched.metadata == first.metadata

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from memsvc.kernel.errors import ValidationError
+from memsvc.core.settings.memory import Settings
 from memsvc.core.settings.qdrant import (
     NAMESPACE,
     QdrantSettings,
@@ -18,7 +18,7 @@ from memsvc.core.settings.qdrant import (
     normalize,
     validate_update,
 )
-from memsvc.core.settings.memory import Settings
+from memsvc.kernel.errors import ValidationError
 from memsvc.storage.database import Database
 from memsvc.storage.migrations import apply_migrations
 from memsvc.storage.settings_store import SqliteSettingsStore

@@ -3,16 +3,15 @@
 from __future__ import annotations
 
 import math
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from memsvc.kernel.models import Memory
+from memsvc.core.retrieval.ranking import RetrievedItem
 from memsvc.core.retrieval.relevance_floor import (
     KEYWORD_FLOOR,
-    tokens_of,
     Floor,
     above_floor,
     floor_for,
@@ -20,14 +19,15 @@ from memsvc.core.retrieval.relevance_floor import (
     limit_problem,
     min_score_problem,
     terms_of,
+    tokens_of,
     vector_similarity,
 )
-from memsvc.core.retrieval.ranking import RetrievedItem
+from memsvc.kernel.models import Memory
 from memsvc.kernel.text import scoring_tokens
 
 
 def memory(content: str, key: str = "") -> Memory:
-    now = datetime.now(timezone.utc)
+    now = datetime.now(UTC)
     return Memory(id=content[:20], memory_id=1, api_key_id="k", session_id=None, type="factual", key=key,
                   content=content, metadata={}, created_at=now, updated_at=now)
 

@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 from memsvc.kernel.models import NewMemory, SearchScope, utcnow
+from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.kernel.vector_index import VectorRow
-from memsvc.vectors.qdrant import QdrantIndex
 from memsvc.storage.vector_index import LocalVectorIndex
+from memsvc.vectors.qdrant import QdrantIndex
 
 pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
               pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")]

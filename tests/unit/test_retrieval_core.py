@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
-from hypothesis import given, strategies as st
+from hypothesis import given
+from hypothesis import strategies as st
 
-from memsvc.kernel.models import Memory, estimate_tokens
 from memsvc.core.retrieval.ranking import RetrievedItem, apply_budget, relevance
+from memsvc.kernel.models import Memory, estimate_tokens
 from memsvc.kernel.text import first_sentences, ngrams, scoring_tokens, terms
 
-NOW = datetime(2026, 11, 30, tzinfo=timezone.utc)
+NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def _memory(content: str, key: str | None = None, metadata: dict | None = None, n: int = 1) -> Memory:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from memsvc.core.settings.memory import SPECS, MemorySettings, Settings, normalize, validate_update
 from memsvc.kernel.errors import ValidationError
-from memsvc.core.settings.memory import MemorySettings, Settings, SPECS, normalize, validate_update
 
 
 def test_defaults_cover_every_field_of_the_spec():

@@ -4,7 +4,7 @@ Every test runs against a real database file under tmp_path."""
 from __future__ import annotations
 
 import threading
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -382,7 +382,7 @@ def test_touch_counts_each_return_and_ignores_unknown_ids(backend: SqliteMemoryB
 
 
 def test_upsert_on_owner_and_key_merges_metadata(backend: SqliteMemoryBackend):
-    expiry = datetime(2031, 1, 2, 3, 4, 5, tzinfo=timezone.utc)
+    expiry = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
     first = backend.create(_new("I prefer tabs", key="pref:indent", type="factual",
                                 session_id="s1", metadata={"a": 1, "b": 1}))
     second = backend.create(_new("I prefer spaces", key="pref:indent", type="semantic",
@@ -430,7 +430,7 @@ def test_memory_id_is_never_reused_after_deleting_the_newest_row(backend: Sqlite
 
 
 def test_create_stores_every_field(backend: SqliteMemoryBackend):
-    expiry = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=timezone.utc)
+    expiry = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
     created = backend.create(_new("Ünïcode ✓ content", session_id="s", type="procedural",
                                   key="how:to", metadata={"nested": {"x": [1, "ü"]}}, expires_at=expiry))
     m = backend.get(created.id)
@@ -539,7 +539,7 @@ def test_created_before_filter(backend: SqliteMemoryBackend, db: Database):
     new = backend.create(_new("new one")).id
     with db.write() as conn:
         conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", ("2020-01-01T00:00:00.000000Z", old))
-    cutoff = datetime(2021, 1, 1, tzinfo=timezone.utc)
+    cutoff = datetime(2021, 1, 1, tzinfo=UTC)
     assert _ids(backend.list(MemoryFilter(created_before=cutoff), 10, 0)) == [old]
     assert backend.clear(MemoryFilter(created_before=cutoff)) == 1
     assert _ids(backend.list(MemoryFilter(), 10, 0)) == [new]
@@ -590,7 +590,7 @@ def test_readers_run_in_parallel_with_a_writer(backend: SqliteMemoryBackend):
                     backend.get(m.id)
                 if done.is_set():
                     break
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             errors.append(exc)
 
     writers = [threading.Thread(target=writer, args=(p,)) for p in ("a", "b")]
@@ -611,7 +611,7 @@ def test_readers_run_in_parallel_with_a_writer(backend: SqliteMemoryBackend):
 
 
 def test_iso_is_fixed_width_utc():
-    assert iso(datetime(2024, 3, 4, 5, 6, 7, tzinfo=timezone.utc)) == "2024-03-04T05:06:07.000000Z"
+    assert iso(datetime(2024, 3, 4, 5, 6, 7, tzinfo=UTC)) == "2024-03-04T05:06:07.000000Z"
     plus_two = timezone(timedelta(hours=2))
     assert iso(datetime(2024, 3, 4, 5, 6, 7, 8, tzinfo=plus_two)) == "2024-03-04T03:06:07.000008Z"
     assert iso(datetime(999, 1, 1)) == "0999-01-01T00:00:00.000000Z"
@@ -622,7 +622,7 @@ def test_iso_is_fixed_width_utc():
 
 _aware = st.datetimes(
     min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
-    timezones=st.sampled_from([timezone.utc, timezone(timedelta(hours=-7)), timezone(timedelta(hours=9))]),
+    timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7)), timezone(timedelta(hours=9))]),
 )
 
 
@@ -687,8 +687,8 @@ def test_occurred_at_migration_leaves_old_rows_unknown_and_indexes_effective_tim
 
 
 def test_occurred_at_is_stored_kept_or_replaced_by_upserts_and_patched(backend: SqliteMemoryBackend):
-    said = datetime(2023, 12, 31, 18, 45, 1, 250000, tzinfo=timezone.utc)
-    later = datetime(2024, 1, 2, 9, 0, tzinfo=timezone.utc)
+    said = datetime(2023, 12, 31, 18, 45, 1, 250000, tzinfo=UTC)
+    later = datetime(2024, 1, 2, 9, 0, tzinfo=UTC)
     first = backend.create(_new("User adopted a cat", key="pet", occurred_at=said))
     assert backend.get(first.id).occurred_at == said and backend.get(first.id).happened_at == said
     assert backend.create(_new("User adopted a cat named Miso", key="pet")).memory.occurred_at == said

@@ -3,13 +3,13 @@ relative phrases counted from the request's time, and nothing read from ordinary
 
 from __future__ import annotations
 
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pytest
 
 from memsvc.kernel.time_phrases import time_windows
 
-NOW = datetime(2026, 12, 1, 15, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 12, 1, 15, 0, tzinfo=UTC)
 
 
 def days(query: str) -> list[tuple[str, str]]:

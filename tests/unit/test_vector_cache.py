@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from memsvc.kernel.models import Memory, MemoryPatch, NewMemory, SearchScope, utcnow
+from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.kernel.vector_index import VectorRow
 from memsvc.storage.vector_index import LocalVectorIndex
 
 DIM = 16

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import socket
 import uuid
-from datetime import datetime, timedelta, timezone
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import numpy as np
 import pytest
 from qdrant_client import models as qm
 
-from memsvc.kernel.models import SearchScope, utcnow
 from memsvc.core.settings.qdrant import QdrantSettings
+from memsvc.kernel.models import SearchScope, utcnow
 from memsvc.kernel.vector_index import DimensionMismatch, VectorIndex, VectorRow, VectorUnavailable
 from memsvc.vectors.qdrant import (
     KIND,
@@ -30,7 +30,7 @@ pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserW
               pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning")]
 
 DIM = 16
-NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=timezone.utc)
+NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
 
 
 @pytest.fixture

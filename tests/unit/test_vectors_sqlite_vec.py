@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 
 from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, SearchScope, utcnow
+from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_backend import SqliteMemoryBackend
-from memsvc.kernel.vector_index import DimensionMismatch, VectorError, VectorIndex, VectorRow, VectorUnavailable
 from memsvc.storage.sqlite_vec import NEVER_US, delete_in, unix_us
 from memsvc.storage.vector_index import LocalVectorIndex
 from memsvc.storage.vector_sql import make_signature, signature_dim

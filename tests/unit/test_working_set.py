@@ -6,12 +6,13 @@ the change sequence; and they stay correct across connections, owners and budget
 
 from __future__ import annotations
 
-from datetime import timedelta
 import threading
+from datetime import timedelta
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from memsvc.kernel.models import MemoryPatch, NewMemory, SearchScope, utcnow
 from memsvc.kernel.time_phrases import TimeWindow

@@ -40,12 +40,12 @@ from __future__ import annotations
 import functools
 import re
 import unicodedata
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from datetime import datetime, timezone
-from typing import Iterable, Iterator
+from datetime import UTC, datetime
 
 from memsvc.core.extraction import rules as rules_data
-from memsvc.core.extraction.rules import CJK, LINE_BREAKS, NT, T, Slot, Table, expand, key_word
+from memsvc.core.extraction.rules import CJK, LINE_BREAKS, NT, Slot, T, Table, expand, key_word
 from memsvc.core.extraction.speakers import ASSISTANT, SPEAKERS, USER, restatements
 from memsvc.core.extraction.speakers import tables as restatement_tables
 from memsvc.core.extraction.statements import key_phrase, statement, value_in_statement
@@ -112,7 +112,7 @@ class _RuleSet:
     reject_context: re.Pattern[str] | None
     negative: re.Pattern[str]
     negation_after: re.Pattern[str] | None
-    guards: "_Guards"
+    guards: _Guards
 
 
 @dataclass(frozen=True)
@@ -275,8 +275,8 @@ def fact_metadata(fact: Fact, extracted_at: datetime) -> dict[str, str]:
     """The metadata stored with an extracted memory. `extractedAt` is UTC with a "Z", in
     the reference's format (JavaScript toISOString); a naive datetime is taken as UTC."""
     if extracted_at.tzinfo is None:
-        extracted_at = extracted_at.replace(tzinfo=timezone.utc)
-    stamp = extracted_at.astimezone(timezone.utc).isoformat(timespec="milliseconds")
+        extracted_at = extracted_at.replace(tzinfo=UTC)
+    stamp = extracted_at.astimezone(UTC).isoformat(timespec="milliseconds")
     return {
         "category": fact.category,
         "extractedAt": stamp.replace("+00:00", "Z"),

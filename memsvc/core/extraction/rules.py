@@ -258,9 +258,9 @@ _EN_SLOTS = (
     Slot("language", rf"(?:{_EN_I_AM}(?:currently<SP>+)?learning|<B>I<SP>+study)<SP>+{_EN_LANG}",
          "language:learning_{x}", "User is learning {x}", needs=_NEEDS_LANGUAGE),
     Slot("profession", rf"{_EN_I_AM}{_EN_PROF_PHRASE}", "profession:job", "User is {x}", needs=_NEEDS_PROFESSION),
-    Slot("profession", rf"<B>I<SP>+work<SP>+as<SP>+(?P<x>(?:an?<SP>+)?<NT>+)", "profession:job", "User works as {x}", needs=("work as",)),
+    Slot("profession", r"<B>I<SP>+work<SP>+as<SP>+(?P<x>(?:an?<SP>+)?<NT>+)", "profession:job", "User works as {x}", needs=("work as",)),
     Slot("profession", rf"{_EN_I_AM}(?P<x>retired|unemployed|self-employed)" + _EN_END, "profession:job", "User is {x}", needs=("retired", "unemployed", "self-employed")),
-    Slot("profession", rf"<B>I<SP>+work<SP>+(?:at|for)<SP>+(?-i:(?P<x>[A-Z][\w&'’.-]*(?:<SP>+[A-Z][\w&'’.-]*){{0,3}}))",
+    Slot("profession", r"<B>I<SP>+work<SP>+(?:at|for)<SP>+(?-i:(?P<x>[A-Z][\w&'’.-]*(?:<SP>+[A-Z][\w&'’.-]*){0,3}))",
          "profession:employer", "User works at {x}", needs=("work at", "work for")),
 )
 

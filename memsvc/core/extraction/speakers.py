@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import functools
 import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Callable, Iterator
 
 from memsvc.core.extraction.rules import TERMINATORS, expand
 

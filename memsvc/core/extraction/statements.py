@@ -55,14 +55,11 @@ _EN_PRONOUNS = (
 )
 # Words before the verb that stay as they are ("User usually answers").
 _EN_ADVERBS = frozenset(
-    "really usually always never typically often frequently regularly also still just generally normally "
-    "sometimes rarely seldom only even actually no longer truly absolutely totally definitely honestly mostly "
-    "hardly ever".split()
+    ["really", "usually", "always", "never", "typically", "often", "frequently", "regularly", "also", "still", "just", "generally", "normally", "sometimes", "rarely", "seldom", "only", "even", "actually", "no", "longer", "truly", "absolutely", "totally", "definitely", "honestly", "mostly", "hardly", "ever"]
 )
 _EN_IRREGULAR = {"am": "is", "are": "is", "have": "has", "do": "does", "go": "goes", "be": "is"}
 _EN_UNCHANGED = frozenset(
-    "will would can could should must may might shall cannot did was chose went picked selected got made "
-    "took had ran began thought knew".split()
+    ["will", "would", "can", "could", "should", "must", "may", "might", "shall", "cannot", "did", "was", "chose", "went", "picked", "selected", "got", "made", "took", "had", "ran", "began", "thought", "knew"]
 )
 
 
@@ -187,7 +184,7 @@ def zh_pronouns(text: str) -> str:
 
 def _zh_statement(cue: str, phrase: str) -> str:
     cue = "".join(cue.split())
-    return "用户" + (cue[1:] if cue.startswith("我") else cue) + zh_pronouns(phrase)
+    return "用户" + (cue.removeprefix("我")) + zh_pronouns(phrase)
 
 
 def statement(language: str, category: str, suffix: bool, cue: str, phrase: str, negated_after: bool) -> str:

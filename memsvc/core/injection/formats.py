@@ -34,7 +34,8 @@ Nothing here mutates the input: only the containers on the path to the change ar
 
 from __future__ import annotations
 
-from typing import Any, Callable, Mapping, Protocol
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol
 
 ROLE_SYSTEM = "system"
 ROLE_USER = "user"

@@ -18,8 +18,9 @@ Invariants, because callers forward the result straight to an LLM provider:
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any
 
 from memsvc.core.injection.formats import ROLE_SYSTEM, ROLE_USER, BodyFormat, detect
 

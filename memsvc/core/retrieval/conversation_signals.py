@@ -22,8 +22,9 @@ The weights were fitted on half A of the REALTALK conversations and checked on h
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import replace
-from typing import TYPE_CHECKING, Callable, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from memsvc.kernel.models import Memory
 from memsvc.kernel.text import normalize

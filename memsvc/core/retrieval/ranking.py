@@ -8,9 +8,10 @@ in `Resolution.fallback_reason`.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 from memsvc.core.retrieval import conversation_signals as signals
 from memsvc.kernel.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
@@ -78,9 +79,9 @@ class VectorMatch:
 
 @dataclass(frozen=True)
 class VectorResult:
-    matches: list["VectorMatch"]
+    matches: list[VectorMatch]
     tier: str                      # "vector" (sqlite-vec) or "qdrant"
-    resolution: "Resolution"       # embedding source/model, vector store, any fallback on the way
+    resolution: Resolution       # embedding source/model, vector store, any fallback on the way
 
 
 class VectorLookup(Protocol):
@@ -95,7 +96,7 @@ class Reranker(Protocol):
     """Reorders items for the query, or returns None when reranking is off; raises on any
     failure (the caller fails open)."""
 
-    def __call__(self, query: str, items: list["RetrievedItem"], settings: Any = None) -> list["RetrievedItem"] | None: ...
+    def __call__(self, query: str, items: list[RetrievedItem], settings: Any = None) -> list[RetrievedItem] | None: ...
 
 
 class SearchBackend(Protocol):

@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import Sequence
 
 from memsvc.core.retrieval.ranking import NAMED_DATE, RetrievalResult, RetrievedItem, is_hybrid
 from memsvc.kernel.text import STOPWORDS, scoring_tokens

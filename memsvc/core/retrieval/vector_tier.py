@@ -15,20 +15,21 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Protocol, Sequence
+from typing import Any, Protocol
 
 import numpy as np
 
 from memsvc.core.background import BackgroundWriter
-from memsvc.kernel.inline import may_block
-from memsvc.kernel.models import Memory, NewMemory, SearchScope
-from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
+from memsvc.core.embedding_port import Embeddings
 from memsvc.core.retrieval.ranking import Resolution, VectorMatch, VectorResult, VectorUnavailable
 from memsvc.core.settings.memory import MemorySettings, Settings
-from memsvc.kernel.embedding_errors import EmbeddingError, NoEmbeddingSource
-from memsvc.core.embedding_port import Embeddings
+from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
 from memsvc.kernel.embedding import Resolved, apply_rerank
+from memsvc.kernel.embedding_errors import EmbeddingError, NoEmbeddingSource
+from memsvc.kernel.inline import may_block
+from memsvc.kernel.models import Memory, NewMemory, SearchScope
 from memsvc.kernel.vector_index import VectorError, VectorHit, VectorRow
 
 log = logging.getLogger("memsvc.core.vectors")
@@ -123,7 +124,7 @@ class VectorTier:
 
     # ---- writes ----
 
-    def creating(self, drafts: Sequence[NewMemory]) -> "VectorWrite":
+    def creating(self, drafts: Sequence[NewMemory]) -> VectorWrite:
         """The vectors of drafts about to be stored, embedded now (one `embed` call for the
         batch, before the write transaction, so a model never holds the writer lock); the
         returned follow-up stores them in the transaction that stores the drafts."""

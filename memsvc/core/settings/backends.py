@@ -14,7 +14,8 @@ is accepted and ignored."""
 from __future__ import annotations
 
 import re
-from typing import Any, Callable, Mapping
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from memsvc.kernel.url_policy import check_resolved
 

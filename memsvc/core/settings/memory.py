@@ -11,8 +11,9 @@ from __future__ import annotations
 import json
 import math
 import threading
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields, replace
-from typing import Any, Callable, Generic, Mapping, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from memsvc.core.settings import backends as backend_settings
 from memsvc.kernel.errors import Violations

@@ -23,13 +23,13 @@ memory-settings change to apply alongside, which the caller passes to
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path, PurePath
-from typing import Any, Mapping
+from typing import Any
 from urllib.parse import urlsplit
 
 from memsvc.core.settings.backends import moved_secret_problem
-from memsvc.kernel.errors import PreconditionError, ValidationError, Violations
 from memsvc.core.settings.memory import (
     Kind,
     NamespaceSettings,
@@ -38,10 +38,11 @@ from memsvc.core.settings.memory import (
     enum_kind,
     int_kind,
     read_bool,
-    write_bool,
     read_specs,
     spec,
+    write_bool,
 )
+from memsvc.kernel.errors import PreconditionError, ValidationError, Violations
 from memsvc.kernel.url_policy import check_url
 
 NAMESPACE = "qdrant"
@@ -393,5 +394,5 @@ def _uses_local_mode(current: QdrantSettings, values: Mapping[str, Any]) -> bool
     """Whether the validated update `values` sets a local path, or enables Qdrant with one."""
     if values.get("localPath") is not None:
         return True
-    path = values["localPath"] if "localPath" in values else current.local_path
+    path = values.get("localPath", current.local_path)
     return bool(values.get("enabled", current.enabled)) and path is not None
