@@ -4,8 +4,8 @@ module only reads and writes rows, each public method in one transaction."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import apsw

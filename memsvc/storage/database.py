@@ -19,7 +19,7 @@ import shutil
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, cast
 
@@ -69,8 +69,8 @@ def iso(dt: datetime | None) -> str | None:
     if dt is None:
         return None
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
-    u = dt.astimezone(timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
+    u = dt.astimezone(UTC)
     # Formatted by hand: strftime("%Y") does not zero-pad years below 1000 on glibc.
     return (
         f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
@@ -88,10 +88,10 @@ def parse_iso(s: str | None) -> datetime | None:
     # strict strptime and fails loudly.
     if len(s) == 27 and s[10] == "T" and s[19] == "." and s[26] == "Z" and s[20:26].isdigit():
         try:
-            return datetime.fromisoformat(s[:26]).replace(tzinfo=timezone.utc)
+            return datetime.fromisoformat(s[:26]).replace(tzinfo=UTC)
         except ValueError:
             pass
-    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=timezone.utc)
+    return datetime.strptime(s, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
 
 
 class Database(Transactions):

@@ -25,10 +25,11 @@ import functools
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from types import ModuleType
-from typing import Any, ContextManager
+from typing import Any
 
 from memsvc.kernel.cache import TtlCache
 from memsvc.kernel.errors import ConflictError, ValidationError, shorten
@@ -73,7 +74,7 @@ def _translate(syntax: Syntax, template: str) -> str:
 
 
 def _utc(moment: datetime | None) -> datetime | None:
-    return None if moment is None else moment.astimezone(timezone.utc)
+    return None if moment is None else moment.astimezone(UTC)
 
 
 SQLITE_SQL = Syntax(
@@ -208,7 +209,7 @@ class Dialect(ABC):
         """Whether `conn`'s write transaction is still open and usable after an error."""
 
     @abstractmethod
-    def draft(self, db: Any, conn: Any) -> ContextManager[Any]:
+    def draft(self, db: Any, conn: Any) -> AbstractContextManager[Any]:
         """Around one draft of a batch: what makes its failure undo only its own statement."""
 
     @abstractmethod

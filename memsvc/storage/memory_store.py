@@ -16,8 +16,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from datetime import datetime
-from typing import Any, ContextManager
+from typing import Any
 
 from memsvc.kernel.errors import ConflictError, ValidationError
 from memsvc.kernel.models import (
@@ -86,7 +87,7 @@ class SqlMemoryBackend:
             hook(conn, deleted)
         return len(deleted)
 
-    def snapshot(self) -> ContextManager[object]:
+    def snapshot(self) -> AbstractContextManager[object]:
         """One read transaction for everything a request reads on this thread: every read
         inside the block (settings, vector state, vectors, keyword hits) sees the same
         committed state, and the block costs one BEGIN instead of one per read."""

@@ -14,7 +14,8 @@ keeps the functions registered.
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Iterable, cast
+from collections.abc import Iterable
+from typing import Any, cast
 
 import apsw
 

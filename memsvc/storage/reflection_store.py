@@ -4,9 +4,9 @@ pending through confirmed to promoted (or denied). The lifecycle rules are in
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from collections.abc import Sequence
 from typing import Any
 
 from memsvc.storage.database import Database, iso, parse_iso

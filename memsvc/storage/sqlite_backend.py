@@ -12,7 +12,8 @@ import contextlib
 import json
 import uuid
 from collections.abc import Mapping
-from typing import Any, ContextManager, cast
+from contextlib import AbstractContextManager
+from typing import Any, cast
 
 import apsw
 
@@ -61,7 +62,7 @@ class SqliteDialect(Dialect):
     def in_transaction(self, conn: apsw.Connection) -> bool:
         return bool(conn.in_transaction)
 
-    def draft(self, db: Database, conn: apsw.Connection) -> ContextManager[Any]:
+    def draft(self, db: Database, conn: apsw.Connection) -> AbstractContextManager[Any]:
         """No savepoint per draft: a draft's only write is one statement, and SQLite undoes
         a failed statement alone, triggers included, leaving the transaction open. (A
         savepoint around each draft costs about a fifth of the batch: every page then

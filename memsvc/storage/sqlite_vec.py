@@ -47,8 +47,8 @@ costs a slot. `update_scope()` keeps the metadata current without re-embedding.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable, Sequence
-from typing import Any, Callable
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 

@@ -22,9 +22,10 @@ Caches across replicas, with PostgreSQL:
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from memsvc.config import Config, ConfigError, check_database_options
 from memsvc.storage.credentials import SqlCredentialStore
@@ -163,9 +164,9 @@ def _postgres_client() -> Iterator[None]:
 
 def _postgres_admin(config: Config) -> AdminStores:
     with _postgres_client():
+        from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
         from memsvc.storage.postgres.database import PgDatabase
         from memsvc.storage.postgres.migrations import apply_migrations, current_version
-        from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
         from memsvc.storage.vector_index import LocalVectorIndex
 
     assert config.database_url is not None
@@ -196,8 +197,8 @@ def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
     from memsvc.storage.memory_store import SqlMemoryBackend
 
     with _postgres_client():
-        from memsvc.storage.postgres.memory_backend import POSTGRES
         from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
+        from memsvc.storage.postgres.memory_backend import POSTGRES
         from memsvc.storage.vector_index import LocalVectorIndex
 
     backend = SqlMemoryBackend(database, POSTGRES, working_set_bytes=config.working_set_mb * 1_000_000)

@@ -35,9 +35,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import datetime, timedelta, timezone
-from typing import Any, Callable, Iterable, Sequence
+from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import numpy as np
 
@@ -54,7 +55,7 @@ _DEAD_EXPIRY = np.iinfo(np.int64).min
 #: 9999-12-31T23:59:59.999999Z in unix microseconds.
 NEVER_US = 253_402_300_799_999_999
 NO_SESSION = ""
-_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _US = timedelta(microseconds=1)
 #: Owners share this many locks by hash for refreshing their blocks (as the working sets do).
 LOCK_STRIPES = 64
@@ -63,7 +64,7 @@ LOCK_STRIPES = 64
 def unix_us(dt: datetime) -> int:
     """Exact unix microseconds (a naive datetime is taken as UTC, like `iso`)."""
     if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=timezone.utc)
+        dt = dt.replace(tzinfo=UTC)
     return (dt - _EPOCH) // _US
 
 
@@ -143,7 +144,7 @@ class OwnerBlock:
 
     @classmethod
     def from_arrays(cls, dim: int, ids: np.ndarray, matrix: np.ndarray, sessions: list[str],
-                    created: np.ndarray, expires: np.ndarray) -> "OwnerBlock":
+                    created: np.ndarray, expires: np.ndarray) -> OwnerBlock:
         n = len(ids)
         block = cls(dim, capacity=max(16, n + n // 8))
         block.matrix[:n] = matrix
@@ -157,7 +158,7 @@ class OwnerBlock:
 
     @classmethod
     def from_vectors(cls, dim: int, ids: np.ndarray, vectors: np.ndarray, sessions: list[str],
-                     created: np.ndarray, expires: np.ndarray) -> "OwnerBlock":
+                     created: np.ndarray, expires: np.ndarray) -> OwnerBlock:
         """A block of vectors as stored (float32 or int8, any length): each row normalized."""
         if len(ids) == 0:
             return cls(dim)
@@ -207,7 +208,7 @@ class OwnerBlock:
         """`put` of a vector as stored (normalized here)."""
         self.put(memory_id, normalized(vector), session, created_us, expires_us)
 
-    def apply_changes(self, removed: Iterable[int], changed: Sequence["VectorChange"], version: int) -> None:
+    def apply_changes(self, removed: Iterable[int], changed: Sequence[VectorChange], version: int) -> None:
         """Bring the block to `version`: drop the `removed` memories and take each of
         `changed` as its memory now is."""
         for memory_id in removed:
@@ -421,7 +422,7 @@ class VectorCache(OwnerBlocks):
 
     # -- writes (called inside the write transaction, under the database write lock) --------
 
-    def apply(self, gen: int, change: Callable[["VectorCache"], None]) -> None:
+    def apply(self, gen: int, change: Callable[[VectorCache], None]) -> None:
         """Apply this process's change that moved the generation to `gen`; when the cache
         was not at `gen - 1` (another writer got in between), drop everything instead."""
         with self._lock:

@@ -21,13 +21,19 @@ from typing import Any
 import numpy as np
 
 from memsvc.kernel.models import Memory, SearchScope
-from memsvc.kernel.vector_index import (DeleteResult, DimensionMismatch, VectorError, VectorHit, VectorRow,
-                                        VectorUnavailable, as_vector)
+from memsvc.kernel.vector_index import (
+    DeleteResult,
+    DimensionMismatch,
+    VectorError,
+    VectorHit,
+    VectorRow,
+    VectorUnavailable,
+    as_vector,
+)
 from memsvc.storage.database import Database, iso
 from memsvc.storage.sqlite_vec import DEFAULT_CHUNK_SIZE, SqliteVecSql
 from memsvc.storage.vector_cache import HeldMemories, block_hits
-from memsvc.storage.vector_sql import (DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, Prepared, VecState, VectorSql,
-                                       memory_ids)
+from memsvc.storage.vector_sql import DEFAULT_TOP_K, INT8_SUFFIX, MAX_K, Prepared, VecState, VectorSql, memory_ids
 
 
 def vector_sql(db: Any, quantization: str, chunk_size: int, cache_bytes: int) -> VectorSql:

@@ -15,7 +15,6 @@ import tomllib
 from pathlib import Path
 
 from memsvc.embedding.sources import BUILD_MARKER, STATIC_DEFAULT_MODEL
-
 from tests.support.vectors import static_model  # noqa: F401 - fixture
 
 ROOT = Path(__file__).resolve().parents[2]

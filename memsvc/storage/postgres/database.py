@@ -42,8 +42,8 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from memsvc.kernel.inline import may_block
 from memsvc.kernel.errors import ConflictError, StorageFullError, UnavailableError
+from memsvc.kernel.inline import may_block
 from memsvc.storage.database import scalar
 from memsvc.storage.transactions import Transactions
 

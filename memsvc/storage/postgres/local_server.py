@@ -158,7 +158,8 @@ class PostgresServer:
             os.chown(self.data_dir, self._account.pw_uid, self._account.pw_gid)
         done = subprocess.run([str(self._bin / "initdb"), "-D", str(self.data_dir), "-U", _USER, "--auth=trust",
                                "-E", "UTF8", "--locale=C", "--no-sync"],
-                              capture_output=True, text=True, cwd=self.root, env=_env(), **self._run_as())
+                              capture_output=True, text=True, cwd=self.root, env=_env(), check=False,
+                              **self._run_as())
         if done.returncode != 0:
             raise LocalPostgresError(f"initdb failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
@@ -186,7 +187,8 @@ class PostgresServer:
                  "-k", "", *settings],
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=_env(),
                 start_new_session=self.tied_to_parent,
-                preexec_fn=die_with_parent if self.tied_to_parent else None, **self._run_as())
+                preexec_fn=die_with_parent if self.tied_to_parent else None,  # noqa: PLW1509 - one prctl call
+                **self._run_as())
         self._wait_ready(timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> None:

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Mapping
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
@@ -66,7 +67,7 @@ class PgDialect(Dialect):
     def in_transaction(self, conn: psycopg.Connection) -> bool:
         return conn.info.transaction_status == TransactionStatus.INTRANS
 
-    def draft(self, db: PgDatabase, conn: psycopg.Connection) -> ContextManager[Any]:
+    def draft(self, db: PgDatabase, conn: psycopg.Connection) -> AbstractContextManager[Any]:
         """A savepoint: a failed statement aborts a whole PostgreSQL transaction."""
         return db.savepoint(conn)
 

@@ -66,8 +66,14 @@ from psycopg.types import TypeInfo
 
 from memsvc.kernel.cache import TtlCache
 from memsvc.kernel.models import Memory, SearchScope, utcnow
-from memsvc.kernel.vector_index import (DimensionMismatch, VectorError, VectorHit, VectorUnavailable, as_vector,
-                                        cosine_score)
+from memsvc.kernel.vector_index import (
+    DimensionMismatch,
+    VectorError,
+    VectorHit,
+    VectorUnavailable,
+    as_vector,
+    cosine_score,
+)
 from memsvc.storage.database import scalar
 from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.rows import M_COLUMNS, row_to_memory, rows_in_scope, scope_clause
@@ -197,8 +203,8 @@ class PgVectorSql:
             if conn is not None:
                 self._version = self._extension(conn)[0]
             else:
-                with self.db.read() as conn:
-                    self._version = self._extension(conn)[0]
+                with self.db.read() as read:
+                    self._version = self._extension(read)[0]
         return self._version
 
     @staticmethod

@@ -11,7 +11,8 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import Any, ContextManager
+from contextlib import AbstractContextManager
+from typing import Any
 
 import psycopg
 
@@ -61,7 +62,7 @@ def row_to_memory(row: Sequence[Any]) -> Memory:
     return build_memory(without_access(row), _utc, _parsed, int(row[ACCESS_COUNT]), _utc(row[LAST_ACCESSED]))
 
 
-def casefold_collation(read: Callable[[], ContextManager[Any]]) -> str | None:
+def casefold_collation(read: Callable[[], AbstractContextManager[Any]]) -> str | None:
     """The collation text filters fold case under: the first of _FOLDING_COLLATIONS that
     folds "ÄΣ" to "äσ" here, each tried in a read transaction of its own (`read`, as
     PgDatabase.read) since a refused one aborts it; None (the database's own) when none does."""

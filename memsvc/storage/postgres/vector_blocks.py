@@ -31,15 +31,16 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
-from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.dialect import POSTGRES_SQL
+from memsvc.storage.postgres.database import PgDatabase
 from memsvc.storage.postgres.working_set_port import CHANGE_LOG_VERSIONS
-from memsvc.storage.working_set_port import owner_version
 from memsvc.storage.vector_cache import OwnerBlock, OwnerBlocks, VectorChange, scope_columns
+from memsvc.storage.working_set_port import owner_version
 
 #: An owner too large for the budget is searched by pgvector; its build is tried again this
 #: long after the last try (a build reads every vector of the owner).

@@ -31,12 +31,12 @@ CHANGE_LOG_VERSIONS = 10_000
 # One statement: the owner's version, and (only when the log still reaches `since`) each
 # memory changed after `since` with its row when it still exists in the owner (NULLs when not).
 _CHANGES = (
-    "SELECT v.seq, c.memory_id, {m} FROM (SELECT coalesce(max(seq), 0) AS seq FROM memory_owner_versions "
+    f"SELECT v.seq, c.memory_id, {M_COLUMNS} FROM (SELECT coalesce(max(seq), 0) AS seq FROM memory_owner_versions "
     "WHERE api_key_id = %(owner)s) AS v "
     "LEFT JOIN (SELECT DISTINCT memory_id FROM memory_owner_changes WHERE api_key_id = %(owner)s "
     "AND seq > %(since)s) AS c ON %(since)s >= v.seq - %(kept)s "
     "LEFT JOIN memories m ON m.memory_id = c.memory_id AND m.api_key_id = %(owner)s"
-).format(m=M_COLUMNS)
+)
 _FIRST_COLUMN = 2
 
 
