@@ -72,14 +72,17 @@ def in_process(rounds: int, calls: int) -> dict[str, dict[str, float]]:
 
         result = {
             "settings version read (baseline)": _per_call_us(settings.settings_version, calls, rounds),
-            "event loop check, cached (data version + memory)": _per_call_us(lambda: credentials.check_now(token),
-                                                                             calls, rounds),
+            "event loop check, cached (data version + memory)": _per_call_us(
+                lambda: credentials.check_now(token), calls, rounds
+            ),
             "worker check, cached (+ counter read)": _per_call_us(lambda: credentials.check(token), calls, rounds),
-            "worker check, unknown lookup (+ row read)": _per_call_us(lambda: credentials.check(unknown), calls,
-                                                                      rounds),
+            "worker check, unknown lookup (+ row read)": _per_call_us(
+                lambda: credentials.check(unknown), calls, rounds
+            ),
             "row read per request (before the cache)": _per_call_us(row_read, calls, rounds),
-            "MEMSVC_API_TOKENS compare (3 tokens)": _per_call_us(lambda: interceptor._configured(ENV_TOKEN), calls,
-                                                                 rounds),
+            "MEMSVC_API_TOKENS compare (3 tokens)": _per_call_us(
+                lambda: interceptor._configured(ENV_TOKEN), calls, rounds
+            ),
         }
         db.close()
     return result
@@ -90,14 +93,17 @@ def _tenant_token(data: Path, root: Path) -> str:
     schema must be the one that server migrates to)."""
     import subprocess
 
-    script = ("import sys; from pathlib import Path; from memsvc.core.credentials import Credentials;"
-              "from memsvc.storage.credentials import SqliteCredentialStore; from memsvc.storage.database import Database;"
-              "from memsvc.storage.migrations import apply_migrations;"
-              "db = Database(Path(sys.argv[1]) / 'memsvc.db'); apply_migrations(db);"
-              "print(Credentials(SqliteCredentialStore(db)).create('bench', ['read:memory'], ['A'], False).token);"
-              "db.close()")
-    return subprocess.run([sys.executable, "-c", script, str(data)], cwd=str(root), capture_output=True, text=True,
-                          check=True).stdout.strip()
+    script = (
+        "import sys; from pathlib import Path; from memsvc.core.credentials import Credentials;"
+        "from memsvc.storage.credentials import SqliteCredentialStore; from memsvc.storage.database import Database;"
+        "from memsvc.storage.migrations import apply_migrations;"
+        "db = Database(Path(sys.argv[1]) / 'memsvc.db'); apply_migrations(db);"
+        "print(Credentials(SqliteCredentialStore(db)).create('bench', ['read:memory'], ['A'], False).token);"
+        "db.close()"
+    )
+    return subprocess.run(
+        [sys.executable, "-c", script, str(data)], cwd=str(root), capture_output=True, text=True, check=True
+    ).stdout.strip()
 
 
 def through_grpc(rounds: int, calls: int, trees: dict[str, Path]) -> dict[str, dict[str, dict]]:
@@ -128,18 +134,29 @@ def through_grpc(rounds: int, calls: int, trees: dict[str, Path]) -> dict[str, d
                 for label in trees:
                     out[label]["env"].append(_per_call_us(per_call(label, ENV_TOKEN), calls, 1)["median"])
                     out[label]["stored"].append(_per_call_us(per_call(label, stored[label]), calls, 1)["median"])
-                    many = concurrent(servers[label].port, LIST_PATH, memory_pb2.ListMemoriesResponse, [request],
-                                      CLIENTS, max(20, calls // CLIENTS), 1,
-                                      metadata=(("authorization", f"Bearer {stored[label]}"),))
+                    many = concurrent(
+                        servers[label].port,
+                        LIST_PATH,
+                        memory_pb2.ListMemoriesResponse,
+                        [request],
+                        CLIENTS,
+                        max(20, calls // CLIENTS),
+                        1,
+                        metadata=(("authorization", f"Bearer {stored[label]}"),),
+                    )
                     out[label]["stored_16"].append(many["rps"]["median"])
         finally:
             for label in list(servers):
                 stubs[label].close()
                 servers[label].stop()
-    return {label: {"ListMemories, MEMSVC_API_TOKENS token (µs)": agg(legs["env"]),
-                    "ListMemories, stored tenant token (µs)": agg(legs["stored"]),
-                    f"ListMemories, stored tenant token, {CLIENTS} clients (RPC/s)": agg(legs["stored_16"])}
-            for label, legs in out.items()}
+    return {
+        label: {
+            "ListMemories, MEMSVC_API_TOKENS token (µs)": agg(legs["env"]),
+            "ListMemories, stored tenant token (µs)": agg(legs["stored"]),
+            f"ListMemories, stored tenant token, {CLIENTS} clients (RPC/s)": agg(legs["stored_16"]),
+        }
+        for label, legs in out.items()
+    }
 
 
 def _grpc_rows(remote: dict[str, dict[str, dict]]) -> list[list[str]]:
@@ -171,8 +188,12 @@ def main() -> None:
     base = local["settings version read (baseline)"]["median"]
     rows = [[name, fmt(a, 1, " µs"), f"{a['median'] / base:.2f}×"] for name, a in local.items()]
     table = md_table(["per call", "median (min–max)", "ratio"], rows + _grpc_rows(remote))
-    write_results("auth", {"in_process_us": local, "grpc": remote, "baseline": args.baseline, "rounds": args.rounds,
-                           "calls": args.calls}, table, "Credential verification per request")
+    write_results(
+        "auth",
+        {"in_process_us": local, "grpc": remote, "baseline": args.baseline, "rounds": args.rounds, "calls": args.calls},
+        table,
+        "Credential verification per request",
+    )
 
 
 if __name__ == "__main__":

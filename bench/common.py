@@ -70,8 +70,12 @@ def md_table(headers: Sequence[str], rows: Iterable[Sequence[Any]]) -> str:
 
 
 def machine() -> dict[str, Any]:
-    return {"python": platform.python_version(), "cpus": os.cpu_count(), "platform": platform.platform(),
-            "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    return {
+        "python": platform.python_version(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+    }
 
 
 def write_results(name: str, data: dict[str, Any], table: str, title: str) -> Path:
@@ -103,12 +107,24 @@ class Target:
         return self.value <= self.limit if self.op == "<=" else self.value >= self.limit
 
     def row(self) -> list[str]:
-        return [self.name, f"{self.value:.3g}{self.unit}", f"{self.op} {self.limit:g}{self.unit}",
-                "PASS" if self.passed else "MISS", self.note]
+        return [
+            self.name,
+            f"{self.value:.3g}{self.unit}",
+            f"{self.op} {self.limit:g}{self.unit}",
+            "PASS" if self.passed else "MISS",
+            self.note,
+        ]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"name": self.name, "value": self.value, "op": self.op, "limit": self.limit, "unit": self.unit,
-                "passed": self.passed, "note": self.note}
+        return {
+            "name": self.name,
+            "value": self.value,
+            "op": self.op,
+            "limit": self.limit,
+            "unit": self.unit,
+            "passed": self.passed,
+            "note": self.note,
+        }
 
 
 def targets_table(targets: Sequence[Target]) -> str:
@@ -132,14 +148,26 @@ def rss_mb(pid: int) -> float:
     return float("nan")
 
 
-def server_env(data_dir: Path, grpc_port: int, *, gateway: bool = False, rest_port: int = 0,
-               admin_port: int = 0, extra: dict[str, str] | None = None) -> dict[str, str]:
+def server_env(
+    data_dir: Path,
+    grpc_port: int,
+    *,
+    gateway: bool = False,
+    rest_port: int = 0,
+    admin_port: int = 0,
+    extra: dict[str, str] | None = None,
+) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if not k.startswith(("MEMSVC_", "MEMORY_"))}
-    env.update({
-        "MEMSVC_DATA_DIR": str(data_dir), "MEMSVC_GRPC_PORT": str(grpc_port), "MEMSVC_LOG_LEVEL": "WARNING",
-        "MEMSVC_GATEWAY": "true" if gateway else "false", "MEMORY_STATIC_CACHE_DIR": str(STATIC_CACHE),
-        "PYTHONUNBUFFERED": "1",
-    })
+    env.update(
+        {
+            "MEMSVC_DATA_DIR": str(data_dir),
+            "MEMSVC_GRPC_PORT": str(grpc_port),
+            "MEMSVC_LOG_LEVEL": "WARNING",
+            "MEMSVC_GATEWAY": "true" if gateway else "false",
+            "MEMORY_STATIC_CACHE_DIR": str(STATIC_CACHE),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
     if gateway:
         env.update({"MEMSVC_REST_PORT": str(rest_port), "MEMSVC_ENVOY_ADMIN_PORT": str(admin_port)})
     env.update(extra or {})
@@ -185,15 +213,23 @@ class ServerProc:
         extra = dict(self.extra_env)
         if self.processes is not None:
             extra["MEMSVC_PROCESSES"] = str(self.processes)
-        env = server_env(self.data_dir, self.port, gateway=self.gateway, rest_port=self.rest_port,
-                         admin_port=admin, extra=extra)
+        env = server_env(
+            self.data_dir, self.port, gateway=self.gateway, rest_port=self.rest_port, admin_port=admin, extra=extra
+        )
         self.log_path = self.data_dir.parent / "server.log"
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = open(self.log_path, "ab")
         self.started_at = time.perf_counter()
         # Its own process group: workers and Envoy that outlive a killed parent are ended too.
-        self.proc = subprocess.Popen([PY, "-m", "memsvc", "serve"], env=env, stdout=log, stderr=log,
-                                     stdin=subprocess.DEVNULL, cwd=str(self.root), start_new_session=True)
+        self.proc = subprocess.Popen(
+            [PY, "-m", "memsvc", "serve"],
+            env=env,
+            stdout=log,
+            stderr=log,
+            stdin=subprocess.DEVNULL,
+            cwd=str(self.root),
+            start_new_session=True,
+        )
         wait_serving(self.port, timeout_s, self.proc)
         wait_listening(self.port, self.expected_processes(), timeout_s, self.proc)
         if self.gateway:
@@ -243,8 +279,11 @@ def health_status(port: int, timeout_s: float = 0.5) -> int | None:
 
     with grpc.insecure_channel(f"127.0.0.1:{port}") as ch:
         try:
-            return health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(service=""),
-                                                        timeout=timeout_s).status
+            return (
+                health_pb2_grpc.HealthStub(ch)
+                .Check(health_pb2.HealthCheckRequest(service=""), timeout=timeout_s)
+                .status
+            )
         except grpc.RpcError:
             return None
 
@@ -341,8 +380,16 @@ def enable_static(stubs: Stubs, **extra: Any) -> None:
 
     from memsvc.v1 import settings_pb2
 
-    body = {"settings": {"enabled": True, "staticEnabled": True, "embeddingSource": "static",
-                         "strategy": "hybrid", "retentionDays": 365, **extra}}
+    body = {
+        "settings": {
+            "enabled": True,
+            "staticEnabled": True,
+            "embeddingSource": "static",
+            "strategy": "hybrid",
+            "retentionDays": 365,
+            **extra,
+        }
+    }
     req = json_format.ParseDict(body, settings_pb2.UpdateMemorySettingsRequest())
     stubs.settings.UpdateMemorySettings(req)
 
@@ -365,8 +412,15 @@ def interleaved_n(legs: dict[str, tuple[Callable[[Any], Any], Sequence[Any]]], r
         for k in names:
             per[k]["p50"].append(pct(times[k], 50))
             per[k]["p99"].append(pct(times[k], 99))
-    return {k: {"p50_ms": agg(per[k]["p50"]), "p99_ms": agg(per[k]["p99"]), "p50_rounds": per[k]["p50"],
-                "calls_per_round": n} for k in names}
+    return {
+        k: {
+            "p50_ms": agg(per[k]["p50"]),
+            "p99_ms": agg(per[k]["p99"]),
+            "p50_rounds": per[k]["p50"],
+            "calls_per_round": n,
+        }
+        for k in names
+    }
 
 
 # ------------------------------------------------------------------------------- server processes
@@ -436,9 +490,13 @@ def server_shape(server: ServerProc) -> dict[str, Any]:
     """Which process count a server runs with: what it was asked, and how many processes
     serve its port (listening sockets: each worker binds its own)."""
     asked = server.processes if server.processes is not None else server.extra_env.get("MEMSVC_PROCESSES")
-    return {"MEMSVC_PROCESSES": "unset" if asked is None else str(asked),
-            "option_known": processes_option(), "cores": os.cpu_count(),
-            "serving_processes": listening_sockets(server.port), "process_tree": process_tree(server.pid)}
+    return {
+        "MEMSVC_PROCESSES": "unset" if asked is None else str(asked),
+        "option_known": processes_option(),
+        "cores": os.cpu_count(),
+        "serving_processes": listening_sockets(server.port),
+        "process_tree": process_tree(server.pid),
+    }
 
 
 # ------------------------------------------------------------------------------- PostgreSQL
@@ -481,8 +539,15 @@ def open_reader_app(data_dir: Path, scratch: Path) -> Any:
     from memsvc.config import Config
     from memsvc.core.access import AccessRecorder
 
-    config = Config(data_dir=data_dir, memory_dir=scratch / "memory", static_cache_dir=STATIC_CACHE, gateway=False,
-                    metrics_port=-1, mcp_port=-1, reflection_sweep_s=86400.0)
+    config = Config(
+        data_dir=data_dir,
+        memory_dir=scratch / "memory",
+        static_cache_dir=STATIC_CACHE,
+        gateway=False,
+        metrics_port=-1,
+        mcp_port=-1,
+        reflection_sweep_s=86400.0,
+    )
     one_blas_thread()
     app = App.open(config)
     if hasattr(app.engine, "access"):

@@ -46,8 +46,15 @@ def _settings_and_source(db):
     from memsvc.storage.settings_store import SqliteSettingsStore
 
     settings = Settings(SqliteSettingsStore(db))
-    current = settings.update({"enabled": True, "staticEnabled": True, "embeddingSource": "static",
-                               "strategy": "hybrid", "retentionDays": RETENTION_DAYS})
+    current = settings.update(
+        {
+            "enabled": True,
+            "staticEnabled": True,
+            "embeddingSource": "static",
+            "strategy": "hybrid",
+            "retentionDays": RETENTION_DAYS,
+        }
+    )
     embeddings = Embeddings(EmbeddingConfig(static_cache_dir=STATIC_CACHE))
     resolved = embeddings.resolve(current)
     resolved.source.warm()
@@ -109,13 +116,17 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     offsets = np.sort(rng.uniform(0, SPREAD_DAYS * 86400, len(rows)))[::-1]
     print(f"[dataset {name}] generated in {gen_s:.1f} s; inserting", flush=True)
 
-    insert = ("INSERT INTO memories (id, memory_id, api_key_id, session_id, type, key, content, metadata, "
-              "created_at, updated_at, expires_at) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, NULL)")
-    vec_insert = ("INSERT INTO vec_memories (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
-                  "VALUES (?, ?, '', ?, ?, ?)")
+    insert = (
+        "INSERT INTO memories (id, memory_id, api_key_id, session_id, type, key, content, metadata, "
+        "created_at, updated_at, expires_at) VALUES (?, ?, ?, NULL, ?, ?, ?, ?, ?, ?, NULL)"
+    )
+    vec_insert = (
+        "INSERT INTO vec_memories (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
+        "VALUES (?, ?, '', ?, ?, ?)"
+    )
     t_rows = t_embed = t_vec = 0.0
     for start in range(0, len(rows), CHUNK):
-        part = rows[start:start + CHUNK]
+        part = rows[start : start + CHUNK]
         created = [now - timedelta(seconds=float(offsets[start + i])) for i in range(len(part))]
         t1 = time.perf_counter()
         values = []
@@ -123,18 +134,33 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
             mid = start + i + 1
             meta = json.dumps({"category": fact.key.split(":", 1)[0], "source": "bench"}, separators=(",", ":"))
             stamp = iso(created[i])
-            values.append((str(uuid.UUID(int=random.getrandbits(128), version=4)), mid, owner, fact.type, fact.key,
-                           fact.content, meta, stamp, stamp))
+            values.append(
+                (
+                    str(uuid.UUID(int=random.getrandbits(128), version=4)),
+                    mid,
+                    owner,
+                    fact.type,
+                    fact.key,
+                    fact.content,
+                    meta,
+                    stamp,
+                    stamp,
+                )
+            )
         with db.write() as conn:
             conn.executemany(insert, values)
         t2 = time.perf_counter()
         texts = [fact.content for _, fact in part]
         unique = list(dict.fromkeys(texts))
-        vectors = np.concatenate([source.embed(unique[i:i + EMBED_BATCH]) for i in range(0, len(unique), EMBED_BATCH)])
+        vectors = np.concatenate(
+            [source.embed(unique[i : i + EMBED_BATCH]) for i in range(0, len(unique), EMBED_BATCH)]
+        )
         position = {t: i for i, t in enumerate(unique)}
         t3 = time.perf_counter()
-        vec_values = [(start + i + 1, owner, unix_us(created[i]), NEVER_US, vectors[position[fact.content]].tobytes())
-                      for i, (owner, fact) in enumerate(part)]
+        vec_values = [
+            (start + i + 1, owner, unix_us(created[i]), NEVER_US, vectors[position[fact.content]].tobytes())
+            for i, (owner, fact) in enumerate(part)
+        ]
         with db.write() as conn:
             conn.executemany(vec_insert, vec_values)
         t4 = time.perf_counter()
@@ -144,11 +170,18 @@ def build(name: str, total: int, owners: int, only: str | None = None, seed: int
     with db.write() as conn:
         conn.execute("INSERT INTO memory_fts(memory_fts) VALUES ('optimize')")
     db.close()
-    info = {**want, "built_at": datetime.now(UTC).isoformat(), "rows": len(rows),
-            "seconds": round(time.perf_counter() - started, 1), "generate_s": round(gen_s, 1),
-            "insert_rows_s": round(t_rows, 1), "embed_s": round(t_embed, 1), "insert_vectors_s": round(t_vec, 1),
-            "signature": resolved.signature,
-            "file_mb": round(sum(p.stat().st_size for p in folder.glob("memsvc.db*")) / 1e6, 1)}
+    info = {
+        **want,
+        "built_at": datetime.now(UTC).isoformat(),
+        "rows": len(rows),
+        "seconds": round(time.perf_counter() - started, 1),
+        "generate_s": round(gen_s, 1),
+        "insert_rows_s": round(t_rows, 1),
+        "embed_s": round(t_embed, 1),
+        "insert_vectors_s": round(t_vec, 1),
+        "signature": resolved.signature,
+        "file_mb": round(sum(p.stat().st_size for p in folder.glob("memsvc.db*")) / 1e6, 1),
+    }
     marker.write_text(json.dumps(info, indent=2))
     print(f"[dataset {name}] built in {info['seconds']} s: {info}", flush=True)
     return info

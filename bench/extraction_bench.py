@@ -86,16 +86,20 @@ def mentions(content: str, about: str) -> bool:
     if about in content:
         return True
     words, wanted = content.split(), about.split()
-    return any(all(w.startswith(a) for w, a in zip(words[i:i + len(wanted)], wanted))
-               for i in range(len(words) - len(wanted) + 1))
+    return any(
+        all(w.startswith(a) for w, a in zip(words[i : i + len(wanted)], wanted))
+        for i in range(len(words) - len(wanted) + 1)
+    )
 
 
 def matches(expected: dict[str, str], fact: Fact) -> bool:
     content = normalise(fact.content)
-    return (fact.category in expected["category"].split("/")
-            and fact.polarity == expected["polarity"]
-            and mentions(content, normalise(expected["about"]))
-            and any(subject in content for subject in SUBJECTS))
+    return (
+        fact.category in expected["category"].split("/")
+        and fact.polarity == expected["polarity"]
+        and mentions(content, normalise(expected["about"]))
+        and any(subject in content for subject in SUBJECTS)
+    )
 
 
 def score_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -109,19 +113,33 @@ def score_row(row: dict[str, Any]) -> dict[str, Any]:
             missed.append(expected)
         else:
             unmatched.remove(hit)
-    return {"id": row["id"], "lang": row["lang"], "kind": row["kind"], "split": row["split"], "speaker": row["speaker"],
-            "expected": len(row["facts"]), "predicted": len(facts), "matched": len(facts) - len(unmatched),
-            "wrong": [f"{f.key} = {f.content} ({f.polarity})" for f in unmatched], "missed": missed,
-            "text": row["text"]}
+    return {
+        "id": row["id"],
+        "lang": row["lang"],
+        "kind": row["kind"],
+        "split": row["split"],
+        "speaker": row["speaker"],
+        "expected": len(row["facts"]),
+        "predicted": len(facts),
+        "matched": len(facts) - len(unmatched),
+        "wrong": [f"{f.key} = {f.content} ({f.polarity})" for f in unmatched],
+        "missed": missed,
+        "text": row["text"],
+    }
 
 
 def totals(scored: list[dict[str, Any]]) -> dict[str, Any]:
     expected = sum(s["expected"] for s in scored)
     predicted = sum(s["predicted"] for s in scored)
     matched = sum(s["matched"] for s in scored)
-    return {"sentences": len(scored), "expected": expected, "predicted": predicted, "matched": matched,
-            "precision": matched / predicted if predicted else 1.0,
-            "recall": matched / expected if expected else 1.0}
+    return {
+        "sentences": len(scored),
+        "expected": expected,
+        "predicted": predicted,
+        "matched": matched,
+        "precision": matched / predicted if predicted else 1.0,
+        "recall": matched / expected if expected else 1.0,
+    }
 
 
 def run() -> dict[str, Any]:
@@ -141,35 +159,67 @@ def run() -> dict[str, Any]:
         groups[f"speaker/{speaker}/held-out"] = totals([s for s in said if s["split"] == "held-out"])
         for lang in LANGUAGES:
             groups[f"speaker/{speaker}/{lang}"] = totals([s for s in said if s["lang"] == lang])
-    must_not = {speaker: {kind: sum(len(s["wrong"]) for s in scored
-                                    if s["speaker"] == speaker and s["kind"] == kind and s["expected"] == 0)
-                          for kind in MUST_NOT if any(r["speaker"] == speaker and r["kind"] == kind for r in rows)}
-                for speaker in SPEAKERS}
-    return {"set": [str(p.relative_to(BENCH.parent)) for p in (SET, ASSISTANT_SET)],
-            "kinds": {speaker: Counter(r["kind"] for r in rows if r["speaker"] == speaker) for speaker in SPEAKERS},
-            "groups": groups, "wrong_on_must_not": must_not, "seconds": round(seconds, 3),
-            "errors": [s for s in scored if s["wrong"] or s["missed"]]}
+    must_not = {
+        speaker: {
+            kind: sum(
+                len(s["wrong"]) for s in scored if s["speaker"] == speaker and s["kind"] == kind and s["expected"] == 0
+            )
+            for kind in MUST_NOT
+            if any(r["speaker"] == speaker and r["kind"] == kind for r in rows)
+        }
+        for speaker in SPEAKERS
+    }
+    return {
+        "set": [str(p.relative_to(BENCH.parent)) for p in (SET, ASSISTANT_SET)],
+        "kinds": {speaker: Counter(r["kind"] for r in rows if r["speaker"] == speaker) for speaker in SPEAKERS},
+        "groups": groups,
+        "wrong_on_must_not": must_not,
+        "seconds": round(seconds, 3),
+        "errors": [s for s in scored if s["wrong"] or s["missed"]],
+    }
 
 
 def report(out: dict[str, Any]) -> tuple[str, list[Target]]:
     g = out["groups"]
-    rows = [[name, v["sentences"], v["expected"], v["predicted"], v["matched"], f"{v['precision']:.3f}",
-             f"{v['recall']:.3f}"] for name, v in g.items()]
+    rows = [
+        [
+            name,
+            v["sentences"],
+            v["expected"],
+            v["predicted"],
+            v["matched"],
+            f"{v['precision']:.3f}",
+            f"{v['recall']:.3f}",
+        ]
+        for name, v in g.items()
+    ]
     table = md_table(["part", "sentences", "expected facts", "predicted", "matched", "precision", "recall"], rows)
     for speaker in SPEAKERS:
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(out["kinds"][speaker].items()))
         wrong = ", ".join(f"{k} {v}" for k, v in out["wrong_on_must_not"][speaker].items())
-        table += (f"\n\n{speaker.capitalize()} sentences by kind: {kinds}. Facts wrongly taken from "
-                  f"{speaker} sentences that must give none: {wrong}.")
+        table += (
+            f"\n\n{speaker.capitalize()} sentences by kind: {kinds}. Facts wrongly taken from "
+            f"{speaker} sentences that must give none: {wrong}."
+        )
     table += f" Held out: every {HELD_OUT_EVERY}th sentence of each file."
     targets = [
         Target("extraction precision, all", g["all"]["precision"], ">=", PRECISION_TARGET),
         Target("extraction precision, held-out", g["held-out"]["precision"], ">=", PRECISION_TARGET),
         Target("extraction precision, user's words", g["speaker/user"]["precision"], ">=", PRECISION_TARGET),
-        Target("extraction precision, assistant's words", g["speaker/assistant"]["precision"], ">=",
-               PRECISION_TARGET, note=f"recall {g['speaker/assistant']['recall']:.3f}"),
-        Target("extraction recall, held-out (reported, no goal)", g["held-out"]["recall"], ">=", 0.0,
-               note=f"dev recall {g['dev']['recall']:.3f}"),
+        Target(
+            "extraction precision, assistant's words",
+            g["speaker/assistant"]["precision"],
+            ">=",
+            PRECISION_TARGET,
+            note=f"recall {g['speaker/assistant']['recall']:.3f}",
+        ),
+        Target(
+            "extraction recall, held-out (reported, no goal)",
+            g["held-out"]["recall"],
+            ">=",
+            0.0,
+            note=f"dev recall {g['dev']['recall']:.3f}",
+        ),
     ]
     return table, targets
 
@@ -180,7 +230,9 @@ def main() -> int:
     out["targets"] = [t.as_dict() for t in targets]
     write_results("extraction", out, table, "Extraction quality")
     for err in (e for e in out["errors"] if e["split"] == "dev"):  # held-out misses stay unread
-        print(f"{err['split']:8} {err['speaker']:9} {err['id']}: {err['text']}\n    wrong={err['wrong']} missed={err['missed']}")
+        print(
+            f"{err['split']:8} {err['speaker']:9} {err['id']}: {err['text']}\n    wrong={err['wrong']} missed={err['missed']}"
+        )
     return 0
 
 

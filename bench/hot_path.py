@@ -60,12 +60,15 @@ def _inject_req(pb, owner: str, q: str):
     from google.protobuf import struct_pb2
 
     body = struct_pb2.Struct()
-    body.update({"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]})
+    body.update(
+        {"model": "gpt-4o", "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]}
+    )
     return pb.InjectRequest(request=body, provider="openai", api_key_id=owner)
 
 
-def warm(stubs: Stubs, port: int, owners: list[str], qs: list[str], connections: int = 8,
-         timeout_s: float = 120.0) -> dict:
+def warm(
+    stubs: Stubs, port: int, owners: list[str], qs: list[str], connections: int = 8, timeout_s: float = 120.0
+) -> dict:
     """Until hybrid retrieval runs as asked (the static model loads lazily, off the request
     path: the first requests fall back to keywords) and each owner's vectors are cached, in
     every server process: `stubs` first (the single-client figures use it), then
@@ -77,8 +80,11 @@ def warm(stubs: Stubs, port: int, owners: list[str], qs: list[str], connections:
     finally:
         for s in extra:
             s.close()
-    return {**found[0], "connections_warmed": len(found),
-            "hybrid_ready_all": all(f["hybrid_ready_s"] is not None for f in found)}
+    return {
+        **found[0],
+        "connections_warmed": len(found),
+        "hybrid_ready_all": all(f["hybrid_ready_s"] is not None for f in found),
+    }
 
 
 def _warm_one(stubs: Stubs, owners: list[str], qs: list[str], timeout_s: float) -> dict:
@@ -116,8 +122,16 @@ def single(fn, reqs: list, rounds: int) -> dict:
     return {"p50_ms": agg(p50s), "p99_ms": agg(p99s), "calls_per_round": len(reqs)}
 
 
-def concurrent(port: int | Sequence[int], path: str, response_type, reqs: list, clients: int, per_client: int,
-               rounds: int, metadata: tuple = ()) -> dict:
+def concurrent(
+    port: int | Sequence[int],
+    path: str,
+    response_type,
+    reqs: list,
+    clients: int,
+    per_client: int,
+    rounds: int,
+    metadata: tuple = (),
+) -> dict:
     """`clients` concurrent callers (grpc.aio, one channel each), each making `per_client`
     calls of the method at `path` back to back (with `metadata`: a bearer token), responses
     parsed as a client would; throughput = calls / wall time. Several ports (replicas):
@@ -126,8 +140,12 @@ def concurrent(port: int | Sequence[int], path: str, response_type, reqs: list, 
 
     async def one_round() -> float:
         channels = [aio_channel(ports[i % len(ports)]) for i in range(clients)]
-        calls = [ch.unary_unary(path, request_serializer=type(reqs[0]).SerializeToString,
-                                response_deserializer=response_type.FromString) for ch in channels]
+        calls = [
+            ch.unary_unary(
+                path, request_serializer=type(reqs[0]).SerializeToString, response_deserializer=response_type.FromString
+            )
+            for ch in channels
+        ]
 
         async def worker(i: int) -> None:
             for j in range(per_client):
@@ -164,9 +182,13 @@ def interleaved(fa, fb, items_a: list, items_b: list, rounds: int) -> dict:
         a50, b50 = pct(a_ms, 50), pct(b_ms, 50)
         for k, v in zip(keys, (a50, pct(a_ms, 99), b50, pct(b_ms, 99), a50 - b50, a50 / b50)):
             per[k].append(v)
-    return {"a": {"p50_ms": agg(per["a_p50"]), "p99_ms": agg(per["a_p99"])},
-            "b": {"p50_ms": agg(per["b_p50"]), "p99_ms": agg(per["b_p99"])},
-            "diff_p50_ms": agg(per["diff_p50"]), "ratio_p50": agg(per["ratio_p50"]), "calls_per_round": len(items_a)}
+    return {
+        "a": {"p50_ms": agg(per["a_p50"]), "p99_ms": agg(per["a_p99"])},
+        "b": {"p50_ms": agg(per["b_p50"]), "p99_ms": agg(per["b_p99"])},
+        "diff_p50_ms": agg(per["diff_p50"]),
+        "ratio_p50": agg(per["ratio_p50"]),
+        "calls_per_round": len(items_a),
+    }
 
 
 def rest_caller(port: int, path: str):
@@ -201,21 +223,28 @@ def engine_floor(stubs: Stubs, data_dir: Path, owner: str, qs: list[str], rounds
         ready = warm_engine(app.engine, owner, qs)
         engine = app.engine
         commits = app.database.commits
-        legs = {"health": (stubs.health, list(range(len(qs)))),
-                "engine_retrieve": (lambda a: engine.retrieve(**a), r_args), "grpc_retrieve": (stubs.engine.Retrieve, r_reqs),
-                "engine_inject": (engine.inject, i_calls), "grpc_inject": (stubs.engine.Inject, i_reqs)}
+        legs = {
+            "health": (stubs.health, list(range(len(qs)))),
+            "engine_retrieve": (lambda a: engine.retrieve(**a), r_args),
+            "grpc_retrieve": (stubs.engine.Retrieve, r_reqs),
+            "engine_inject": (engine.inject, i_calls),
+            "grpc_inject": (stubs.engine.Inject, i_reqs),
+        }
         out = interleaved_n(legs, rounds)
         out["in_process_commits_during_bench"] = app.database.commits - commits
     finally:
         app.close()
     out["in_process_hybrid_ready_s"] = ready
-    out["access_recording"] = ("in-process: recorded as the server does (the same call, the same 1 s delay), "
-                               "its background UPDATE a no-op; the server runs that UPDATE once a second")
+    out["access_recording"] = (
+        "in-process: recorded as the server does (the same call, the same 1 s delay), "
+        "its background UPDATE a no-op; the server runs that UPDATE once a second"
+    )
     return out
 
 
-def throughput(port: int, owner: str, qs: list[str], clients: int, per_client: int, rounds: int,
-               inject: bool = True) -> dict:
+def throughput(
+    port: int, owner: str, qs: list[str], clients: int, per_client: int, rounds: int, inject: bool = True
+) -> dict:
     """16 clients' RPC/s: the health check (the ceiling of this server's gRPC layer: it does
     no work of ours), Retrieve and Inject of the owner."""
     from grpc_health.v1 import health_pb2
@@ -223,13 +252,36 @@ def throughput(port: int, owner: str, qs: list[str], clients: int, per_client: i
     from memsvc.v1 import engine_pb2 as pb
 
     engine = "/memsvc.v1.EngineService/"
-    out = {"health": concurrent(port, "/grpc.health.v1.Health/Check", health_pb2.HealthCheckResponse,
-                                [health_pb2.HealthCheckRequest()], clients, per_client * 5, rounds),
-           "retrieve": concurrent(port, engine + "Retrieve", pb.RetrieveResponse,
-                                  [_retrieve_req(pb, owner, q) for q in qs], clients, per_client, rounds)}
+    out = {
+        "health": concurrent(
+            port,
+            "/grpc.health.v1.Health/Check",
+            health_pb2.HealthCheckResponse,
+            [health_pb2.HealthCheckRequest()],
+            clients,
+            per_client * 5,
+            rounds,
+        ),
+        "retrieve": concurrent(
+            port,
+            engine + "Retrieve",
+            pb.RetrieveResponse,
+            [_retrieve_req(pb, owner, q) for q in qs],
+            clients,
+            per_client,
+            rounds,
+        ),
+    }
     if inject:
-        out["inject"] = concurrent(port, engine + "Inject", pb.InjectResponse, [_inject_req(pb, owner, q) for q in qs],
-                                   clients, per_client, rounds)
+        out["inject"] = concurrent(
+            port,
+            engine + "Inject",
+            pb.InjectResponse,
+            [_inject_req(pb, owner, q) for q in qs],
+            clients,
+            per_client,
+            rounds,
+        )
     out["retrieve_pct_of_health"] = 100.0 * out["retrieve"]["rps"]["median"] / out["health"]["rps"]["median"]
     return out
 
@@ -243,13 +295,22 @@ def single_process(owner: str, qs: list[str], clients: int, per_client: int, rou
         stubs = Stubs(one.port)
         try:
             warm(stubs, one.port, [owner], qs, connections=0)
-            return {"server": server_shape(one), **throughput(one.port, owner, qs, clients, per_client, rounds, inject=False)}
+            return {
+                "server": server_shape(one),
+                **throughput(one.port, owner, qs, clients, per_client, rounds, inject=False),
+            }
         finally:
             stubs.close()
 
 
-def run(calls: int = 100, big_calls: int = 30, rounds: int = 3, clients: int = 16, per_client: int = 25,
-        sizes: tuple[int, ...] = (1_000, 10_000, 100_000)) -> dict:
+def run(
+    calls: int = 100,
+    big_calls: int = 30,
+    rounds: int = 3,
+    clients: int = 16,
+    per_client: int = 25,
+    sizes: tuple[int, ...] = (1_000, 10_000, 100_000),
+) -> dict:
     from memsvc.v1 import engine_pb2 as pb
 
     datasets = ensure_all()
@@ -266,8 +327,11 @@ def run(calls: int = 100, big_calls: int = 30, rounds: int = 3, clients: int = 1
             n = calls if size < 100_000 else big_calls
             r_reqs = [_retrieve_req(pb, owner, q) for q in qs[:n]]
             i_reqs = [_inject_req(pb, owner, q) for q in qs[:n]]
-            out["owners"][size] = {"owner": owner, "retrieve": single(stubs.engine.Retrieve, r_reqs, rounds),
-                                   "inject": single(stubs.engine.Inject, i_reqs, rounds)}
+            out["owners"][size] = {
+                "owner": owner,
+                "retrieve": single(stubs.engine.Retrieve, r_reqs, rounds),
+                "inject": single(stubs.engine.Inject, i_reqs, rounds),
+            }
         owner = OWNER_BY_SIZE[10_000]
         out["floor"] = engine_floor(stubs, db_dir("hot_1m"), owner, qs[:calls], rounds)
         out["concurrent"] = throughput(server.port, owner, qs[:calls], clients, per_client, rounds)
@@ -275,10 +339,21 @@ def run(calls: int = 100, big_calls: int = 30, rounds: int = 3, clients: int = 1
         r_reqs = [_retrieve_req(pb, owner, q) for q in qs[:calls]]
         i_reqs = [_inject_req(pb, owner, q) for q in qs[:calls]]
         r_bodies = [{"apiKeyId": owner, "query": q, "strategy": "hybrid", "maxTokens": 500} for q in qs[:calls]]
-        i_bodies = [{"apiKeyId": owner, "provider": "openai", "request": {"model": "gpt-4o", "messages": [
-            {"role": "system", "content": SYSTEM}, {"role": "user", "content": q}]}} for q in qs[:calls]]
-        for rpc, path, bodies, reqs, fn in (("retrieve", "/api/memory/retrieve", r_bodies, r_reqs, stubs.engine.Retrieve),
-                                            ("inject", "/api/memory/inject", i_bodies, i_reqs, stubs.engine.Inject)):
+        i_bodies = [
+            {
+                "apiKeyId": owner,
+                "provider": "openai",
+                "request": {
+                    "model": "gpt-4o",
+                    "messages": [{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}],
+                },
+            }
+            for q in qs[:calls]
+        ]
+        for rpc, path, bodies, reqs, fn in (
+            ("retrieve", "/api/memory/retrieve", r_bodies, r_reqs, stubs.engine.Retrieve),
+            ("inject", "/api/memory/inject", i_bodies, i_reqs, stubs.engine.Inject),
+        ):
             rest = rest_caller(server.rest_port, path)
             rest(bodies[0])
             out["rest"][rpc] = interleaved(rest, fn, bodies, reqs, rounds)
@@ -289,22 +364,29 @@ def run(calls: int = 100, big_calls: int = 30, rounds: int = 3, clients: int = 1
             out["warm_10k_db"] = warm(small_stubs, small.port, [owner], qs, connections=0)
             out["isolation"] = {
                 "retrieve": interleaved(stubs.engine.Retrieve, small_stubs.engine.Retrieve, r_reqs, r_reqs, rounds),
-                "inject": interleaved(stubs.engine.Inject, small_stubs.engine.Inject, i_reqs, i_reqs, rounds)}
+                "inject": interleaved(stubs.engine.Inject, small_stubs.engine.Inject, i_reqs, i_reqs, rounds),
+            }
             small_stubs.close()
         stubs.close()
     return out
 
 
 def _floor_rows(fl: dict) -> list[list[str]]:
-    names = {"health": "gRPC health check (transport floor)", "engine_retrieve": "Retrieve in-process (engine floor)",
-             "grpc_retrieve": "Retrieve gRPC", "engine_inject": "Inject in-process (engine floor)",
-             "grpc_inject": "Inject gRPC"}
+    names = {
+        "health": "gRPC health check (transport floor)",
+        "engine_retrieve": "Retrieve in-process (engine floor)",
+        "grpc_retrieve": "Retrieve gRPC",
+        "engine_inject": "Inject in-process (engine floor)",
+        "grpc_inject": "Inject gRPC",
+    }
     return [[label, fmt(fl[k]["p50_ms"], 2), fmt(fl[k]["p99_ms"], 2)] for k, label in names.items()]
 
 
 def _throughput_rows(c: dict, label: str) -> list[list[str]]:
-    rows = [[f"gRPC health check, {label} (baseline: the server's gRPC layer alone)", fmt(c["health"]["rps"], 0)],
-            [f"Retrieve, {label}", fmt(c["retrieve"]["rps"], 0)]]
+    rows = [
+        [f"gRPC health check, {label} (baseline: the server's gRPC layer alone)", fmt(c["health"]["rps"], 0)],
+        [f"Retrieve, {label}", fmt(c["retrieve"]["rps"], 0)],
+    ]
     if "inject" in c:
         rows.append([f"Inject, {label}", fmt(c["inject"]["rps"], 0)])
     rows.append([f"Retrieve ÷ health check, {label}", f"{c['retrieve_pct_of_health']:.1f} %"])
@@ -313,76 +395,127 @@ def _throughput_rows(c: dict, label: str) -> list[list[str]]:
 
 def _processes_label(shape: dict) -> str:
     n, asked = shape["serving_processes"], shape["MEMSVC_PROCESSES"]
-    return f"{n} process{'es' if n != 1 else ''} " + ("(default: cores)" if asked == "unset" else f"(MEMSVC_PROCESSES={asked})")
+    return f"{n} process{'es' if n != 1 else ''} " + (
+        "(default: cores)" if asked == "unset" else f"(MEMSVC_PROCESSES={asked})"
+    )
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
     rows = []
     base = out["baseline_health_check"]["p50_ms"]
-    rows.append(["gRPC health check (transport floor)", "—", fmt(base, 2), fmt(out["baseline_health_check"]["p99_ms"], 2)])
+    rows.append(
+        ["gRPC health check (transport floor)", "—", fmt(base, 2), fmt(out["baseline_health_check"]["p99_ms"], 2)]
+    )
     for size, r in out["owners"].items():
         for rpc in ("retrieve", "inject"):
-            rows.append([f"{rpc.capitalize()} gRPC", f"{int(size):,}", fmt(r[rpc]["p50_ms"], 2), fmt(r[rpc]["p99_ms"], 2)])
+            rows.append(
+                [f"{rpc.capitalize()} gRPC", f"{int(size):,}", fmt(r[rpc]["p50_ms"], 2), fmt(r[rpc]["p99_ms"], 2)]
+            )
     for rpc in ("retrieve", "inject"):
         iso_ = out["isolation"][rpc]
-        rows.append([f"{rpc.capitalize()} gRPC, 1M rows in total (alternating with the next row)", "10,000",
-                     fmt(iso_["a"]["p50_ms"], 2), fmt(iso_["a"]["p99_ms"], 2)])
-        rows.append([f"{rpc.capitalize()} gRPC, 10k rows in total (its own only)", "10,000",
-                     fmt(iso_["b"]["p50_ms"], 2), fmt(iso_["b"]["p99_ms"], 2)])
+        rows.append(
+            [
+                f"{rpc.capitalize()} gRPC, 1M rows in total (alternating with the next row)",
+                "10,000",
+                fmt(iso_["a"]["p50_ms"], 2),
+                fmt(iso_["a"]["p99_ms"], 2),
+            ]
+        )
+        rows.append(
+            [
+                f"{rpc.capitalize()} gRPC, 10k rows in total (its own only)",
+                "10,000",
+                fmt(iso_["b"]["p50_ms"], 2),
+                fmt(iso_["b"]["p99_ms"], 2),
+            ]
+        )
         rest = out["rest"][rpc]
-        rows.append([f"{rpc.capitalize()} REST via Envoy (alternating with the next row)", "10,000",
-                     fmt(rest["a"]["p50_ms"], 2), fmt(rest["a"]["p99_ms"], 2)])
+        rows.append(
+            [
+                f"{rpc.capitalize()} REST via Envoy (alternating with the next row)",
+                "10,000",
+                fmt(rest["a"]["p50_ms"], 2),
+                fmt(rest["a"]["p99_ms"], 2),
+            ]
+        )
         rows.append([f"{rpc.capitalize()} gRPC", "10,000", fmt(rest["b"]["p50_ms"], 2), fmt(rest["b"]["p99_ms"], 2)])
     table = md_table(["hot path (1M rows, 1,000 owners)", "owner facts", "p50 ms", "p99 ms"], rows)
     fl = out["floor"]
-    table += "\n\n" + md_table(["the five alternating call by call, owner of 10k facts, 1M rows", "p50 ms", "p99 ms"],
-                               _floor_rows(fl))
+    table += "\n\n" + md_table(
+        ["the five alternating call by call, owner of 10k facts, 1M rows", "p50 ms", "p99 ms"], _floor_rows(fl)
+    )
     c, one = out["concurrent"], out["concurrent_1_process"]
     t_rows = _throughput_rows(c, _processes_label(out["server"]))
-    t_rows += _throughput_rows(one, _processes_label(one["server"])) if "skipped" not in one else [
-        ["single-process comparison", f"skipped: {one['skipped']}"]]
-    table += "\n\n" + md_table([f"{c['retrieve']['clients']} concurrent clients, owner of 10k facts",
-                                "RPC/s median (min–max)"], t_rows)
+    t_rows += (
+        _throughput_rows(one, _processes_label(one["server"]))
+        if "skipped" not in one
+        else [["single-process comparison", f"skipped: {one['skipped']}"]]
+    )
+    table += "\n\n" + md_table(
+        [f"{c['retrieve']['clients']} concurrent clients, owner of 10k facts", "RPC/s median (min–max)"], t_rows
+    )
     envoy_added = {rpc: out["rest"][rpc]["diff_p50_ms"]["median"] for rpc in ("retrieve", "inject")}
     ratio = {rpc: out["isolation"][rpc]["ratio_p50"]["median"] for rpc in ("retrieve", "inject")}
     floor_limit = 2 * fl["engine_retrieve"]["p50_ms"]["median"] + fl["health"]["p50_ms"]["median"]
-    table += (f"\n\nService overhead at p50: Retrieve gRPC − in-process = "
-              f"{fl['grpc_retrieve']['p50_ms']['median'] - fl['engine_retrieve']['p50_ms']['median']:.2f} ms, "
-              f"Inject {fl['grpc_inject']['p50_ms']['median'] - fl['engine_inject']['p50_ms']['median']:.2f} ms "
-              f"(in-process writes during the bench: {fl['in_process_commits_during_bench']}; access counters: "
-              f"{fl['access_recording']}). "
-              f"Envoy adds {envoy_added['retrieve']:.2f} ms (Retrieve) and {envoy_added['inject']:.2f} ms (Inject) "
-              f"at p50. Owner of 10k facts, 1M rows in total vs 10k: Retrieve {ratio['retrieve']:.2f}×, "
-              f"Inject {ratio['inject']:.2f}×. Hybrid ready {out['warm']['hybrid_ready_s']:.1f} s after the first "
-              f"request (static model loaded lazily); first call per owner (cold caches) ms: "
-              + ", ".join(f"{k}: {v:.0f}" for k, v in out["warm"]["first_call_ms"].items()) + ".")
+    table += (
+        f"\n\nService overhead at p50: Retrieve gRPC − in-process = "
+        f"{fl['grpc_retrieve']['p50_ms']['median'] - fl['engine_retrieve']['p50_ms']['median']:.2f} ms, "
+        f"Inject {fl['grpc_inject']['p50_ms']['median'] - fl['engine_inject']['p50_ms']['median']:.2f} ms "
+        f"(in-process writes during the bench: {fl['in_process_commits_during_bench']}; access counters: "
+        f"{fl['access_recording']}). "
+        f"Envoy adds {envoy_added['retrieve']:.2f} ms (Retrieve) and {envoy_added['inject']:.2f} ms (Inject) "
+        f"at p50. Owner of 10k facts, 1M rows in total vs 10k: Retrieve {ratio['retrieve']:.2f}×, "
+        f"Inject {ratio['inject']:.2f}×. Hybrid ready {out['warm']['hybrid_ready_s']:.1f} s after the first "
+        f"request (static model loaded lazily); first call per owner (cold caches) ms: "
+        + ", ".join(f"{k}: {v:.0f}" for k, v in out["warm"]["first_call_ms"].items())
+        + "."
+    )
     return table, _targets(out, floor_limit, envoy_added, ratio)
 
 
 def _targets(out: dict, floor_limit: float, envoy_added: dict, ratio: dict) -> list[Target]:
     ten = out["owners"][10_000] if 10_000 in out["owners"] else out["owners"]["10000"]
     c, fl = out["concurrent"], out["floor"]
-    targets = [Target("Retrieve p50 gRPC vs 2× engine floor + transport floor", fl["grpc_retrieve"]["p50_ms"]["median"],
-                      "<=", round(floor_limit, 2), " ms",
-                      f"engine floor {fl['engine_retrieve']['p50_ms']['median']:.2f} ms, transport floor "
-                      f"{fl['health']['p50_ms']['median']:.2f} ms, alternating call by call")]
+    targets = [
+        Target(
+            "Retrieve p50 gRPC vs 2× engine floor + transport floor",
+            fl["grpc_retrieve"]["p50_ms"]["median"],
+            "<=",
+            round(floor_limit, 2),
+            " ms",
+            f"engine floor {fl['engine_retrieve']['p50_ms']['median']:.2f} ms, transport floor "
+            f"{fl['health']['p50_ms']['median']:.2f} ms, alternating call by call",
+        )
+    ]
     for rpc in ("retrieve", "inject"):
         name = rpc.capitalize()
         targets += [
             Target(f"Hot path {name} p50 @10k facts", ten[rpc]["p50_ms"]["median"], "<=", 3.0, " ms"),
             Target(f"Hot path {name} p99 @10k facts", ten[rpc]["p99_ms"]["median"], "<=", 15.0, " ms"),
-            Target(f"{name} throughput, 16 clients", c[rpc]["rps"]["median"], ">=", 1000, " RPC/s",
-                   f"{_processes_label(out['server'])}; health check alone: {c['health']['rps']['median']:.0f} RPC/s"),
+            Target(
+                f"{name} throughput, 16 clients",
+                c[rpc]["rps"]["median"],
+                ">=",
+                1000,
+                " RPC/s",
+                f"{_processes_label(out['server'])}; health check alone: {c['health']['rps']['median']:.0f} RPC/s",
+            ),
         ]
         if rpc == "retrieve":
-            targets.append(Target("Retrieve throughput ÷ health-check throughput, 16 clients",
-                                  c["retrieve_pct_of_health"], ">=", 50.0, " %",
-                                  f"{c['retrieve']['rps']['median']:.0f} / {c['health']['rps']['median']:.0f} RPC/s, "
-                                  "same server, same run"))
+            targets.append(
+                Target(
+                    "Retrieve throughput ÷ health-check throughput, 16 clients",
+                    c["retrieve_pct_of_health"],
+                    ">=",
+                    50.0,
+                    " %",
+                    f"{c['retrieve']['rps']['median']:.0f} / {c['health']['rps']['median']:.0f} RPC/s, "
+                    "same server, same run",
+                )
+            )
         targets += [
             Target(f"Envoy adds at p50 ({name})", envoy_added[rpc], "<=", 1.0, " ms"),
-            Target(f"{name} p50, 1M vs 10k total rows", (ratio[rpc] - 1) * 100, "<=", 20.0, " %",
-                   f"{ratio[rpc]:.2f}×"),
+            Target(f"{name} p50, 1M vs 10k total rows", (ratio[rpc] - 1) * 100, "<=", 20.0, " %", f"{ratio[rpc]:.2f}×"),
         ]
     return targets
 
@@ -396,8 +529,14 @@ def main() -> int:
     parser.add_argument("--per-client", type=int, default=25, help="calls per client and round (health: 5×)")
     parser.add_argument("--sizes", default="1000,10000,100000", help="owners measured, by their facts (10000 always)")
     args = parser.parse_args()
-    out = run(calls=args.calls, big_calls=args.big_calls, rounds=args.rounds, clients=args.clients,
-              per_client=args.per_client, sizes=tuple(int(x) for x in args.sizes.split(",") if x))
+    out = run(
+        calls=args.calls,
+        big_calls=args.big_calls,
+        rounds=args.rounds,
+        clients=args.clients,
+        per_client=args.per_client,
+        sizes=tuple(int(x) for x in args.sizes.split(",") if x),
+    )
     table, targets = report(out)
     out["targets"] = [t.as_dict() for t in targets]
     write_results("hot_path", out, table, "Hot path")

@@ -68,14 +68,16 @@ def build(quantization: str, data: np.ndarray) -> Path:
         conn.executemany(
             "INSERT INTO memories (id, memory_id, api_key_id, type, content, metadata, created_at, updated_at) "
             "VALUES (?, ?, ?, 'factual', ?, '{}', ?, ?)",
-            [(str(uuid.uuid4()), i + 1, OWNER, f"vector memory {i}", stamp, stamp) for i in range(len(data))])
+            [(str(uuid.uuid4()), i + 1, OWNER, f"vector memory {i}", stamp, stamp) for i in range(len(data))],
+        )
     value = "vec_quantize_int8(?, 'unit')" if quantization == "int8" else "?"
     scaled = data / np.abs(data).max(axis=1, keepdims=True) if quantization == "int8" else data
     with db.write() as conn:
         conn.executemany(
             "INSERT INTO vec_memories (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
             f"VALUES (?, ?, '', ?, ?, {value})",
-            [(i + 1, OWNER, unix_us(now), NEVER_US, scaled[i].astype(np.float32).tobytes()) for i in range(len(data))])
+            [(i + 1, OWNER, unix_us(now), NEVER_US, scaled[i].astype(np.float32).tobytes()) for i in range(len(data))],
+        )
     db.close()
     marker.write_text(json.dumps({"want": want, "seconds": round(time.perf_counter() - started, 1)}))
     return path
@@ -111,9 +113,13 @@ def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds
     cold_load_ms = (time.perf_counter() - t1) * 1000
     variants = {
         "numpy brute force (floor)": numpy_floor,
-        "production path (LocalVectorIndex + per-owner matrix)": lambda q: [h.memory_id for h in production.search(scope, q, k)],
+        "production path (LocalVectorIndex + per-owner matrix)": lambda q: [
+            h.memory_id for h in production.search(scope, q, k)
+        ],
         "sqlite-vec float32 scan": lambda q: [h.memory_id for h in LocalVectorIndex(db_f).search(scope, q, k)],
-        "sqlite-vec int8 scan": lambda q: [h.memory_id for h in LocalVectorIndex(db_i, quantization="int8").search(scope, q, k)],
+        "sqlite-vec int8 scan": lambda q: [
+            h.memory_id for h in LocalVectorIndex(db_i, quantization="int8").search(scope, q, k)
+        ],
     }
     results: dict[str, dict] = {}
     for name, fn in variants.items():
@@ -135,16 +141,33 @@ def run(n: int = 100_000, dim: int = 384, k: int = 10, queries: int = 30, rounds
         r["x_floor"] = r["p50_ms"]["median"] / floor
     prod = results["production path (LocalVectorIndex + per-owner matrix)"]
     targets = [
-        Target("KNN 100k×384: production p50 vs NumPy floor", prod["x_floor"], "<=", 2.5, "×",
-               f"recall@10 {prod['recall_at_10']:.3f}"),
+        Target(
+            "KNN 100k×384: production p50 vs NumPy floor",
+            prod["x_floor"],
+            "<=",
+            2.5,
+            "×",
+            f"recall@10 {prod['recall_at_10']:.3f}",
+        ),
         Target("KNN 100k×384: production recall@10", prod["recall_at_10"], ">=", 0.95, ""),
     ]
-    rows = [[name, fmt(r["p50_ms"], 2), f"{r['x_floor']:.2f}×", f"{r['recall_at_10']:.3f}"] for name, r in results.items()]
+    rows = [
+        [name, fmt(r["p50_ms"], 2), f"{r['x_floor']:.2f}×", f"{r['recall_at_10']:.3f}"] for name, r in results.items()
+    ]
     table = md_table(["KNN top-10, one owner, 100k × 384", "p50 ms median (min–max)", "vs floor", "recall@10"], rows)
-    table += (f"\n\nProduction path cold start (first search loads the owner's {n:,} vectors from vec0): "
-              f"{cold_load_ms:.0f} ms. {queries} queries × {rounds} rounds.")
-    return {"results": results, "cold_load_ms": cold_load_ms, "build_s": build_s, "n": n, "dim": dim,
-            "table": table, "_targets": targets}
+    table += (
+        f"\n\nProduction path cold start (first search loads the owner's {n:,} vectors from vec0): "
+        f"{cold_load_ms:.0f} ms. {queries} queries × {rounds} rounds."
+    )
+    return {
+        "results": results,
+        "cold_load_ms": cold_load_ms,
+        "build_s": build_s,
+        "n": n,
+        "dim": dim,
+        "table": table,
+        "_targets": targets,
+    }
 
 
 def main() -> int:
@@ -156,9 +179,17 @@ def main() -> int:
     out = run(args.n, queries=args.queries, rounds=args.rounds)
     targets = out.pop("_targets")
     out["targets"] = [t.as_dict() for t in targets]
-    write_results("knn", out, out["table"] + "\n\n" + "\n".join(
-        f"- {t.name}: {t.value:.3g}{t.unit} (goal {t.op} {t.limit:g}{t.unit}) **{'PASS' if t.passed else 'MISS'}**"
-        for t in targets), "Vector search floor (KNN)")
+    write_results(
+        "knn",
+        out,
+        out["table"]
+        + "\n\n"
+        + "\n".join(
+            f"- {t.name}: {t.value:.3g}{t.unit} (goal {t.op} {t.limit:g}{t.unit}) **{'PASS' if t.passed else 'MISS'}**"
+            for t in targets
+        ),
+        "Vector search floor (KNN)",
+    )
     return 0
 
 

@@ -68,14 +68,14 @@ class Question:
     text: str
     evidence: frozenset[str]
     type: str
-    lang: str            # the question's language
+    lang: str  # the question's language
 
 
 @dataclass(frozen=True)
 class Conversation:
     number: int
     id: str
-    lang: str            # the conversation's language (ja, zh, ru, ja-en, ru-en, zh-ja)
+    lang: str  # the conversation's language (ja, zh, ru, ja-en, ru-en, zh-ja)
     turns: list[Turn]
     questions: list[Question]
 
@@ -87,10 +87,13 @@ class Conversation:
 def load() -> list[Conversation]:
     convs = []
     for number, raw in enumerate(load_set(), start=1):
-        turns = [Turn(t["id"], t["session"], f"{t['speaker']}: {t['text']}", datetime.fromisoformat(t["at"]))
-                 for t in raw["turns"]]
-        questions = [Question(q["id"], q["question"], frozenset(q["evidence"]), q["type"], q["lang"])
-                     for q in raw["questions"]]
+        turns = [
+            Turn(t["id"], t["session"], f"{t['speaker']}: {t['text']}", datetime.fromisoformat(t["at"]))
+            for t in raw["turns"]
+        ]
+        questions = [
+            Question(q["id"], q["question"], frozenset(q["evidence"]), q["type"], q["lang"]) for q in raw["questions"]
+        ]
         convs.append(Conversation(number, raw["id"], raw["lang"], turns, questions))
     return convs
 
@@ -118,12 +121,15 @@ def score(convs: Sequence[Conversation], ranker: Ranker) -> dict[str, Any]:
         ms = [m for c, q, m in rows if keep(c, q)]
         return {key: sum(m[key] for m in ms) / len(ms) for key in ms[0]} if ms else {}
 
-    return {"all": mean(lambda c, q: True),
-            "languages": {lang: mean(lambda c, q, lang=lang: c.lang == lang) for lang in LANGS},
-            "groups": {g: mean(lambda c, q, langs=langs: c.lang in langs) for g, langs in GROUPS.items()},
-            "types": {t: mean(lambda c, q, t=t: q.type == t) for t in TYPES},
-            "question_languages": {lang: mean(lambda c, q, lang=lang: q.lang == lang) for lang in QUESTION_LANGS},
-            "p50_ms": pct(times, 50), "questions": len(rows)}
+    return {
+        "all": mean(lambda c, q: True),
+        "languages": {lang: mean(lambda c, q, lang=lang: c.lang == lang) for lang in LANGS},
+        "groups": {g: mean(lambda c, q, langs=langs: c.lang in langs) for g, langs in GROUPS.items()},
+        "types": {t: mean(lambda c, q, t=t: q.type == t) for t in TYPES},
+        "question_languages": {lang: mean(lambda c, q, lang=lang: q.lang == lang) for lang in QUESTION_LANGS},
+        "p50_ms": pct(times, 50),
+        "questions": len(rows),
+    }
 
 
 # ------------------------------------------------------------------------------- baselines
@@ -142,7 +148,7 @@ def _trigram_words(text: str) -> list[str]:
     three or more characters (the tokenizer matches nothing shorter)."""
     out: list[str] = []
     for token in _words(text):
-        pieces = [token[i:i + 3] for i in range(len(token) - 2)] if _CJK.fullmatch(token) else [token]
+        pieces = [token[i : i + 3] for i in range(len(token) - 2)] if _CJK.fullmatch(token) else [token]
         out.extend(p for p in pieces if len(p) >= 3 and p not in out)
     return out
 
@@ -150,8 +156,10 @@ def _trigram_words(text: str) -> list[str]:
 def _static_source() -> Any:
     from memsvc.embedding.sources import StaticSource, default_static_cache_dir
 
-    return StaticSource(os.environ.get("MEMORY_STATIC_MODEL") or None,
-                        os.environ.get("MEMORY_STATIC_CACHE_DIR") or default_static_cache_dir())
+    return StaticSource(
+        os.environ.get("MEMORY_STATIC_MODEL") or None,
+        os.environ.get("MEMORY_STATIC_CACHE_DIR") or default_static_cache_dir(),
+    )
 
 
 def baselines(convs: Sequence[Conversation]) -> dict[str, dict]:
@@ -194,8 +202,7 @@ def _triple(m: dict[str, float]) -> str:
 
 
 def _rows(out: dict) -> list[tuple[str, dict]]:
-    return ([(f"baseline: {label}", r) for label, r in out["baselines"].items()]
-            + list(out["memsvc"].items()))
+    return [(f"baseline: {label}", r) for label, r in out["baselines"].items()] + list(out["memsvc"].items())
 
 
 KEYWORD_LABEL, STATIC_LABEL = SERVER_CONFIGS[0][0], SERVER_CONFIGS[1][0]
@@ -203,32 +210,60 @@ KEYWORD_LABEL, STATIC_LABEL = SERVER_CONFIGS[0][0], SERVER_CONFIGS[1][0]
 
 def targets(out: dict) -> list[Target]:
     keyword, static = out["memsvc"][KEYWORD_LABEL], out["memsvc"][STATIC_LABEL]
-    found = [Target("multilingual hybrid static R@10 − keyword-only R@10",
-                    static["all"]["recall@10"] - keyword["all"]["recall@10"], ">=", 0.0)]
+    found = [
+        Target(
+            "multilingual hybrid static R@10 − keyword-only R@10",
+            static["all"]["recall@10"] - keyword["all"]["recall@10"],
+            ">=",
+            0.0,
+        )
+    ]
     for group in GROUPS:
-        found.append(Target(f"multilingual {group} hybrid static R@10 − keyword-only R@10",
-                            static["groups"][group]["recall@10"] - keyword["groups"][group]["recall@10"], ">=", 0.0))
+        found.append(
+            Target(
+                f"multilingual {group} hybrid static R@10 − keyword-only R@10",
+                static["groups"][group]["recall@10"] - keyword["groups"][group]["recall@10"],
+                ">=",
+                0.0,
+            )
+        )
     return found
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
     rows = _rows(out)
-    overall = md_table(["retrieval", "R@5", "R@10", "hit@10", "p50 ms"],
-                       [[label] + [f"{r['all'][k]:.3f}" for k in ("recall@5", "recall@10", "hit@10")]
-                        + [f"{r['p50_ms']:.2f}"] for label, r in rows])
-    by_lang = md_table(["retrieval (R@5 / R@10 / hit@10)"] + list(LANGS),
-                       [[label] + [_triple(r["languages"][lang]) for lang in LANGS] for label, r in rows])
-    by_type = md_table(["retrieval (R@5 / R@10 / hit@10)"] + list(TYPES),
-                       [[label] + [_triple(r["types"][t]) for t in TYPES] for label, r in rows])
+    overall = md_table(
+        ["retrieval", "R@5", "R@10", "hit@10", "p50 ms"],
+        [
+            [label] + [f"{r['all'][k]:.3f}" for k in ("recall@5", "recall@10", "hit@10")] + [f"{r['p50_ms']:.2f}"]
+            for label, r in rows
+        ],
+    )
+    by_lang = md_table(
+        ["retrieval (R@5 / R@10 / hit@10)"] + list(LANGS),
+        [[label] + [_triple(r["languages"][lang]) for lang in LANGS] for label, r in rows],
+    )
+    by_type = md_table(
+        ["retrieval (R@5 / R@10 / hit@10)"] + list(TYPES),
+        [[label] + [_triple(r["types"][t]) for t in TYPES] for label, r in rows],
+    )
     s = out["set"]
     found = targets(out)
-    table = (overall + "\n\nPer conversation language:\n\n" + by_lang + "\n\nPer question type:\n\n" + by_type
-             + f"\n\n{s['conversations']} conversations ({', '.join(f'{k} {v}' for k, v in s['turns_by_language'].items())}"
-             f" turns), {s['turns']} turns (one memory each), {s['questions']} questions (by conversation language: "
-             + ", ".join(f"{k} {v}" for k, v in s["by_language"].items()) + "; by type: "
-             + ", ".join(f"{k} {v}" for k, v in s["by_type"].items()) + "). Written for memsvc: "
-             "bench/multilingual/README.md. memsvc rows: one Retrieve per question over gRPC (maxTokens 16000), "
-             "latency = the round trip; baseline rows run in process.\n\n" + targets_table(found))
+    table = (
+        overall
+        + "\n\nPer conversation language:\n\n"
+        + by_lang
+        + "\n\nPer question type:\n\n"
+        + by_type
+        + f"\n\n{s['conversations']} conversations ({', '.join(f'{k} {v}' for k, v in s['turns_by_language'].items())}"
+        f" turns), {s['turns']} turns (one memory each), {s['questions']} questions (by conversation language: "
+        + ", ".join(f"{k} {v}" for k, v in s["by_language"].items())
+        + "; by type: "
+        + ", ".join(f"{k} {v}" for k, v in s["by_type"].items())
+        + "). Written for memsvc: "
+        "bench/multilingual/README.md. memsvc rows: one Retrieve per question over gRPC (maxTokens 16000), "
+        "latency = the round trip; baseline rows run in process.\n\n" + targets_table(found)
+    )
     return table, found
 
 

@@ -82,8 +82,15 @@ def parse(path: Path) -> dict[str, Any]:
                     raise SetError(f"{where}: tag {{{m.group(1)}}} used twice")
                 tags[m.group(1)] = turn_id
             text = m.group(3).strip()
-            turns.append({"id": turn_id, "session": session, "speaker": m.group(2).strip(), "text": text,
-                          "at": _turn_time(start, position, text).isoformat()})
+            turns.append(
+                {
+                    "id": turn_id,
+                    "session": session,
+                    "speaker": m.group(2).strip(),
+                    "text": text,
+                    "at": _turn_time(start, position, text).isoformat(),
+                }
+            )
         else:
             raise SetError(f"{where}: not a header, session, turn or question: {line!r}")
     for key in ("id", "lang", "about"):
@@ -94,11 +101,25 @@ def parse(path: Path) -> dict[str, Any]:
         missing = [n for n in names if n not in tags]
         if missing:
             raise SetError(f"{path.name}:{number}: evidence tag(s) {missing} name no turn")
-        questions.append({"id": f"{head['id']}/q{i:02d}", "question": text, "lang": lang, "type": kind,
-                          "evidence": [tags[n] for n in names]})
+        questions.append(
+            {
+                "id": f"{head['id']}/q{i:02d}",
+                "question": text,
+                "lang": lang,
+                "type": kind,
+                "evidence": [tags[n] for n in names],
+            }
+        )
     speakers = sorted({t["speaker"] for t in turns}, key=[t["speaker"] for t in turns].index)
-    return {"id": head["id"], "lang": head["lang"], "about": head["about"], "speakers": speakers,
-            "sessions": sessions, "turns": turns, "questions": questions}
+    return {
+        "id": head["id"],
+        "lang": head["lang"],
+        "about": head["about"],
+        "speakers": speakers,
+        "sessions": sessions,
+        "turns": turns,
+        "questions": questions,
+    }
 
 
 def build() -> list[dict[str, Any]]:
@@ -162,14 +183,20 @@ def check(convs: list[dict[str, Any]]) -> list[str]:
 
 def counts(convs: list[dict[str, Any]]) -> dict[str, Any]:
     questions = [(c["lang"], q) for c in convs for q in c["questions"]]
-    return {"conversations": len(convs), "sessions": sum(len(c["sessions"]) for c in convs),
-            "turns": sum(len(c["turns"]) for c in convs), "questions": len(questions),
-            "by_language": dict(Counter(lang for lang, _ in questions)),
-            "turns_by_language": dict(Counter(c["lang"] for c in convs for _ in c["turns"])),
-            "by_type": dict(Counter(q["type"] for _, q in questions)),
-            "by_question_language": dict(Counter(q["lang"] for _, q in questions)),
-            "by_language_and_type": {f"{lang} {kind}": n for (lang, kind), n in
-                                     sorted(Counter((lang, q["type"]) for lang, q in questions).items())}}
+    return {
+        "conversations": len(convs),
+        "sessions": sum(len(c["sessions"]) for c in convs),
+        "turns": sum(len(c["turns"]) for c in convs),
+        "questions": len(questions),
+        "by_language": dict(Counter(lang for lang, _ in questions)),
+        "turns_by_language": dict(Counter(c["lang"] for c in convs for _ in c["turns"])),
+        "by_type": dict(Counter(q["type"] for _, q in questions)),
+        "by_question_language": dict(Counter(q["lang"] for _, q in questions)),
+        "by_language_and_type": {
+            f"{lang} {kind}": n
+            for (lang, kind), n in sorted(Counter((lang, q["type"]) for lang, q in questions).items())
+        },
+    }
 
 
 def main() -> int:

@@ -54,8 +54,10 @@ CATEGORIES = [
     ("gRPC (C core, Cython)", ("grpc/", "grpc.")),
     ("conversion (protobuf ⇄ domain)", ("google/protobuf", "memsvc/api/convert.py", "upb", "_message")),
     ("API layer (interceptors, decoding)", ("memsvc/api/",)),
-    ("event loop, thread-pool hops", ("asyncio/", "concurrent/", "threading.py", "queue.py", "selectors.py",
-                                      "contextvars", "_asyncio", "_thread")),
+    (
+        "event loop, thread-pool hops",
+        ("asyncio/", "concurrent/", "threading.py", "queue.py", "selectors.py", "contextvars", "_asyncio", "_thread"),
+    ),
     ("NumPy (vector scan)", ("memsvc/storage/vector_cache.py", "numpy", "ndarray", "threadpoolctl")),
     ("SQL (SQLite calls, row mapping)", ("memsvc/storage/", "apsw")),
     ("embedding (static model)", ("memsvc/embedding/", "model2vec", "tokenizers")),
@@ -133,12 +135,23 @@ def cprofile_floor(calls: int, top: int) -> dict:
     by_cat: Counter[str] = Counter()
     for func, (_, _, own, _, _) in stats.items():
         by_cat[_own_category(func, stats)] += own
-    rows = [{"function": _label(f), "calls": nc, "own_ms_per_call": own * 1000 / calls,
-             "cum_ms_per_call": cum * 1000 / calls} for f, (_, nc, own, cum, _) in stats.items()]
-    return {"calls": calls, "unprofiled_p50_ms": pct(plain, 50), "profiled_ms_per_call": wall * 1000 / calls,
-            "categories_ms_per_call": {k: v * 1000 / calls for k, v in by_cat.most_common()},
-            "top_own": sorted(rows, key=lambda r: -r["own_ms_per_call"])[:top],
-            "top_cumulative": sorted(rows, key=lambda r: -r["cum_ms_per_call"])[:top]}
+    rows = [
+        {
+            "function": _label(f),
+            "calls": nc,
+            "own_ms_per_call": own * 1000 / calls,
+            "cum_ms_per_call": cum * 1000 / calls,
+        }
+        for f, (_, nc, own, cum, _) in stats.items()
+    ]
+    return {
+        "calls": calls,
+        "unprofiled_p50_ms": pct(plain, 50),
+        "profiled_ms_per_call": wall * 1000 / calls,
+        "categories_ms_per_call": {k: v * 1000 / calls for k, v in by_cat.most_common()},
+        "top_own": sorted(rows, key=lambda r: -r["own_ms_per_call"])[:top],
+        "top_cumulative": sorted(rows, key=lambda r: -r["cum_ms_per_call"])[:top],
+    }
 
 
 # ------------------------------------------------------------------------------- py-spy
@@ -206,11 +219,15 @@ def summarize_stacks(stacks: list[tuple[list[str], int]], ms_per_sample: float, 
         for fn in {_frame_function(f) for f in frames}:
             cum[fn] += count
     scale = ms_per_sample / max(calls, 1)
-    return {"samples": sum(c for _, c in stacks), "wait_samples": dict(waits.most_common()),
-            "categories_ms_per_call": {k: v * scale for k, v in cats.most_common()},
-            "top_own": [{"function": k, "samples": v, "own_ms_per_call": v * scale} for k, v in own.most_common(top)],
-            "top_cumulative": [{"function": k, "samples": v, "cum_ms_per_call": v * scale}
-                               for k, v in cum.most_common(top)]}
+    return {
+        "samples": sum(c for _, c in stacks),
+        "wait_samples": dict(waits.most_common()),
+        "categories_ms_per_call": {k: v * scale for k, v in cats.most_common()},
+        "top_own": [{"function": k, "samples": v, "own_ms_per_call": v * scale} for k, v in own.most_common(top)],
+        "top_cumulative": [
+            {"function": k, "samples": v, "cum_ms_per_call": v * scale} for k, v in cum.most_common(top)
+        ],
+    }
 
 
 def pyspy_server(seconds: float, rate: int, top: int) -> dict:
@@ -223,13 +240,30 @@ def pyspy_server(seconds: float, rate: int, top: int) -> dict:
         return {"skipped": "py-spy is not installed (pip install -e '.[dev]')"}
     qs = make_queries(100)
     reqs = [_retrieve_req(pb, OWNER, q) for q in qs]
-    with ServerProc(db_dir("hot_1m"), processes=1, extra_env=QUIET_PORTS) as server, \
-            tempfile.TemporaryDirectory() as tmp:
+    with (
+        ServerProc(db_dir("hot_1m"), processes=1, extra_env=QUIET_PORTS) as server,
+        tempfile.TemporaryDirectory() as tmp,
+    ):
         stubs = Stubs(server.port)
         warm(stubs, server.port, [OWNER], qs, connections=0)
         raw = Path(tmp) / "raw.txt"
-        cmd = [binary, "record", "--pid", str(server.pid), "--duration", str(int(seconds)), "--rate", str(rate),
-               "--format", "raw", "--output", str(raw), "--nonblocking", "--subprocesses", "--full-filenames"]
+        cmd = [
+            binary,
+            "record",
+            "--pid",
+            str(server.pid),
+            "--duration",
+            str(int(seconds)),
+            "--rate",
+            str(rate),
+            "--format",
+            "raw",
+            "--output",
+            str(raw),
+            "--nonblocking",
+            "--subprocesses",
+            "--full-filenames",
+        ]
         spy = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         times, deadline = [], time.monotonic() + seconds + 60
         while spy.poll() is None and time.monotonic() < deadline:
@@ -245,8 +279,16 @@ def pyspy_server(seconds: float, rate: int, top: int) -> dict:
             return {"skipped": f"py-spy failed ({spy.returncode}): {log.strip().splitlines()[-1:]}"}
         stacks = parse_raw(raw.read_text())
     summary = summarize_stacks(stacks, 1000.0 / rate, len(times), top)
-    return {"seconds": seconds, "rate_hz": rate, "calls": len(times), "client_p50_ms": pct(times, 50),
-            "client_p99_ms": pct(times, 99), "server": shape, "py_spy": " ".join(cmd[1:2] + cmd[4:]), **summary}
+    return {
+        "seconds": seconds,
+        "rate_hz": rate,
+        "calls": len(times),
+        "client_p50_ms": pct(times, 50),
+        "client_p99_ms": pct(times, 99),
+        "server": shape,
+        "py_spy": " ".join(cmd[1:2] + cmd[4:]),
+        **summary,
+    }
 
 
 # ------------------------------------------------------------------------------- report
@@ -272,42 +314,77 @@ def _top_lines(rows: list[dict], key: str) -> list[str]:
 def text_report(out: dict) -> str:
     """Plain text: the categories, then the top functions by own and by cumulative time."""
     a, b = out["in_process"], out["server"]
-    lines = [f"Where a Retrieve's time goes: hybrid, static model, {out['owner']} (10k facts among 1M rows)", "",
-             f"A. In-process (the engine floor), cProfile of {a['calls']} calls: unprofiled p50 "
-             f"{a['unprofiled_p50_ms']:.2f} ms, profiled {a['profiled_ms_per_call']:.2f} ms a call "
-             "(cProfile's cost per Python call inflates Python-heavy code). ms per call:",
-             "by category (own time; a builtin counts where its biggest caller is):", *_cat_lines(a["categories_ms_per_call"]),
-             "top by own time:", *_top_lines(a["top_own"], "own_ms_per_call"),
-             "top by cumulative time:", *_top_lines(a["top_cumulative"], "cum_ms_per_call"), ""]
+    lines = [
+        f"Where a Retrieve's time goes: hybrid, static model, {out['owner']} (10k facts among 1M rows)",
+        "",
+        f"A. In-process (the engine floor), cProfile of {a['calls']} calls: unprofiled p50 "
+        f"{a['unprofiled_p50_ms']:.2f} ms, profiled {a['profiled_ms_per_call']:.2f} ms a call "
+        "(cProfile's cost per Python call inflates Python-heavy code). ms per call:",
+        "by category (own time; a builtin counts where its biggest caller is):",
+        *_cat_lines(a["categories_ms_per_call"]),
+        "top by own time:",
+        *_top_lines(a["top_own"], "own_ms_per_call"),
+        "top by cumulative time:",
+        *_top_lines(a["top_cumulative"], "cum_ms_per_call"),
+        "",
+    ]
     if "skipped" in b:
         return "\n".join(lines + [f"B. Server under load, py-spy: skipped: {b['skipped']}", ""])
-    lines += [f"B. The server ({b['server']['serving_processes']} process) under one client's back-to-back Retrieves, "
-              f"py-spy {b['rate_hz']} Hz for {b['seconds']:.0f} s, not pausing it: {b['calls']} calls, client p50 "
-              f"{b['client_p50_ms']:.2f} ms, p99 {b['client_p99_ms']:.2f} ms, {b['samples']} samples, of which "
-              f"{sum(b['wait_samples'].values())} of threads waiting (left out: "
-              + ", ".join(f"{k} {v}" for k, v in b["wait_samples"].items()) + "). CPU ms per call:",
-              "by category (the sampled leaf frame: a C call counts in the Python frame that made it):",
-              *_cat_lines(b["categories_ms_per_call"]),
-              "top by own time:", *_top_lines(b["top_own"], "own_ms_per_call"),
-              "top by cumulative time:", *_top_lines(b["top_cumulative"], "cum_ms_per_call"), ""]
+    lines += [
+        f"B. The server ({b['server']['serving_processes']} process) under one client's back-to-back Retrieves, "
+        f"py-spy {b['rate_hz']} Hz for {b['seconds']:.0f} s, not pausing it: {b['calls']} calls, client p50 "
+        f"{b['client_p50_ms']:.2f} ms, p99 {b['client_p99_ms']:.2f} ms, {b['samples']} samples, of which "
+        f"{sum(b['wait_samples'].values())} of threads waiting (left out: "
+        + ", ".join(f"{k} {v}" for k, v in b["wait_samples"].items())
+        + "). CPU ms per call:",
+        "by category (the sampled leaf frame: a C call counts in the Python frame that made it):",
+        *_cat_lines(b["categories_ms_per_call"]),
+        "top by own time:",
+        *_top_lines(b["top_own"], "own_ms_per_call"),
+        "top by cumulative time:",
+        *_top_lines(b["top_cumulative"], "cum_ms_per_call"),
+        "",
+    ]
     return "\n".join(lines)
 
 
 def report(out: dict) -> tuple[str, list]:
     a, b = out["in_process"], out["server"]
     names = list(dict.fromkeys([*a["categories_ms_per_call"], *b.get("categories_ms_per_call", {})]))
-    rows = [[n, f"{a['categories_ms_per_call'].get(n, 0.0):.3f}",
-             "—" if "skipped" in b else f"{b['categories_ms_per_call'].get(n, 0.0):.3f}"] for n in names]
-    rows.append(["total (profiled)", f"{sum(a['categories_ms_per_call'].values()):.3f}",
-                 "—" if "skipped" in b else f"{sum(b['categories_ms_per_call'].values()):.3f}"])
-    table = md_table(["where a Retrieve's time goes (10k-fact owner, 1M rows)", "in-process, cProfile ms/call",
-                      "server under 1 client, py-spy CPU ms/call"], rows)
-    table += (f"\n\nIn-process unprofiled p50 {a['unprofiled_p50_ms']:.2f} ms ({a['calls']} calls). "
-              + ("" if "skipped" in b else
-                 f"Server: client p50 {b['client_p50_ms']:.2f} ms over {b['calls']} calls while sampled "
-                 f"({b['samples']} samples at {b['rate_hz']} Hz, {sum(b['wait_samples'].values())} of them threads "
-                 "waiting for work or in epoll, left out). ")
-              + "Top functions: bench/results/profile_retrieve.txt.")
+    rows = [
+        [
+            n,
+            f"{a['categories_ms_per_call'].get(n, 0.0):.3f}",
+            "—" if "skipped" in b else f"{b['categories_ms_per_call'].get(n, 0.0):.3f}",
+        ]
+        for n in names
+    ]
+    rows.append(
+        [
+            "total (profiled)",
+            f"{sum(a['categories_ms_per_call'].values()):.3f}",
+            "—" if "skipped" in b else f"{sum(b['categories_ms_per_call'].values()):.3f}",
+        ]
+    )
+    table = md_table(
+        [
+            "where a Retrieve's time goes (10k-fact owner, 1M rows)",
+            "in-process, cProfile ms/call",
+            "server under 1 client, py-spy CPU ms/call",
+        ],
+        rows,
+    )
+    table += (
+        f"\n\nIn-process unprofiled p50 {a['unprofiled_p50_ms']:.2f} ms ({a['calls']} calls). "
+        + (
+            ""
+            if "skipped" in b
+            else f"Server: client p50 {b['client_p50_ms']:.2f} ms over {b['calls']} calls while sampled "
+            f"({b['samples']} samples at {b['rate_hz']} Hz, {sum(b['wait_samples'].values())} of them threads "
+            "waiting for work or in epoll, left out). "
+        )
+        + "Top functions: bench/results/profile_retrieve.txt."
+    )
     return table, []
 
 

@@ -87,9 +87,11 @@ PG_CONFIGS = [("keyword only, PostgreSQL store", OFF, "semantic", None)]
 
 def _metrics(ranks: list[int | None]) -> dict[str, float]:
     n = len(ranks)
-    return {"recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
-            "recall@10": sum(1 for r in ranks if r is not None and r <= 10) / n,
-            "mrr": sum(1.0 / r for r in ranks if r is not None) / n}
+    return {
+        "recall@5": sum(1 for r in ranks if r is not None and r <= 5) / n,
+        "recall@10": sum(1 for r in ranks if r is not None and r <= 10) / n,
+        "mrr": sum(1.0 / r for r in ranks if r is not None) / n,
+    }
 
 
 def _wait_reindex(app, timeout_s: float = 300) -> None:
@@ -107,12 +109,20 @@ def _searcher(app, config, strategy: str, fusion: Fusion | str | None) -> Callab
 
     if fusion is None or fusion == NO_FLOOR:
         min_score = 0.0 if fusion == NO_FLOOR else None
-        return lambda query, owner: app.engine.retrieve(owner, query, strategy=strategy, max_tokens=16000,
-                                                        limit=10, min_score=min_score)
+        return lambda query, owner: app.engine.retrieve(
+            owner, query, strategy=strategy, max_tokens=16000, limit=10, min_score=min_score
+        )
     retriever = Retriever(app.backend, vectors=app.vectors, rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=fusion)
-    return lambda query, owner: retriever.retrieve(RetrievalRequest(
-        api_key_id=owner, query=query, strategy=strategy, max_tokens=16000,
-        retention_days=app.settings.get().retention_days, limit=10))
+    return lambda query, owner: retriever.retrieve(
+        RetrievalRequest(
+            api_key_id=owner,
+            query=query,
+            strategy=strategy,
+            max_tokens=16000,
+            retention_days=app.settings.get().retention_days,
+            limit=10,
+        )
+    )
 
 
 def engine_quality(configs: list = CONFIGS, database_url: str | None = None) -> tuple[dict, dict[str, str]]:
@@ -126,8 +136,15 @@ def engine_quality(configs: list = CONFIGS, database_url: str | None = None) -> 
     shutil.rmtree(folder, ignore_errors=True)
     # auto_static off: the keyword row's settings (embeddingSource auto, no model enabled)
     # must mean keywords only, not the static model the auto rule would otherwise pick.
-    config = Config(data_dir=folder / "data", grpc_port=0, gateway=False, log_level="WARNING",
-                    static_cache_dir=STATIC_CACHE, auto_static=False, database_url=database_url)
+    config = Config(
+        data_dir=folder / "data",
+        grpc_port=0,
+        gateway=False,
+        log_level="WARNING",
+        static_cache_dir=STATIC_CACHE,
+        auto_static=False,
+        database_url=database_url,
+    )
     app = App.open(config)
     ids: dict[tuple[str, str], str] = {}
     try:
@@ -166,9 +183,14 @@ def engine_quality(configs: list = CONFIGS, database_url: str | None = None) -> 
                     got = [item.memory.id for item in res.items]
                     target = ids[(owner, content)]
                     per_kind[kind].append(got.index(target) + 1 if target in got else None)
-            results[label] = {"keyword": _metrics(per_kind["keyword"]), "paraphrase": _metrics(per_kind["paraphrase"]),
-                              "all": _metrics(per_kind["keyword"] + per_kind["paraphrase"]),
-                              "p50_ms": pct(times, 50), "p99_ms": pct(times, 99), "strategy_used": sorted(used)}
+            results[label] = {
+                "keyword": _metrics(per_kind["keyword"]),
+                "paraphrase": _metrics(per_kind["paraphrase"]),
+                "all": _metrics(per_kind["keyword"] + per_kind["paraphrase"]),
+                "p50_ms": pct(times, 50),
+                "p99_ms": pct(times, 99),
+                "strategy_used": sorted(used),
+            }
     finally:
         app.close()
     return results, {}
@@ -192,8 +214,11 @@ def tokenizer_choices() -> dict:
     for owner, content, _, _ in LABELED:
         docs.append((len(docs) + 1, owner, content))
         target[(owner, content)] = len(docs)
-    tokenizers = {"porter unicode61 (ours)": "porter unicode61 remove_diacritics 2",
-                  "unicode61, no stemming": "unicode61 remove_diacritics 2", "trigram": "trigram"}
+    tokenizers = {
+        "porter unicode61 (ours)": "porter unicode61 remove_diacritics 2",
+        "unicode61, no stemming": "unicode61 remove_diacritics 2",
+        "trigram": "trigram",
+    }
     for i, tok in enumerate(tokenizers.values()):
         conn.execute(f"CREATE VIRTUAL TABLE f{i} USING fts5(content, owner UNINDEXED, tokenize='{tok}')")
         conn.executemany(f"INSERT INTO f{i}(rowid, content, owner) VALUES (?, ?, ?)", [(d, c, o) for d, o, c in docs])
@@ -202,8 +227,11 @@ def tokenizer_choices() -> dict:
         return f" {op} ".join('"' + w.replace('"', '""') + '"' for w in words) or None
 
     import re
+
     builders = {
-        "terms without stopwords, OR (ours)": lambda text: q(list(terms(text).words) + list(terms(text).cjk_runs), "OR"),
+        "terms without stopwords, OR (ours)": lambda text: q(
+            list(terms(text).words) + list(terms(text).cjk_runs), "OR"
+        ),
         "every word, OR": lambda text: q(re.findall(r"[^\W_]+", normalize(text)), "OR"),
         "terms without stopwords, AND": lambda text: q(list(terms(text).words) + list(terms(text).cjk_runs), "AND"),
     }
@@ -217,9 +245,13 @@ def tokenizer_choices() -> dict:
                     got: list[int] = []
                     if query:
                         try:
-                            got = [r[0] for r in conn.execute(
-                                f"SELECT rowid FROM f{ti} WHERE f{ti} MATCH ? AND owner = ? ORDER BY rank LIMIT 10",
-                                (query, owner))]
+                            got = [
+                                r[0]
+                                for r in conn.execute(
+                                    f"SELECT rowid FROM f{ti} WHERE f{ti} MATCH ? AND owner = ? ORDER BY rank LIMIT 10",
+                                    (query, owner),
+                                )
+                            ]
                         except apsw.Error:
                             got = []
                     t = target[(owner, content)]
@@ -245,34 +277,89 @@ def with_postgres_keyword(engine: dict) -> dict:
 def run() -> dict:
     engine, _ = engine_quality()
     engine = with_postgres_keyword(engine)
-    return {"engine": engine, "tokenizers": tokenizer_choices(), "labeled": len(LABELED),
-            "distractors": DISTRACTORS_PER_OWNER * len(OWNERS), "owners": len(OWNERS)}
+    return {
+        "engine": engine,
+        "tokenizers": tokenizer_choices(),
+        "labeled": len(LABELED),
+        "distractors": DISTRACTORS_PER_OWNER * len(OWNERS),
+        "owners": len(OWNERS),
+    }
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
     rows = []
     for label, r in out["engine"].items():
-        rows.append([label, f"{r['all']['recall@5']:.2f}", f"{r['all']['recall@10']:.2f}", f"{r['all']['mrr']:.2f}",
-                     f"{r['keyword']['mrr']:.2f}", f"{r['paraphrase']['mrr']:.2f}", f"{r['p50_ms']:.2f}",
-                     ", ".join(r["strategy_used"])])
-    table = md_table(["strategy", "recall@5", "recall@10", "MRR", "MRR keyword q.", "MRR paraphrase q.",
-                      "p50 ms/query", "tier used"], rows)
-    table += (f"\n\n{out['labeled']} labeled facts × 2 queries (keyword, paraphrase), {out['owners']} owners, "
-              f"{out['distractors']} distractors. In process (Engine.retrieve: Retrieve with its default "
-              "relevance floor unless the row says minScore 0), so the latency excludes gRPC. "
-              "Hybrid rows fuse the same two lists (keyword best 40 by relevance, vector top 20) and differ only "
-              "in the fusion: gated-convex (the default) counts the keyword list in full when it holds a strong "
-              "match (the whole query phrase or two query terms occur) and not at all when it holds none; "
-              "gated-rrf counts only the strong matches; rrf is plain equal-weight RRF (MEMORY_FUSION=rrf).")
-    trows = [[k.split(" | ")[0], k.split(" | ")[1], f"{v['keyword']['recall@10']:.2f}", f"{v['keyword']['mrr']:.2f}",
-              f"{v['paraphrase']['recall@10']:.2f}", f"{v['paraphrase']['mrr']:.2f}"] for k, v in out["tokenizers"].items()]
-    table += "\n\n" + md_table(["FTS5 tokenizer (bm25 only)", "query building", "recall@10 keyword q.", "MRR keyword q.",
-                                "recall@10 paraphrase q.", "MRR paraphrase q."], trows)
+        rows.append(
+            [
+                label,
+                f"{r['all']['recall@5']:.2f}",
+                f"{r['all']['recall@10']:.2f}",
+                f"{r['all']['mrr']:.2f}",
+                f"{r['keyword']['mrr']:.2f}",
+                f"{r['paraphrase']['mrr']:.2f}",
+                f"{r['p50_ms']:.2f}",
+                ", ".join(r["strategy_used"]),
+            ]
+        )
+    table = md_table(
+        [
+            "strategy",
+            "recall@5",
+            "recall@10",
+            "MRR",
+            "MRR keyword q.",
+            "MRR paraphrase q.",
+            "p50 ms/query",
+            "tier used",
+        ],
+        rows,
+    )
+    table += (
+        f"\n\n{out['labeled']} labeled facts × 2 queries (keyword, paraphrase), {out['owners']} owners, "
+        f"{out['distractors']} distractors. In process (Engine.retrieve: Retrieve with its default "
+        "relevance floor unless the row says minScore 0), so the latency excludes gRPC. "
+        "Hybrid rows fuse the same two lists (keyword best 40 by relevance, vector top 20) and differ only "
+        "in the fusion: gated-convex (the default) counts the keyword list in full when it holds a strong "
+        "match (the whole query phrase or two query terms occur) and not at all when it holds none; "
+        "gated-rrf counts only the strong matches; rrf is plain equal-weight RRF (MEMORY_FUSION=rrf)."
+    )
+    trows = [
+        [
+            k.split(" | ")[0],
+            k.split(" | ")[1],
+            f"{v['keyword']['recall@10']:.2f}",
+            f"{v['keyword']['mrr']:.2f}",
+            f"{v['paraphrase']['recall@10']:.2f}",
+            f"{v['paraphrase']['mrr']:.2f}",
+        ]
+        for k, v in out["tokenizers"].items()
+    ]
+    table += "\n\n" + md_table(
+        [
+            "FTS5 tokenizer (bm25 only)",
+            "query building",
+            "recall@10 keyword q.",
+            "MRR keyword q.",
+            "recall@10 paraphrase q.",
+            "MRR paraphrase q.",
+        ],
+        trows,
+    )
     engine = out["engine"]
-    targets = [Target("paraphrase bench hybrid static (default) recall@10",
-                      engine[f"hybrid {DEFAULT_FUSION} (default), static"]["all"]["recall@10"], ">=", 0.90),
-               Target("paraphrase bench hybrid MiniLM (default) recall@10",
-                      engine[f"hybrid {DEFAULT_FUSION} (default), MiniLM"]["all"]["recall@10"], ">=", 1.0)]
+    targets = [
+        Target(
+            "paraphrase bench hybrid static (default) recall@10",
+            engine[f"hybrid {DEFAULT_FUSION} (default), static"]["all"]["recall@10"],
+            ">=",
+            0.90,
+        ),
+        Target(
+            "paraphrase bench hybrid MiniLM (default) recall@10",
+            engine[f"hybrid {DEFAULT_FUSION} (default), MiniLM"]["all"]["recall@10"],
+            ">=",
+            1.0,
+        ),
+    ]
     table += "\n\n" + targets_table(targets)
     return table, targets
 

@@ -72,7 +72,7 @@ PG_CONFIGS = [("memsvc keyword only, PostgreSQL store", KEYWORD, "hybrid")]
 class Turn:
     dia_id: str
     session: str
-    text: str            # "Speaker: text"
+    text: str  # "Speaker: text"
     at: datetime
 
 
@@ -137,8 +137,11 @@ def load(folder: Path = DATA) -> list[Conversation]:
         number = int(path.name.split("_")[1])
         turns = _turns(chat)
         known = {t.dia_id for t in turns}
-        questions = [Question(q["question"], ev, int(q["category"])) for q in chat["qa"]
-                     if (ev := _evidence_ids(q.get("evidence", []), known))]
+        questions = [
+            Question(q["question"], ev, int(q["category"]))
+            for q in chat["qa"]
+            if (ev := _evidence_ids(q.get("evidence", []), known))
+        ]
         convs.append(Conversation(number, f"realtalk-chat-{number}", turns, questions))
     return convs
 
@@ -161,13 +164,19 @@ def score(convs: Sequence[Conversation], ranker: Ranker) -> dict[str, Any]:
             m = {f"recall@{k}": len(q.evidence & set(got[:k])) / len(q.evidence) for k in KS}
             m["hit@10"] = 1.0 if q.evidence & set(got[:10]) else 0.0
             rows.append((conv.half, q.category, evidence_kind(q), m))
-    return {"all": _mean([m for *_, m in rows]),
-            "halves": {h: _mean([m for half, *_, m in rows if half == h]) for h in HALVES},
-            "categories": {CATEGORIES[c]: _mean([m for _, cat, _, m in rows if cat == c]) for c in CATEGORIES},
-            "evidence": {kind: _mean([m for *_, k, m in rows if k == kind]) for kind in EVIDENCE_KINDS},
-            "evidence_halves": {f"{kind} {h}": _mean([m for half, _, k, m in rows if k == kind and half == h])
-                                for kind in EVIDENCE_KINDS for h in HALVES},
-            "p50_ms": pct(times, 50), "questions": len(rows)}
+    return {
+        "all": _mean([m for *_, m in rows]),
+        "halves": {h: _mean([m for half, *_, m in rows if half == h]) for h in HALVES},
+        "categories": {CATEGORIES[c]: _mean([m for _, cat, _, m in rows if cat == c]) for c in CATEGORIES},
+        "evidence": {kind: _mean([m for *_, k, m in rows if k == kind]) for kind in EVIDENCE_KINDS},
+        "evidence_halves": {
+            f"{kind} {h}": _mean([m for half, _, k, m in rows if k == kind and half == h])
+            for kind in EVIDENCE_KINDS
+            for h in HALVES
+        },
+        "p50_ms": pct(times, 50),
+        "questions": len(rows),
+    }
 
 
 def evidence_kind(q: Question) -> str:
@@ -195,16 +204,19 @@ class Bm25:
         self._words = words
         for conv in convs:
             self._conn.execute(f"CREATE VIRTUAL TABLE c{conv.number} USING fts5(content, tokenize='{tokenize}')")
-            self._conn.executemany(f"INSERT INTO c{conv.number}(rowid, content) VALUES (?, ?)",
-                                   [(i, t.text) for i, t in enumerate(conv.turns)])
+            self._conn.executemany(
+                f"INSERT INTO c{conv.number}(rowid, content) VALUES (?, ?)",
+                [(i, t.text) for i, t in enumerate(conv.turns)],
+            )
 
     def __call__(self, conv: Conversation, q: Question) -> list[str]:
         words = self._words(q.text)
         if not words:
             return []
         match = " OR ".join('"' + w.replace('"', '""') + '"' for w in words)
-        rows = self._conn.execute(f"SELECT rowid FROM c{conv.number} WHERE c{conv.number} MATCH ? ORDER BY rank "
-                                  f"LIMIT {LIST_DEPTH}", (match,)).fetchall()
+        rows = self._conn.execute(
+            f"SELECT rowid FROM c{conv.number} WHERE c{conv.number} MATCH ? ORDER BY rank LIMIT {LIST_DEPTH}", (match,)
+        ).fetchall()
         return [conv.turns[r[0]].dia_id for r in rows]
 
 
@@ -218,8 +230,11 @@ class Dense:
         self._source = source
         self._matrices = {c.number: self._unit(_cached_embed(source, [t.text for t in c.turns])) for c in convs}
         # The questions are embedded in one batch per conversation, like the turns.
-        self._queries = {(c.number, q.text): v for c in convs
-                         for q, v in zip(c.questions, self._unit(_cached_embed(source, [q.text for q in c.questions])))}
+        self._queries = {
+            (c.number, q.text): v
+            for c in convs
+            for q, v in zip(c.questions, self._unit(_cached_embed(source, [q.text for q in c.questions])))
+        }
 
     def _unit(self, m: Any) -> Any:
         m = self._np.asarray(m, dtype="float32")
@@ -263,8 +278,10 @@ def equal_rrf(*rankers: Ranker) -> Ranker:
 def _sources() -> tuple[Any, Any]:
     from memsvc.embedding.sources import StaticSource, TransformersSource, default_static_cache_dir
 
-    static = StaticSource(os.environ.get("MEMORY_STATIC_MODEL") or None,
-                          os.environ.get("MEMORY_STATIC_CACHE_DIR") or default_static_cache_dir())
+    static = StaticSource(
+        os.environ.get("MEMORY_STATIC_MODEL") or None,
+        os.environ.get("MEMORY_STATIC_CACHE_DIR") or default_static_cache_dir(),
+    )
     return static, TransformersSource()
 
 
@@ -332,8 +349,9 @@ def _wait_ready(stubs: Stubs, conv: Conversation, strategy: str, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     reason = ""
     while time.monotonic() < deadline:
-        r = stubs.engine.Retrieve(pb.RetrieveRequest(api_key_id=conv.owner, query=conv.questions[0].text,
-                                                     strategy=strategy, max_tokens=16000))
+        r = stubs.engine.Retrieve(
+            pb.RetrieveRequest(api_key_id=conv.owner, query=conv.questions[0].text, strategy=strategy, max_tokens=16000)
+        )
         reason = r.resolution.fallback_reason
         if not reason:
             return r.resolution.strategy_used
@@ -341,9 +359,14 @@ def _wait_ready(stubs: Stubs, conv: Conversation, strategy: str, timeout_s: floa
     return f"still falling back: {reason}"
 
 
-def server_rows(convs: Sequence[Any], configs: Sequence[tuple[str, dict, str]] = SERVER_CONFIGS,
-                database_url: str | None = None, *, scorer: Callable[..., dict[str, Any]] | None = None,
-                name: str = "realtalk") -> tuple[dict[str, dict], dict[str, Any]]:
+def server_rows(
+    convs: Sequence[Any],
+    configs: Sequence[tuple[str, dict, str]] = SERVER_CONFIGS,
+    database_url: str | None = None,
+    *,
+    scorer: Callable[..., dict[str, Any]] | None = None,
+    name: str = "realtalk",
+) -> tuple[dict[str, dict], dict[str, Any]]:
     """Each configuration's figures from one server over one fresh store: SQLite under
     bench/.cache/<name>-<pid>, or the PostgreSQL database of `database_url`. `scorer` (default
     `score`) turns a ranker into figures: another set's bench passes its own."""
@@ -369,8 +392,9 @@ def server_rows(convs: Sequence[Any], configs: Sequence[tuple[str, dict, str]] =
                 used = _wait_ready(stubs, convs[0], strategy) if settings is not KEYWORD else "keyword+recent"
 
                 def ranker(conv: Conversation, q: Question, strategy: str = strategy) -> list[str]:
-                    r = stubs.engine.Retrieve(pb.RetrieveRequest(api_key_id=conv.owner, query=q.text,
-                                                                 strategy=strategy, max_tokens=16000))
+                    r = stubs.engine.Retrieve(
+                        pb.RetrieveRequest(api_key_id=conv.owner, query=q.text, strategy=strategy, max_tokens=16000)
+                    )
                     return [ids[conv.owner][m.id] for m in r.memories]
 
                 out[label] = scorer(convs, ranker) | {"strategy_used": used}
@@ -386,8 +410,10 @@ def _static_env() -> dict[str, str]:
     vectors. Out of the box, auto runs what the "hybrid, static" row measures."""
     from memsvc.embedding.sources import default_static_cache_dir
 
-    return {"MEMORY_STATIC_CACHE_DIR": os.environ.get("MEMORY_STATIC_CACHE_DIR") or str(default_static_cache_dir()),
-            "MEMORY_AUTO_STATIC": "false"}
+    return {
+        "MEMORY_STATIC_CACHE_DIR": os.environ.get("MEMORY_STATIC_CACHE_DIR") or str(default_static_cache_dir()),
+        "MEMORY_AUTO_STATIC": "false",
+    }
 
 
 # ---------------------------------------------------------------------------------- report
@@ -414,17 +440,27 @@ def run() -> dict:
     served, info = server_rows(convs)
     served = with_postgres_keyword(convs, served, info)
     split = {h: [c.number for c in convs if c.half == h] for h in HALVES}
-    return {"baselines": base, "memsvc": served, "info": info, "split": split,
-            "conversations": len(convs), "turns": sum(len(c.turns) for c in convs),
-            "questions": sum(len(c.questions) for c in convs)}
+    return {
+        "baselines": base,
+        "memsvc": served,
+        "info": info,
+        "split": split,
+        "conversations": len(convs),
+        "turns": sum(len(c.turns) for c in convs),
+        "questions": sum(len(c.questions) for c in convs),
+    }
 
 
 def _cells(r: dict) -> list[str]:
     a = r["all"]
-    return ([f"{a[f'recall@{k}']:.3f}" for k in KS] + [f"{a['hit@10']:.3f}"]
-            + [f"{r['halves'][h]['recall@10']:.3f}" for h in HALVES]
-            + [f"{r['categories'][c]['recall@10']:.3f}" for c in CATEGORIES.values()]
-            + [f"{r['evidence'][kind]['recall@10']:.3f}" for kind in EVIDENCE_KINDS] + [f"{r['p50_ms']:.2f}"])
+    return (
+        [f"{a[f'recall@{k}']:.3f}" for k in KS]
+        + [f"{a['hit@10']:.3f}"]
+        + [f"{r['halves'][h]['recall@10']:.3f}" for h in HALVES]
+        + [f"{r['categories'][c]['recall@10']:.3f}" for c in CATEGORIES.values()]
+        + [f"{r['evidence'][kind]['recall@10']:.3f}" for kind in EVIDENCE_KINDS]
+        + [f"{r['p50_ms']:.2f}"]
+    )
 
 
 #: Hybrid static before memory quality v3 (run_all of 2026-12-03T12:23Z): R@10 overall, per
@@ -444,10 +480,21 @@ def targets(out: dict) -> list[Target]:
         Target("REALTALK hybrid static R@5", static["recall@5"], ">=", 0.55),
         Target("REALTALK hybrid static R@10 − best baseline", static["recall@10"] - best[10], ">=", 0.08),
         Target("REALTALK hybrid static R@5 − best baseline", static["recall@5"] - best[5], ">=", 0.08),
-        *(Target(f"REALTALK hybrid static R@10 half {h} − before v3", hybrid["halves"][h]["recall@10"] - BEFORE_V3[h],
-                 ">=", 0.01) for h in HALVES),
-        Target("REALTALK hybrid static R@10 multi-hop − before v3",
-               hybrid["categories"]["multi-hop"]["recall@10"] - BEFORE_V3["multi-hop"], ">=", 0.10),
+        *(
+            Target(
+                f"REALTALK hybrid static R@10 half {h} − before v3",
+                hybrid["halves"][h]["recall@10"] - BEFORE_V3[h],
+                ">=",
+                0.01,
+            )
+            for h in HALVES
+        ),
+        Target(
+            "REALTALK hybrid static R@10 multi-hop − before v3",
+            hybrid["categories"]["multi-hop"]["recall@10"] - BEFORE_V3["multi-hop"],
+            ">=",
+            0.10,
+        ),
         Target("REALTALK hybrid static R@10 − keyword-only", static["recall@10"] - keyword["recall@10"], ">=", 0.0),
         Target("REALTALK hybrid MiniLM R@10 − hybrid static", minilm["recall@10"] - static["recall@10"], ">=", 0.0),
         Target("REALTALK keyword-only R@10 − BM25 stopwords+Porter", keyword["recall@10"] - porter, ">=", 0.0),
@@ -455,18 +502,25 @@ def targets(out: dict) -> list[Target]:
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
-    headers = (["retrieval"] + [f"R@{k}" for k in KS] + ["hit@10", "R@10 half A", "R@10 half B"]
-               + [f"R@10 {c}" for c in CATEGORIES.values()] + [f"R@10 {kind}" for kind in EVIDENCE_KINDS]
-               + ["p50 ms"])
+    headers = (
+        ["retrieval"]
+        + [f"R@{k}" for k in KS]
+        + ["hit@10", "R@10 half A", "R@10 half B"]
+        + [f"R@10 {c}" for c in CATEGORIES.values()]
+        + [f"R@10 {kind}" for kind in EVIDENCE_KINDS]
+        + ["p50 ms"]
+    )
     rows = [[f"baseline: {label}"] + _cells(r) for label, r in out["baselines"].items()]
     rows += [[label] + _cells(r) for label, r in out["memsvc"].items()]
     found = targets(out)
     table = md_table(headers, rows)
-    table += (f"\n\n{out['conversations']} conversations, {out['turns']} turns (one memory each), "
-              f"{out['questions']} of the 728 questions name at least one existing evidence turn (the others are left out). Half A = chats {out['split']['A']} (anything tuned "
-              f"was fitted there), half B = chats {out['split']['B']} (held out). memsvc rows: one Retrieve per "
-              "question over gRPC (maxTokens 16000), latency = the round trip; baseline rows run in process. "
-              "REALTALK: Lee et al., arXiv:2502.13270, 2025.\n\n" + _targets_md(found))
+    table += (
+        f"\n\n{out['conversations']} conversations, {out['turns']} turns (one memory each), "
+        f"{out['questions']} of the 728 questions name at least one existing evidence turn (the others are left out). Half A = chats {out['split']['A']} (anything tuned "
+        f"was fitted there), half B = chats {out['split']['B']} (held out). memsvc rows: one Retrieve per "
+        "question over gRPC (maxTokens 16000), latency = the round trip; baseline rows run in process. "
+        "REALTALK: Lee et al., arXiv:2502.13270, 2025.\n\n" + _targets_md(found)
+    )
     return table, found
 
 

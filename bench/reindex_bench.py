@@ -34,8 +34,11 @@ def _seed(folder: Path, n: int) -> list[str]:
         conn.executemany(
             "INSERT INTO memories (id, memory_id, api_key_id, type, key, content, metadata, created_at, updated_at) "
             "VALUES (?, ?, ?, ?, ?, ?, '{}', ?, ?)",
-            [(str(uuid.uuid4()), i + 1, f"owner-{i % 100}", f.type, f.key, f.content, stamp, stamp)
-             for i, f in enumerate(facts)])
+            [
+                (str(uuid.uuid4()), i + 1, f"owner-{i % 100}", f.type, f.key, f.content, stamp, stamp)
+                for i, f in enumerate(facts)
+            ],
+        )
     db.close()
     return [f.content for f in facts]
 
@@ -46,12 +49,18 @@ def _reindex(port: int, settings: dict, limit: int, rounds: int) -> dict:
     from memsvc.v1 import engine_pb2, settings_pb2
 
     stubs = Stubs(port)
-    stubs.settings.UpdateMemorySettings(json_format.ParseDict(
-        {"settings": {"enabled": True, "retentionDays": 365, **settings}}, settings_pb2.UpdateMemorySettingsRequest()))
+    stubs.settings.UpdateMemorySettings(
+        json_format.ParseDict(
+            {"settings": {"enabled": True, "retentionDays": 365, **settings}},
+            settings_pb2.UpdateMemorySettingsRequest(),
+        )
+    )
     t0 = time.perf_counter()
     deadline = t0 + 180  # the model loads lazily: wait until a search runs on vectors
     while time.perf_counter() < deadline:
-        r = stubs.engine.Retrieve(engine_pb2.RetrieveRequest(api_key_id="owner-1", query="warm up", strategy="semantic"))
+        r = stubs.engine.Retrieve(
+            engine_pb2.RetrieveRequest(api_key_id="owner-1", query="warm up", strategy="semantic")
+        )
         if r.resolution.strategy_used == "vector":
             break
         time.sleep(0.1)
@@ -70,8 +79,12 @@ def _reindex(port: int, settings: dict, limit: int, rounds: int) -> dict:
         if last.state != "done" or last.errors:
             raise RuntimeError(f"reindex ended {last.state} with {last.errors} errors")
     stubs.close()
-    return {"per_s": agg(rates), "server_reported_per_s": agg(stream_rates), "processed": processed,
-            "model_ready_s": load_s}
+    return {
+        "per_s": agg(rates),
+        "server_reported_per_s": agg(stream_rates),
+        "processed": processed,
+        "model_ready_s": load_s,
+    }
 
 
 def _raw(kind: str, texts: list[str], rounds: int) -> dict:
@@ -83,7 +96,7 @@ def _raw(kind: str, texts: list[str], rounds: int) -> dict:
     for _ in range(rounds):
         t0 = time.perf_counter()
         for i in range(0, len(texts), 256):  # the reindex batch size
-            source.embed(texts[i:i + 256])
+            source.embed(texts[i : i + 256])
         rates.append(len(texts) / (time.perf_counter() - t0))
     return {"per_s": agg(rates)}
 
@@ -94,8 +107,12 @@ def run(static_n: int = 20_000, minilm_n: int = 1_500, rounds: int = 3) -> dict:
     out: dict = {}
     with ServerProc(folder / "data") as server:
         out["static"] = _reindex(server.port, {"embeddingSource": "static", "staticEnabled": True}, 0, rounds)
-        out["minilm"] = _reindex(server.port, {"embeddingSource": "transformers", "transformersEnabled": True,
-                                               "staticEnabled": False}, minilm_n, rounds)
+        out["minilm"] = _reindex(
+            server.port,
+            {"embeddingSource": "transformers", "transformersEnabled": True, "staticEnabled": False},
+            minilm_n,
+            rounds,
+        )
     out["static_raw"] = _raw("static", texts, rounds)
     out["minilm_raw"] = _raw("transformers", texts[:minilm_n], 1)
     shutil.rmtree(folder, ignore_errors=True)
@@ -103,13 +120,25 @@ def run(static_n: int = 20_000, minilm_n: int = 1_500, rounds: int = 3) -> dict:
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
-    rows = [["static (model2vec, 256-d)", f"{out['static']['processed']:,}", fmt(out["static"]["per_s"], 0),
-             fmt(out["static_raw"]["per_s"], 0)],
-            ["MiniLM (all-MiniLM-L6-v2, 384-d)", f"{out['minilm']['processed']:,}", fmt(out["minilm"]["per_s"], 0),
-             fmt(out["minilm_raw"]["per_s"], 0)]]
+    rows = [
+        [
+            "static (model2vec, 256-d)",
+            f"{out['static']['processed']:,}",
+            fmt(out["static"]["per_s"], 0),
+            fmt(out["static_raw"]["per_s"], 0),
+        ],
+        [
+            "MiniLM (all-MiniLM-L6-v2, 384-d)",
+            f"{out['minilm']['processed']:,}",
+            fmt(out["minilm"]["per_s"], 0),
+            fmt(out["minilm_raw"]["per_s"], 0),
+        ],
+    ]
     table = md_table(["Reindex (force) over gRPC", "memories", "memories/s", "raw embedding only, same texts"], rows)
-    targets = [Target("Reindex static", out["static"]["per_s"]["median"], ">=", 5000, "/s"),
-               Target("Reindex MiniLM", out["minilm"]["per_s"]["median"], ">=", 250, "/s")]
+    targets = [
+        Target("Reindex static", out["static"]["per_s"]["median"], ">=", 5000, "/s"),
+        Target("Reindex MiniLM", out["minilm"]["per_s"]["median"], ">=", 250, "/s"),
+    ]
     return table, targets
 
 

@@ -81,11 +81,15 @@ def load(port: int, facts: int) -> dict:
     try:
         enable_static(stubs)
         _warm_static(port, connections=1)
-        items = [memory_pb2.CreateMemoryRequest(api_key_id=OWNER, key=f.key, content=f.content, type=f.type)
-                 for f in owner_facts(OWNER, facts, seed=1)]
+        items = [
+            memory_pb2.CreateMemoryRequest(api_key_id=OWNER, key=f.key, content=f.content, type=f.type)
+            for f in owner_facts(OWNER, facts, seed=1)
+        ]
         t0 = time.perf_counter()
-        stored = sum(stubs.memory.CreateMemories(memory_pb2.CreateMemoriesRequest(memories=items[i:i + BATCH]))
-                     .stored_count for i in range(0, len(items), BATCH))
+        stored = sum(
+            stubs.memory.CreateMemories(memory_pb2.CreateMemoriesRequest(memories=items[i : i + BATCH])).stored_count
+            for i in range(0, len(items), BATCH)
+        )
         seconds = time.perf_counter() - t0
     finally:
         stubs.close()
@@ -138,10 +142,21 @@ def one_round(ports: Sequence[int], reqs: list, clients: int, per_client: int) -
             caller.close()
     for _ in range(2):  # the same: the first of the two is the untimed one
         retrieve = concurrent(ports, ENGINE + "Retrieve", pb.RetrieveResponse, reqs, clients, per_client, 1)
-    health = concurrent(ports, "/grpc.health.v1.Health/Check", health_pb2.HealthCheckResponse,
-                        [health_pb2.HealthCheckRequest()], clients, per_client * 5, 1)
-    return {"p50": pct(times, 50), "p99": pct(times, 99), "rps": retrieve["rps"]["median"],
-            "health_rps": health["rps"]["median"]}
+    health = concurrent(
+        ports,
+        "/grpc.health.v1.Health/Check",
+        health_pb2.HealthCheckResponse,
+        [health_pb2.HealthCheckRequest()],
+        clients,
+        per_client * 5,
+        1,
+    )
+    return {
+        "p50": pct(times, 50),
+        "p99": pct(times, 99),
+        "rps": retrieve["rps"]["median"],
+        "health_rps": health["rps"]["median"],
+    }
 
 
 def timed_each(fn: Callable[[Any], Any], items: list) -> list[float]:
@@ -160,8 +175,11 @@ def measure(configs: dict[str, list[int]], reqs: list, rounds: int, clients: int
     for _ in range(rounds):
         for name, ports in configs.items():
             per[name].append(one_round(ports, reqs, clients, per_client))
-    return {name: {key: agg([r[key] for r in rs]) for key in ("p50", "p99", "rps", "health_rps")}
-            | {"calls_per_round": len(reqs), "clients": clients} for name, rs in per.items()}
+    return {
+        name: {key: agg([r[key] for r in rs]) for key in ("p50", "p99", "rps", "health_rps")}
+        | {"calls_per_round": len(reqs), "clients": clients}
+        for name, rs in per.items()
+    }
 
 
 def warm_all(servers: Sequence[ServerProc], qs: list[str]) -> list[dict]:
@@ -201,8 +219,15 @@ def _reader_app(config: Any) -> Any:
 def _config(scratch: Path, **extra: Any) -> Any:
     from memsvc.config import Config
 
-    return Config(memory_dir=scratch / "memory", static_cache_dir=STATIC_CACHE, gateway=False, metrics_port=-1,
-                  mcp_port=-1, reflection_sweep_s=86400.0, **extra)
+    return Config(
+        memory_dir=scratch / "memory",
+        static_cache_dir=STATIC_CACHE,
+        gateway=False,
+        metrics_port=-1,
+        mcp_port=-1,
+        reflection_sweep_s=86400.0,
+        **extra,
+    )
 
 
 @contextmanager
@@ -229,6 +254,7 @@ def counting_statements() -> Iterator[tuple[Counter, Counter]]:
                 return call(self, query, *args, **kwargs)
             finally:
                 spent[" ".join(sql.split())[:90]] += (time.perf_counter() - t0) * 1000.0
+
         return counted
 
     psycopg.Cursor.execute, psycopg.Cursor.executemany = wrap(original), wrap(original_many)
@@ -264,10 +290,14 @@ def round_trips(url: str, pg_pid: int, sqlite_dir: Path, calls: int, rounds: int
                 conn.execute("SELECT 1").fetchall()
 
         n = calls * 5
-        out["select"] = interleaved_n({
-            "bare": (lambda _: bare.execute("SELECT 1").fetchone(), range(n)),
-            "pg_read": (lambda _: read_select(pg_app.database), range(n)),
-            "sqlite_read": (lambda _: read_select(lite_app.database), range(n))}, rounds)
+        out["select"] = interleaved_n(
+            {
+                "bare": (lambda _: bare.execute("SELECT 1").fetchone(), range(n)),
+                "pg_read": (lambda _: read_select(pg_app.database), range(n)),
+                "sqlite_read": (lambda _: read_select(lite_app.database), range(n)),
+            },
+            rounds,
+        )
         qs = make_queries(max(calls, 100))[:calls]
         args = [convert.retrieve_args_from_pb(_retrieve_req(pb, OWNER, q)) for q in qs]
         out["pg_hybrid_ready_s"] = warm_engine(pg_app.engine, OWNER, qs)
@@ -275,8 +305,13 @@ def round_trips(url: str, pg_pid: int, sqlite_dir: Path, calls: int, rounds: int
         for a in args:  # the measured calls once untimed on both: their words in the caches
             lite_app.engine.retrieve(**a)
             pg_app.engine.retrieve(**a)
-        out["retrieve"] = interleaved_n({"sqlite": (lambda a: lite_app.engine.retrieve(**a), args),
-                                         "pg": (lambda a: pg_app.engine.retrieve(**a), args)}, rounds)
+        out["retrieve"] = interleaved_n(
+            {
+                "sqlite": (lambda a: lite_app.engine.retrieve(**a), args),
+                "pg": (lambda a: pg_app.engine.retrieve(**a), args),
+            },
+            rounds,
+        )
         out["per_retrieve"] = _statements(pg_app, args, pg_pid)
     return out
 
@@ -307,18 +342,31 @@ def _statements(app: Any, args: list[dict], pg_pid: int) -> dict:
             r = app.engine.retrieve(**a)
     wall, own, pg = time.perf_counter() - t0, time.process_time() - own0, cpu_s(pg_pids) - pg0
     n = len(args)
-    return {"statements": sum(counts.values()) / n, "by_word": {k: v / n for k, v in counts.most_common()},
-            "ms_by_statement": {k: v / n for k, v in spent.most_common()},
-            "read_transactions": (db.read_transactions - reads) / n, "commits": (db.commits - commits) / n,
-            "wall_ms": wall * 1000 / n, "engine_cpu_ms": own * 1000 / n, "postgres_cpu_ms": pg * 1000 / n,
-            "strategy_used": r.resolution.strategy_used, "calls": n}
+    return {
+        "statements": sum(counts.values()) / n,
+        "by_word": {k: v / n for k, v in counts.most_common()},
+        "ms_by_statement": {k: v / n for k, v in spent.most_common()},
+        "read_transactions": (db.read_transactions - reads) / n,
+        "commits": (db.commits - commits) / n,
+        "wall_ms": wall * 1000 / n,
+        "engine_cpu_ms": own * 1000 / n,
+        "postgres_cpu_ms": pg * 1000 / n,
+        "strategy_used": r.resolution.strategy_used,
+        "calls": n,
+    }
 
 
 # ------------------------------------------------------------------------------- run, report
 
 
-def run(facts: int = 10_000, calls: int = 100, rounds: int = 3, clients: int = 16, per_client: int = 25,
-        replicas: Sequence[int] = REPLICAS) -> dict:
+def run(
+    facts: int = 10_000,
+    calls: int = 100,
+    rounds: int = 3,
+    clients: int = 16,
+    per_client: int = 25,
+    replicas: Sequence[int] = REPLICAS,
+) -> dict:
     from memsvc.v1 import engine_pb2 as pb
 
     qs = make_queries(max(calls, 100))
@@ -330,17 +378,27 @@ def run(facts: int = 10_000, calls: int = 100, rounds: int = 3, clients: int = 1
         with postgres() as pg, ExitStack() as stack:
             url = pg.create_database("memsvc_replicas")
             pg_env = {**QUIET_PORTS, "MEMSVC_DATABASE_URL": url}
-            reps = [stack.enter_context(ServerProc(root / f"pg-{i}" / "data", processes=1, extra_env=pg_env))
-                    for i in range(max(replicas))]
+            reps = [
+                stack.enter_context(ServerProc(root / f"pg-{i}" / "data", processes=1, extra_env=pg_env))
+                for i in range(max(replicas))
+            ]
             out["load_postgres"] = load(reps[0].port, facts)
             lite_default, lite_one, out["load_sqlite"] = sqlite_dirs(root, facts)
-            lite = [stack.enter_context(ServerProc(lite_default, extra_env=QUIET_PORTS)),
-                    stack.enter_context(ServerProc(lite_one, processes=1, extra_env=QUIET_PORTS))]
+            lite = [
+                stack.enter_context(ServerProc(lite_default, extra_env=QUIET_PORTS)),
+                stack.enter_context(ServerProc(lite_one, processes=1, extra_env=QUIET_PORTS)),
+            ]
             out["warm"] = warm_all([*reps, *lite], qs)
-            out["servers"] = {"sqlite_default": server_shape(lite[0]), "sqlite_one": server_shape(lite[1]),
-                              "postgres_replica": server_shape(reps[0])}
-            configs = {"sqlite_one": [lite[1].port], "sqlite_default": [lite[0].port],
-                       **{f"pg_{n}": [r.port for r in reps[:n]] for n in replicas}}
+            out["servers"] = {
+                "sqlite_default": server_shape(lite[0]),
+                "sqlite_one": server_shape(lite[1]),
+                "postgres_replica": server_shape(reps[0]),
+            }
+            configs = {
+                "sqlite_one": [lite[1].port],
+                "sqlite_default": [lite[0].port],
+                **{f"pg_{n}": [r.port for r in reps[:n]] for n in replicas},
+            }
             out["measured"] = measure(configs, reqs, rounds, clients, per_client)
             out["memsvc_connections"] = memsvc_connections(pg)
             out["pool_size"] = _pool_size()
@@ -369,40 +427,63 @@ def _label(name: str, out: dict) -> str:
 
 def report(out: dict) -> tuple[str, list]:
     m = out["measured"]
-    rows = [[_label(k, out), fmt(v["p50"], 2), fmt(v["p99"], 2), fmt(v["rps"], 0), fmt(v["health_rps"], 0)]
-            for k, v in m.items()]
+    rows = [
+        [_label(k, out), fmt(v["p50"], 2), fmt(v["p99"], 2), fmt(v["rps"], 0), fmt(v["health_rps"], 0)]
+        for k, v in m.items()
+    ]
     clients = next(iter(m.values()))["clients"]
-    table = md_table([f"Retrieve, owner of {out['facts']:,} facts, hybrid static", "1 client p50 ms", "p99 ms",
-                      f"{clients} clients RPC/s", f"health checks, {clients} clients RPC/s"], rows)
+    table = md_table(
+        [
+            f"Retrieve, owner of {out['facts']:,} facts, hybrid static",
+            "1 client p50 ms",
+            "p99 ms",
+            f"{clients} clients RPC/s",
+            f"health checks, {clients} clients RPC/s",
+        ],
+        rows,
+    )
     lp, ls = out["load_postgres"], out["load_sqlite"]
-    table += (f"\n\nThis machine has 2 cores, shared by PostgreSQL, every replica and the clients: more replicas "
-              "cannot add throughput here (the rows measure what the shared store and more processes cost, not "
-              "scale-out). Configurations alternate round after round (medians of the rounds, min–max); one client "
-              "calls the replicas round robin, client i of the concurrent ones calls replica i mod N. Load with "
-              f"CreateMemories ({BATCH} a call, 1 client): PostgreSQL {lp['per_s']:,}/s, SQLite {ls['per_s']:,}/s. "
-              f"PostgreSQL as the tests run it (fsync off). Connections memsvc held to PostgreSQL with "
-              f"{max(out['replicas'])} replicas of one process: {out['memsvc_connections']} (pool at most "
-              f"{out['pool_size']} per process, plus one for the change counter).")
+    table += (
+        f"\n\nThis machine has 2 cores, shared by PostgreSQL, every replica and the clients: more replicas "
+        "cannot add throughput here (the rows measure what the shared store and more processes cost, not "
+        "scale-out). Configurations alternate round after round (medians of the rounds, min–max); one client "
+        "calls the replicas round robin, client i of the concurrent ones calls replica i mod N. Load with "
+        f"CreateMemories ({BATCH} a call, 1 client): PostgreSQL {lp['per_s']:,}/s, SQLite {ls['per_s']:,}/s. "
+        f"PostgreSQL as the tests run it (fsync off). Connections memsvc held to PostgreSQL with "
+        f"{max(out['replicas'])} replicas of one process: {out['memsvc_connections']} (pool at most "
+        f"{out['pool_size']} per process, plus one for the change counter)."
+    )
     ip = out["in_process"]
     s, r, per = ip["select"], ip["retrieve"], ip["per_retrieve"]
-    rows2 = [["SELECT 1 on one connection (one round trip)", fmt(s["bare"]["p50_ms"], 3), fmt(s["bare"]["p99_ms"], 3)],
-             ["SELECT 1 read transaction, PgDatabase (BEGIN, SELECT, COMMIT)", fmt(s["pg_read"]["p50_ms"], 3),
-              fmt(s["pg_read"]["p99_ms"], 3)],
-             ["SELECT 1 read transaction, SQLite Database (baseline)", fmt(s["sqlite_read"]["p50_ms"], 3),
-              fmt(s["sqlite_read"]["p99_ms"], 3)],
-             ["Retrieve in process, SQLite (baseline)", fmt(r["sqlite"]["p50_ms"], 2), fmt(r["sqlite"]["p99_ms"], 2)],
-             ["Retrieve in process, PostgreSQL", fmt(r["pg"]["p50_ms"], 2), fmt(r["pg"]["p99_ms"], 2)]]
+    rows2 = [
+        ["SELECT 1 on one connection (one round trip)", fmt(s["bare"]["p50_ms"], 3), fmt(s["bare"]["p99_ms"], 3)],
+        [
+            "SELECT 1 read transaction, PgDatabase (BEGIN, SELECT, COMMIT)",
+            fmt(s["pg_read"]["p50_ms"], 3),
+            fmt(s["pg_read"]["p99_ms"], 3),
+        ],
+        [
+            "SELECT 1 read transaction, SQLite Database (baseline)",
+            fmt(s["sqlite_read"]["p50_ms"], 3),
+            fmt(s["sqlite_read"]["p99_ms"], 3),
+        ],
+        ["Retrieve in process, SQLite (baseline)", fmt(r["sqlite"]["p50_ms"], 2), fmt(r["sqlite"]["p99_ms"], 2)],
+        ["Retrieve in process, PostgreSQL", fmt(r["pg"]["p50_ms"], 2), fmt(r["pg"]["p99_ms"], 2)],
+    ]
     table += "\n\n" + md_table(["in process, each group alternating call by call", "p50 ms", "p99 ms"], rows2)
     rt = s["bare"]["p50_ms"]["median"]
-    table += (f"\n\nOne Retrieve on PostgreSQL sends {per['statements']:.1f} statements ("
-              + ", ".join(f"{k} {v:.1f}" for k, v in per["by_word"].items())
-              + f") in {per['read_transactions']:.1f} read transactions and {per['commits']:.1f} commits "
-              f"(tier used: {per['strategy_used']}); at {rt:.3f} ms a round trip that is ≈"
-              f"{per['statements'] * rt:.1f} ms of waiting on the database per Retrieve, on loopback. Per Retrieve "
-              f"({per['calls']} back to back): {per['wall_ms']:.1f} ms wall, of which {per['engine_cpu_ms']:.1f} ms "
-              f"CPU in memsvc's engine and {per['postgres_cpu_ms']:.1f} ms CPU in PostgreSQL's processes; "
-              f"{sum(per['ms_by_statement'].values()):.1f} ms inside psycopg's execute, the slowest statements: "
-              + "; ".join(f"{v:.1f} ms `{k[:60]}…`" for k, v in list(per["ms_by_statement"].items())[:3]) + ".")
+    table += (
+        f"\n\nOne Retrieve on PostgreSQL sends {per['statements']:.1f} statements ("
+        + ", ".join(f"{k} {v:.1f}" for k, v in per["by_word"].items())
+        + f") in {per['read_transactions']:.1f} read transactions and {per['commits']:.1f} commits "
+        f"(tier used: {per['strategy_used']}); at {rt:.3f} ms a round trip that is ≈"
+        f"{per['statements'] * rt:.1f} ms of waiting on the database per Retrieve, on loopback. Per Retrieve "
+        f"({per['calls']} back to back): {per['wall_ms']:.1f} ms wall, of which {per['engine_cpu_ms']:.1f} ms "
+        f"CPU in memsvc's engine and {per['postgres_cpu_ms']:.1f} ms CPU in PostgreSQL's processes; "
+        f"{sum(per['ms_by_statement'].values()):.1f} ms inside psycopg's execute, the slowest statements: "
+        + "; ".join(f"{v:.1f} ms `{k[:60]}…`" for k, v in list(per["ms_by_statement"].items())[:3])
+        + "."
+    )
     return table, []
 
 
@@ -414,8 +495,7 @@ def main() -> int:
     parser.add_argument("--clients", type=int, default=16)
     parser.add_argument("--per-client", type=int, default=25, help="calls per client and round (health: 5×)")
     args = parser.parse_args()
-    out = run(facts=args.facts, calls=args.calls, rounds=args.rounds, clients=args.clients,
-              per_client=args.per_client)
+    out = run(facts=args.facts, calls=args.calls, rounds=args.rounds, clients=args.clients, per_client=args.per_client)
     table, _ = report(out)
     out["targets"] = []
     write_results("replicas", out, table, "Scale-out: replicas on one PostgreSQL")

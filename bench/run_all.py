@@ -74,7 +74,9 @@ def _targets(out: dict) -> list[Target]:
     return [Target(t["name"], t["value"], t["op"], t["limit"], t["unit"], t.get("note", "")) for t in out["targets"]]
 
 
-def collect(results: Path, steps: list[tuple[str, str]], failed: dict[str, str]) -> list[tuple[str, str, list[Target], str]]:
+def collect(
+    results: Path, steps: list[tuple[str, str]], failed: dict[str, str]
+) -> list[tuple[str, str, list[Target], str]]:
     """(name, when it ran, its targets, its section) of every bench with results in
     `results`, in `steps` order: what this run measured and, after `--only`, what earlier
     runs left there (each says when it ran). A bench that failed in this run (`failed`:
@@ -88,8 +90,14 @@ def collect(results: Path, steps: list[tuple[str, str]], failed: dict[str, str])
         if not data_path.is_file() or not table_path.is_file():
             continue
         data = json.loads(data_path.read_text(encoding="utf-8"))
-        found.append((name, data.get("machine", {}).get("when", ""), _targets(data) if "targets" in data else [],
-                      table_path.read_text(encoding="utf-8")))
+        found.append(
+            (
+                name,
+                data.get("machine", {}).get("when", ""),
+                _targets(data) if "targets" in data else [],
+                table_path.read_text(encoding="utf-8"),
+            )
+        )
     return found
 
 
@@ -128,17 +136,34 @@ def main() -> int:
     earlier = [f"{name} {when}" for name, when, _, _ in shown if name not in timings]
     summary = targets_table(targets)
     m = machine()
-    text = (f"# memsvc benchmarks\n\n{m['when']} · Python {m['python']} · {m['cpus']} CPUs · run_all took "
-            f"{total / 60:.1f} min (dataset check {prep_s:.0f} s; per bench s: "
-            + ", ".join(f"{k} {v}" for k, v in timings.items()) + ")"
-            + (f"; from earlier runs (their results as left here): {', '.join(earlier)}" if earlier else "")
-            + "\n\n## Targets\n\n" + summary + "\n\n" + "\n".join(section for _, _, _, section in shown))
+    text = (
+        f"# memsvc benchmarks\n\n{m['when']} · Python {m['python']} · {m['cpus']} CPUs · run_all took "
+        f"{total / 60:.1f} min (dataset check {prep_s:.0f} s; per bench s: "
+        + ", ".join(f"{k} {v}" for k, v in timings.items())
+        + ")"
+        + (f"; from earlier runs (their results as left here): {', '.join(earlier)}" if earlier else "")
+        + "\n\n## Targets\n\n"
+        + summary
+        + "\n\n"
+        + "\n".join(section for _, _, _, section in shown)
+    )
     RESULTS.mkdir(parents=True, exist_ok=True)
     (RESULTS / "summary.md").write_text(text, encoding="utf-8")
-    (RESULTS / "summary.json").write_text(json.dumps({"machine": m, "seconds": round(total, 1), "timings": timings,
-                                                     "datasets": datasets, "failures": sorted(failures),
-                                                     "earlier": earlier,
-                                                     "targets": [t.as_dict() for t in targets]}, indent=2, default=str))
+    (RESULTS / "summary.json").write_text(
+        json.dumps(
+            {
+                "machine": m,
+                "seconds": round(total, 1),
+                "timings": timings,
+                "datasets": datasets,
+                "failures": sorted(failures),
+                "earlier": earlier,
+                "targets": [t.as_dict() for t in targets],
+            },
+            indent=2,
+            default=str,
+        )
+    )
     print("\n=== Targets ===\n")
     print(summary)
     for t in targets:

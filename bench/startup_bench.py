@@ -40,11 +40,18 @@ def _serve(data_dir: Path, processes: int | None = 1, model: bool = True) -> tup
     static model loads it before it reports SERVING)."""
     port = free_port()
     extra = ({} if processes is None else {"MEMSVC_PROCESSES": str(processes)}) | (
-        {} if model else {"MEMORY_AUTO_STATIC": "false"})
+        {} if model else {"MEMORY_AUTO_STATIC": "false"}
+    )
     env = server_env(data_dir, port, extra=extra)
     t0 = time.perf_counter()
-    proc = subprocess.Popen([PY, "-m", "memsvc", "serve", "--no-gateway"], env=env, cwd=str(ROOT),
-                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [PY, "-m", "memsvc", "serve", "--no-gateway"],
+        env=env,
+        cwd=str(ROOT),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     wait_serving(port, 60, proc, poll_s=0.005)
     return proc, port, time.perf_counter() - t0
 
@@ -64,10 +71,14 @@ def _load(port: int, settings: dict, timeout_s: float = 180) -> float:
     from memsvc.v1 import engine_pb2, settings_pb2
 
     stubs = Stubs(port)
-    stubs.settings.UpdateMemorySettings(json_format.ParseDict(
-        {"settings": {"enabled": True, **settings}}, settings_pb2.UpdateMemorySettingsRequest()))
-    stubs.memory.CreateMemory(__import__("memsvc.v1.memory_pb2", fromlist=["x"]).CreateMemoryRequest(
-        api_key_id="rss", content="I prefer dark mode"))
+    stubs.settings.UpdateMemorySettings(
+        json_format.ParseDict({"settings": {"enabled": True, **settings}}, settings_pb2.UpdateMemorySettingsRequest())
+    )
+    stubs.memory.CreateMemory(
+        __import__("memsvc.v1.memory_pb2", fromlist=["x"]).CreateMemoryRequest(
+            api_key_id="rss", content="I prefer dark mode"
+        )
+    )
     t0 = time.perf_counter()
     while time.perf_counter() - t0 < timeout_s:
         r = stubs.engine.Retrieve(engine_pb2.RetrieveRequest(api_key_id="rss", query="dark mode", strategy="semantic"))
@@ -78,8 +89,9 @@ def _load(port: int, settings: dict, timeout_s: float = 180) -> float:
     return time.perf_counter() - t0
 
 
-def _starts(folder: Path, rounds: int, processes: int | None,
-            model: bool = True) -> tuple[list[float], list[float], list[float]]:
+def _starts(
+    folder: Path, rounds: int, processes: int | None, model: bool = True
+) -> tuple[list[float], list[float], list[float]]:
     """Per round: `python -c pass`, serve → SERVING, the server's processes' idle RSS."""
     starts, pythons, idle = [], [], []
     for _ in range(rounds):
@@ -117,30 +129,46 @@ def run(rounds: int = 3) -> dict:
     minilm_only = rss_mb(proc.pid)
     _stop(proc)
     shutil.rmtree(folder, ignore_errors=True)
-    return {"serving_s": agg(starts), "serving_one_process_s": agg(starts_one), "python_start_s": agg(pythons),
-            "rss_idle_mb": agg(idle), "rss_idle_static_at_start_mb": agg(idle_with_model),
-            "rss_idle_all_processes_mb": agg(idle_all),
-            "rss_static_mb": with_static, "rss_static_and_minilm_mb": with_both, "rss_minilm_mb": minilm_only,
-            "static_ready_s": static_s, "minilm_ready_s": minilm_s}
+    return {
+        "serving_s": agg(starts),
+        "serving_one_process_s": agg(starts_one),
+        "python_start_s": agg(pythons),
+        "rss_idle_mb": agg(idle),
+        "rss_idle_static_at_start_mb": agg(idle_with_model),
+        "rss_idle_all_processes_mb": agg(idle_all),
+        "rss_static_mb": with_static,
+        "rss_static_and_minilm_mb": with_both,
+        "rss_minilm_mb": minilm_only,
+        "static_ready_s": static_s,
+        "minilm_ready_s": minilm_s,
+    }
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
-    rows = [["`memsvc serve` → health SERVING (default: a process per core)", fmt(out["serving_s"], 2, " s")],
-            ["`memsvc serve` → health SERVING, one process", fmt(out["serving_one_process_s"], 2, " s")],
-            ["baseline: `python -c pass`", fmt(out["python_start_s"], 2, " s")],
-            ["RSS idle (no model: MEMORY_AUTO_STATIC=false), one process", fmt(out["rss_idle_mb"], 0, " MB")],
-            ["RSS idle with the built static model, loaded before SERVING (the default), one process",
-             fmt(out["rss_idle_static_at_start_mb"], 0, " MB")],
-            ["RSS idle, the default serve's processes together (parent and workers)",
-             fmt(out["rss_idle_all_processes_mb"], 0, " MB")],
-            ["RSS with the static model loaded, one process", f"{out['rss_static_mb']:.0f} MB"],
-            ["RSS with MiniLM loaded, one process", f"{out['rss_minilm_mb']:.0f} MB"],
-            ["RSS with both loaded, one process", f"{out['rss_static_and_minilm_mb']:.0f} MB"],
-            ["static model ready after first request (lazy, off the request path)", f"{out['static_ready_s']:.1f} s"],
-            ["MiniLM ready after first request (lazy)", f"{out['minilm_ready_s']:.1f} s"]]
+    rows = [
+        ["`memsvc serve` → health SERVING (default: a process per core)", fmt(out["serving_s"], 2, " s")],
+        ["`memsvc serve` → health SERVING, one process", fmt(out["serving_one_process_s"], 2, " s")],
+        ["baseline: `python -c pass`", fmt(out["python_start_s"], 2, " s")],
+        ["RSS idle (no model: MEMORY_AUTO_STATIC=false), one process", fmt(out["rss_idle_mb"], 0, " MB")],
+        [
+            "RSS idle with the built static model, loaded before SERVING (the default), one process",
+            fmt(out["rss_idle_static_at_start_mb"], 0, " MB"),
+        ],
+        [
+            "RSS idle, the default serve's processes together (parent and workers)",
+            fmt(out["rss_idle_all_processes_mb"], 0, " MB"),
+        ],
+        ["RSS with the static model loaded, one process", f"{out['rss_static_mb']:.0f} MB"],
+        ["RSS with MiniLM loaded, one process", f"{out['rss_minilm_mb']:.0f} MB"],
+        ["RSS with both loaded, one process", f"{out['rss_static_and_minilm_mb']:.0f} MB"],
+        ["static model ready after first request (lazy, off the request path)", f"{out['static_ready_s']:.1f} s"],
+        ["MiniLM ready after first request (lazy)", f"{out['minilm_ready_s']:.1f} s"],
+    ]
     table = md_table(["start and footprint", "value"], rows)
-    targets = [Target("Health SERVING after start", out["serving_s"]["median"], "<=", 2.0, " s"),
-               Target("RSS without models, one process", out["rss_idle_mb"]["median"], "<=", 150, " MB")]
+    targets = [
+        Target("Health SERVING after start", out["serving_s"]["median"], "<=", 2.0, " s"),
+        Target("RSS without models, one process", out["rss_idle_mb"]["median"], "<=", 150, " MB"),
+    ]
     return table, targets
 
 

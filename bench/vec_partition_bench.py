@@ -60,7 +60,9 @@ def run(chunk_size: int, big: int, owners: int, dim: int, quantization: str, rep
         index.ensure(f"bench:random:{dim}", dim)
 
         def add(owner: str, vectors: np.ndarray) -> list[int]:
-            made = backend.create_many([NewMemory(api_key_id=owner, content=f"{owner} {i}") for i in range(len(vectors))])
+            made = backend.create_many(
+                [NewMemory(api_key_id=owner, content=f"{owner} {i}") for i in range(len(vectors))]
+            )
             mems = [backend.get(r.id) for r in made]
             index.upsert([VectorRow.from_memory(m, v) for m, v in zip(mems, vectors)])
             return [m.memory_id for m in mems]
@@ -73,8 +75,12 @@ def run(chunk_size: int, big: int, owners: int, dim: int, quantization: str, rep
         got_a = {h.memory_id for h in index.search(SearchScope("A", now), query, 5)}
         got_global = {h.memory_id for h in index.search(SearchScope(None, now), query, 5)}
         result = {
-            "chunk_size": chunk_size, "quantization": quantization, "dim": dim, "big_owner_vectors": big,
-            "small_owners": owners, "vectors": index.count(),
+            "chunk_size": chunk_size,
+            "quantization": quantization,
+            "dim": dim,
+            "big_owner_vectors": big,
+            "small_owners": owners,
+            "vectors": index.count(),
             "a_knn_returns_a_5": got_a == set(a_ids),
             "global_top5_contains_any_a": bool(got_global & set(a_ids)),
             "ms_owner_A": _timed(lambda: index.search(SearchScope("A", now), query, 5), repeat),
@@ -101,8 +107,19 @@ def main(argv: list[str] | None = None) -> int:
     for quantization in ("none", "int8"):
         for cs in (int(c) for c in args.chunk_sizes.split(",")):
             rows.append(run(cs, args.big, args.owners, args.dim, quantization, args.repeat))
-    cols = ["quantization", "chunk_size", "vectors", "a_knn_returns_a_5", "global_top5_contains_any_a", "ms_owner_A",
-            "ms_small_owner", "ms_owner_B", "ms_global", "ratio_A_over_B", "file_mb"]
+    cols = [
+        "quantization",
+        "chunk_size",
+        "vectors",
+        "a_knn_returns_a_5",
+        "global_top5_contains_any_a",
+        "ms_owner_A",
+        "ms_small_owner",
+        "ms_owner_B",
+        "ms_global",
+        "ratio_A_over_B",
+        "file_mb",
+    ]
     print(" | ".join(cols))
     for r in rows:
         print(" | ".join(f"{r[c]:.3f}" if isinstance(r[c], float) else str(r[c]) for c in cols))

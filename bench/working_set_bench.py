@@ -38,12 +38,17 @@ def _store(folder: Path, total: int) -> Database:
     db = Database(folder / "memsvc.db")
     backend = SqliteMemoryBackend(db, working_set_bytes=0)
     backend.initialize()
-    backend.create_many([NewMemory(api_key_id=OWNER, content=f.content, key=f.key, type=f.type)
-                         for f in owner_facts(OWNER, FACTS)])
+    backend.create_many(
+        [NewMemory(api_key_id=OWNER, content=f.content, key=f.key, type=f.type) for f in owner_facts(OWNER, FACTS)]
+    )
     for n in range(max(0, total - FACTS) // 5000):
         other = f"other-{n:04d}"
-        backend.create_many([NewMemory(api_key_id=other, content=f.content, key=f.key, type=f.type)
-                             for f in owner_facts(other, 5000, seed=n + 1)])
+        backend.create_many(
+            [
+                NewMemory(api_key_id=other, content=f.content, key=f.key, type=f.type)
+                for f in owner_facts(other, 5000, seed=n + 1)
+            ]
+        )
     return db
 
 
@@ -67,7 +72,9 @@ def run(total: int = 200_000, calls: int = 300, rounds: int = 3) -> dict:
         retrievers = {"working set": Retriever(in_memory), "FTS5": Retriever(store)}
         for name, retriever in retrievers.items():
             legs[f"Retrieve (keywords, conversation signals), {name}"] = (
-                lambda q, r=retriever: r.retrieve(RetrievalRequest(api_key_id=OWNER, query=q, retention_days=365)), asked)
+                lambda q, r=retriever: r.retrieve(RetrievalRequest(api_key_id=OWNER, query=q, retention_days=365)),
+                asked,
+            )
         measured = interleaved_n(legs, rounds)
         writer = SqliteMemoryBackend(Database(folder / "memsvc.db"), working_set_bytes=0)
         follow = []
@@ -77,37 +84,61 @@ def run(total: int = 200_000, calls: int = 300, rounds: int = 3) -> dict:
             in_memory.search_keyword(SearchScope(api_key_id=OWNER, now=utcnow()), "bicycle rack", 40)
             follow.append((time.perf_counter() - t0) * 1000.0)
         writer.db.close()
-        return {"total_rows": total, "owner_facts": FACTS, "calls_per_round": calls, "rounds": rounds,
-                "cold_build_ms": {"p50": pct(cold, 50), "max": max(cold), "runs": len(cold)},
-                "owner_set_bytes": status["bytes"], "after_a_write_ms": {"p50": pct(follow, 50), "p99": pct(follow, 99)},
-                "legs": measured}
+        return {
+            "total_rows": total,
+            "owner_facts": FACTS,
+            "calls_per_round": calls,
+            "rounds": rounds,
+            "cold_build_ms": {"p50": pct(cold, 50), "max": max(cold), "runs": len(cold)},
+            "owner_set_bytes": status["bytes"],
+            "after_a_write_ms": {"p50": pct(follow, 50), "p99": pct(follow, 99)},
+            "legs": measured,
+        }
     finally:
         db.close()
 
 
 def table(out: dict) -> str:
     rows = [[name, fmt(leg["p50_ms"], 3), fmt(leg["p99_ms"], 3)] for name, leg in out["legs"].items()]
-    speed = md_table([f"owner of {out['owner_facts']:,} facts among {out['total_rows']:,} rows, in process",
-                      "p50 ms", "p99 ms"], rows)
-    ratio = (out["legs"]["keyword search, FTS5"]["p50_ms"]["median"]
-             / out["legs"]["keyword search, working set"]["p50_ms"]["median"])
-    return (f"{speed}\n\nKeyword search p50: the working set is {ratio:.1f}× faster than FTS5 in the same run. "
-            f"Cold build of the owner's set: {out['cold_build_ms']['p50']:.0f} ms p50 (max "
-            f"{out['cold_build_ms']['max']:.0f}, {out['cold_build_ms']['runs']} builds); its size "
-            f"{out['owner_set_bytes'] / 1e6:.1f} MB; a search right after another connection's write "
-            f"(the change applied first): p50 {out['after_a_write_ms']['p50']:.2f} ms, "
-            f"p99 {out['after_a_write_ms']['p99']:.2f} ms.")
+    speed = md_table(
+        [f"owner of {out['owner_facts']:,} facts among {out['total_rows']:,} rows, in process", "p50 ms", "p99 ms"],
+        rows,
+    )
+    ratio = (
+        out["legs"]["keyword search, FTS5"]["p50_ms"]["median"]
+        / out["legs"]["keyword search, working set"]["p50_ms"]["median"]
+    )
+    return (
+        f"{speed}\n\nKeyword search p50: the working set is {ratio:.1f}× faster than FTS5 in the same run. "
+        f"Cold build of the owner's set: {out['cold_build_ms']['p50']:.0f} ms p50 (max "
+        f"{out['cold_build_ms']['max']:.0f}, {out['cold_build_ms']['runs']} builds); its size "
+        f"{out['owner_set_bytes'] / 1e6:.1f} MB; a search right after another connection's write "
+        f"(the change applied first): p50 {out['after_a_write_ms']['p50']:.2f} ms, "
+        f"p99 {out['after_a_write_ms']['p99']:.2f} ms."
+    )
 
 
 def report(out: dict) -> tuple[str, list[Target]]:
     mb = out["owner_set_bytes"] / 1e6
     vectors_mb = FACTS * 256 * 4 / 1e6  # the vector cache's float32 matrix of the same owner (256 dims)
     return table(out), [
-        Target("Memory per 10k-fact owner: working set + vector matrix (static model)", mb + vectors_mb, "<=", 30,
-               " MB", f"working set {mb:.1f} MB (postings as dicts, ~190 B each; memories ~1.6 kB), "
-               f"float32 vectors {vectors_mb:.1f} MB"),
-        Target("Cold build of a 10k-fact owner's working set", out["cold_build_ms"]["p50"], "<=", 100, " ms",
-               "one snapshot read of every row, tokenized in Python"),
+        Target(
+            "Memory per 10k-fact owner: working set + vector matrix (static model)",
+            mb + vectors_mb,
+            "<=",
+            30,
+            " MB",
+            f"working set {mb:.1f} MB (postings as dicts, ~190 B each; memories ~1.6 kB), "
+            f"float32 vectors {vectors_mb:.1f} MB",
+        ),
+        Target(
+            "Cold build of a 10k-fact owner's working set",
+            out["cold_build_ms"]["p50"],
+            "<=",
+            100,
+            " ms",
+            "one snapshot read of every row, tokenized in Python",
+        ),
     ]
 
 

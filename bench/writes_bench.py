@@ -59,7 +59,7 @@ def _rate(port: int, method: tuple[str, str], reqs: list, clients: int, rounds: 
             await ch.close()
         return len(part) / elapsed
 
-    rates = [asyncio.run(one(reqs[r * per_round:(r + 1) * per_round])) for r in range(rounds)]
+    rates = [asyncio.run(one(reqs[r * per_round : (r + 1) * per_round])) for r in range(rounds)]
     return {"per_s": agg(rates), "clients": clients, "calls_per_round": per_round}
 
 
@@ -69,15 +69,21 @@ def batch_rate(stubs: Stubs, reqs: list, rounds: int) -> dict:
     per_round = len(reqs) // rounds
     rates, stored, failed = [], 0, 0
     for r in range(rounds):
-        part = reqs[r * per_round:(r + 1) * per_round]
+        part = reqs[r * per_round : (r + 1) * per_round]
         t0 = time.perf_counter()
         answers = [stubs.memory.CreateMemories(req) for req in part]
         elapsed = time.perf_counter() - t0
         stored += sum(a.stored_count for a in answers)
         failed += sum(a.failed_count for a in answers)
         rates.append(sum(len(req.memories) for req in part) / elapsed)
-    return {"per_s": agg(rates), "clients": 1, "calls_per_round": per_round,
-            "memories_per_call": len(reqs[0].memories), "stored": stored, "failed": failed}
+    return {
+        "per_s": agg(rates),
+        "clients": 1,
+        "calls_per_round": per_round,
+        "memories_per_call": len(reqs[0].memories),
+        "stored": stored,
+        "failed": failed,
+    }
 
 
 def batch_requests(count: int, size: int) -> list | None:
@@ -88,9 +94,13 @@ def batch_requests(count: int, size: int) -> list | None:
     if "CreateMemories" not in memory_pb2.DESCRIPTOR.services_by_name["MemoryService"].methods_by_name:
         return None
     facts = owner_facts("batcher", count, seed=11)
-    items = [memory_pb2.CreateMemoryRequest(api_key_id=f"batcher-{i % 50}", key=f.key, content=f.content, type=f.type)
-             for i, f in enumerate(facts)]
-    return [memory_pb2.CreateMemoriesRequest(memories=items[i:i + size]) for i in range(0, len(items) - size + 1, size)]
+    items = [
+        memory_pb2.CreateMemoryRequest(api_key_id=f"batcher-{i % 50}", key=f.key, content=f.content, type=f.type)
+        for i, f in enumerate(facts)
+    ]
+    return [
+        memory_pb2.CreateMemoriesRequest(memories=items[i : i + size]) for i in range(0, len(items) - size + 1, size)
+    ]
 
 
 def _batch_or_skip(stubs: Stubs, batch: list | None, rounds: int) -> dict:
@@ -116,7 +126,9 @@ def _warm_static(port: int, connections: int = 8, timeout_s: float = 120.0) -> N
         stubs = Stubs(port)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            r = stubs.engine.Retrieve(engine_pb2.RetrieveRequest(api_key_id="warm", query="warm up", strategy="semantic"))
+            r = stubs.engine.Retrieve(
+                engine_pb2.RetrieveRequest(api_key_id="warm", query="warm up", strategy="semantic")
+            )
             if r.resolution.strategy_used == "vector":
                 break
             time.sleep(0.05)
@@ -135,33 +147,51 @@ def run(creates: int = 3000, rounds: int = 3, clients: int = 8, batches: int = 3
         _warm_static(server.port)
         out["server"] = server_shape(server)  # after the warm-up: every worker has bound the port by then
         facts = owner_facts("writer", creates * 2, seed=9)
-        reqs = [memory_pb2.CreateMemoryRequest(api_key_id=f"writer-{i % 50}", key=f.key, content=f.content, type=f.type)
-                for i, f in enumerate(facts)]
+        reqs = [
+            memory_pb2.CreateMemoryRequest(api_key_id=f"writer-{i % 50}", key=f.key, content=f.content, type=f.type)
+            for i, f in enumerate(facts)
+        ]
         single_n = max(300, creates // 5)
         out["create_1_client"] = _rate(server.port, ("memory", "CreateMemory"), reqs[:single_n], 1, rounds)
-        out["create_8_clients"] = _rate(server.port, ("memory", "CreateMemory"), reqs[single_n:single_n + creates],
-                                        clients, rounds)
+        out["create_8_clients"] = _rate(
+            server.port, ("memory", "CreateMemory"), reqs[single_n : single_n + creates], clients, rounds
+        )
         status = stubs.engine.GetEngineStatus(engine_pb2.GetEngineStatusRequest())
-        out["vectors_after_creates"] = {"rows": status.vector_store.row_count,
-                                        "needs_reindex": status.vector_store.needs_reindex,
-                                        "memories_created": single_n + creates}
+        out["vectors_after_creates"] = {
+            "rows": status.vector_store.row_count,
+            "needs_reindex": status.vector_store.needs_reindex,
+            "memories_created": single_n + creates,
+        }
         batch = batch_requests(batches * batch_size, batch_size)
         out["create_batch"] = _batch_or_skip(stubs, batch, rounds)
         if "skipped" not in out["create_batch"]:
             after = stubs.engine.GetEngineStatus(engine_pb2.GetEngineStatusRequest()).vector_store
             out["vectors_after_batches"] = {"rows": after.row_count, "needs_reindex": after.needs_reindex}
-        texts = [f"I prefer {f.item} for project {i}. I usually review code in the morning {i}. I'll use Rust for tool {i}."
-                 for i, f in enumerate(facts[:1200])]
-        ex = [engine_pb2.ExtractRequest(api_key_id=f"extractor-{i % 20}", user_message=t, wait=True)
-              for i, t in enumerate(texts)]
+        texts = [
+            f"I prefer {f.item} for project {i}. I usually review code in the morning {i}. I'll use Rust for tool {i}."
+            for i, f in enumerate(facts[:1200])
+        ]
+        ex = [
+            engine_pb2.ExtractRequest(api_key_id=f"extractor-{i % 20}", user_message=t, wait=True)
+            for i, t in enumerate(texts)
+        ]
         out["extract_wait_1_client"] = _rate(server.port, ("engine", "Extract"), ex[:300], 1, rounds)
         out["extract_wait_8_clients"] = _rate(server.port, ("engine", "Extract"), ex[300:1200], clients, rounds)
         out["extract_facts_per_call"] = 3
-        msgs = [memory_pb2.AppendRecentMessagesRequest(character=f"Char{i % 8}", messages=[
-            memory_pb2.ChatItem(role="human", text=f"I love green tea number {i}"),
-            memory_pb2.ChatItem(role="ai", text=f"Noted, tea {i}!")]) for i in range(4000)]
+        msgs = [
+            memory_pb2.AppendRecentMessagesRequest(
+                character=f"Char{i % 8}",
+                messages=[
+                    memory_pb2.ChatItem(role="human", text=f"I love green tea number {i}"),
+                    memory_pb2.ChatItem(role="ai", text=f"Noted, tea {i}!"),
+                ],
+            )
+            for i in range(4000)
+        ]
         out["append_1_client"] = _rate(server.port, ("memory", "AppendRecentMessages"), msgs[:1000], 1, rounds)
-        out["append_8_clients"] = _rate(server.port, ("memory", "AppendRecentMessages"), msgs[1000:4000], clients, rounds)
+        out["append_8_clients"] = _rate(
+            server.port, ("memory", "AppendRecentMessages"), msgs[1000:4000], clients, rounds
+        )
         stubs.close()
     shutil.rmtree(folder, ignore_errors=True)
     return out
@@ -169,45 +199,88 @@ def run(creates: int = 3000, rounds: int = 3, clients: int = 8, batches: int = 3
 
 def report(out: dict) -> tuple[str, list[Target]]:
     rows = [
-        ["CreateMemory (FTS + embedding + vector)", fmt(out["create_1_client"]["per_s"], 0),
-         fmt(out["create_8_clients"]["per_s"], 0), "memories/s"],
-        ["Extract wait=true (3 facts per call)", fmt(out["extract_wait_1_client"]["per_s"], 0),
-         fmt(out["extract_wait_8_clients"]["per_s"], 0), "calls/s"],
-        ["AppendRecentMessages (2 messages per call)", fmt(out["append_1_client"]["per_s"], 0),
-         fmt(out["append_8_clients"]["per_s"], 0), "calls/s"],
+        [
+            "CreateMemory (FTS + embedding + vector)",
+            fmt(out["create_1_client"]["per_s"], 0),
+            fmt(out["create_8_clients"]["per_s"], 0),
+            "memories/s",
+        ],
+        [
+            "Extract wait=true (3 facts per call)",
+            fmt(out["extract_wait_1_client"]["per_s"], 0),
+            fmt(out["extract_wait_8_clients"]["per_s"], 0),
+            "calls/s",
+        ],
+        [
+            "AppendRecentMessages (2 messages per call)",
+            fmt(out["append_1_client"]["per_s"], 0),
+            fmt(out["append_8_clients"]["per_s"], 0),
+            "calls/s",
+        ],
     ]
     b = out.get("create_batch", {"skipped": "not measured"})
     if "skipped" in b:
         rows.insert(1, ["CreateMemories (batch RPC)", "—", f"skipped: {b['skipped']}", "memories/s"])
     else:
-        rows.insert(1, [f"CreateMemories, {b['memories_per_call']} a call, 1 client (baseline: CreateMemory one at a "
-                        "time, 1 client, row above)", fmt(b["per_s"], 0), "—", "memories/s"])
+        rows.insert(
+            1,
+            [
+                f"CreateMemories, {b['memories_per_call']} a call, 1 client (baseline: CreateMemory one at a "
+                "time, 1 client, row above)",
+                fmt(b["per_s"], 0),
+                "—",
+                "memories/s",
+            ],
+        )
     table = md_table(["write", "1 client (baseline)", "8 clients", "unit"], rows)
     v = out["vectors_after_creates"]
     shape = out.get("server", {})
-    table += (f"\n\nServer: {shape.get('serving_processes', '?')} process(es), MEMSVC_PROCESSES "
-              f"{shape.get('MEMSVC_PROCESSES', '?')}, {shape.get('cores', '?')} cores. "
-              f"After the creates: {v['rows']:,} vectors stored, {v['needs_reindex']} memories waiting for one "
-              f"({v['memories_created']:,} created, plus 1 warm-up owner).")
+    table += (
+        f"\n\nServer: {shape.get('serving_processes', '?')} process(es), MEMSVC_PROCESSES "
+        f"{shape.get('MEMSVC_PROCESSES', '?')}, {shape.get('cores', '?')} cores. "
+        f"After the creates: {v['rows']:,} vectors stored, {v['needs_reindex']} memories waiting for one "
+        f"({v['memories_created']:,} created, plus 1 warm-up owner)."
+    )
     if "skipped" not in b:
         va = out["vectors_after_batches"]
-        table += (f" Batches: {b['stored']:,} stored, {b['failed']} failed; then {va['rows']:,} vectors, "
-                  f"{va['needs_reindex']} waiting.")
+        table += (
+            f" Batches: {b['stored']:,} stored, {b['failed']} failed; then {va['rows']:,} vectors, "
+            f"{va['needs_reindex']} waiting."
+        )
     table += f" Medians of {out['create_1_client']['per_s']['rounds']} rounds (min–max)."
-    targets = [Target("CreateMemory, 8 clients", out["create_8_clients"]["per_s"]["median"], ">=", 2000, "/s",
-                      f"1 client: {out['create_1_client']['per_s']['median']:.0f}/s")]
+    targets = [
+        Target(
+            "CreateMemory, 8 clients",
+            out["create_8_clients"]["per_s"]["median"],
+            ">=",
+            2000,
+            "/s",
+            f"1 client: {out['create_1_client']['per_s']['median']:.0f}/s",
+        )
+    ]
     if "skipped" not in b:
-        targets.append(Target(f"CreateMemories batch ({b['memories_per_call']} a call), 1 client", b["per_s"]["median"],
-                              ">=", 10_000, " memories/s",
-                              f"CreateMemory one at a time: {out['create_1_client']['per_s']['median']:.0f}/s"))
+        targets.append(
+            Target(
+                f"CreateMemories batch ({b['memories_per_call']} a call), 1 client",
+                b["per_s"]["median"],
+                ">=",
+                10_000,
+                " memories/s",
+                f"CreateMemory one at a time: {out['create_1_client']['per_s']['median']:.0f}/s",
+            )
+        )
     else:
-        targets.append(Target("CreateMemories batch, 1 client", float("nan"), ">=", 10_000, " memories/s", b["skipped"]))
+        targets.append(
+            Target("CreateMemories batch, 1 client", float("nan"), ">=", 10_000, " memories/s", b["skipped"])
+        )
     return table, targets
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--creates", type=int, default=3000, help="CreateMemory calls of the 8 clients (1 client: a fifth)")
+    parser.add_argument(
+        "--creates", type=int, default=3000, help="CreateMemory calls of the 8 clients (1 client: a fifth)"
+    )
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=30, help="CreateMemories calls, over all rounds")
     parser.add_argument("--batch-size", type=int, default=500)

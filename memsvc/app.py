@@ -69,39 +69,93 @@ class App:
         settings = Settings(store)
         background = BackgroundWriter()
         vectors, qdrant_settings = cls._vector_tier(config, stores, settings, background)
-        backends = BackendManager(backend, settings, create_backend, health_interval_s=config.backend_health_s,
-                                  retry_s=config.backend_retry_s, local_kind=stores.info.backend_name)
+        backends = BackendManager(
+            backend,
+            settings,
+            create_backend,
+            health_interval_s=config.backend_health_s,
+            retry_s=config.backend_retry_s,
+            local_kind=stores.info.backend_name,
+        )
         backends.initialize()
         events = RoutedEvents(vectors, backends)
         memories = Memories(backends, events=events, changes=database.data_version)
-        retriever = Retriever(backend, vectors=vectors, reranker=SettingsReranker(vectors.embeddings, settings),
-                              rrf_k=config.rrf_k, top_k=config.vec_top_k, fusion=FUSIONS[config.fusion],
-                              backend_name=stores.info.backend_name)
-        characters = PerNodeCharacters() if config.shared_store else Characters(
-            config, CharacterStore(database), ReflectionStore(database), memories)
+        retriever = Retriever(
+            backend,
+            vectors=vectors,
+            reranker=SettingsReranker(vectors.embeddings, settings),
+            rrf_k=config.rrf_k,
+            top_k=config.vec_top_k,
+            fusion=FUSIONS[config.fusion],
+            backend_name=stores.info.backend_name,
+        )
+        characters = (
+            PerNodeCharacters()
+            if config.shared_store
+            else Characters(config, CharacterStore(database), ReflectionStore(database), memories)
+        )
         characters.start()
-        reindexer = Reindexer(vectors, settings, backend.page_by_memory_id, backend.mark_all_for_reindex,
-                              leases=stores.lease_store, timing=LeaseTiming(ttl_s=config.lease_ttl_s))
+        reindexer = Reindexer(
+            vectors,
+            settings,
+            backend.page_by_memory_id,
+            backend.mark_all_for_reindex,
+            leases=stores.lease_store,
+            timing=LeaseTiming(ttl_s=config.lease_ttl_s),
+        )
         working_sets = getattr(backend, "working_sets", None)
-        metrics = Metrics(StateSources(db_path=stores.info.db_path, embedding_cache=_built(vectors.embeddings).cache.stats,
-                                       reindex=lambda: _reindex_gauges(reindexer),
-                                       working_sets=working_sets.status if working_sets is not None else None))
-        engine = Engine(backend, settings, background, retriever, events=events,
-                        on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)),
-                        access_delay_s=config.access_flush_s, writer=backends, backend_retrieval=backends.retrieve)
-        return cls(config=config, database=database, backend=backend, memories=memories, settings=settings,
-                   engine=engine, background=background, characters=characters, vectors=vectors,
-                   qdrant_settings=qdrant_settings,
-                   introspection=Introspection(backend.keyword_probe, vectors, settings, qdrant_settings,
-                                               retrieval=retriever.status, backends=backends.check_all,
-                                               reindex=reindexer.status, keyword_backend=stores.info.keyword_name,
-                                               working_sets=working_sets.status if working_sets is not None else None),
-                   reindexer=reindexer, metrics=metrics, credentials=Credentials(stores.credential_store),
-                   backends=backends, stores=stores)
+        metrics = Metrics(
+            StateSources(
+                db_path=stores.info.db_path,
+                embedding_cache=_built(vectors.embeddings).cache.stats,
+                reindex=lambda: _reindex_gauges(reindexer),
+                working_sets=working_sets.status if working_sets is not None else None,
+            )
+        )
+        engine = Engine(
+            backend,
+            settings,
+            background,
+            retriever,
+            events=events,
+            on_retrieval=lambda r: metrics.observe_retrieval(r.strategy_used, bool(r.fallback_reason)),
+            access_delay_s=config.access_flush_s,
+            writer=backends,
+            backend_retrieval=backends.retrieve,
+        )
+        return cls(
+            config=config,
+            database=database,
+            backend=backend,
+            memories=memories,
+            settings=settings,
+            engine=engine,
+            background=background,
+            characters=characters,
+            vectors=vectors,
+            qdrant_settings=qdrant_settings,
+            introspection=Introspection(
+                backend.keyword_probe,
+                vectors,
+                settings,
+                qdrant_settings,
+                retrieval=retriever.status,
+                backends=backends.check_all,
+                reindex=reindexer.status,
+                keyword_backend=stores.info.keyword_name,
+                working_sets=working_sets.status if working_sets is not None else None,
+            ),
+            reindexer=reindexer,
+            metrics=metrics,
+            credentials=Credentials(stores.credential_store),
+            backends=backends,
+            stores=stores,
+        )
 
     @staticmethod
-    def _vector_tier(config: Config, stores: Stores, settings: Settings,
-                     background: BackgroundWriter) -> tuple[VectorTier, QdrantSettingsManager]:
+    def _vector_tier(
+        config: Config, stores: Stores, settings: Settings, background: BackgroundWriter
+    ) -> tuple[VectorTier, QdrantSettingsManager]:
         """Tier-1 vector rows (sqlite-vec or pgvector) are deleted in the transaction that
         deletes their memories; Qdrant points are removed after it, in the background."""
         embeddings = Embeddings(EmbeddingConfig.from_config(config))
@@ -114,8 +168,9 @@ class App:
                 raise ConfigError(local_mode_across_hosts("the stored Qdrant settings enable local mode"))
         connector = QdrantConnector(qdrant_settings, str(config.data_dir), _qdrant_index)
         vectors = VectorTier(embeddings, index, connector, settings, backend, background, top_k=config.vec_top_k)
-        backend.add_delete_hook(lambda conn, rows: index.delete_in_transaction(
-            conn, [memory_id for _, memory_id in rows]))
+        backend.add_delete_hook(
+            lambda conn, rows: index.delete_in_transaction(conn, [memory_id for _, memory_id in rows])
+        )
         backend.add_delete_hook(lambda conn, rows: vectors.removed([memory_id for memory_id, _ in rows]))
         return vectors, qdrant_settings
 
@@ -161,8 +216,13 @@ def _reindex_gauges(reindexer: Reindexer) -> dict[str, float]:
     p = status.progress
     if p is None:
         return {"running": 1.0} if status.running else {}
-    return {"pending": p.pending, "processed": p.processed, "errors": p.errors, "rate_per_second": p.rate_per_second,
-            "running": 1.0 if status.running else 0.0}
+    return {
+        "pending": p.pending,
+        "processed": p.processed,
+        "errors": p.errors,
+        "rate_per_second": p.rate_per_second,
+        "running": 1.0 if status.running else 0.0,
+    }
 
 
 def _qdrant_index(settings, data_dir: str):

@@ -56,8 +56,10 @@ def _migrate(conf: cfg.Config, args: argparse.Namespace) -> int:
     stores = open_admin(conf)
     try:
         applied = stores.migrate()
-        print(f"{stores.info.location}: schema version {stores.schema_version()}"
-              + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)"))
+        print(
+            f"{stores.info.location}: schema version {stores.schema_version()}"
+            + (f" (applied {', '.join(map(str, applied))})" if applied else " (up to date)")
+        )
     finally:
         stores.close()
     return 0

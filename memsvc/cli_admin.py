@@ -23,11 +23,14 @@ def _as_dict(message: Any) -> dict[str, Any]:
 
 # ---- reindex ----
 
+
 def progress_line(p: engine_pb2.ReindexProgress, total: int) -> str:
     done = p.processed + p.errors
     share = min(1.0, done / total) if total else 1.0
-    return (f"{p.state:<9} {done}/{total} ({share:4.0%}) errors {p.errors} "
-            f"{p.rate_per_second:,.0f}/s eta {p.eta_seconds:,.1f}s")
+    return (
+        f"{p.state:<9} {done}/{total} ({share:4.0%}) errors {p.errors} "
+        f"{p.rate_per_second:,.0f}/s eta {p.eta_seconds:,.1f}s"
+    )
 
 
 def progress_bar(p: engine_pb2.ReindexProgress, total: int) -> str:
@@ -38,8 +41,9 @@ def progress_bar(p: engine_pb2.ReindexProgress, total: int) -> str:
 
 def reindex(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     """A live bar on a terminal, one plain line per message otherwise (logs, pipes)."""
-    request = engine_pb2.ReindexRequest(force=args.force, limit=args.limit, target=args.target or "",
-                                        attach=args.attach)
+    request = engine_pb2.ReindexRequest(
+        force=args.force, limit=args.limit, target=args.target or "", attach=args.attach
+    )
     tty = out.isatty()
     total, last = 0, None
     for message in client.stream(client.engine.Reindex, request):
@@ -67,13 +71,16 @@ def reindex(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout) 
 
 # ---- status ----
 
+
 def status_table(status: dict[str, Any]) -> str:
     """Engine status as aligned `section  field  value` rows."""
     rows = []
     for section, fields in status.items():
         if isinstance(fields, list):  # one row per item (the backends), named by its name
-            fields = {str(item.get("name", i)): {k: v for k, v in item.items() if k != "name"}
-                      for i, item in enumerate(fields)}
+            fields = {
+                str(item.get("name", i)): {k: v for k, v in item.items() if k != "name"}
+                for i, item in enumerate(fields)
+            }
         for name, value in fields.items():
             if isinstance(value, dict):
                 value = ", ".join(f"{k}={v}" for k, v in value.items())
@@ -90,24 +97,38 @@ def status(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout) -
 
 # ---- memories ----
 
+
 def memories(client: Client, args: argparse.Namespace, out: TextIO = sys.stdout) -> int:
     action = args.action
     if action == "list":
-        page = client.call(client.memory.ListMemories, memory_pb2.ListMemoriesRequest(
-            api_key_id=args.api_key_id or "", q=args.q or "", limit=args.limit))
+        page = client.call(
+            client.memory.ListMemories,
+            memory_pb2.ListMemoriesRequest(api_key_id=args.api_key_id or "", q=args.q or "", limit=args.limit),
+        )
         out.writelines(f"{m.id}  {m.api_key_id}  {m.type:<10}  {m.key or '-'}  {m.content[:80]}\n" for m in page.data)
         out.write(f"{len(page.data)} of {page.total}\n")
     elif action == "add":
-        created = client.call(client.memory.CreateMemory, memory_pb2.CreateMemoryRequest(
-            api_key_id=args.api_key_id, content=args.content, type=args.type or "", key=args.key or None,
-            session_id=args.session_id or None))
+        created = client.call(
+            client.memory.CreateMemory,
+            memory_pb2.CreateMemoryRequest(
+                api_key_id=args.api_key_id,
+                content=args.content,
+                type=args.type or "",
+                key=args.key or None,
+                session_id=args.session_id or None,
+            ),
+        )
         out.write(f"{'created' if created.created else 'updated'} {created.id}\n")
     elif action == "delete":
         client.call(client.memory.DeleteMemory, memory_pb2.DeleteMemoryRequest(id=args.id))
         out.write(f"deleted {args.id}\n")
     else:
-        cleared = client.call(client.memory.ClearMemories, memory_pb2.ClearMemoriesRequest(
-            api_key_id=args.api_key_id, type=args.type or "", session_id=args.session_id or ""))
+        cleared = client.call(
+            client.memory.ClearMemories,
+            memory_pb2.ClearMemoriesRequest(
+                api_key_id=args.api_key_id, type=args.type or "", session_id=args.session_id or ""
+            ),
+        )
         out.write(f"deleted {cleared.deleted_count} memories\n")
     return 0
 
@@ -142,6 +163,7 @@ def _memories_actions(memories_parser: argparse.ArgumentParser) -> None:
 def add_commands(commands: argparse._SubParsersAction) -> None:
     """Register reindex, status and memories on the CLI's subcommand parser. They take only
     the options that locate the server (MEMSVC_API_TOKENS gives them their token)."""
+
     def client_parser(name: str, text: str, handler) -> argparse.ArgumentParser:
         sub = commands.add_parser(name, help=text, description=text)
         client_options(sub)

@@ -51,12 +51,27 @@ class ClusterError(RuntimeError):
 def add_command(commands: argparse._SubParsersAction) -> None:
     sub = commands.add_parser("cluster", help=HELP, description=HELP)
     sub.add_argument("--replicas", type=int, default=2, help="memsvc replicas to run (1-16; default 2)")
-    sub.add_argument("--dir", dest="cluster_dir", type=Path, default=Path("./data-cluster"),
-                     help="folder for PostgreSQL's data, each replica's data folder and the logs (default ./data-cluster)")
-    sub.add_argument("--rest-port", dest="cluster_rest_port", type=int, default=8080,
-                     help="REST port of the gateway (default 8080; 0 picks a free one)")
-    sub.add_argument("--grpc-port", dest="cluster_grpc_port", type=int, default=50061,
-                     help="gRPC port of the first replica, the next ones count up (default 50061; 0 picks free ones)")
+    sub.add_argument(
+        "--dir",
+        dest="cluster_dir",
+        type=Path,
+        default=Path("./data-cluster"),
+        help="folder for PostgreSQL's data, each replica's data folder and the logs (default ./data-cluster)",
+    )
+    sub.add_argument(
+        "--rest-port",
+        dest="cluster_rest_port",
+        type=int,
+        default=8080,
+        help="REST port of the gateway (default 8080; 0 picks a free one)",
+    )
+    sub.add_argument(
+        "--grpc-port",
+        dest="cluster_grpc_port",
+        type=int,
+        default=50061,
+        help="gRPC port of the first replica, the next ones count up (default 50061; 0 picks free ones)",
+    )
     sub.add_argument("--postgres-port", type=int, default=0, help="PostgreSQL's loopback port (default 0: a free one)")
     sub.set_defaults(handler=run)
 
@@ -88,9 +103,14 @@ class Child:
         self._offset = self._log.tell()
         # Its own session: a Ctrl-C in the terminal reaches this process only, which then
         # stops the children in order.
-        self.proc = subprocess.Popen(self.command, stdin=subprocess.DEVNULL, stdout=self._log,
-                                     stderr=subprocess.STDOUT, start_new_session=True,
-                                     preexec_fn=die_with_parent)  # noqa: PLW1509 - one prctl call, no locks taken
+        self.proc = subprocess.Popen(
+            self.command,
+            stdin=subprocess.DEVNULL,
+            stdout=self._log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - one prctl call, no locks taken
+        )
 
     def exited(self) -> int | None:
         return None if self.proc is None else self.proc.poll()
@@ -169,13 +189,44 @@ def _children(args: argparse.Namespace, root: Path, url: str) -> tuple[list[Chil
     logs = root / "logs"
     logs.mkdir(parents=True, exist_ok=True)
     ports = _replica_ports(args)
-    replicas = [Child(f"replica-{i}", _memsvc(
-        "serve", "--no-gateway", "--processes", "1", "--database-url", url, "--grpc-port", str(port),
-        "--data-dir", str(root / f"replica-{i}"), "--metrics-port", "-1", "--mcp-port", "-1"),
-        logs / f"replica-{i}.log") for i, port in enumerate(ports, start=1)]
+    replicas = [
+        Child(
+            f"replica-{i}",
+            _memsvc(
+                "serve",
+                "--no-gateway",
+                "--processes",
+                "1",
+                "--database-url",
+                url,
+                "--grpc-port",
+                str(port),
+                "--data-dir",
+                str(root / f"replica-{i}"),
+                "--metrics-port",
+                "-1",
+                "--mcp-port",
+                "-1",
+            ),
+            logs / f"replica-{i}.log",
+        )
+        for i, port in enumerate(ports, start=1)
+    ]
     listed = [arg for port in ports for arg in ("--replica", f"127.0.0.1:{port}")]
-    gateway = Child("gateway", _memsvc("gateway", *listed, "--rest-port", str(args.cluster_rest_port),
-                                       "--data-dir", str(root / "gateway"), "--mcp-port", "-1"), logs / "gateway.log")
+    gateway = Child(
+        "gateway",
+        _memsvc(
+            "gateway",
+            *listed,
+            "--rest-port",
+            str(args.cluster_rest_port),
+            "--data-dir",
+            str(root / "gateway"),
+            "--mcp-port",
+            "-1",
+        ),
+        logs / "gateway.log",
+    )
     return replicas, gateway
 
 
@@ -190,11 +241,14 @@ def _wait_for_event(children: list[Child], event: str, timeout_s: float = READY_
             if child.name not in found and (entry := child.event(event)) is not None:
                 found[child.name] = entry
             elif child.name not in found and child.exited() is not None:
-                raise ClusterError(f"{child.name} exited with {child.exited()} while starting "
-                                   f"(log {child.log_path}):\n{child.tail()}")
+                raise ClusterError(
+                    f"{child.name} exited with {child.exited()} while starting (log {child.log_path}):\n{child.tail()}"
+                )
         if len(found) < len(children) and time.monotonic() > deadline:
-            raise ClusterError(f"no {event} within {timeout_s:.0f} s from " + ", ".join(
-                c.name for c in children if c.name not in found))
+            raise ClusterError(
+                f"no {event} within {timeout_s:.0f} s from "
+                + ", ".join(c.name for c in children if c.name not in found)
+            )
         time.sleep(0.1)
     return [found[child.name] for child in children]
 
@@ -209,7 +263,9 @@ def _wait_serving(gateway: Child, rest_port: int, timeout_s: float = 60.0) -> No
                 if answer.status == 200:
                     return
         if gateway.exited() is not None:
-            raise ClusterError(f"the gateway exited with {gateway.exited()} (log {gateway.log_path}):\n{gateway.tail()}")
+            raise ClusterError(
+                f"the gateway exited with {gateway.exited()} (log {gateway.log_path}):\n{gateway.tail()}"
+            )
         if time.monotonic() > deadline:
             raise ClusterError(f"the gateway's /healthz did not answer 200 within {timeout_s:.0f} s")
         time.sleep(0.1)
@@ -220,8 +276,9 @@ def _start_postgres(args: argparse.Namespace, root: Path, started: list) -> str:
     database; the server is in `started` before it starts, so it is stopped whatever follows."""
     from memsvc.storage.postgres.local_server import BASE_SETTINGS, PostgresServer, start_on_a_free_port
 
-    server = PostgresServer(root / "postgres", port=args.postgres_port or None, settings=BASE_SETTINGS,
-                            tied_to_parent=True)
+    server = PostgresServer(
+        root / "postgres", port=args.postgres_port or None, settings=BASE_SETTINGS, tied_to_parent=True
+    )
     started.append(server)
     if not server.initialized:
         print(f"memsvc cluster: creating a PostgreSQL cluster in {server.data_dir}", flush=True)
@@ -246,15 +303,21 @@ def _start(args: argparse.Namespace, root: Path, started: list) -> None:
         started.append(replica)
         replica.start()
     for replica, entry in zip(replicas, _wait_for_event(replicas, "server.started")):
-        print(f"memsvc cluster: {replica.name} serves gRPC on 127.0.0.1:{entry.get('grpc_port')} "
-              f"(log {replica.log_path})", flush=True)
+        print(
+            f"memsvc cluster: {replica.name} serves gRPC on 127.0.0.1:{entry.get('grpc_port')} "
+            f"(log {replica.log_path})",
+            flush=True,
+        )
     print(f"memsvc cluster: gateway: {' '.join(['memsvc', *gateway.command[3:]])}", flush=True)
     started.append(gateway)
     gateway.start()
     rest_port = _wait_for_event([gateway], "gateway.started", 60.0)[0]["rest_port"]
     _wait_serving(gateway, rest_port)
-    print(f"memsvc cluster: ready: REST http://127.0.0.1:{rest_port} (log {gateway.log_path}); "
-          "Ctrl-C or SIGTERM stops everything", flush=True)
+    print(
+        f"memsvc cluster: ready: REST http://127.0.0.1:{rest_port} (log {gateway.log_path}); "
+        "Ctrl-C or SIGTERM stops everything",
+        flush=True,
+    )
 
 
 def _watch(children: list[Child]) -> None:

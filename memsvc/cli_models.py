@@ -38,9 +38,12 @@ def build_models(conf: cfg.Config, args: argparse.Namespace) -> int:
             return 0
         print(f"memsvc: the static model cannot be built here: {problem}", file=sys.stderr)
         return EXIT_CANNOT_BUILD
-    print(f"building the static model {source.model} in {source.folder}\n"
-          "(distilled once from MiniLM, then ja/zh/ru pieces from the multilingual USE: a few minutes on two "
-          "cores; every later start loads it)", flush=True)
+    print(
+        f"building the static model {source.model} in {source.folder}\n"
+        "(distilled once from MiniLM, then ja/zh/ru pieces from the multilingual USE: a few minutes on two "
+        "cores; every later start loads it)",
+        flush=True,
+    )
     started = time.monotonic()
     try:
         source.build(echo=sys.stderr.buffer)
@@ -53,8 +56,14 @@ def build_models(conf: cfg.Config, args: argparse.Namespace) -> int:
 
 def add_command(commands: argparse._SubParsersAction) -> None:
     text = "build the default static model now (once per install), with progress"
-    sub = commands.add_parser("build-models", help=text, description=text + ". The cache folder is "
-                              "MEMORY_STATIC_CACHE_DIR, by default inside this installation.")
-    sub.add_argument("--skip-unavailable", action="store_true",
-                     help="exit 0 when it cannot be built here (no [minilm] extra): the set-up scripts use it")
+    sub = commands.add_parser(
+        "build-models",
+        help=text,
+        description=text + ". The cache folder is MEMORY_STATIC_CACHE_DIR, by default inside this installation.",
+    )
+    sub.add_argument(
+        "--skip-unavailable",
+        action="store_true",
+        help="exit 0 when it cannot be built here (no [minilm] extra): the set-up scripts use it",
+    )
     sub.set_defaults(handler=build_models)

@@ -36,9 +36,14 @@ def _credentials(config: Config) -> Iterator[Credentials]:
 
 def credential_dict(c: Credential) -> dict[str, Any]:
     """A credential as `tokens list --json` prints it (never a secret: none is stored)."""
-    return {"id": c.id, "permissions": sorted(c.permissions), "tenants": c.tenant_list(),
-            "characters": c.characters, "created_at": c.created_at.isoformat() if c.created_at else None,
-            "revoked_at": c.revoked_at.isoformat() if c.revoked_at else None}
+    return {
+        "id": c.id,
+        "permissions": sorted(c.permissions),
+        "tenants": c.tenant_list(),
+        "characters": c.characters,
+        "created_at": c.created_at.isoformat() if c.created_at else None,
+        "revoked_at": c.revoked_at.isoformat() if c.revoked_at else None,
+    }
 
 
 def _split(values: list[str] | None) -> list[str]:
@@ -53,8 +58,10 @@ def create(config: Config, args: argparse.Namespace, out: TextIO = sys.stdout) -
         return 0
     c = issued.credential
     tenants = ", ".join(c.tenant_list()) or "(none)"
-    out.write(f"created credential {c.id}: {', '.join(sorted(c.permissions))}; tenants {tenants}; "
-              f"character memory {'yes' if c.characters else 'no'}\n")
+    out.write(
+        f"created credential {c.id}: {', '.join(sorted(c.permissions))}; tenants {tenants}; "
+        f"character memory {'yes' if c.characters else 'no'}\n"
+    )
     out.write(f"token (shown once, store it now): {issued.token}\n")
     return 0
 
@@ -66,9 +73,12 @@ def list_tokens(config: Config, args: argparse.Namespace, out: TextIO = sys.stdo
         out.write(json.dumps(rows) + "\n")
         return 0
     out.write(f"{'ID':<24} {'PERMISSIONS':<26} {'TENANTS':<24} {'CHARS':<5} {'CREATED':<20} REVOKED\n")
-    out.writelines(f"{r['id']:<24} {','.join(r['permissions']):<26} {','.join(r['tenants']) or '-':<24} "
-                  f"{'yes' if r['characters'] else 'no':<5} {str(r['created_at'])[:19]:<20} "
-                  f"{str(r['revoked_at'])[:19] if r['revoked_at'] else '-'}\n" for r in rows)
+    out.writelines(
+        f"{r['id']:<24} {','.join(r['permissions']):<26} {','.join(r['tenants']) or '-':<24} "
+        f"{'yes' if r['characters'] else 'no':<5} {str(r['created_at'])[:19]:<20} "
+        f"{str(r['revoked_at'])[:19] if r['revoked_at'] else '-'}\n"
+        for r in rows
+    )
     return 0
 
 
@@ -82,12 +92,14 @@ def revoke(config: Config, args: argparse.Namespace, out: TextIO = sys.stdout) -
 def _guarded(handler):
     """A refused request is a message and an exit code, not a traceback: 2 for bad input,
     1 for a conflict or an unknown id."""
+
     def run(config: Config, args: argparse.Namespace) -> int:
         try:
             return handler(config, args)
         except MemsvcError as exc:
             print(f"memsvc tokens: {exc.message}", file=sys.stderr)
             return 1 if isinstance(exc, (ConflictError, NotFoundError)) else 2
+
     return run
 
 
@@ -99,19 +111,36 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
 
     def action(name: str, help_text: str, handler) -> argparse.ArgumentParser:
         sub = actions.add_parser(name, help=help_text, description=help_text)
-        sub.add_argument("--data-dir", dest="data_dir", default=None,
-                         help="where the SQLite database lives [MEMSVC_DATA_DIR, default ./data]")
-        sub.add_argument("--database-url", dest="database_url", default=None,
-                         help="the shared PostgreSQL instead of SQLite [MEMSVC_DATABASE_URL]")
+        sub.add_argument(
+            "--data-dir",
+            dest="data_dir",
+            default=None,
+            help="where the SQLite database lives [MEMSVC_DATA_DIR, default ./data]",
+        )
+        sub.add_argument(
+            "--database-url",
+            dest="database_url",
+            default=None,
+            help="the shared PostgreSQL instead of SQLite [MEMSVC_DATABASE_URL]",
+        )
         sub.set_defaults(handler=_guarded(handler))
         return sub
 
     made = action("create", "create a credential and print its token (once)", create)
     made.add_argument("id", help="a name you choose: letters, digits, '.', '-', '_'")
-    made.add_argument("--permissions", action="append", required=True, metavar="P[,P]",
-                      help=f"comma-separated, from {', '.join(PERMISSIONS)} (admin implies everything)")
-    made.add_argument("--tenants", action="append", metavar="ID[,ID]",
-                      help=f"apiKeyIds it may address, comma-separated, or {ALL_TENANTS!r} for every one")
+    made.add_argument(
+        "--permissions",
+        action="append",
+        required=True,
+        metavar="P[,P]",
+        help=f"comma-separated, from {', '.join(PERMISSIONS)} (admin implies everything)",
+    )
+    made.add_argument(
+        "--tenants",
+        action="append",
+        metavar="ID[,ID]",
+        help=f"apiKeyIds it may address, comma-separated, or {ALL_TENANTS!r} for every one",
+    )
     made.add_argument("--characters", action="store_true", help="it may read/write character memory")
     made.add_argument("--json", action="store_true", help="print the credential and token as JSON")
     listing = action("list", "list credentials (ids, permissions, tenants; never secrets)", list_tokens)

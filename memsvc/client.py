@@ -49,8 +49,14 @@ class Client:
         channel = grpc.insecure_channel(target, options=[("grpc.max_receive_message_length", config.max_message_bytes)])
         token = config.api_tokens[0] if config.api_tokens else None
         metadata = (("authorization", f"Bearer {token}"),) if token else ()
-        return cls(target, channel, memory_pb2_grpc.MemoryServiceStub(channel),
-                   engine_pb2_grpc.EngineServiceStub(channel), settings_pb2_grpc.SettingsServiceStub(channel), metadata)
+        return cls(
+            target,
+            channel,
+            memory_pb2_grpc.MemoryServiceStub(channel),
+            engine_pb2_grpc.EngineServiceStub(channel),
+            settings_pb2_grpc.SettingsServiceStub(channel),
+            metadata,
+        )
 
     def call(self, method: Callable[..., Any], request: Any) -> Any:
         try:
@@ -68,11 +74,15 @@ class Client:
     def explain(self, err: grpc.RpcError) -> ClientError:
         code = err.code()
         if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED) and _is_connection_failure(err):
-            return ClientError(f"cannot reach memsvc at {self.address}: is `memsvc serve` running there?",
-                               EXIT_UNREACHABLE)
+            return ClientError(
+                f"cannot reach memsvc at {self.address}: is `memsvc serve` running there?", EXIT_UNREACHABLE
+            )
         if code is grpc.StatusCode.UNAUTHENTICATED:
-            hint = "the token in MEMSVC_API_TOKENS was refused" if self.metadata else \
-                "the server requires a token: set MEMSVC_API_TOKENS"
+            hint = (
+                "the token in MEMSVC_API_TOKENS was refused"
+                if self.metadata
+                else "the server requires a token: set MEMSVC_API_TOKENS"
+            )
             return ClientError(f"not authorized: {hint}", EXIT_UNAUTHENTICATED)
         return ClientError(f"{code.name}: {err.details()}", EXIT_RPC_ERROR)
 
@@ -82,8 +92,9 @@ class Client:
 
 def _is_connection_failure(err: grpc.RpcError) -> bool:
     details = (err.details() or "").lower()
-    return any(word in details for word in ("connect", "unavailable", "connection refused", "failed to connect",
-                                            "deadline"))
+    return any(
+        word in details for word in ("connect", "unavailable", "connection refused", "failed to connect", "deadline")
+    )
 
 
 def client_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> None:
@@ -91,10 +102,24 @@ def client_options(parser: argparse.ArgumentParser, *, nested: bool = False) -> 
     `list` of `memories list`) takes them too, so they work before and after the action;
     there they default to SUPPRESS, so an option given before the action is not reset."""
     default = argparse.SUPPRESS if nested else None
-    parser.add_argument("--server", metavar="HOST:PORT", default=default,
-                        help="address of the running server (default: 127.0.0.1 and the gRPC port below)")
-    parser.add_argument("--grpc-host", dest="grpc_host", metavar="HOST", default=default,
-                        help="host of the server when --server is not given; a wildcard bind is reached on "
-                             "loopback [MEMSVC_GRPC_HOST, default 127.0.0.1]")
-    parser.add_argument("--grpc-port", dest="grpc_port", metavar="PORT", default=default,
-                        help="gRPC port of the server when --server is not given [MEMSVC_GRPC_PORT, default 50051]")
+    parser.add_argument(
+        "--server",
+        metavar="HOST:PORT",
+        default=default,
+        help="address of the running server (default: 127.0.0.1 and the gRPC port below)",
+    )
+    parser.add_argument(
+        "--grpc-host",
+        dest="grpc_host",
+        metavar="HOST",
+        default=default,
+        help="host of the server when --server is not given; a wildcard bind is reached on "
+        "loopback [MEMSVC_GRPC_HOST, default 127.0.0.1]",
+    )
+    parser.add_argument(
+        "--grpc-port",
+        dest="grpc_port",
+        metavar="PORT",
+        default=default,
+        help="gRPC port of the server when --server is not given [MEMSVC_GRPC_PORT, default 50051]",
+    )

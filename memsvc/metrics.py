@@ -73,9 +73,12 @@ class _StateCollector(Collector):
                 cache.add_metric([kind], float(stats.get(kind, 0)))
             yield cache
         if self._sources.working_sets:
-            held = GaugeMetricFamily("memsvc_working_sets", "Per-owner working sets in memory: owners, bytes, "
-                                     "budget_bytes, and counters of builds, updates, store_searches, evictions",
-                                     labels=["field"])
+            held = GaugeMetricFamily(
+                "memsvc_working_sets",
+                "Per-owner working sets in memory: owners, bytes, "
+                "budget_bytes, and counters of builds, updates, store_searches, evictions",
+                labels=["field"],
+            )
             for name, value in self._sources.working_sets().items():
                 held.add_metric([name], float(value))
             yield held
@@ -116,7 +119,6 @@ class _Endpoint:
             self._server.shutdown()
             self._server.server_close()
             self._server = None
-
 
 
 class _WorkerFiles(multiprocess.MultiProcessCollector):
@@ -175,8 +177,11 @@ class ProcessesMetrics(_Endpoint):
 # live workers add up; the reindex runs in one process at a time, so its latest values win.
 #: How a worker-published gauge combines across processes (prometheus_client's modes).
 _Mode = Literal["livesum", "livemostrecent"]
-ACROSS_PROCESSES: dict[str, tuple[str, _Mode]] = {"memsvc_embedding_cache": ("kind", "livesum"), "memsvc_reindex": ("field", "livemostrecent"),
-                    "memsvc_working_sets": ("field", "livesum")}
+ACROSS_PROCESSES: dict[str, tuple[str, _Mode]] = {
+    "memsvc_embedding_cache": ("kind", "livesum"),
+    "memsvc_reindex": ("field", "livemostrecent"),
+    "memsvc_working_sets": ("field", "livesum"),
+}
 PUBLISH_S = 1.0
 
 
@@ -190,8 +195,9 @@ def runtime_directory() -> Path:
     RUNTIME_BASES this process may write, else in the temporary folder. Its name carries
     this process's pid, so folders left by a parent that was killed (no cleanup ran) are
     removed here once their parent is gone."""
-    base = next((b for b in RUNTIME_BASES if os.path.isdir(b) and os.access(b, os.W_OK | os.X_OK)),
-                tempfile.gettempdir())
+    base = next(
+        (b for b in RUNTIME_BASES if os.path.isdir(b) and os.access(b, os.W_OK | os.X_OK)), tempfile.gettempdir()
+    )
     for leftover in glob.glob(os.path.join(base, _RUNTIME_PREFIX + "*")):
         match = _RUNTIME_NAME.match(os.path.basename(leftover))
         if match and not _alive(int(match.group(1))):
@@ -216,8 +222,11 @@ def _alive(pid: int) -> bool:
 # can write: each RPC method with each status code, each latency bucket of each method
 # (about 110 KB and 130 KB with today's 39 methods; tests/service/test_disk_full.py writes
 # them all on a full disk), and the few state gauges.
-WORKER_FILE_BYTES = {"counter": 512 * 1024, "histogram": 512 * 1024,
-                     **{f"gauge_{mode}": 64 * 1024 for _, mode in ACROSS_PROCESSES.values()}}
+WORKER_FILE_BYTES = {
+    "counter": 512 * 1024,
+    "histogram": 512 * 1024,
+    **{f"gauge_{mode}": 64 * 1024 for _, mode in ACROSS_PROCESSES.values()},
+}
 
 
 class MetricsFilesError(RuntimeError):
@@ -250,8 +259,10 @@ class _StatePublisher:
 
     def __init__(self, collector: _StateCollector):
         self._collector = collector
-        self._gauges = {name: Gauge(name, "", [label], multiprocess_mode=mode, registry=None)
-                        for name, (label, mode) in ACROSS_PROCESSES.items()}
+        self._gauges = {
+            name: Gauge(name, "", [label], multiprocess_mode=mode, registry=None)
+            for name, (label, mode) in ACROSS_PROCESSES.items()
+        }
         self._written: dict[tuple[str, str], float] = {}
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="memsvc-metrics-publish", daemon=True)
@@ -283,20 +294,30 @@ class Metrics(_Endpoint):
         self.registry = CollectorRegistry()
         self._state = _StateCollector(sources or StateSources())
         self._publisher: _StatePublisher | None = None
-        self.rpc_latency = Histogram("memsvc_rpc_duration_seconds", "RPC latency", ["method"],
-                                     buckets=LATENCY_BUCKETS, registry=self.registry)
+        self.rpc_latency = Histogram(
+            "memsvc_rpc_duration_seconds", "RPC latency", ["method"], buckets=LATENCY_BUCKETS, registry=self.registry
+        )
         self.rpc_total = Counter("memsvc_rpc", "RPCs by final status", ["method", "code"], registry=self.registry)
-        self.retrieval_tier = Counter("memsvc_retrieval", "Retrievals by the tier that answered",
-                                      ["strategy_used"], registry=self.registry)
-        self.retrieval_fallback = Counter("memsvc_retrieval_fallback", "Retrievals that fell back from the "
-                                          "requested tier", registry=self.registry)
-        self.storage_full = Counter("memsvc_storage_full", "Requests refused because the data directory's "
-                                    "filesystem had no space left (RESOURCE_EXHAUSTED, reason STORAGE_FULL)",
-                                    registry=self.registry)
-        self.inline_calls = Counter("memsvc_inline_calls", "Retrieve, RetrievePreview and Inject calls by where "
-                                    "they ran: 'inline' on the event loop's thread, else the step that would "
-                                    "have waited there and sent the call to a worker thread", ["ran"],
-                                    registry=self.registry)
+        self.retrieval_tier = Counter(
+            "memsvc_retrieval", "Retrievals by the tier that answered", ["strategy_used"], registry=self.registry
+        )
+        self.retrieval_fallback = Counter(
+            "memsvc_retrieval_fallback", "Retrievals that fell back from the requested tier", registry=self.registry
+        )
+        self.storage_full = Counter(
+            "memsvc_storage_full",
+            "Requests refused because the data directory's "
+            "filesystem had no space left (RESOURCE_EXHAUSTED, reason STORAGE_FULL)",
+            registry=self.registry,
+        )
+        self.inline_calls = Counter(
+            "memsvc_inline_calls",
+            "Retrieve, RetrievePreview and Inject calls by where "
+            "they ran: 'inline' on the event loop's thread, else the step that would "
+            "have waited there and sent the call to a worker thread",
+            ["ran"],
+            registry=self.registry,
+        )
         self.registry.register(self._state)
 
     def publish_state(self) -> None:
@@ -328,4 +349,3 @@ class Metrics(_Endpoint):
         self.retrieval_tier.labels(strategy_used).inc()
         if fell_back:
             self.retrieval_fallback.inc()
-

@@ -46,9 +46,14 @@ class PinnedBackend(httpcore.NetworkBackend):
         self._resolver = resolver
         self._inner = httpcore.SyncBackend()
 
-    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
-                    local_address: str | None = None,
-                    socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+    def connect_tcp(
+        self,
+        host: str,
+        port: int,
+        timeout: float | None = None,
+        local_address: str | None = None,
+        socket_options: Iterable[Any] | None = None,
+    ) -> httpcore.NetworkStream:
         try:
             addresses = checked_addresses(host, port, self._resolver)
         except Unresolvable:
@@ -56,15 +61,17 @@ class PinnedBackend(httpcore.NetworkBackend):
         failure: Exception | None = None
         for address in addresses:
             try:
-                return self._inner.connect_tcp(address, port, timeout=timeout, local_address=local_address,
-                                               socket_options=socket_options)
+                return self._inner.connect_tcp(
+                    address, port, timeout=timeout, local_address=local_address, socket_options=socket_options
+                )
             except (httpcore.ConnectError, httpcore.ConnectTimeout) as exc:
                 failure = exc
         assert failure is not None  # checked_addresses never returns an empty list
         raise failure
 
-    def connect_unix_socket(self, path: str, timeout: float | None = None,
-                            socket_options: Iterable[Any] | None = None) -> httpcore.NetworkStream:
+    def connect_unix_socket(
+        self, path: str, timeout: float | None = None, socket_options: Iterable[Any] | None = None
+    ) -> httpcore.NetworkStream:
         raise httpcore.ConnectError("memsvc does not call endpoints over unix sockets")
 
     def sleep(self, seconds: float) -> None:
@@ -80,10 +87,13 @@ def pinned_transport(resolver: Resolver | None = None, verify: ssl.SSLContext | 
     # (httpcore.ConnectionPool(network_backend=...)), so the pool is replaced by an equal one
     # that has it. tests/unit/test_outbound.py fails if an httpx upgrade changes this seam.
     context = verify or httpx.create_ssl_context(trust_env=False)
-    transport._pool = httpcore.ConnectionPool(ssl_context=context,
-                                              max_connections=_MAX_CONNECTIONS, max_keepalive_connections=_KEEPALIVE,
-                                              keepalive_expiry=_KEEPALIVE_EXPIRY_S,
-                                              network_backend=PinnedBackend(resolver))
+    transport._pool = httpcore.ConnectionPool(
+        ssl_context=context,
+        max_connections=_MAX_CONNECTIONS,
+        max_keepalive_connections=_KEEPALIVE,
+        keepalive_expiry=_KEEPALIVE_EXPIRY_S,
+        network_backend=PinnedBackend(resolver),
+    )
     return transport
 
 
@@ -95,10 +105,13 @@ def _network_call(request: httpx.Request) -> None:
 def client_options(resolver: Resolver | None = None) -> dict[str, Any]:
     """httpx.Client keyword arguments for a policy-checked client (also what qdrant-client
     passes through to its own httpx client)."""
-    return {"transport": pinned_transport(resolver), "follow_redirects": False, "trust_env": False,
-            "event_hooks": {"request": [_network_call]}}
+    return {
+        "transport": pinned_transport(resolver),
+        "follow_redirects": False,
+        "trust_env": False,
+        "event_hooks": {"request": [_network_call]},
+    }
 
 
 def make_client(timeout_s: float, resolver: Resolver | None = None) -> httpx.Client:
-    return httpx.Client(timeout=httpx.Timeout(timeout_s), headers={"User-Agent": "memsvc"},
-                        **client_options(resolver))
+    return httpx.Client(timeout=httpx.Timeout(timeout_s), headers={"User-Agent": "memsvc"}, **client_options(resolver))

@@ -144,8 +144,13 @@ class Worker:
         self.ready = False
         read_fd, write_fd = os.pipe()
         try:
-            self.process = subprocess.Popen([*self._command, "--ready-fd", str(write_fd)], env=self._env,
-                                            stdin=subprocess.DEVNULL, pass_fds=(write_fd,), process_group=0)
+            self.process = subprocess.Popen(
+                [*self._command, "--ready-fd", str(write_fd)],
+                env=self._env,
+                stdin=subprocess.DEVNULL,
+                pass_fds=(write_fd,),
+                process_group=0,
+            )
         except OSError as exc:
             os.close(read_fd)
             raise WorkerError(f"cannot start a server process: {exc}") from None
@@ -167,8 +172,9 @@ class Worker:
             raise WorkerError(f"a server process did not become ready within {timeout_s:.0f}s")
         if not line:
             code = self.process.wait()
-            raise WorkerError(f"a server process exited with code {code} before it was ready "
-                              "(its own error is logged above)")
+            raise WorkerError(
+                f"a server process exited with code {code} before it was ready (its own error is logged above)"
+            )
         self.ready = True
         return int(line)
 
@@ -217,10 +223,12 @@ class Fleet:
         env = worker_env(config, port, metrics.directory)
         self._metrics = metrics
         self._rest_up = True
-        self.workers = [Worker(command, env, stop_timeout_s=config.shutdown_grace_s + 30)
-                        for _ in range(config.processes)]
-        self._supervisors = [Supervisor("worker", worker, self._on_state(worker), WorkerError, log)
-                             for worker in self.workers]
+        self.workers = [
+            Worker(command, env, stop_timeout_s=config.shutdown_grace_s + 30) for _ in range(config.processes)
+        ]
+        self._supervisors = [
+            Supervisor("worker", worker, self._on_state(worker), WorkerError, log) for worker in self.workers
+        ]
 
     @property
     def pids(self) -> list[int]:
@@ -251,6 +259,7 @@ class Fleet:
                 self._metrics.process_exited(worker.pid)
             elif up and not self._rest_up:
                 await self.report_rest(False)
+
         return on_state
 
     async def stop(self) -> None:
@@ -300,8 +309,12 @@ def prepare(config: Config) -> Prepared:
         if config.shared_store and qdrant.enabled and qdrant.local_path is not None:
             raise ConfigError(local_mode_across_hosts("the stored Qdrant settings enable local mode"))
         required = config.auth_enabled or Credentials(stores.credential_store).required()
-        return Prepared(auth="bearer" if required else "none (loopback only)", store=stores.started_fields(),
-                        local_qdrant=qdrant.enabled and qdrant.local_path is not None, db_path=stores.info.db_path)
+        return Prepared(
+            auth="bearer" if required else "none (loopback only)",
+            store=stores.started_fields(),
+            local_qdrant=qdrant.enabled and qdrant.local_path is not None,
+            db_path=stores.info.db_path,
+        )
     finally:
         stores.close()
 
@@ -314,9 +327,14 @@ async def serve_processes(config: Config) -> None:
     loop = asyncio.get_running_loop()
     prepared = await loop.run_in_executor(None, prepare, config)
     if prepared.local_qdrant:
-        log.warning("server.single_process", extra={
-            "processes": config.processes, "reason": "Qdrant local mode (localPath) is enabled and its folder "
-            "can be opened by one process only: set a Qdrant server URL instead to serve with several processes"})
+        log.warning(
+            "server.single_process",
+            extra={
+                "processes": config.processes,
+                "reason": "Qdrant local mode (localPath) is enabled and its folder "
+                "can be opened by one process only: set a Qdrant server URL instead to serve with several processes",
+            },
+        )
         from memsvc.server import serve
 
         await serve(replace(config, processes=1))
@@ -345,10 +363,19 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
 
         mcp_http = await start_mcp(config, port)
         config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)
-        log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": port,
-                                          "metrics_port": serve_metrics(metrics, config), "auth": prepared.auth,
-                                          **prepared.store, "processes": config.processes,
-                                          "worker_pids": fleet.pids, "metrics_dir": str(metrics.directory)})
+        log.info(
+            "server.started",
+            extra={
+                "grpc_host": config.grpc_host,
+                "grpc_port": port,
+                "metrics_port": serve_metrics(metrics, config),
+                "auth": prepared.auth,
+                **prepared.store,
+                "processes": config.processes,
+                "worker_pids": fleet.pids,
+                "metrics_dir": str(metrics.directory),
+            },
+        )
         if config.gateway:
             supervisor = await start_gateway(config, port, fleet.report_rest)
         await until_stopped(stop, fleet, supervisor)

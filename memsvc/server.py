@@ -53,7 +53,11 @@ log = logging.getLogger("memsvc.server")
 
 SERVICE_NAMES = tuple(
     module.DESCRIPTOR.services_by_name[name].full_name
-    for module, name in ((memory_pb2, "MemoryService"), (engine_pb2, "EngineService"), (settings_pb2, "SettingsService"))
+    for module, name in (
+        (memory_pb2, "MemoryService"),
+        (engine_pb2, "EngineService"),
+        (settings_pb2, "SettingsService"),
+    )
 )
 # The operator's service, apart from the memory API's three (whose RPCs the tests count).
 CREDENTIAL_SERVICE = credentials_pb2.DESCRIPTOR.services_by_name["CredentialService"].full_name
@@ -129,9 +133,11 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     )
     memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories, app.characters), server)
     engine_pb2_grpc.add_EngineServiceServicer_to_server(
-        EngineServicer(app.engine, app.introspection, app.reindexer, app.metrics.observe_inline), server)
+        EngineServicer(app.engine, app.introspection, app.reindexer, app.metrics.observe_inline), server
+    )
     settings_pb2_grpc.add_SettingsServiceServicer_to_server(
-        SettingsServicer(app.settings, app.characters, app.introspection), server)
+        SettingsServicer(app.settings, app.characters, app.introspection), server
+    )
     credentials_pb2_grpc.add_CredentialServiceServicer_to_server(CredentialServicer(app.credentials), server)
     health_servicer = health.aio.HealthServicer()
     health_pb2_grpc.add_HealthServicer_to_server(health_servicer, server)
@@ -186,8 +192,7 @@ async def report_rest(health_servicer: health.aio.HealthServicer, up: bool) -> N
     await health_servicer.set("", status)
 
 
-async def start_gateway(config: Config, grpc_port: int,
-                        report: Callable[[bool], Awaitable[None]]) -> GatewaySupervisor:
+async def start_gateway(config: Config, grpc_port: int, report: Callable[[bool], Awaitable[None]]) -> GatewaySupervisor:
     """Envoy in front of the gRPC server on `grpc_port`, supervised; `report(up)` is awaited
     when REST goes down or comes back."""
     from memsvc.gateway.launcher import Gateway, GatewayError, GatewaySupervisor  # optional at run time
@@ -198,8 +203,9 @@ async def start_gateway(config: Config, grpc_port: int,
     except GatewayError as exc:
         log.error("gateway.failed", extra={"error": str(exc)})
         raise
-    log.info("gateway.started", extra={"rest_host": config.rest_host, "rest_port": rest_port,
-                                       "pid": supervisor.gateway.pid})
+    log.info(
+        "gateway.started", extra={"rest_host": config.rest_host, "rest_port": rest_port, "pid": supervisor.gateway.pid}
+    )
     return supervisor
 
 
@@ -221,8 +227,9 @@ async def until_stopped(stop: asyncio.Event, *supervisors: Watched | None) -> No
     stopped = asyncio.ensure_future(stop.wait())
     await asyncio.wait({*watches, stopped}, return_when=asyncio.FIRST_COMPLETED)
     stopped.cancel()
-    failed = [(name, error) for watch, name in watches.items()
-              if watch.done() and (error := watch.exception()) is not None]
+    failed = [
+        (name, error) for watch, name in watches.items() if watch.done() and (error := watch.exception()) is not None
+    ]
     for watch in watches:
         watch.cancel()
     if failed:
@@ -253,11 +260,16 @@ async def serve(config: Config) -> None:
     mcp_http = await start_mcp(config, running.port)
     config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)  # where Envoy sends /mcp
     metrics_port = serve_metrics(app.metrics, config)
-    log.info("server.started", extra={"grpc_host": config.grpc_host, "grpc_port": running.port,
-                                      "metrics_port": metrics_port,
-                                      "auth": ("bearer" if config.auth_enabled or app.credentials.required()
-                                               else "none (loopback only)"),
-                                      **app.stores.started_fields()})
+    log.info(
+        "server.started",
+        extra={
+            "grpc_host": config.grpc_host,
+            "grpc_port": running.port,
+            "metrics_port": metrics_port,
+            "auth": ("bearer" if config.auth_enabled or app.credentials.required() else "none (loopback only)"),
+            **app.stores.started_fields(),
+        },
+    )
     supervisor = None
     stop = asyncio.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -49,8 +49,15 @@ class Supervisor:
     under `name`: <name>.exited, <name>.restart_failed, <name>.restarted. `error` is the
     exception type of a child that cannot start or keeps exiting."""
 
-    def __init__(self, name: str, child: Child, on_state: Callable[[bool], Awaitable[None]],
-                 error: type[Exception], logger: logging.Logger, policy: RestartPolicy = RestartPolicy()):
+    def __init__(
+        self,
+        name: str,
+        child: Child,
+        on_state: Callable[[bool], Awaitable[None]],
+        error: type[Exception],
+        logger: logging.Logger,
+        policy: RestartPolicy = RestartPolicy(),
+    ):
         self.name = name
         self.child = child
         self._on_state = on_state
@@ -81,14 +88,21 @@ class Supervisor:
                 return
             if time.monotonic() - self._up_since >= self._policy.stable_s:
                 attempts = 0
-            self._log.error(f"{self.name}.exited", extra={"pid": self.child.pid, "exit_code": code,
-                                                          "restarts_left": len(self._policy.backoff_s) - attempts})
+            self._log.error(
+                f"{self.name}.exited",
+                extra={
+                    "pid": self.child.pid,
+                    "exit_code": code,
+                    "restarts_left": len(self._policy.backoff_s) - attempts,
+                },
+            )
             await self._on_state(False)
             attempts = await self._restart(attempts)
             if self._stopping:
                 return
-            self._log.warning(f"{self.name}.restarted", extra={"pid": self.child.pid, "attempt": attempts,
-                                                               **self.restarted_fields()})
+            self._log.warning(
+                f"{self.name}.restarted", extra={"pid": self.child.pid, "attempt": attempts, **self.restarted_fields()}
+            )
             await self._on_state(True)
 
     def restarted_fields(self) -> dict[str, object]:

@@ -51,8 +51,11 @@ class ServerHandle:
 
     def stubs(self, token: str | None = None) -> Stubs:
         ch = self.channel(token)
-        return Stubs(memory_pb2_grpc.MemoryServiceStub(ch), engine_pb2_grpc.EngineServiceStub(ch),
-                     settings_pb2_grpc.SettingsServiceStub(ch))
+        return Stubs(
+            memory_pb2_grpc.MemoryServiceStub(ch),
+            engine_pb2_grpc.EngineServiceStub(ch),
+            settings_pb2_grpc.SettingsServiceStub(ch),
+        )
 
     @property
     def app(self) -> App:
@@ -113,8 +116,9 @@ def start_server(config: Config) -> ServerHandle:
 
 def make_config(tmp_path: Path, **overrides: Any) -> Config:
     # auto_static off: tests choose their embedding source; tests of the out-of-box default turn it on.
-    base = Config(data_dir=tmp_path / "data", grpc_port=0, gateway=False, workers=4, log_level="WARNING",
-                  auto_static=False)
+    base = Config(
+        data_dir=tmp_path / "data", grpc_port=0, gateway=False, workers=4, log_level="WARNING", auto_static=False
+    )
     return replace(base, **overrides)
 
 
@@ -130,8 +134,10 @@ def no_process_left_behind(tmp_path_factory: pytest.TempPathFactory) -> Iterator
     while (left := leftovers(os.getpid(), marker, names)) and time.monotonic() < deadline:
         time.sleep(0.1)
     if left:
-        pytest.fail("processes left behind by the test run:\n" + "\n".join(f"{pid}: {line}" for pid, line in left.items()),
-                    pytrace=False)
+        pytest.fail(
+            "processes left behind by the test run:\n" + "\n".join(f"{pid}: {line}" for pid, line in left.items()),
+            pytrace=False,
+        )
 
 
 @pytest.fixture(scope="session")
@@ -201,8 +207,9 @@ class Rest:
     base: str
     token: str | None = None
 
-    def call(self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None,
-             raw: bytes | None = None) -> tuple[int, Any]:
+    def call(
+        self, method: str, path: str, body: Any = None, headers: dict[str, str] | None = None, raw: bytes | None = None
+    ) -> tuple[int, Any]:
         data = raw if raw is not None else (json.dumps(body).encode() if body is not None else None)
         req = urllib.request.Request(self.base + path, data=data, method=method)
         req.add_header("content-type", "application/json")

@@ -97,8 +97,12 @@ def _admin() -> Rule:
     return Rule(ADMIN)
 
 
-_M, _E, _S, _C = ("/memsvc.v1.MemoryService/", "/memsvc.v1.EngineService/", "/memsvc.v1.SettingsService/",
-                  "/memsvc.v1.CredentialService/")
+_M, _E, _S, _C = (
+    "/memsvc.v1.MemoryService/",
+    "/memsvc.v1.EngineService/",
+    "/memsvc.v1.SettingsService/",
+    "/memsvc.v1.CredentialService/",
+)
 
 RULES: dict[str, Rule] = {
     _M + "ListMemories": Rule(READ, TenantField(when_empty=CONFINE)),
@@ -176,8 +180,9 @@ def authorize(method: str, credential: Credential, request: Any) -> Grant:
     return _tenant_grant(rule.tenant, credential, request, scope, audited)
 
 
-def _tenant_grant(source: TenantSource, credential: Credential, request: Any,
-                  scope: TenantScope | None, audited: bool) -> Grant:
+def _tenant_grant(
+    source: TenantSource, credential: Credential, request: Any, scope: TenantScope | None, audited: bool
+) -> Grant:
     if isinstance(source, MemoryById):
         return Grant(scope, "", audited, memory_id=getattr(request, source.name))
     if isinstance(source, TenantsOf):

@@ -36,8 +36,7 @@ async def run_shielded(fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) ->
     return await asyncio.shield(task)
 
 
-async def run_inline_first(ran: Callable[[str], None], fn: Callable[P, T], *args: P.args,
-                           **kwargs: P.kwargs) -> T:
+async def run_inline_first(ran: Callable[[str], None], fn: Callable[P, T], *args: P.args, **kwargs: P.kwargs) -> T:
     """`fn` on the event loop's own thread, unless a step of it would wait (a network call,
     a model, a build, a write, a busy lock): then the whole call runs again on a worker
     thread, as `run` does. For reads only: the first try stops before any side effect.

@@ -19,14 +19,25 @@ class CredentialServicer(credentials_pb2_grpc.CredentialServiceServicer):
     def __init__(self, credentials: Credentials):
         self._credentials = credentials
 
-    async def CreateCredential(self, request: pb.CreateCredentialRequest, context: Context) -> pb.CreateCredentialResponse:
-        return convert.issued_to_pb(await run(self._credentials.create, request.id, list(request.permissions),
-                                              list(request.tenants), request.characters))
+    async def CreateCredential(
+        self, request: pb.CreateCredentialRequest, context: Context
+    ) -> pb.CreateCredentialResponse:
+        return convert.issued_to_pb(
+            await run(
+                self._credentials.create,
+                request.id,
+                list(request.permissions),
+                list(request.tenants),
+                request.characters,
+            )
+        )
 
     async def ListCredentials(self, request: pb.ListCredentialsRequest, context: Context) -> pb.ListCredentialsResponse:
         return convert.credentials_to_pb(await run(self._credentials.list))
 
-    async def RevokeCredential(self, request: pb.RevokeCredentialRequest, context: Context) -> pb.RevokeCredentialResponse:
+    async def RevokeCredential(
+        self, request: pb.RevokeCredentialRequest, context: Context
+    ) -> pb.RevokeCredentialResponse:
         return convert.revoked_to_pb(await run(self._credentials.revoke, request.id))
 
     async def GetCaller(self, request: pb.GetCallerRequest, context: Context) -> pb.GetCallerResponse:

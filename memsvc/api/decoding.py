@@ -100,8 +100,9 @@ def _refusal(message_class: Any, data: bytes, exc: DecodeError) -> ValidationErr
     except ValueError:
         pass
     problem = _problem(exc)
-    return ValidationError(FieldViolation("", problem),
-                           message=f"the request is not a valid {descriptor.full_name}: it {problem}")
+    return ValidationError(
+        FieldViolation("", problem), message=f"the request is not a valid {descriptor.full_name}: it {problem}"
+    )
 
 
 def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
@@ -115,6 +116,7 @@ def tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], A
             return deserializer(data)
         except DecodeError as exc:
             return Undecodable(_refusal(message_class, data, exc))
+
     return decode
 
 
@@ -122,14 +124,17 @@ def _guard(behavior: Callable[..., Any], prepare: Callable[[Any, Any], Any]) -> 
     """`behavior` with `prepare(request, context)` awaited first; keeps its style (an async
     generator, or a coroutine that writes its responses itself), which grpc tells apart."""
     if inspect.isasyncgenfunction(behavior):
+
         async def generator(request: Any, context: Context) -> AsyncIterator[Any]:
             request = await prepare(request, context)
             async for item in behavior(request, context):
                 yield item
+
         return generator
 
     async def coroutine(request: Any, context: Context) -> Any:
         return await behavior(await prepare(request, context), context)
+
     return coroutine
 
 
@@ -149,6 +154,7 @@ def _rebuilt(handler: Handler, method: str) -> Handler:
         async def each() -> AsyncIterator[Any]:
             async for request in requests:
                 yield await refuse(request, context)
+
         return each()
 
     decode, encode = tolerant(handler.request_deserializer), handler.response_serializer

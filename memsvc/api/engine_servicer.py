@@ -19,8 +19,13 @@ if TYPE_CHECKING:
 
 
 class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
-    def __init__(self, engine: Engine, introspection: Introspection, reindexer: Reindexer,
-                 ran: Callable[[str], None] = lambda where: None):
+    def __init__(
+        self,
+        engine: Engine,
+        introspection: Introspection,
+        reindexer: Reindexer,
+        ran: Callable[[str], None] = lambda where: None,
+    ):
         self._engine = engine
         self._introspection = introspection
         self._reindexer = reindexer
@@ -29,8 +34,9 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
     async def GetEngineStatus(self, request: pb.GetEngineStatusRequest, context: Context) -> pb.EngineStatus:
         return convert.engine_status_to_pb(await run(self._introspection.engine_status))
 
-    async def ListEmbeddingProviders(self, request: pb.ListEmbeddingProvidersRequest,
-                                     context: Context) -> pb.ListEmbeddingProvidersResponse:
+    async def ListEmbeddingProviders(
+        self, request: pb.ListEmbeddingProvidersRequest, context: Context
+    ) -> pb.ListEmbeddingProvidersResponse:
         return convert.providers_to_pb(await run(self._introspection.providers))
 
     async def Reindex(self, request: pb.ReindexRequest, context: Context) -> AsyncIterator[pb.ReindexProgress]:
@@ -64,8 +70,17 @@ class EngineServicer(engine_pb2_grpc.EngineServiceServicer):
 
     async def Summarize(self, request: pb.SummarizeRequest, context: Context) -> pb.SummarizeResponse:
         if request.HasField("budget_tokens"):
-            return convert.budget_summary_to_pb(await run(
-                self._engine.summarize_to_budget, request.api_key_id, request.session_id, request.budget_tokens))
-        return convert.summary_to_pb(await run(
-            self._engine.summarize, convert.optional(request, "older_than_days"), request.api_key_id,
-            request.dry_run, request.all_tenants))
+            return convert.budget_summary_to_pb(
+                await run(
+                    self._engine.summarize_to_budget, request.api_key_id, request.session_id, request.budget_tokens
+                )
+            )
+        return convert.summary_to_pb(
+            await run(
+                self._engine.summarize,
+                convert.optional(request, "older_than_days"),
+                request.api_key_id,
+                request.dry_run,
+                request.all_tenants,
+            )
+        )

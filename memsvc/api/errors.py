@@ -81,8 +81,11 @@ def status_proto(exc: BaseException) -> status_pb2.Status:
             return _domain_status(exc, code)  # type: ignore[arg-type]
     rid = request_id_var.get() or "-"
     message = f"internal error (request id {rid})"
-    return status_pb2.Status(code=code_pb2.INTERNAL, message=message,
-                             details=[_pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN))])
+    return status_pb2.Status(
+        code=code_pb2.INTERNAL,
+        message=message,
+        details=[_pack(error_details_pb2.ErrorInfo(reason="INTERNAL", domain=DOMAIN))],
+    )
 
 
 def item_status(exc: BaseException, method: str) -> status_pb2.Status:
@@ -99,9 +102,12 @@ def _domain_status(exc: core.MemsvcError, code: grpc.StatusCode) -> status_pb2.S
     if exc.reason:
         metadata = {_cut(k, 64): _cut(v, MAX_DETAIL) for k, v in exc.metadata.items()}
         details.append(_pack(error_details_pb2.ErrorInfo(reason=exc.reason, domain=DOMAIN, metadata=metadata)))
-    violations = [error_details_pb2.BadRequest.FieldViolation(field=_cut(v.field, 128),
-                                                              description=_cut(v.description, MAX_DETAIL))
-                  for v in getattr(exc, "violations", [])]
+    violations = [
+        error_details_pb2.BadRequest.FieldViolation(
+            field=_cut(v.field, 128), description=_cut(v.description, MAX_DETAIL)
+        )
+        for v in getattr(exc, "violations", [])
+    ]
     while True:
         bad = [_pack(error_details_pb2.BadRequest(field_violations=violations))] if violations else []
         proto = status_pb2.Status(code=code.value[0], message=_cut(exc.message, MAX_MESSAGE), details=details + bad)

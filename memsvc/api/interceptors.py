@@ -36,13 +36,18 @@ if TYPE_CHECKING:
 log = logging.getLogger("memsvc.rpc")
 audit_log = logging.getLogger("memsvc.audit")
 
-EXEMPT_PREFIXES = ("/grpc.health.v1.Health/", "/grpc.reflection.v1alpha.ServerReflection/",
-                   "/grpc.reflection.v1.ServerReflection/")
+EXEMPT_PREFIXES = (
+    "/grpc.health.v1.Health/",
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/grpc.reflection.v1.ServerReflection/",
+)
 
 
-def _wrap(handler: Handler,
-          unary: Callable[[UnaryBehavior], UnaryBehavior],
-          stream: Callable[[StreamBehavior], StreamBehavior]) -> Handler:
+def _wrap(
+    handler: Handler,
+    unary: Callable[[UnaryBehavior], UnaryBehavior],
+    stream: Callable[[StreamBehavior], StreamBehavior],
+) -> Handler:
     """Rebuild a method handler with its behaviour wrapped; memsvc has only unary-unary and
     unary-stream methods (client streaming is passed through untouched)."""
     if handler.request_streaming:
@@ -50,10 +55,14 @@ def _wrap(handler: Handler,
     # types-grpcio types a handler's behaviours for the synchronous server; under grpc.aio
     # they are coroutine (async generator) functions taking an aio ServicerContext.
     if handler.response_streaming:
-        return grpc.unary_stream_rpc_method_handler(stream(cast("StreamBehavior", handler.unary_stream)),
-                                                    handler.request_deserializer, handler.response_serializer)
-    return grpc.unary_unary_rpc_method_handler(unary(cast("UnaryBehavior", handler.unary_unary)),
-                                               handler.request_deserializer, handler.response_serializer)
+        return grpc.unary_stream_rpc_method_handler(
+            stream(cast("StreamBehavior", handler.unary_stream)),
+            handler.request_deserializer,
+            handler.response_serializer,
+        )
+    return grpc.unary_unary_rpc_method_handler(
+        unary(cast("UnaryBehavior", handler.unary_unary)), handler.request_deserializer, handler.response_serializer
+    )
 
 
 def _metadata(details: grpc.HandlerCallDetails, key: str) -> str | None:
@@ -113,6 +122,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
                     return await behavior(request, context)
                 finally:
                     self._finished(method, context, started)
+
             return run
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
@@ -124,6 +134,7 @@ class RequestContextInterceptor(grpc.aio.ServerInterceptor):
                         yield item
                 finally:
                     self._finished(method, context, started)
+
             return run
 
         return _wrap(handler, unary, stream)
@@ -150,8 +161,12 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     in every process, without a restart.
     """
 
-    def __init__(self, tokens: tuple[str, ...], credentials: Authenticator | None = None,
-                 owner_of: Callable[[str], str | None] | None = None):
+    def __init__(
+        self,
+        tokens: tuple[str, ...],
+        credentials: Authenticator | None = None,
+        owner_of: Callable[[str], str | None] | None = None,
+    ):
         # Digests have one length, so the comparison time says nothing about token lengths.
         self._tokens = [hashlib.sha256(t.encode("utf-8")).digest() for t in tokens]
         self._credentials = credentials
@@ -178,8 +193,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             verdict = await run(self._credentials.check, token)
         return bool(self._tokens) or verdict.required, verdict.credential
 
-    async def _admit(self, method: str, credential: Credential | None, request: Any,
-                     context: Context) -> Grant:
+    async def _admit(self, method: str, credential: Credential | None, request: Any, context: Context) -> Grant:
         """The grant for this call, or the call is ended (audited) with the refusal."""
         tenant = requested_tenant(method, request)
         try:
@@ -199,19 +213,22 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             await abort(context, exc, method)
             raise  # pragma: no cover - abort raises
 
-    def _refusing(self, handler: Handler, method: str,
-                  credential: Credential | None) -> Handler:
+    def _refusing(self, handler: Handler, method: str, credential: Credential | None) -> Handler:
         """A method taking a stream of requests: the rule table checks one request per call,
         so such a call is refused (fail closed) instead of running unchecked; a missing or
         wrong token is still told as such."""
+
         async def refuse(requests: AsyncIterator[Any], context: Context) -> None:
             await self._admit(method, credential, None, context)
             exc = PermissionDeniedError("a method taking a stream of requests has no access check")
             _audit(credential, method, "", status_for(exc).code)
             await abort(context, exc, method)
 
-        build = (grpc.stream_stream_rpc_method_handler if handler.response_streaming
-                 else grpc.stream_unary_rpc_method_handler)
+        build = (
+            grpc.stream_stream_rpc_method_handler
+            if handler.response_streaming
+            else grpc.stream_unary_rpc_method_handler
+        )
         return build(refuse, handler.request_deserializer, handler.response_serializer)
 
     async def intercept_service(self, continuation: Continuation, details: grpc.HandlerCallDetails) -> Handler | None:
@@ -250,6 +267,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             async def run_checked(request: Any, context: Context) -> Any:
                 async with admitted(request, context):
                     return await behavior(request, context)
+
             return run_checked
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
@@ -257,6 +275,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 async with admitted(request, context):
                     async for item in behavior(request, context):
                         yield item
+
             return run_checked
 
         return _wrap(handler, unary, stream)
@@ -266,6 +285,7 @@ def _failing(handler: Handler, method: str, exc: MemsvcError) -> Handler:
     """`handler` ending every call with `exc`'s status (UNAVAILABLE when the credentials
     could not be read): an exception raised while choosing the handler would reach the
     client as UNKNOWN, with the exception's text."""
+
     async def fail(request: Any, context: Context) -> None:
         await abort(context, exc, method)
 
@@ -280,8 +300,15 @@ def _audit(credential: Credential | None, method: str, tenant: str, code: Any) -
     """One line per refused or admin call: who, what, on which tenant, how it ended. Never
     the token, never request contents beyond the apiKeyId."""
     status = code.name if isinstance(code, grpc.StatusCode) else "OK" if code in (None, 0) else str(code)
-    audit_log.info("audit", extra={"token_id": credential.id if credential else None, "method": method,
-                                   "tenant": tenant or None, "status": status})
+    audit_log.info(
+        "audit",
+        extra={
+            "token_id": credential.id if credential else None,
+            "method": method,
+            "tenant": tenant or None,
+            "status": status,
+        },
+    )
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):
@@ -309,6 +336,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 except Exception as exc:
                     await self._fail(context, exc, method)
+
             return run
 
         def stream(behavior: StreamBehavior) -> StreamBehavior:
@@ -320,6 +348,7 @@ class ErrorInterceptor(grpc.aio.ServerInterceptor):
                     raise
                 except Exception as exc:
                     await self._fail(context, exc, method)
+
             return run
 
         return _wrap(handler, unary, stream)

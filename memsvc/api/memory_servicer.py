@@ -29,8 +29,9 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     async def CreateMemories(self, request: pb.CreateMemoriesRequest, context: Context) -> pb.CreateMemoriesResponse:
         # Shielded: once the items are read, the batch commits whole even if the client goes away.
-        return convert.created_memories_to_pb(await run_shielded(self._memories.create_batch,
-                                                                 convert.new_memories_from_pb(request)))
+        return convert.created_memories_to_pb(
+            await run_shielded(self._memories.create_batch, convert.new_memories_from_pb(request))
+        )
 
     async def ClearMemories(self, request: pb.ClearMemoriesRequest, context: Context) -> pb.ClearMemoriesResponse:
         return convert.cleared_to_pb(await run(self._memories.clear, convert.clear_filter_from_pb(request)))
@@ -59,13 +60,18 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
 
     async def SaveRecentFile(self, request: pb.SaveRecentFileRequest, context: Context) -> pb.SaveRecentFileResponse:
         # Shielded: once its checks pass, a save completes even if the client goes away.
-        return convert.saved_to_pb(await run_shielded(self._characters.save_recent_file,
-                                                      convert.save_request_from_pb(request)))
+        return convert.saved_to_pb(
+            await run_shielded(self._characters.save_recent_file, convert.save_request_from_pb(request))
+        )
 
-    async def AppendRecentMessages(self, request: pb.AppendRecentMessagesRequest,
-                                   context: Context) -> pb.AppendRecentMessagesResponse:
-        return convert.appended_to_pb(await run(self._characters.append_recent_messages, request.character,
-                                                convert.chat_items_from_pb(request.messages)))
+    async def AppendRecentMessages(
+        self, request: pb.AppendRecentMessagesRequest, context: Context
+    ) -> pb.AppendRecentMessagesResponse:
+        return convert.appended_to_pb(
+            await run(
+                self._characters.append_recent_messages, request.character, convert.chat_items_from_pb(request.messages)
+            )
+        )
 
     async def RenameCharacter(self, request: pb.RenameCharacterRequest, context: Context) -> pb.RenameCharacterResponse:
         call = convert.rename_request_from_pb(request, convert.metadata_pairs(context.invocation_metadata()))

@@ -21,10 +21,13 @@ __all__ = ["create_backend"]
 
 
 def _connection(kind: str, config: Mapping[str, Any]) -> Connection:
-    return Connection(base_url=config.get("baseUrl") or DEFAULT_BASE_URLS[kind], api_key=config.get("apiKey") or None,
-                      headers=dict(config.get("headers") or {}),
-                      timeout_s=(config.get("timeoutMs") or DEFAULT_TIMEOUT_MS) / 1000.0,
-                      ca_certificate=config.get("caCertificate") or None)
+    return Connection(
+        base_url=config.get("baseUrl") or DEFAULT_BASE_URLS[kind],
+        api_key=config.get("apiKey") or None,
+        headers=dict(config.get("headers") or {}),
+        timeout_s=(config.get("timeoutMs") or DEFAULT_TIMEOUT_MS) / 1000.0,
+        ca_certificate=config.get("caCertificate") or None,
+    )
 
 
 def create_backend(name: str, config: Mapping[str, Any]) -> PluggableBackend:
@@ -36,10 +39,17 @@ def create_backend(name: str, config: Mapping[str, Any]) -> PluggableBackend:
     if kind == "obsidian":
         return ObsidianBackend(name, connection, config.get("folder") or DEFAULT_FOLDER)
     if kind == "notion":
-        return NotionBackend(name, connection, str(config.get("databaseId") or ""),
-                             config.get("notionVersion") or NOTION_VERSION)
+        return NotionBackend(
+            name, connection, str(config.get("databaseId") or ""), config.get("notionVersion") or NOTION_VERSION
+        )
     if kind == "memsvc":
         return MemsvcBackend(name, connection)
-    return HttpBackend(name, HttpBackendConfig(connection, dict(config.get("endpoints") or {}),
-                                               dict(config.get("queryParams") or {}),
-                                               dict(config.get("pathParams") or {})))
+    return HttpBackend(
+        name,
+        HttpBackendConfig(
+            connection,
+            dict(config.get("endpoints") or {}),
+            dict(config.get("queryParams") or {}),
+            dict(config.get("pathParams") or {}),
+        ),
+    )

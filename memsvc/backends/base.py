@@ -63,19 +63,32 @@ class HttpCaller:
         if connection.ca_certificate:
             context = ssl.create_default_context(cadata=connection.ca_certificate)
             options["transport"] = outbound.pinned_transport(verify=context)
-        self._client = httpx.Client(timeout=httpx.Timeout(connection.timeout_s), headers={"User-Agent": "memsvc"},
-                                    **options)
+        self._client = httpx.Client(
+            timeout=httpx.Timeout(connection.timeout_s), headers={"User-Agent": "memsvc"}, **options
+        )
         self.host = host_of(connection.base_url)
 
     def close(self) -> None:
         self._client.close()
 
     def url(self, path: str) -> str:
-        return join(self.connection.base_url, path) if path not in ("", "/") else self.connection.base_url.rstrip("/") + "/"
+        return (
+            join(self.connection.base_url, path)
+            if path not in ("", "/")
+            else self.connection.base_url.rstrip("/") + "/"
+        )
 
-    def call(self, method: str, path: str, *, params: Mapping[str, Any] | None = None, json_body: Any = None,
-             content: str | None = None, content_type: str | None = None,
-             accept: str = "application/json") -> httpx.Response:
+    def call(
+        self,
+        method: str,
+        path: str,
+        *,
+        params: Mapping[str, Any] | None = None,
+        json_body: Any = None,
+        content: str | None = None,
+        content_type: str | None = None,
+        accept: str = "application/json",
+    ) -> httpx.Response:
         """One request; raises BackendError for anything but an HTTP answer."""
         url = self.url(path)
         problem = check_url(url)
@@ -105,8 +118,9 @@ class HttpCaller:
         if response.status_code in (401, 403):
             return BackendError(f"{self.host} refused the credentials (HTTP {response.status_code})")
         if response.is_redirect:
-            return BackendError(f"{self.host} answered with a redirect (HTTP {response.status_code}); "
-                                "redirects are not followed")
+            return BackendError(
+                f"{self.host} answered with a redirect (HTTP {response.status_code}); redirects are not followed"
+            )
         return BackendError(f"{self.host} answered HTTP {response.status_code}")
 
     def expect(self, response: httpx.Response) -> httpx.Response:
@@ -149,8 +163,11 @@ def _query(params: Mapping[str, Any] | None) -> dict[str, str] | None:
     not see empty ones."""
     if not params:
         return None
-    return {k: (json.dumps(v) if isinstance(v, (dict, list)) else str(v).lower() if isinstance(v, bool) else str(v))
-            for k, v in params.items() if v is not None and v != ""}
+    return {
+        k: (json.dumps(v) if isinstance(v, (dict, list)) else str(v).lower() if isinstance(v, bool) else str(v))
+        for k, v in params.items()
+        if v is not None and v != ""
+    }
 
 
 def path_segment(value: str) -> str:
@@ -185,8 +202,12 @@ def parse_time(value: Any) -> datetime | None:
 
 
 def new_memory_json(memory: NewMemory) -> dict[str, Any]:
-    out: dict[str, Any] = {"apiKeyId": memory.api_key_id, "type": memory.type, "content": memory.content,
-                           "metadata": dict(memory.metadata)}
+    out: dict[str, Any] = {
+        "apiKeyId": memory.api_key_id,
+        "type": memory.type,
+        "content": memory.content,
+        "metadata": dict(memory.metadata),
+    }
     if memory.session_id:
         out["sessionId"] = memory.session_id
     if memory.key:
@@ -201,8 +222,11 @@ def new_memory_json(memory: NewMemory) -> dict[str, Any]:
 
 
 def patch_json(patch: MemoryPatch) -> dict[str, Any]:
-    out: dict[str, Any] = {name: getattr(patch, name) for name in ("type", "key", "content", "metadata", "keep")
-                           if getattr(patch, name) is not None}
+    out: dict[str, Any] = {
+        name: getattr(patch, name)
+        for name in ("type", "key", "content", "metadata", "keep")
+        if getattr(patch, name) is not None
+    }
     if patch.occurred_at is not None:
         out["occurredAt"] = to_iso(patch.occurred_at)
     return out
@@ -225,10 +249,16 @@ def memory_from_json(obj: Any, owner: str = "") -> Memory:
     kind = obj.get("type")
     metadata = obj.get("metadata")
     return Memory(
-        id=str(obj["id"]), memory_id=0, api_key_id=_text(obj, "apiKeyId", "api_key_id") or owner,
-        session_id=_text(obj, "sessionId", "session_id"), type=kind if kind in MEMORY_TYPES else DEFAULT_MEMORY_TYPE,
-        key=_text(obj, "key"), content=obj["content"], metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
-        created_at=created, updated_at=parse_time(obj.get("updatedAt", obj.get("updated_at"))) or created,
+        id=str(obj["id"]),
+        memory_id=0,
+        api_key_id=_text(obj, "apiKeyId", "api_key_id") or owner,
+        session_id=_text(obj, "sessionId", "session_id"),
+        type=kind if kind in MEMORY_TYPES else DEFAULT_MEMORY_TYPE,
+        key=_text(obj, "key"),
+        content=obj["content"],
+        metadata=dict(metadata) if isinstance(metadata, Mapping) else {},
+        created_at=created,
+        updated_at=parse_time(obj.get("updatedAt", obj.get("updated_at"))) or created,
         expires_at=parse_time(obj.get("expiresAt", obj.get("expires_at"))),
         access_count=count if isinstance(count := obj.get("accessCount"), int) else 0,
         keep=obj.get("keep") is True,
@@ -252,8 +282,9 @@ def page_of(memories: list[Memory], total: int | None = None, by_type: Mapping[s
     if not by_type:
         for m in memories:
             counts[m.type] = counts.get(m.type, 0) + 1
-    return MemoryPage(memories, len(memories) if total is None else total, counts,
-                      sum(-(-len(m.content) // 4) for m in memories))
+    return MemoryPage(
+        memories, len(memories) if total is None else total, counts, sum(-(-len(m.content) // 4) for m in memories)
+    )
 
 
 def matches(memory: Memory, flt: MemoryFilter) -> bool:
@@ -276,30 +307,52 @@ def matches(memory: Memory, flt: MemoryFilter) -> bool:
 
 
 def fresh(memory: NewMemory, memory_id: str, now: datetime) -> Memory:
-    return Memory(id=memory_id, memory_id=0, api_key_id=memory.api_key_id, session_id=memory.session_id,
-                  type=memory.type, key=memory.key, content=memory.content, metadata=dict(memory.metadata),
-                  created_at=now, updated_at=now, expires_at=memory.expires_at, keep=bool(memory.keep),
-                  occurred_at=memory.occurred_at)
+    return Memory(
+        id=memory_id,
+        memory_id=0,
+        api_key_id=memory.api_key_id,
+        session_id=memory.session_id,
+        type=memory.type,
+        key=memory.key,
+        content=memory.content,
+        metadata=dict(memory.metadata),
+        created_at=now,
+        updated_at=now,
+        expires_at=memory.expires_at,
+        keep=bool(memory.keep),
+        occurred_at=memory.occurred_at,
+    )
 
 
 def upserted(existing: Memory, memory: NewMemory, now: datetime) -> Memory:
     """A create with the key of an existing memory: content, session, type and expiry
     replaced, metadata merged shallowly (new keys win); id and creation time kept, and keep
     and the time it happened too unless the create says them."""
-    return replace(existing, session_id=memory.session_id, type=memory.type, content=memory.content,
-                   metadata={**existing.metadata, **memory.metadata}, expires_at=memory.expires_at, updated_at=now,
-                   keep=existing.keep if memory.keep is None else memory.keep,
-                   occurred_at=memory.occurred_at or existing.occurred_at)
+    return replace(
+        existing,
+        session_id=memory.session_id,
+        type=memory.type,
+        content=memory.content,
+        metadata={**existing.metadata, **memory.metadata},
+        expires_at=memory.expires_at,
+        updated_at=now,
+        keep=existing.keep if memory.keep is None else memory.keep,
+        occurred_at=memory.occurred_at or existing.occurred_at,
+    )
 
 
 def patched(existing: Memory, patch: MemoryPatch, now: datetime) -> Memory:
     """An update: fields the patch sets replace the stored ones (metadata as a whole)."""
-    return replace(existing, type=patch.type or existing.type,
-                   key=existing.key if patch.key is None else (patch.key or None),
-                   content=existing.content if patch.content is None else patch.content,
-                   metadata=existing.metadata if patch.metadata is None else dict(patch.metadata), updated_at=now,
-                   keep=existing.keep if patch.keep is None else patch.keep,
-                   occurred_at=patch.occurred_at or existing.occurred_at)
+    return replace(
+        existing,
+        type=patch.type or existing.type,
+        key=existing.key if patch.key is None else (patch.key or None),
+        content=existing.content if patch.content is None else patch.content,
+        metadata=existing.metadata if patch.metadata is None else dict(patch.metadata),
+        updated_at=now,
+        keep=existing.keep if patch.keep is None else patch.keep,
+        occurred_at=patch.occurred_at or existing.occurred_at,
+    )
 
 
 def newest_first(memories: list[Memory]) -> list[Memory]:
@@ -317,6 +370,7 @@ class RemoteBackend:
         self.http = HttpCaller(connection)
 
     if TYPE_CHECKING:  # each backend probes its own service
+
         def health(self) -> BackendHealth: ...
 
     def initialize(self) -> None:

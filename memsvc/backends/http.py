@@ -32,11 +32,27 @@ from memsvc.kernel.backend import BackendError, BackendHealth, BackendSearch, Sc
 from memsvc.kernel.models import Memory, MemoryFilter, MemoryPage, MemoryPatch, NewMemory, UpsertResult
 
 DEFAULT_ENDPOINTS: dict[str, str] = {
-    "search": "/memories/search", "create": "/memories", "list": "/memories", "get": "/memories/{id}",
-    "update": "/memories/{id}", "delete": "/memories/{id}", "health": "/health",
+    "search": "/memories/search",
+    "create": "/memories",
+    "list": "/memories",
+    "get": "/memories/{id}",
+    "update": "/memories/{id}",
+    "delete": "/memories/{id}",
+    "health": "/health",
 }
-QUERY_PARAM_NAMES = ("query", "apiKeyId", "sessionId", "type", "limit", "offset", "strategy", "maxTokens",
-                     "options", "orderBy", "orderDir")
+QUERY_PARAM_NAMES = (
+    "query",
+    "apiKeyId",
+    "sessionId",
+    "type",
+    "limit",
+    "offset",
+    "strategy",
+    "maxTokens",
+    "options",
+    "orderBy",
+    "orderDir",
+)
 PATH_PARAM_NAMES = ("id",)
 LIST_KEYS = ("data", "memories", "results", "items")
 
@@ -123,7 +139,7 @@ class HttpBackend(RemoteBackend):
             total += last.total
             for name, count in last.by_type.items():
                 by_type[name] = by_type.get(name, 0) + count
-        return page_of(newest_first(found)[offset:offset + limit], total, by_type)
+        return page_of(newest_first(found)[offset : offset + limit], total, by_type)
 
     def _owner_newest(self, flt: MemoryFilter, wanted: int, limit: int) -> tuple[builtins.list[Memory], MemoryPage]:
         """Up to `wanted` of one owner's newest memories, fetched a page of `limit` at a time
@@ -139,22 +155,30 @@ class HttpBackend(RemoteBackend):
                 return kept[:wanted], page
 
     def _list_one(self, flt: MemoryFilter, limit: int, offset: int) -> MemoryPage:
-        params = self._params(apiKeyId=flt.api_key_id, sessionId=flt.session_id, type=flt.type, query=flt.q,
-                              limit=limit, offset=offset)
+        params = self._params(
+            apiKeyId=flt.api_key_id, sessionId=flt.session_id, type=flt.type, query=flt.q, limit=limit, offset=offset
+        )
         body = self.http.json(self.http.call("GET", self.config.endpoint("list"), params=params))
         memories = [memory_from_json(item) for item in unwrap_list(body, *LIST_KEYS)]
         total = body.get("total") if isinstance(body, Mapping) else None
         by_type = body.get("byType") if isinstance(body, Mapping) else None
         if by_type is None and isinstance(body, Mapping) and isinstance(body.get("stats"), Mapping):
             by_type = body["stats"].get("byType")
-        return page_of(memories, total if isinstance(total, int) else None,
-                       by_type if isinstance(by_type, Mapping) else None)
+        return page_of(
+            memories, total if isinstance(total, int) else None, by_type if isinstance(by_type, Mapping) else None
+        )
 
     def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         scope = request.scope
-        params = self._params(query=request.query, apiKeyId=scope.api_key_id, sessionId=scope.session_id,
-                              limit=request.limit, strategy=request.strategy, maxTokens=request.max_tokens,
-                              options=search_options(request))
+        params = self._params(
+            query=request.query,
+            apiKeyId=scope.api_key_id,
+            sessionId=scope.session_id,
+            limit=request.limit,
+            strategy=request.strategy,
+            maxTokens=request.max_tokens,
+            options=search_options(request),
+        )
         body = self.http.json(self.http.call("GET", self.config.endpoint("search"), params=params))
         return scored(unwrap_list(body, *LIST_KEYS), scope.api_key_id or "")
 
@@ -173,7 +197,9 @@ def scored(items: list[Any], owner: str) -> list[ScoredMemory]:
     for item in items:
         score = item.get("score") if isinstance(item, Mapping) else None
         inner = item.get("memory") if isinstance(item, Mapping) and isinstance(item.get("memory"), Mapping) else item
-        out.append(ScoredMemory(memory_from_json(inner, owner), float(score) if isinstance(score, (int, float)) else 0.0))
+        out.append(
+            ScoredMemory(memory_from_json(inner, owner), float(score) if isinstance(score, (int, float)) else 0.0)
+        )
     return out
 
 

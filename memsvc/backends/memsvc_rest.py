@@ -12,9 +12,15 @@ from memsvc.backends.base import Connection
 from memsvc.backends.http import HttpBackend, HttpBackendConfig, scored
 from memsvc.kernel.backend import BackendHealth, BackendSearch, ScoredMemory
 
-ENDPOINTS = {"search": "/api/memory/retrieve", "create": "/api/memory", "list": "/api/memory",
-             "get": "/api/memory/{id}", "update": "/api/memory/{id}", "delete": "/api/memory/{id}",
-             "health": "/api/memory/health"}
+ENDPOINTS = {
+    "search": "/api/memory/retrieve",
+    "create": "/api/memory",
+    "list": "/api/memory",
+    "get": "/api/memory/{id}",
+    "update": "/api/memory/{id}",
+    "delete": "/api/memory/{id}",
+    "health": "/api/memory/health",
+}
 #: ListMemories' own name for the content-or-key match.
 QUERY_PARAMS = {"query": "q"}
 
@@ -33,8 +39,11 @@ class MemsvcBackend(HttpBackend):
         if isinstance(body, Mapping) and body.get("working") is True:
             return health
         error = body.get("error") if isinstance(body, Mapping) and isinstance(body.get("error"), str) else ""
-        return BackendHealth(False, health.latency_ms, f"{self.http.host} reports its store is not working"
-                             + (f": {error[:200]}" if error else ""))
+        return BackendHealth(
+            False,
+            health.latency_ms,
+            f"{self.http.host} reports its store is not working" + (f": {error[:200]}" if error else ""),
+        )
 
     def search(self, request: BackendSearch) -> list[ScoredMemory]:
         """Retrieve on the remote (its ranking, its budget), scoped like the local call."""

@@ -48,9 +48,18 @@ NOTION_VERSION = "2022-06-28"
 TEXT_CHUNK = 2000
 PAGE_SIZE = 100
 MAX_SEARCH_TERMS = 4
-PROPERTIES = {"Name": "title", "Content": "rich_text", "Type": "select", "Key": "rich_text", "Owner": "rich_text",
-              "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox",
-              "Occurred": "date"}
+PROPERTIES = {
+    "Name": "title",
+    "Content": "rich_text",
+    "Type": "select",
+    "Key": "rich_text",
+    "Owner": "rich_text",
+    "Session": "rich_text",
+    "Metadata": "rich_text",
+    "Expires": "date",
+    "Keep": "checkbox",
+    "Occurred": "date",
+}
 DATABASE_ID = re.compile(r"^[0-9a-fA-F]{8}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{4}-?[0-9a-fA-F]{12}$")
 _PAGE_ID = DATABASE_ID
 
@@ -61,7 +70,7 @@ def _compact(notion_id: str) -> str:
 
 def rich_text(value: str | None) -> list[dict[str, Any]]:
     text = value or ""
-    return [{"type": "text", "text": {"content": text[i:i + TEXT_CHUNK]}} for i in range(0, len(text), TEXT_CHUNK)]
+    return [{"type": "text", "text": {"content": text[i : i + TEXT_CHUNK]}} for i in range(0, len(text), TEXT_CHUNK)]
 
 
 def plain(prop: Any) -> str:
@@ -116,15 +125,22 @@ def memory_from_page(page: Any) -> Memory:
     except ValueError:
         metadata = {}
     select = props.get("Type", {}).get("select") if isinstance(props.get("Type"), Mapping) else None
-    return memory_from_json({
-        "id": page.get("id"), "content": plain(props.get("Content")), "apiKeyId": plain(props.get("Owner")),
-        "sessionId": plain(props.get("Session")), "key": plain(props.get("Key")),
-        "type": select.get("name") if isinstance(select, Mapping) else None,
-        "metadata": metadata if isinstance(metadata, dict) else {},
-        "createdAt": page.get("created_time"), "updatedAt": page.get("last_edited_time"),
-        "expiresAt": _start(props, "Expires"), "occurredAt": _start(props, "Occurred"),
-        "keep": props.get("Keep", {}).get("checkbox") if isinstance(props.get("Keep"), Mapping) else None,
-    })
+    return memory_from_json(
+        {
+            "id": page.get("id"),
+            "content": plain(props.get("Content")),
+            "apiKeyId": plain(props.get("Owner")),
+            "sessionId": plain(props.get("Session")),
+            "key": plain(props.get("Key")),
+            "type": select.get("name") if isinstance(select, Mapping) else None,
+            "metadata": metadata if isinstance(metadata, dict) else {},
+            "createdAt": page.get("created_time"),
+            "updatedAt": page.get("last_edited_time"),
+            "expiresAt": _start(props, "Expires"),
+            "occurredAt": _start(props, "Occurred"),
+            "keep": props.get("Keep", {}).get("checkbox") if isinstance(props.get("Keep"), Mapping) else None,
+        }
+    )
 
 
 def _text_filter(prop: str, op: str, value: str) -> dict[str, Any]:
@@ -135,8 +151,12 @@ def retention_filter(created_after: datetime) -> dict[str, Any]:
     """Pages inside the retention window, or kept with no age limit: the window applied by
     Notion's query, so old pages neither travel nor take a ranked slot, and a kept one is
     still found however old it is."""
-    return {"or": [{"timestamp": "created_time", "created_time": {"on_or_after": to_iso(created_after)}},
-                   {"property": "Keep", "checkbox": {"equals": True}}]}
+    return {
+        "or": [
+            {"timestamp": "created_time", "created_time": {"on_or_after": to_iso(created_after)}},
+            {"property": "Keep", "checkbox": {"equals": True}},
+        ]
+    }
 
 
 def query_filter(flt: MemoryFilter) -> dict[str, Any] | None:
@@ -162,8 +182,12 @@ class NotionBackend(RemoteBackend):
 
     def __init__(self, name: str, connection: Connection, database_id: str, notion_version: str = NOTION_VERSION):
         headers = {"Notion-Version": notion_version, **connection.headers}
-        super().__init__(name, Connection(connection.base_url, connection.api_key, headers, connection.timeout_s,
-                                          connection.ca_certificate))
+        super().__init__(
+            name,
+            Connection(
+                connection.base_url, connection.api_key, headers, connection.timeout_s, connection.ca_certificate
+            ),
+        )
         self.database_id = database_id
 
     def health(self) -> BackendHealth:
@@ -173,8 +197,11 @@ class NotionBackend(RemoteBackend):
         schema = body.get("properties") if isinstance(body, Mapping) else None
         if not isinstance(schema, Mapping):
             return BackendHealth(False, health.latency_ms, "Notion answered without the database's properties")
-        wrong = [f"{name} ({kind})" for name, kind in PROPERTIES.items()
-                 if not isinstance(schema.get(name), Mapping) or schema[name].get("type") != kind]
+        wrong = [
+            f"{name} ({kind})"
+            for name, kind in PROPERTIES.items()
+            if not isinstance(schema.get(name), Mapping) or schema[name].get("type") != kind
+        ]
         if wrong:
             return BackendHealth(False, health.latency_ms, "the database lacks the properties " + ", ".join(wrong))
         return health
@@ -183,8 +210,9 @@ class NotionBackend(RemoteBackend):
         """Every page the query matches, newest first, following Notion's cursors."""
         body = {**body, "page_size": PAGE_SIZE, "sorts": [{"timestamp": "created_time", "direction": "descending"}]}
         while True:
-            answer = self.http.json(self.http.call("POST", f"/v1/databases/{path_segment(self.database_id)}/query",
-                                                   json_body=body))
+            answer = self.http.json(
+                self.http.call("POST", f"/v1/databases/{path_segment(self.database_id)}/query", json_body=body)
+            )
             results = answer.get("results") if isinstance(answer, Mapping) else None
             if not isinstance(results, list):
                 raise BackendError("Notion answered a query without results")
@@ -202,8 +230,12 @@ class NotionBackend(RemoteBackend):
             return None
         page = self.http.json(response)
         parent = page.get("parent") if isinstance(page, Mapping) else None
-        if page.get("archived") or page.get("in_trash") or not isinstance(parent, Mapping) \
-                or _compact(str(parent.get("database_id", ""))) != _compact(self.database_id):
+        if (
+            page.get("archived")
+            or page.get("in_trash")
+            or not isinstance(parent, Mapping)
+            or _compact(str(parent.get("database_id", ""))) != _compact(self.database_id)
+        ):
             return None
         return memory_from_page(page)
 
@@ -218,11 +250,17 @@ class NotionBackend(RemoteBackend):
             existing = next((memory_from_page(p) for p in self._query(body)), None)
             if existing is not None:
                 stored = upserted(existing, memory, now)
-                return UpsertResult(existing.id, False, memory_from_page(self._patch(existing.id, {
-                    "properties": properties(stored)})))
+                return UpsertResult(
+                    existing.id, False, memory_from_page(self._patch(existing.id, {"properties": properties(stored)}))
+                )
         draft = fresh(memory, "", now)
-        page = self.http.json(self.http.call("POST", "/v1/pages", json_body={
-            "parent": {"database_id": self.database_id}, "properties": properties(draft)}))
+        page = self.http.json(
+            self.http.call(
+                "POST",
+                "/v1/pages",
+                json_body={"parent": {"database_id": self.database_id}, "properties": properties(draft)},
+            )
+        )
         stored = memory_from_page(page)
         return UpsertResult(stored.id, True, stored)
 
@@ -248,7 +286,7 @@ class NotionBackend(RemoteBackend):
             body["filter"] = notion_filter
         found = [m for m in (memory_from_page(p) for p in self._query(body)) if matches(m, flt)]
         counts = page_of(found)
-        return page_of(found[offset:offset + limit], counts.total, counts.by_type)
+        return page_of(found[offset : offset + limit], counts.total, counts.by_type)
 
     def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
         """Pages whose content or key contains one of the query's longest terms, ranked
@@ -256,13 +294,16 @@ class NotionBackend(RemoteBackend):
         terms = sorted(set(scoring_tokens(request.query)), key=len, reverse=True)[:MAX_SEARCH_TERMS]
         if not terms:
             return []
-        clauses: list[dict[str, Any]] = [{"or": [_text_filter(p, "contains", t) for t in terms for p in ("Content", "Key")]}]
+        clauses: list[dict[str, Any]] = [
+            {"or": [_text_filter(p, "contains", t) for t in terms for p in ("Content", "Key")]}
+        ]
         if request.scope.api_key_id:
             clauses.append(_text_filter("Owner", "equals", request.scope.api_key_id))
         if request.scope.created_after is not None:
             clauses.append(retention_filter(request.scope.created_after))
         found = [memory_from_page(p) for p in self._query({"filter": {"and": clauses}})]
         phrase, tokens = normalize(request.query).strip(), scoring_tokens(request.query)
-        ranked = sorted((ScoredMemory(m, relevance(m, phrase, tokens)) for m in found), key=lambda s: s.score,
-                        reverse=True)
+        ranked = sorted(
+            (ScoredMemory(m, relevance(m, phrase, tokens)) for m in found), key=lambda s: s.score, reverse=True
+        )
         return ranked[: request.limit]

@@ -53,13 +53,21 @@ MAX_TERMS = 4
 
 
 def note_text(memory: Memory) -> str:
-    front = {"memsvc": 1, "id": memory.id, "apiKeyId": memory.api_key_id, "sessionId": memory.session_id,
-             "type": memory.type, "key": memory.key,
-             "metadata": json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")),
-             "createdAt": to_iso(memory.created_at), "updatedAt": to_iso(memory.updated_at),
-             "expiresAt": to_iso(memory.expires_at), "occurredAt": to_iso(memory.occurred_at),
-             # Only a kept note says so (`keep: true`); a note without it ages with retentionDays.
-             "keep": True if memory.keep else None}
+    front = {
+        "memsvc": 1,
+        "id": memory.id,
+        "apiKeyId": memory.api_key_id,
+        "sessionId": memory.session_id,
+        "type": memory.type,
+        "key": memory.key,
+        "metadata": json.dumps(memory.metadata, ensure_ascii=False, separators=(",", ":")),
+        "createdAt": to_iso(memory.created_at),
+        "updatedAt": to_iso(memory.updated_at),
+        "expiresAt": to_iso(memory.expires_at),
+        "occurredAt": to_iso(memory.occurred_at),
+        # Only a kept note says so (`keep: true`); a note without it ages with retentionDays.
+        "keep": True if memory.keep else None,
+    }
     front = {k: v for k, v in front.items() if v is not None}
     return "---\n" + yaml.safe_dump(front, sort_keys=False, allow_unicode=True) + "---\n" + memory.content
 
@@ -69,7 +77,7 @@ def note_body(text: str) -> str:
     if text.startswith("---\n"):
         end = text.find("\n---\n", 3)
         if end != -1:
-            return text[end + 5:]
+            return text[end + 5 :]
         if text.endswith("\n---"):
             return ""
     return text
@@ -122,8 +130,9 @@ class ObsidianBackend(RemoteBackend):
         return memory_from_note(self.http.json(response), memory_id)
 
     def _write(self, memory: Memory) -> None:
-        self.http.expect(self.http.call("PUT", self._path(memory.id), content=note_text(memory),
-                                        content_type="text/markdown"))
+        self.http.expect(
+            self.http.call("PUT", self._path(memory.id), content=note_text(memory), content_type="text/markdown")
+        )
 
     def create(self, memory: NewMemory) -> UpsertResult:
         now = utcnow()
@@ -175,7 +184,7 @@ class ObsidianBackend(RemoteBackend):
         that pages): fine for a vault's worth of memories, not for millions."""
         found = newest_first([m for m in self._all() if matches(m, flt)])
         page = page_of(found)
-        return page_of(found[offset:offset + limit], page.total, page.by_type)
+        return page_of(found[offset : offset + limit], page.total, page.by_type)
 
     def _search_files(self, query: str) -> dict[str, float]:
         body = self.http.json(self.http.call("POST", "/search/simple/", params={"query": query, "contextLength": 0}))
@@ -187,7 +196,7 @@ class ObsidianBackend(RemoteBackend):
             name = hit.get("filename") if isinstance(hit, Mapping) else None
             if isinstance(name, str) and name.startswith(prefix) and name.endswith(".md"):
                 score = hit.get("score")
-                out[name[len(prefix):-3]] = float(score) if isinstance(score, (int, float)) else 0.0
+                out[name[len(prefix) : -3]] = float(score) if isinstance(score, (int, float)) else 0.0
         return out
 
     def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
@@ -201,7 +210,9 @@ class ObsidianBackend(RemoteBackend):
                     hits[memory_id] = hits.get(memory_id, 0.0) + 1.0
         return self._in_scope(sorted(hits.items(), key=lambda kv: kv[1], reverse=True), request)
 
-    def _in_scope(self, ranked: builtins.list[tuple[str, float]], request: BackendSearch) -> builtins.list[ScoredMemory]:
+    def _in_scope(
+        self, ranked: builtins.list[tuple[str, float]], request: BackendSearch
+    ) -> builtins.list[ScoredMemory]:
         """The best `limit` hits the search may return, read note by note in rank order: the
         vault search sees every owner's notes and every age, so another owner's note, or one
         older than the retention window and not kept, must not take a ranked slot."""

@@ -18,8 +18,7 @@ STORAGE_READ_ONLY = "STORAGE_READ_ONLY"
 STORAGE_MAINTENANCE = "STORAGE_MAINTENANCE"
 # Flat files and folders of the companion app's older layout that belong to one character
 # and move with it on a rename ("{}" is the name).
-FLAT_ENTRIES = ("recent_{}.json", "settings_{}.json", "semantic_memory_{}", "time_indexed_{}",
-                "time_indexed_{}.db")
+FLAT_ENTRIES = ("recent_{}.json", "settings_{}.json", "semantic_memory_{}", "time_indexed_{}", "time_indexed_{}.db")
 # Prefixes of the flat entries that are bare names: a character named like one of them
 # would share its folder with another character's storage.
 STORAGE_PREFIXES = tuple(p[:-2] for p in FLAT_ENTRIES if p.endswith("{}"))
@@ -94,8 +93,12 @@ class Roots:
         """(source, target) of the flat entries of `old` in every root, leaving out any named
         exactly like another registered character (`others`): that is the other character's
         folder, never `old`'s storage."""
-        return [(root / p.format(old), root / p.format(new)) for root in self.all() for p in FLAT_ENTRIES
-                if p.format(old) not in others]
+        return [
+            (root / p.format(old), root / p.format(new))
+            for root in self.all()
+            for p in FLAT_ENTRIES
+            if p.format(old) not in others
+        ]
 
     def storage_entries(self, name: str, others: set[str]) -> list[Path]:
         """Everything on disk that belongs to `name` (`others`: the other registered
@@ -137,8 +140,11 @@ class CharacterLocks:
         with self._guard:
             lock = self._locks.get(name)
             if lock is None:
-                lock = self._locks[name] = (threading.RLock() if self._lock_dir is None
-                                            else ProcessLock(lock_path(self._lock_dir, "characters", name)))
+                lock = self._locks[name] = (
+                    threading.RLock()
+                    if self._lock_dir is None
+                    else ProcessLock(lock_path(self._lock_dir, "characters", name))
+                )
             return lock
 
     @contextmanager

@@ -34,16 +34,17 @@ TEMP_PREFIX = ".tmp-"
 _TEMP_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789_"
 # Only the temporary files of our own atomic writes (the target's name cut at 40
 # characters, then 8 random characters) are ever cleaned up.
-_TEMP_NAME = re.compile(r"\.tmp-(?:recent\.json|recent_.*|characters\.json|core_config\.json)-[a-z0-9_]{8}",
-                        re.DOTALL)
+_TEMP_NAME = re.compile(r"\.tmp-(?:recent\.json|recent_.*|characters\.json|core_config\.json)-[a-z0-9_]{8}", re.DOTALL)
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
 def _refusal(parts: Sequence[str], what: str) -> PreconditionError:
     shown = shorten("/".join(parts))
-    return PreconditionError(f"{shown} in a storage folder is {what}; memsvc never writes through a symbolic "
-                             "link inside its storage folders: replace it with a real folder or file",
-                             reason=UNSAFE_STORAGE_PATH)
+    return PreconditionError(
+        f"{shown} in a storage folder is {what}; memsvc never writes through a symbolic "
+        "link inside its storage folders: replace it with a real folder or file",
+        reason=UNSAFE_STORAGE_PATH,
+    )
 
 
 def _lstat_at(fd: int, name: str) -> os.stat_result | None:
@@ -119,8 +120,9 @@ def _create_temp(fd: int, name: str) -> tuple[str, int]:
     while True:
         tmp = f"{TEMP_PREFIX}{name[:40]}-{''.join(secrets.choice(_TEMP_ALPHABET) for _ in range(8))}"
         try:
-            return tmp, os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
-                                NEW_FILE_MODE, dir_fd=fd)
+            return tmp, os.open(
+                tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, NEW_FILE_MODE, dir_fd=fd
+            )
         except FileExistsError:
             continue
 

@@ -61,8 +61,14 @@ def tree_size(path: str) -> int:
 
 
 class Legacy:
-    def __init__(self, runtime_root: Path, app_roots: tuple[str, ...], registry: Registry, hooks: Hooks,
-                 sleep: Callable[[float], None] = time.sleep):
+    def __init__(
+        self,
+        runtime_root: Path,
+        app_roots: tuple[str, ...],
+        registry: Registry,
+        hooks: Hooks,
+        sleep: Callable[[float], None] = time.sleep,
+    ):
         self.runtime_root = runtime_root
         self.app_roots = app_roots
         self.registry = registry
@@ -90,8 +96,12 @@ class Legacy:
         registered = self._registered()
         roots = [self._scan_root(shown, registered) for shown, _ in self.roots()]
         entries = [e for r in roots for e in r.entries]
-        return LegacyScan(roots, os.path.abspath(self.runtime_root), len(entries),
-                          sum(e.size_bytes for e in entries if e.size_bytes > 0))
+        return LegacyScan(
+            roots,
+            os.path.abspath(self.runtime_root),
+            len(entries),
+            sum(e.size_bytes for e in entries if e.size_bytes > 0),
+        )
 
     def _registered(self) -> set[str]:
         try:
@@ -104,8 +114,9 @@ class Legacy:
             return LegacyRoot(root, SOURCE, False, [])
         try:
             with os.scandir(root) as it:
-                children = sorted((e for e in it if not e.name.startswith((".", "_")) and not e.is_symlink()),
-                                  key=lambda e: e.name)
+                children = sorted(
+                    (e for e in it if not e.name.startswith((".", "_")) and not e.is_symlink()), key=lambda e: e.name
+                )
         except OSError:
             return LegacyRoot(root, SOURCE, True, [])
         return LegacyRoot(root, SOURCE, True, [self._entry(e, registered) for e in children])
@@ -121,8 +132,14 @@ class Legacy:
                 size = -1
         match = None if is_dir else _RECENT_FILE.fullmatch(entry.name)
         character = match.group(1) if match else entry.name
-        return LegacyEntry(entry.name, entry.path, is_dir, size, character not in registered,
-                           os.path.isdir(self.runtime_root / entry.name))
+        return LegacyEntry(
+            entry.name,
+            entry.path,
+            is_dir,
+            size,
+            character not in registered,
+            os.path.isdir(self.runtime_root / entry.name),
+        )
 
     # -- purge -----------------------------------------------------------------------------
 
@@ -165,7 +182,7 @@ class Legacy:
     def _remove(self, target: str, roots: list[str]) -> str | None:
         """None when `target` is gone (removed now or already), else why not."""
         root = next(r for r in roots if _below(target, r, strictly=True))
-        parts = target[len(root.rstrip(os.sep)) + 1:].split(os.sep)
+        parts = target[len(root.rstrip(os.sep)) + 1 :].split(os.sep)
         for attempt in (1, 2):
             try:
                 self.hooks.fire("legacy.remove")

@@ -20,16 +20,46 @@ ALIAS_MAX_CHARS = 100
 # A file or folder name on Linux is at most 255 bytes.
 MAX_FILENAME_BYTES = 255
 
-RESERVED_ROUTE_NAMES = frozenset({
-    "l2d", "model_manager", "live2d_parameter_editor", "live2d_emotion_manager", "vrm_emotion_manager",
-    "mmd_emotion_manager", "voice_clone", "voice_identity", "api_key", "character_card_manager",
-    "cloudsave_manager", "memory_browser", "cookies_login", "chat", "subtitle", "agenthud", "toast",
-    "card_maker", "soccer_demo", "badminton_demo", "air_basketball", "drawing_guess_demo",
-    "watch_together", "jukebox", "static", "user_live2d", "user_live2d_local", "user_vrm", "user_mods",
-    "workshop", "api", "ws", "health",
-})
-DEVICE_NAMES = frozenset({"CON", "PRN", "AUX", "NUL", "CLOCK$",
-                          *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))})
+RESERVED_ROUTE_NAMES = frozenset(
+    {
+        "l2d",
+        "model_manager",
+        "live2d_parameter_editor",
+        "live2d_emotion_manager",
+        "vrm_emotion_manager",
+        "mmd_emotion_manager",
+        "voice_clone",
+        "voice_identity",
+        "api_key",
+        "character_card_manager",
+        "cloudsave_manager",
+        "memory_browser",
+        "cookies_login",
+        "chat",
+        "subtitle",
+        "agenthud",
+        "toast",
+        "card_maker",
+        "soccer_demo",
+        "badminton_demo",
+        "air_basketball",
+        "drawing_guess_demo",
+        "watch_together",
+        "jukebox",
+        "static",
+        "user_live2d",
+        "user_live2d_local",
+        "user_vrm",
+        "user_mods",
+        "workshop",
+        "api",
+        "ws",
+        "health",
+    }
+)
+DEVICE_NAMES = frozenset(
+    {"CON", "PRN", "AUX", "NUL", "CLOCK$", *(f"COM{i}" for i in range(1, 10)), *(f"LPT{i}" for i in range(1, 10))}
+)
 ALLOWED_PUNCTUATION = frozenset(" _-()（）·・•'’")
 _FILENAME = re.compile(r"recent_(.+)\.json", re.DOTALL)
 
@@ -56,8 +86,10 @@ def new_name_problem(name: str) -> str | None:
     if name.casefold() in RESERVED_ROUTE_NAMES:
         return "is a reserved route name"
     if name.casefold().startswith(STORAGE_PREFIXES):
-        return (f"must not start with {' or '.join(repr(p) for p in STORAGE_PREFIXES)}: such a folder is "
-                "another character's storage")
+        return (
+            f"must not start with {' or '.join(repr(p) for p in STORAGE_PREFIXES)}: such a folder is "
+            "another character's storage"
+        )
     bad = next((ch for ch in name if not _is_allowed_char(ch)), None)
     if bad is not None:
         return f"may contain only letters, digits, spaces and _ - ( ) （ ） · ・ • ' ’ (not {bad!r})"

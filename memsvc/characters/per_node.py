@@ -14,9 +14,11 @@ from typing import Any, NoReturn
 from memsvc.kernel.errors import PreconditionError
 
 REASON = "CHARACTER_MEMORY_PER_NODE"
-MESSAGE = ("character memory is per node (a desktop app's files and their SQLite journal) and memsvc serves "
-           "from the shared database of MEMSVC_DATABASE_URL: run character memory on one node without "
-           "MEMSVC_DATABASE_URL")
+MESSAGE = (
+    "character memory is per node (a desktop app's files and their SQLite journal) and memsvc serves "
+    "from the shared database of MEMSVC_DATABASE_URL: run character memory on one node without "
+    "MEMSVC_DATABASE_URL"
+)
 
 
 def _refuse(*_: Any, **__: Any) -> NoReturn:

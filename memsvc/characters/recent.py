@@ -85,8 +85,15 @@ def _read_text(path: Path) -> str | None:
 
 
 class RecentFiles:
-    def __init__(self, roots: Roots, store: CharacterStore, registry: Registry, locks: CharacterLocks,
-                 guard: StorageGuard, hooks: Hooks):
+    def __init__(
+        self,
+        roots: Roots,
+        store: CharacterStore,
+        registry: Registry,
+        locks: CharacterLocks,
+        guard: StorageGuard,
+        hooks: Hooks,
+    ):
         self.roots = roots
         self.store = store
         self.registry = registry
@@ -122,10 +129,17 @@ class RecentFiles:
         for entry in entries:
             if entry.is_symlink():
                 continue
-            if entry.is_file(follow_symlinks=False) and entry.name.startswith("recent_") and entry.name.endswith(".json"):
+            if (
+                entry.is_file(follow_symlinks=False)
+                and entry.name.startswith("recent_")
+                and entry.name.endswith(".json")
+            ):
                 found.add(entry.name)
-            elif (entry.is_dir(follow_symlinks=False) and not entry.name.startswith("semantic_memory_")
-                  and is_real_file(Path(entry.path) / "recent.json")):
+            elif (
+                entry.is_dir(follow_symlinks=False)
+                and not entry.name.startswith("semantic_memory_")
+                and is_real_file(Path(entry.path) / "recent.json")
+            ):
                 found.add(logical_filename(entry.name))
         return found
 
@@ -196,13 +210,17 @@ class RecentFiles:
         name = character_from_filename(request.filename)
         validate_chat(request.chat, "chat")
         if request.fingerprint is None or request.identity_token is None:
-            raise ConflictError("fingerprint and identity_token are required: reload the file and edit that "
-                                "snapshot", reason="")
+            raise ConflictError(
+                "fingerprint and identity_token are required: reload the file and edit that snapshot", reason=""
+            )
         self.guard.check()
         with self.locks.get(name):
             view = self.view(name)
-            if (view.generation is None or view.identity != request.identity_token
-                    or view.fingerprint != request.fingerprint):
+            if (
+                view.generation is None
+                or view.identity != request.identity_token
+                or view.fingerprint != request.fingerprint
+            ):
                 raise _conflict(view)
             self.guard.check_dir(view.path.parent)
             text = fmt.render(merge_chat(fmt.parse_messages(view.content) or [], request.chat))
@@ -287,8 +305,10 @@ class RecentFiles:
             try:
                 flushed += self.flush(name)
             except Exception as exc:  # noqa: BLE001 - one character's failure must not stop the others
-                log.error("recent.flush.failed", extra={"error_type": type(exc).__name__,
-                                                        "reason": getattr(exc, "reason", "")})
+                log.error(
+                    "recent.flush.failed",
+                    extra={"error_type": type(exc).__name__, "reason": getattr(exc, "reason", "")},
+                )
         return flushed
 
 
@@ -303,8 +323,14 @@ def _readable(filename: str) -> bool:
 
 
 def _conflict(view: View) -> ConflictError:
-    current = ({"fingerprint": view.fingerprint, "identity_token": view.identity}
-               if view.generation is not None else {"fingerprint": "", "identity_token": ""})
-    return ConflictError("the file changed since it was read (or was deleted): GET it again and merge your "
-                         "edits; do not resend the old chat with the new tokens",
-                         reason=RECENT_FILE_CONFLICT, metadata=current)
+    current = (
+        {"fingerprint": view.fingerprint, "identity_token": view.identity}
+        if view.generation is not None
+        else {"fingerprint": "", "identity_token": ""}
+    )
+    return ConflictError(
+        "the file changed since it was read (or was deleted): GET it again and merge your "
+        "edits; do not resend the old chat with the new tokens",
+        reason=RECENT_FILE_CONFLICT,
+        metadata=current,
+    )

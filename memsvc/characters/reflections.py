@@ -36,7 +36,8 @@ _NEGATIVE = re.compile(
     r"do\s+not\s+(?:really\s+)?like)\b"
     r"|嫌い|苦手|決して|不(?:太|怎么|是很|是太)?(?:喜欢|爱)|讨厌|厌恶|受不了|反感|从不|从来不|从来没有"
     r"|не\s+(?:люблю|нравится|нравятся|переношу)|ненавижу|избегаю|терпеть\s+не\s+могу|никогда",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _CLAUSE_END = re.compile(r"[.,;!?…。，、！？；．\n\r]")
 
 
@@ -56,8 +57,14 @@ def polarity(clause: str) -> int:
 
 
 class Reflections:
-    def __init__(self, store: ReflectionStore, memories: Memories, toggles: CoreConfig,
-                 clock: Callable[[], datetime], hooks: Hooks):
+    def __init__(
+        self,
+        store: ReflectionStore,
+        memories: Memories,
+        toggles: CoreConfig,
+        clock: Callable[[], datetime],
+        hooks: Hooks,
+    ):
         self.store = store
         self.memories = memories
         self.toggles = toggles
@@ -89,8 +96,9 @@ class Reflections:
                 self.store.deny(older.id, now)
         live = self.store.live(character, fact.key, sign)
         if live is None:
-            self.store.insert(NewReflection(character, fact.key, sign, fact.category, fact.type, fact.content,
-                                            clause), now)
+            self.store.insert(
+                NewReflection(character, fact.key, sign, fact.category, fact.type, fact.content, clause), now
+            )
             return
         self.store.seen_again(live.id, now)
         if powerful and live.seen_count + 1 >= PROMOTE_AFTER_SEEN and live.status in ("pending", "confirmed"):
@@ -100,11 +108,22 @@ class Reflections:
         if row is None:
             return
         content = row.content if row.polarity > 0 else row.evidence
-        metadata = {"source": "reflection", "category": row.category, "reflectionId": row.id,
-                    "polarity": "positive" if row.polarity > 0 else "negative"}
+        metadata = {
+            "source": "reflection",
+            "category": row.category,
+            "reflectionId": row.id,
+            "polarity": "positive" if row.polarity > 0 else "negative",
+        }
         try:
-            result = self.memories.create(NewMemory(api_key_id=owner_id(row.character), content=content,
-                                                    type=row.type, key=row.fact_key, metadata=metadata))
+            result = self.memories.create(
+                NewMemory(
+                    api_key_id=owner_id(row.character),
+                    content=content,
+                    type=row.type,
+                    key=row.fact_key,
+                    metadata=metadata,
+                )
+            )
         except Exception as exc:  # noqa: BLE001 - stays confirmed; the next sweep retries
             log.error("reflection.promote.failed", extra={"error_type": type(exc).__name__})
             return

@@ -66,8 +66,9 @@ class RenameTransaction:
             self._enter("backup")
             self.registry_raw = self.parts.registry.raw()
         except Exception as exc:  # noqa: BLE001
-            raise OperationFailedError(f"renaming {self.old!r} to {self.new!r} failed at step backup: "
-                                       f"{_describe(exc)}; nothing was changed") from exc
+            raise OperationFailedError(
+                f"renaming {self.old!r} to {self.new!r} failed at step backup: {_describe(exc)}; nothing was changed"
+            ) from exc
         self._drain()
         committed = False
         try:
@@ -85,15 +86,19 @@ class RenameTransaction:
             self.parts.reviews.drain(self.old, DRAIN_TIMEOUT_S)
         except Exception as exc:
             self.parts.reviews.resume(self.old)
-            raise UnavailableError(f"could not release {self.old!r}'s review tasks ({_describe(exc)}); "
-                                   "nothing was changed and the tasks were resumed", reason=RELEASE_FAILED) from None
+            raise UnavailableError(
+                f"could not release {self.old!r}'s review tasks ({_describe(exc)}); "
+                "nothing was changed and the tasks were resumed",
+                reason=RELEASE_FAILED,
+            ) from None
 
     def _apply(self) -> None:
         try:
             self._move("move_folder", self.parts.roots.folder_moves(self.old, self.new))
             self._move("move_flat_files", self.parts.roots.flat_moves(self.old, self.new, self.others()))
-            self.rows = self.parts.store.rename_rows(self.old, self.new, owner_id(self.old), owner_id(self.new),
-                                                     self._generation_moves(), self._enter)
+            self.rows = self.parts.store.rename_rows(
+                self.old, self.new, owner_id(self.old), owner_id(self.new), self._generation_moves(), self._enter
+            )
             self._enter("registry")
             self.parts.registry.save(renamed(self.registry_data, self.old, self.new, self.parts.clock()))
             self.registry_written = True
@@ -101,10 +106,10 @@ class RenameTransaction:
             self.parts.reload()
         except Exception as exc:
             problems = self._rollback()
-            undo = (f"; rollback failed: {'; '.join(problems)}" if problems
-                    else "; everything was rolled back")
-            raise OperationFailedError(f"renaming {self.old!r} to {self.new!r} failed at step {self.step}: "
-                                       f"{_describe(exc)}{undo}") from exc
+            undo = f"; rollback failed: {'; '.join(problems)}" if problems else "; everything was rolled back"
+            raise OperationFailedError(
+                f"renaming {self.old!r} to {self.new!r} failed at step {self.step}: {_describe(exc)}{undo}"
+            ) from exc
 
     def _move(self, step: str, moves: list[tuple[Path, Path]]) -> None:
         self._enter(step)

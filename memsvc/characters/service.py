@@ -100,8 +100,7 @@ class Characters:
         self.guard = StorageGuard(config.storage_mode)
         self.locks = CharacterLocks(locks)
         self.recent = RecentFiles(self.roots, self.store, self.registry, self.locks, self.guard, self.hooks)
-        self.reflections = Reflections(reflection_store, memories, self.toggles, lambda: self.clock(),
-                                       self.hooks)
+        self.reflections = Reflections(reflection_store, memories, self.toggles, lambda: self.clock(), self.hooks)
         self.reviews = ReviewRunner(self.reflections.review, self.hooks)
         self.legacy = Legacy(config.runtime_memory_dir, config.legacy_app_roots, self.registry, self.hooks)
         self.recent.on_saved = self.reviews.cancel
@@ -191,38 +190,52 @@ class Characters:
         return RenameResult(changed=True)
 
     def _has_storage(self, name: str, registered: set[str]) -> bool:
-        return (bool(self.roots.storage_entries(name, registered - {name}))
-                or self.store.owns_rows(name, owner_id(name)))
+        return bool(self.roots.storage_entries(name, registered - {name})) or self.store.owns_rows(name, owner_id(name))
 
     def _already_renamed(self, old: str, new: str, names: set[str]) -> RenameResult:
         """The alias called again after the rename completed: a no-op, unless storage of the
         old name is left (a partial rename must be repaired, not hidden)."""
         if self._has_storage(old, names):
-            raise ConflictError(f"{new!r} is registered but storage of {old!r} remains: repair it through "
-                                f"POST /api/characters/catgirl/{{old_name}}/rename", reason=PARTIAL_RENAME)
+            raise ConflictError(
+                f"{new!r} is registered but storage of {old!r} remains: repair it through "
+                f"POST /api/characters/catgirl/{{old_name}}/rename",
+                reason=PARTIAL_RENAME,
+            )
         return RenameResult(changed=False, already_renamed=True, exists_after=self._has_storage(new, names))
 
     def _check_rename_target(self, old: str, new: str, names: set[str]) -> None:
         """Nothing of `old` may land on an existing entry or in a registered character's
         folder, and every folder the rename writes must be writable, links refused."""
         if self._has_storage(new, names):
-            raise ConflictError(f"storage of {new!r} already exists; move or purge it first",
-                                reason=RENAME_TARGET_EXISTS)
+            raise ConflictError(
+                f"storage of {new!r} already exists; move or purge it first", reason=RENAME_TARGET_EXISTS
+            )
         others = names - {old}
         moves = self.roots.folder_moves(old, new) + self.roots.flat_moves(old, new, others)
         for source, target in moves:
             if exists_no_follow(source) and (exists_no_follow(target) or target.name in others):
-                raise ConflictError(f"{target.name!r} already exists or is a registered character's folder; "
-                                    "move or purge it first", reason=RENAME_TARGET_EXISTS)
+                raise ConflictError(
+                    f"{target.name!r} already exists or is a registered character's folder; move or purge it first",
+                    reason=RENAME_TARGET_EXISTS,
+                )
         folders = {p.parent for p in self.roots.storage_entries(old, others)} | {self.registry.path.parent}
         for folder in sorted(folders):
             self.guard.check_dir(folder)
         check_writable(self.registry.path.parent, [self.registry.path.name])
 
     def _rename_parts(self) -> RenameParts:
-        return RenameParts(self.roots, self.registry, self.store, self.locks, self.reviews,
-                           self.reflections.lock, self.hooks, self.memories.read_cache.clear,
-                           self._reowned, lambda: self.clock())
+        return RenameParts(
+            self.roots,
+            self.registry,
+            self.store,
+            self.locks,
+            self.reviews,
+            self.reflections.lock,
+            self.hooks,
+            self.memories.read_cache.clear,
+            self._reowned,
+            lambda: self.clock(),
+        )
 
     def _reowned(self, memory_ids: list[str]) -> None:
         """Vector indexes are partitioned by owner: re-index the moved memories under the
@@ -266,7 +279,7 @@ class Characters:
                     self.reflections.reset_confirmed()
                 except Exception as exc:
                     raise OperationFailedError(
-                        f"Powerful Memory migration failed ({type(exc).__name__}: {exc}); "
-                        "the setting was not saved") from exc
+                        f"Powerful Memory migration failed ({type(exc).__name__}: {exc}); the setting was not saved"
+                    ) from exc
 
         return self.toggles.set(POWERFUL_KEY, enabled, before_save=migrate)

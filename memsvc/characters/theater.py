@@ -26,8 +26,11 @@ class _Slot:
 
 
 def _readonly(index: int) -> ConflictError:
-    return ConflictError(f"chat item for message {index} edits a theater capsule, which is read-only; "
-                         "reload the file and keep the capsule as it is", reason=THEATER_READONLY)
+    return ConflictError(
+        f"chat item for message {index} edits a theater capsule, which is read-only; "
+        "reload the file and keep the capsule as it is",
+        reason=THEATER_READONLY,
+    )
 
 
 class _Matcher:
@@ -44,8 +47,14 @@ class _Matcher:
         elif item.theater:
             found = next((i for i in sorted(self.capsules) if i >= self.cursor and i not in self.used), None)
         else:
-            found = next((i for i in range(self.cursor, len(self.snapshot)) if i not in self.used
-                          and role_and_text(self.snapshot[i]) == (item.role, item.text or "")), None)
+            found = next(
+                (
+                    i
+                    for i in range(self.cursor, len(self.snapshot))
+                    if i not in self.used and role_and_text(self.snapshot[i]) == (item.role, item.text or "")
+                ),
+                None,
+            )
         if found is not None:
             self.used.add(found)
             self.cursor = max(self.cursor, found + 1)

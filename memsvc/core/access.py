@@ -25,8 +25,7 @@ FAILED = "memory.access.record.failed"
 
 
 class AccessRecorder:
-    def __init__(self, touch: Callable[[Mapping[str, int]], None], background: BackgroundWriter,
-                 delay_s: float = 0.0):
+    def __init__(self, touch: Callable[[Mapping[str, int]], None], background: BackgroundWriter, delay_s: float = 0.0):
         self._touch = touch
         self._background = background
         self._delay_s = delay_s

@@ -84,7 +84,7 @@ SEARCH_LIMIT = 100
 class BackendStatus:
     name: str
     kind: str
-    role: str                 # primary | fallback
+    role: str  # primary | fallback
     healthy: bool
     latency_ms: float
     error: str
@@ -96,7 +96,7 @@ class BackendStatus:
 class _Sync:
     """One change to replay on one fallback."""
 
-    op: str                   # update | delete
+    op: str  # update | delete
     memory_id: str
     patch: MemoryPatch | None
     attempts: int = 0
@@ -144,14 +144,17 @@ class LocalPluggable:
         return self._store.clear(flt)
 
     def search(self, request: BackendSearch) -> builtins.list[ScoredMemory]:
-        return [ScoredMemory(h.memory, h.score) for h in
-                self._store.search_keyword(request.scope, request.query, request.limit)]
+        return [
+            ScoredMemory(h.memory, h.score)
+            for h in self._store.search_keyword(request.scope, request.query, request.limit)
+        ]
 
     def health(self) -> BackendHealth:
         started = time.perf_counter()
         report = self._store.health()
-        return BackendHealth(bool(report.get("ok")), round((time.perf_counter() - started) * 1000, 3),
-                             str(report.get("error") or ""))
+        return BackendHealth(
+            bool(report.get("ok")), round((time.perf_counter() - started) * 1000, 3), str(report.get("error") or "")
+        )
 
 
 class _Broken:
@@ -166,6 +169,7 @@ class _Broken:
     def __getattr__(self, attr: str) -> Any:
         def fail(*args: Any, **kwargs: Any) -> Any:
             raise BackendError(self._reason)
+
         return fail
 
     def health(self) -> BackendHealth:
@@ -230,8 +234,18 @@ class BackendManager:
 
     name = "manager"
 
-    def __init__(self, store: LocalStore, settings: Settings, factory: Factory, *, health_interval_s: float = 30.0,
-                 retry_s: float = 1.0, retry_max_s: float = 60.0, max_attempts: int = 50, local_kind: str = SQLITE):
+    def __init__(
+        self,
+        store: LocalStore,
+        settings: Settings,
+        factory: Factory,
+        *,
+        health_interval_s: float = 30.0,
+        retry_s: float = 1.0,
+        retry_max_s: float = 60.0,
+        max_attempts: int = 50,
+        local_kind: str = SQLITE,
+    ):
         self._store = store
         self._local = LocalPluggable(store, local_kind)
         self._settings = settings
@@ -263,8 +277,9 @@ class BackendManager:
                 self._routing_key = key
                 names = {b.name for b in self._routing.fallbacks}
                 for gone in [n for n in self._pending if n not in names]:
-                    log.warning("memory.backend.sync.dropped",
-                                extra={"backend": gone, "pending": len(self._pending.pop(gone))})
+                    log.warning(
+                        "memory.backend.sync.dropped", extra={"backend": gone, "pending": len(self._pending.pop(gone))}
+                    )
             return self._routing
 
     def _build(self, primary: str, fallbacks: Sequence[str], configs: Mapping[str, Any]) -> Routing:
@@ -331,16 +346,18 @@ class BackendManager:
         except BackendError as exc:
             raise _unavailable(r.primary.name, exc) from None
 
-    def create_many(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult]:
+    def create_many(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult]:
         """The local store: one transaction. Another primary has no transactions: one create each,
         in order, stopping at the first failure (the ones before it stay stored)."""
         if self.routing().local:
             return self._store.create_many(memories, in_transaction)
         return [self.create(m) for m in memories]
 
-    def create_each(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]:
+    def create_each(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult | Exception]:
         if self.routing().local:
             return self._store.create_each(memories, in_transaction)
         out: list[UpsertResult | Exception] = []
@@ -422,8 +439,13 @@ class BackendManager:
             return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="maxTokens is 0"))
         budget = min(BUDGET_RANGE[1], max(BUDGET_RANGE[0], req.max_tokens))
         scope = scope_for(req, now or utcnow())
-        search = BackendSearch(req.query.strip(), scope, limit=min(req.limit or SEARCH_LIMIT, SEARCH_LIMIT),
-                               max_tokens=budget, strategy=req.strategy)
+        search = BackendSearch(
+            req.query.strip(),
+            scope,
+            limit=min(req.limit or SEARCH_LIMIT, SEARCH_LIMIT),
+            max_tokens=budget,
+            strategy=req.strategy,
+        )
         failures: list[str] = []
         owners = _scope_filter(scope)
         for backend in r.chain():
@@ -432,14 +454,26 @@ class BackendManager:
             except BackendError as exc:
                 failures.append(f"backend {backend.name!r} failed ({exc})")
                 continue
-            items = [RetrievedItem(s.memory, s.score, estimate_tokens(s.memory.content), TIER_BACKEND)
-                     for s in found if in_scope(s.memory, scope) and readable(s.memory, owners)]
+            items = [
+                RetrievedItem(s.memory, s.score, estimate_tokens(s.memory.content), TIER_BACKEND)
+                for s in found
+                if in_scope(s.memory, scope) and readable(s.memory, owners)
+            ]
             reason = "; ".join(failures + ([f"answered by fallback {backend.name!r}"] if failures else []))
-            return RetrievalResult(apply_budget(items, budget, req.limit), budget,
-                                   Resolution(strategy_used=STRATEGY_BACKEND, fallback_reason=reason,
-                                              backend=backend.name))
-        return RetrievalResult([], budget, Resolution(strategy_used="none", backend=r.primary.name,
-                                                      fallback_reason="; ".join(failures + ["no backend answered"])))
+            return RetrievalResult(
+                apply_budget(items, budget, req.limit),
+                budget,
+                Resolution(strategy_used=STRATEGY_BACKEND, fallback_reason=reason, backend=backend.name),
+            )
+        return RetrievalResult(
+            [],
+            budget,
+            Resolution(
+                strategy_used="none",
+                backend=r.primary.name,
+                fallback_reason="; ".join(failures + ["no backend answered"]),
+            ),
+        )
 
     @staticmethod
     def _search_one(backend: PluggableBackend, search: BackendSearch) -> builtins.list[ScoredMemory]:
@@ -458,7 +492,8 @@ class BackendManager:
             now = time.monotonic()
             for backend in r.fallbacks:
                 self._pending.setdefault(backend.name, deque()).append(
-                    _Sync(change.op, change.memory_id, change.patch, due=now))
+                    _Sync(change.op, change.memory_id, change.patch, due=now)
+                )
             self._lock.notify_all()
         self.initialize()
 
@@ -516,8 +551,10 @@ class BackendManager:
             queue = self._pending.get(name)
             if change.attempts >= self._max_attempts and queue and queue[0] is change:
                 queue.popleft()
-                log.warning("memory.backend.sync.given_up", extra={"backend": name, "op": change.op,
-                                                                   "attempts": change.attempts, "error": change.error})
+                log.warning(
+                    "memory.backend.sync.given_up",
+                    extra={"backend": name, "op": change.op, "attempts": change.attempts, "error": change.error},
+                )
                 return
             change.due = time.monotonic() + min(self._retry_max_s, self._retry_s * 2 ** (change.attempts - 1))
 
@@ -545,8 +582,11 @@ class BackendManager:
             with self._lock:
                 checked = self._health[backend.name][1]
                 pending = len(self._pending.get(backend.name) or ())
-            out.append(BackendStatus(backend.name, _kind(backend), role, health.ok, health.latency_ms, health.error,
-                                     pending, checked))
+            out.append(
+                BackendStatus(
+                    backend.name, _kind(backend), role, health.ok, health.latency_ms, health.error, pending, checked
+                )
+            )
         return out
 
 

@@ -107,8 +107,7 @@ class TenantScope:
     tenants: frozenset[str] | None
 
 
-tenant_scope: contextvars.ContextVar[TenantScope | None] = contextvars.ContextVar("memsvc_tenant_scope",
-                                                                                  default=None)
+tenant_scope: contextvars.ContextVar[TenantScope | None] = contextvars.ContextVar("memsvc_tenant_scope", default=None)
 
 
 # The verified credential of the calling request, set by the auth interceptor beside
@@ -159,8 +158,9 @@ def parse_token(token: str) -> tuple[str, str] | None:
     return (match[1], match[2]) if match else None
 
 
-def new_credential(credential_id: str, permissions: Iterable[str], tenants: Iterable[str],
-                   characters: bool) -> Credential:
+def new_credential(
+    credential_id: str, permissions: Iterable[str], tenants: Iterable[str], characters: bool
+) -> Credential:
     """Validate an operator's request (every problem at once) and normalize it: an admin
     addresses every tenant and character memory whatever was asked."""
     v = Violations()
@@ -280,8 +280,9 @@ class Credentials:
         self._seen: _Seen | None = None
         self._lock = threading.Lock()
 
-    def create(self, credential_id: str, permissions: Iterable[str], tenants: Iterable[str],
-               characters: bool) -> IssuedCredential:
+    def create(
+        self, credential_id: str, permissions: Iterable[str], tenants: Iterable[str], characters: bool
+    ) -> IssuedCredential:
         credential = new_credential(credential_id, permissions, tenants, characters)
         lookup, secret, token = mint_token()
         return IssuedCredential(self._store.insert(credential, lookup, secret), token)

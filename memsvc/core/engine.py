@@ -47,11 +47,13 @@ EXTRACTION_FAILED = "memory.extraction.background.failed"
 
 
 class EngineBackend(SearchBackend, SummaryBackend, Protocol):
-    def create_many(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult]: ...
+    def create_many(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult]: ...
 
-    def create_each(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]: ...
+    def create_each(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult | Exception]: ...
 
     # A plain list counts 1 an id; a mapping gives each id's count (memsvc.core.access).
     def touch(self, ids: Sequence[str] | Mapping[str, int]) -> None: ...
@@ -71,8 +73,8 @@ class InjectCall:
     no_memory: bool = False
     options: InjectOptions = InjectOptions()
     headers: Sequence[tuple[str, str]] = ()
-    limit: int | None = None          # at most this many memories (1..100)
-    min_score: float | None = None    # relevance floor 0..1; None: Inject's default floor
+    limit: int | None = None  # at most this many memories (1..100)
+    min_score: float | None = None  # relevance floor 0..1; None: Inject's default floor
 
 
 @dataclass(frozen=True)
@@ -134,10 +136,18 @@ BackendRetrieval = Callable[[RetrievalRequest], "RetrievalResult | None"]
 
 
 class Engine:
-    def __init__(self, backend: EngineBackend, settings: Settings, background: BackgroundWriter,
-                 retriever: Retriever | None = None, events: MemoryEvents | None = None,
-                 on_retrieval: Callable[[Resolution], None] | None = None, access_delay_s: float = 0.0,
-                 writer: MemoryBackend | None = None, backend_retrieval: BackendRetrieval | None = None):
+    def __init__(
+        self,
+        backend: EngineBackend,
+        settings: Settings,
+        background: BackgroundWriter,
+        retriever: Retriever | None = None,
+        events: MemoryEvents | None = None,
+        on_retrieval: Callable[[Resolution], None] | None = None,
+        access_delay_s: float = 0.0,
+        writer: MemoryBackend | None = None,
+        backend_retrieval: BackendRetrieval | None = None,
+    ):
         """`writer` stores extracted facts (the backend router: the primary backend), by
         default `backend`; `backend_retrieval` answers retrievals when the primary is not SQLite."""
         self._backend = backend
@@ -152,9 +162,17 @@ class Engine:
 
     # ---- retrieval ----
 
-    def retrieve(self, api_key_id: str, query: str = "", session_id: str = "", strategy: str = "",
-                 max_tokens: int | None = None, scope: str = "", limit: int | None = None,
-                 min_score: float | None = None) -> FlooredResult:
+    def retrieve(
+        self,
+        api_key_id: str,
+        query: str = "",
+        session_id: str = "",
+        strategy: str = "",
+        max_tokens: int | None = None,
+        scope: str = "",
+        limit: int | None = None,
+        min_score: float | None = None,
+    ) -> FlooredResult:
         """The hot path. Records access on what it returns. `min_score` None: Retrieve's
         default relevance floor (memsvc.core.retrieval.relevance_floor); 0 keeps every ranked candidate.
 
@@ -162,11 +180,31 @@ class Engine:
         snapshot, and the settings are read once and travel with the request: one Retrieve
         answers from one consistent state, and pays for one read transaction."""
         with self._backend.snapshot():
-            return self._retrieve(api_key_id, query, session_id, strategy, max_tokens, scope, limit,
-                                  queryless_min_score(min_score, query), search=True)
+            return self._retrieve(
+                api_key_id,
+                query,
+                session_id,
+                strategy,
+                max_tokens,
+                scope,
+                limit,
+                queryless_min_score(min_score, query),
+                search=True,
+            )
 
-    def _retrieve(self, api_key_id: str, query: str, session_id: str, strategy: str, max_tokens: int | None,
-                  scope: str, limit: int | None, min_score: float | None, *, search: bool = False) -> FlooredResult:
+    def _retrieve(
+        self,
+        api_key_id: str,
+        query: str,
+        session_id: str,
+        strategy: str,
+        max_tokens: int | None,
+        scope: str,
+        limit: int | None,
+        min_score: float | None,
+        *,
+        search: bool = False,
+    ) -> FlooredResult:
         """`search`: Retrieve's default floor when `min_score` is None, else Inject's."""
         v = Violations()
         _check_strategy(v, strategy)
@@ -186,18 +224,28 @@ class Engine:
             raise PermissionDeniedError("scope global is not enabled in the memory settings")
         if not settings.enabled:
             return FlooredResult([], 0, Resolution(strategy_used="none", fallback_reason="memory is disabled"))
-        result = self._floored(RetrievalRequest(
-            api_key_id=api_key_id, query=query, strategy=strategy or settings.strategy,
-            max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
-            scope=retrieval_scope(scope or settings.scope), session_id=session_id or None,
-            retention_days=settings.retention_days, settings=settings,
-        ), limit, min_score, search)
+        result = self._floored(
+            RetrievalRequest(
+                api_key_id=api_key_id,
+                query=query,
+                strategy=strategy or settings.strategy,
+                max_tokens=settings.max_tokens if max_tokens is None else max_tokens,
+                scope=retrieval_scope(scope or settings.scope),
+                session_id=session_id or None,
+                retention_days=settings.retention_days,
+                settings=settings,
+            ),
+            limit,
+            min_score,
+            search,
+        )
         self.access.record(item.memory.id for item in result.items)
         self._on_retrieval(result.resolution)
         return result
 
-    def _floored(self, request: RetrievalRequest, limit: int | None, min_score: float | None,
-                 search: bool) -> FlooredResult:
+    def _floored(
+        self, request: RetrievalRequest, limit: int | None, min_score: float | None, search: bool
+    ) -> FlooredResult:
         """The relevance floor first, then the budget and the limit: candidates are fetched
         with the widest budget, so an item below the floor never takes budget or a place in
         the limit that an item above it needs."""
@@ -208,11 +256,19 @@ class Engine:
         floor = floor_for(min_score, raw.resolution.embedding_source, search=search)
         kept, dropped = above_floor(raw.items, request.query, floor, raw.resolution.vector_store)
         budget = min(BUDGET_RANGE[1], max(BUDGET_RANGE[0], request.max_tokens))
-        return FlooredResult(apply_budget(kept, budget, limit), budget, raw.resolution, below_min_score=dropped,
-                             floor=floor)
+        return FlooredResult(
+            apply_budget(kept, budget, limit), budget, raw.resolution, below_min_score=dropped, floor=floor
+        )
 
-    def preview(self, query: str, api_key_id: str = "", session_id: str = "", strategy: str = "",
-                max_tokens: int | None = None, limit: int | None = None) -> RetrievalResult:
+    def preview(
+        self,
+        query: str,
+        api_key_id: str = "",
+        session_id: str = "",
+        strategy: str = "",
+        max_tokens: int | None = None,
+        limit: int | None = None,
+    ) -> RetrievalResult:
         """A dry run of retrieval: the same filters, nothing touched, memory on or off."""
         v = Violations()
         if not query.strip():
@@ -226,12 +282,19 @@ class Engine:
         with self._backend.snapshot():
             settings = self._settings.get()
             scope = retrieval_scope(settings.scope if api_key_id else "global")
-            return self._run(RetrievalRequest(
-                api_key_id=api_key_id or None, query=query, strategy=strategy or "hybrid",
-                max_tokens=2000 if max_tokens is None else max_tokens, scope=scope, session_id=session_id or None,
-                retention_days=settings.retention_days, limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
-                settings=settings,
-            ))
+            return self._run(
+                RetrievalRequest(
+                    api_key_id=api_key_id or None,
+                    query=query,
+                    strategy=strategy or "hybrid",
+                    max_tokens=2000 if max_tokens is None else max_tokens,
+                    scope=scope,
+                    session_id=session_id or None,
+                    retention_days=settings.retention_days,
+                    limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
+                    settings=settings,
+                )
+            )
 
     def _run(self, request: RetrievalRequest) -> RetrievalResult:
         """The primary backend's own search when it is not SQLite, else SQLite's tiers."""
@@ -260,15 +323,28 @@ class Engine:
             reason = "the request is in no known chat format (messages, input or contents)"
         if reason or fmt is None:
             return InjectOutcome(unchanged, skipped_reason=reason)
-        result = self._retrieve(call.api_key_id[:MAX_ID_CHARS], fmt.query(call.body)[:MAX_QUERY_CHARS],
-                                call.session_id[:MAX_ID_CHARS], "", None, "", call.limit, call.min_score)
+        result = self._retrieve(
+            call.api_key_id[:MAX_ID_CHARS],
+            fmt.query(call.body)[:MAX_QUERY_CHARS],
+            call.session_id[:MAX_ID_CHARS],
+            "",
+            None,
+            "",
+            call.limit,
+            call.min_score,
+        )
         below, aged = result.below_min_score, result.resolution.skipped_for_age
         if not result.items:
             why = f"no memory reached the relevance floor ({below} below minScore)" if below else "no relevant memories"
             return InjectOutcome(unchanged, skipped_reason=why, below_min_score=below, skipped_for_age=aged)
         injection = inject(call.body, [i.memory.content for i in result.items], call.provider, call.model, call.options)
-        return InjectOutcome(injection, [i.memory.id for i in result.items], result.total_tokens, below_min_score=below,
-                             skipped_for_age=aged)
+        return InjectOutcome(
+            injection,
+            [i.memory.id for i in result.items],
+            result.total_tokens,
+            below_min_score=below,
+            skipped_for_age=aged,
+        )
 
     def _skip_reason(self, api_key_id: str, no_memory: bool, headers: Sequence[tuple[str, str]]) -> str:
         if no_memory or no_memory_requested(headers):
@@ -313,13 +389,22 @@ class Engine:
     @staticmethod
     def _draft(fact: Fact, api_key_id: str, session_id: str) -> NewMemory:
         """Validated like any CreateMemory, so a bad owner is refused before acknowledging."""
-        return validate_new(NewMemory(api_key_id=api_key_id, session_id=session_id or None, type=fact.type,
-                                      key=fact.key, content=fact.content, metadata=fact_metadata(fact, utcnow())))
+        return validate_new(
+            NewMemory(
+                api_key_id=api_key_id,
+                session_id=session_id or None,
+                type=fact.type,
+                key=fact.key,
+                content=fact.content,
+                metadata=fact_metadata(fact, utcnow()),
+            )
+        )
 
     # ---- summarization ----
 
-    def summarize(self, older_than_days: int | None, api_key_id: str, dry_run: bool,
-                  all_tenants: bool = False) -> SummaryOutcome:
+    def summarize(
+        self, older_than_days: int | None, api_key_id: str, dry_run: bool, all_tenants: bool = False
+    ) -> SummaryOutcome:
         outcome = summarize(self._backend, older_than_days, api_key_id or None, dry_run, all_tenants)
         self._events.written(outcome.summary_ids)
         return outcome

@@ -37,11 +37,18 @@ class QdrantHit:
 
 
 class Introspection:
-    def __init__(self, keyword_probe: Callable[[], tuple[bool, str]], vectors: VectorTier, settings: Settings,
-                 qdrant_settings: QdrantSettingsManager, retrieval: Callable[[], dict[str, Any]],
-                 backends: Callable[[], list[BackendStatus]] | None = None,
-                 reindex: Callable[[], ReindexStatus] | None = None, keyword_backend: str = "FTS5",
-                 working_sets: Callable[[], dict[str, int]] | None = None):
+    def __init__(
+        self,
+        keyword_probe: Callable[[], tuple[bool, str]],
+        vectors: VectorTier,
+        settings: Settings,
+        qdrant_settings: QdrantSettingsManager,
+        retrieval: Callable[[], dict[str, Any]],
+        backends: Callable[[], list[BackendStatus]] | None = None,
+        reindex: Callable[[], ReindexStatus] | None = None,
+        keyword_backend: str = "FTS5",
+        working_sets: Callable[[], dict[str, int]] | None = None,
+    ):
         self._keyword_probe = keyword_probe
         self._keyword_backend = keyword_backend  # what answers keyword search: SQLite's FTS5 or PostgreSQL's
         self._vectors = vectors
@@ -63,9 +70,14 @@ class Introspection:
         return {
             "keyword": {"available": keyword_ok, "backend": self._keyword_backend, "reason": keyword_error},
             "embedding": self._vectors.embeddings.status(settings),
-            "vector_store": {"backend": vector.backend, "available": vector.available, "row_count": vector.row_count,
-                             "needs_reindex": vector.needs_reindex, "reason": vector.reason,
-                             "signature": vector.signature},
+            "vector_store": {
+                "backend": vector.backend,
+                "available": vector.available,
+                "row_count": vector.row_count,
+                "needs_reindex": vector.needs_reindex,
+                "reason": vector.reason,
+                "signature": vector.signature,
+            },
             "qdrant": self._qdrant_status(),
             "rerank": self._vectors.embeddings.rerank_status(settings),
             "retrieval": self._retrieval(),
@@ -78,8 +90,12 @@ class Introspection:
         if not self._qdrant_settings.get().enabled:
             return {"enabled": False, "healthy": False, "latency_ms": 0, "error": ""}
         health = self.qdrant_health()
-        return {"enabled": True, "healthy": health["ok"], "latency_ms": health["latency_ms"] or 0,
-                "error": health["error"] or ""}
+        return {
+            "enabled": True,
+            "healthy": health["ok"],
+            "latency_ms": health["latency_ms"] or 0,
+            "error": health["error"] or "",
+        }
 
     def providers(self) -> list[dict[str, Any]]:
         return self._vectors.embeddings.providers()
@@ -102,8 +118,13 @@ class Introspection:
         except VectorError as exc:
             return {"ok": False, "latency_ms": 0, "error": str(exc), "collection_exists": False, "points_count": 0}
         if index is None:
-            return {"ok": False, "latency_ms": 0, "error": "Qdrant is not enabled", "collection_exists": False,
-                    "points_count": 0}
+            return {
+                "ok": False,
+                "latency_ms": 0,
+                "error": "Qdrant is not enabled",
+                "collection_exists": False,
+                "points_count": 0,
+            }
         health: dict[str, Any] = index.health()
         return health
 
@@ -116,8 +137,9 @@ class Introspection:
             raise PreconditionError("Qdrant is not enabled", reason="QDRANT_DISABLED")
         return index
 
-    def search_qdrant(self, query: str, api_key_id: str = "", session_id: str = "",
-                      top_k: int | None = None) -> list[QdrantHit]:
+    def search_qdrant(
+        self, query: str, api_key_id: str = "", session_id: str = "", top_k: int | None = None
+    ) -> list[QdrantHit]:
         v = Violations()
         if not query.strip():
             v.add("query", "is required")
@@ -128,15 +150,28 @@ class Introspection:
         settings: MemorySettings = self._settings.get()
         try:
             _, vector = self._vectors.embeddings.embed_one(settings, query)
-            scope = SearchScope(api_key_id=api_key_id or None, now=utcnow(), session_only=bool(session_id),
-                                session_id=session_id or None)
+            scope = SearchScope(
+                api_key_id=api_key_id or None,
+                now=utcnow(),
+                session_only=bool(session_id),
+                session_id=session_id or None,
+            )
             points = index.search_points(scope, vector, top_k or DEFAULT_SEARCH_TOP_K)
         except EmbeddingError as exc:
             raise PreconditionError(f"no usable embedding source: {exc}", reason="NO_EMBEDDING_SOURCE") from None
         except VectorError as exc:
             raise UnavailableError(f"qdrant search failed: {exc}") from None
-        return [QdrantHit(p.id, p.score, str(p.payload.get("apiKeyId") or ""), str(p.payload.get("sessionId") or ""),
-                          str(p.payload.get("key") or ""), str(p.payload.get("content") or "")) for p in points]
+        return [
+            QdrantHit(
+                p.id,
+                p.score,
+                str(p.payload.get("apiKeyId") or ""),
+                str(p.payload.get("sessionId") or ""),
+                str(p.payload.get("key") or ""),
+                str(p.payload.get("content") or ""),
+            )
+            for p in points
+        ]
 
     def cleanup_qdrant(self, retention_days: int | None = None) -> int:
         if retention_days is not None and not 1 <= retention_days <= 365:
@@ -149,5 +184,8 @@ class Introspection:
 
     def qdrant_models(self) -> list[dict[str, Any]]:
         """Models a Qdrant collection can be filled with: every embedding model known here."""
-        return [{**model, "provider": provider["provider"]}
-                for provider in self._vectors.embeddings.providers() for model in provider["models"]]
+        return [
+            {**model, "provider": provider["provider"]}
+            for provider in self._vectors.embeddings.providers()
+            for model in provider["models"]
+        ]

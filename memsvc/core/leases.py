@@ -66,8 +66,7 @@ class LeaseStore(Protocol):
         """End `holder`'s lease at once, keeping the row (and storing `payload` when given)."""
         ...
 
-    def read(self, name: str) -> LeaseRecord | None:
-        ...
+    def read(self, name: str) -> LeaseRecord | None: ...
 
 
 @dataclass(frozen=True)

@@ -111,15 +111,18 @@ class NoEvents:
 class DraftStore(Protocol):
     """What `store_drafts` writes through: a MemoryBackend, or the engine's store."""
 
-    def create_many(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult]: ...
+    def create_many(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult]: ...
 
-    def create_each(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]: ...
+    def create_each(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult | Exception]: ...
 
 
-def store_drafts(backend: DraftStore, events: MemoryEvents, drafts: Sequence[NewMemory], *,
-                 each: bool) -> list[UpsertResult | Exception]:
+def store_drafts(
+    backend: DraftStore, events: MemoryEvents, drafts: Sequence[NewMemory], *, each: bool
+) -> list[UpsertResult | Exception]:
     """Store validated drafts in one transaction, with what `events` derives from them
     (their vectors) in the same transaction. `each`: every draft succeeds or fails on its
     own (its slot then holds the exception); otherwise all are stored or none (raises)."""
@@ -281,8 +284,13 @@ def validate_filter(flt: MemoryFilter, *, owner_required: bool) -> MemoryFilter:
     if flt.q and len(flt.q) > MAX_QUERY_CHARS:
         v.add("q", f"must be at most {MAX_QUERY_CHARS} characters")
     v.raise_if_any()
-    return replace(flt, api_key_id=flt.api_key_id or None, session_id=flt.session_id or None,
-                   type=flt.type or None, q=flt.q or None)
+    return replace(
+        flt,
+        api_key_id=flt.api_key_id or None,
+        session_id=flt.session_id or None,
+        type=flt.type or None,
+        q=flt.q or None,
+    )
 
 
 def resolve_paging(limit: int | None, page: int | None, offset: int | None) -> tuple[int, int, int]:
@@ -306,9 +314,14 @@ class Memories:
     """The CRUD façade. The read cache sits in front of `get` and is invalidated on every
     write that can change a cached row."""
 
-    def __init__(self, backend: MemoryBackend, read_cache: TtlCache[Memory] | None = None,
-                 events: MemoryEvents | None = None, max_batch: int = CREATE_BATCH,
-                 changes: Callable[[], Hashable] | None = None):
+    def __init__(
+        self,
+        backend: MemoryBackend,
+        read_cache: TtlCache[Memory] | None = None,
+        events: MemoryEvents | None = None,
+        max_batch: int = CREATE_BATCH,
+        changes: Callable[[], Hashable] | None = None,
+    ):
         """`changes`: the database's change counter (see TtlCache's `version`), so a row
         cached here follows a write made through another server process at once."""
         self.backend = backend
@@ -427,8 +440,10 @@ def _space_problem(backend: MemoryBackend) -> str | None:
     SQLite already holds while history files and larger writes fail for lack of space."""
     free = backend.health().get("free_bytes")
     if isinstance(free, int) and free < LOW_SPACE_BYTES:
-        return (f"storage is nearly full: {free} bytes free in the data directory; writes are refused "
-                "(RESOURCE_EXHAUSTED, STORAGE_FULL) once none is left")
+        return (
+            f"storage is nearly full: {free} bytes free in the data directory; writes are refused "
+            "(RESOURCE_EXHAUSTED, STORAGE_FULL) once none is left"
+        )
     return None
 
 

@@ -149,8 +149,14 @@ class FollowedJob:
         if self.finished:
             return
         if record is None or record.holder != self._holder:
-            self._events.append(replace(self.latest(), started=False, state="failed",
-                                        error="the followed reindex ended; a new one has started since"))
+            self._events.append(
+                replace(
+                    self.latest(),
+                    started=False,
+                    state="failed",
+                    error="the followed reindex ended; a new one has started since",
+                )
+            )
             return
         decoded = decode_progress(record.payload) if record.seq != self._seq else None
         self._seq = record.seq
@@ -162,9 +168,16 @@ class FollowedJob:
 
 
 class Reindexer:
-    def __init__(self, vectors: VectorTier, settings: Settings, all_memories: Callable[[int, int], list[Memory]],
-                 mark_all: Callable[[], int], leases: LeaseStore, timing: LeaseTiming = LeaseTiming(),
-                 batch_size: int = BATCH):
+    def __init__(
+        self,
+        vectors: VectorTier,
+        settings: Settings,
+        all_memories: Callable[[int, int], list[Memory]],
+        mark_all: Callable[[], int],
+        leases: LeaseStore,
+        timing: LeaseTiming = LeaseTiming(),
+        batch_size: int = BATCH,
+    ):
         self._vectors = vectors
         self._settings = settings
         self._all_memories = all_memories
@@ -192,8 +205,9 @@ class Reindexer:
         running = progress.state not in TERMINAL
         return ReindexStatus(running, target, progress, record.holder if running else "")
 
-    def start(self, force: bool = False, limit: int = 0, target: str = "",
-              attach: bool = False) -> ReindexJob | FollowedJob:
+    def start(
+        self, force: bool = False, limit: int = 0, target: str = "", attach: bool = False
+    ) -> ReindexJob | FollowedJob:
         """Start a job, or attach to the running one (of this process or another) when
         asked; ConflictError when one is running and the caller did not ask to attach."""
         target = target or "sqlite-vec"
@@ -215,8 +229,7 @@ class Reindexer:
                 lease.release()
                 raise
             self._job = job
-        threading.Thread(target=self._run, args=(job, source, limit, lease), name="memsvc-reindex",
-                         daemon=True).start()
+        threading.Thread(target=self._run, args=(job, source, limit, lease), name="memsvc-reindex", daemon=True).start()
         return job
 
     def _running(self, attach: bool) -> ReindexJob | FollowedJob | None:
@@ -372,5 +385,11 @@ def _advance(progress: Progress, done: int, failed: int, started: float, total: 
     elapsed = max(time.monotonic() - started, 1e-6)
     rate = (processed + errors) / elapsed
     left = max(0, total - processed - errors)
-    return replace(progress, processed=processed, errors=errors, pending=left, rate_per_second=round(rate, 2),
-                   eta_seconds=round(left / rate, 2) if rate > 0 else 0.0)
+    return replace(
+        progress,
+        processed=processed,
+        errors=errors,
+        pending=left,
+        rate_per_second=round(rate, 2),
+        eta_seconds=round(left / rate, 2) if rate > 0 else 0.0,
+    )

@@ -23,8 +23,9 @@ DEFAULT_BUDGET_TOKENS = 4000
 
 
 class SummaryBackend(Protocol):
-    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None,
-                   *, include_kept: bool = True) -> list[Memory]: ...
+    def older_than(
+        self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None, *, include_kept: bool = True
+    ) -> list[Memory]: ...
 
     def replace_with_summary(self, ids: Sequence[str], summary: NewMemory) -> tuple[UpsertResult, int]: ...
 
@@ -90,13 +91,23 @@ def _summary(owner: str, memories: list[Memory], days: int, now: datetime, part:
     content = "\n".join([header, *(summary_line(m) for m in memories)])
     # Only a single line longer than the limit gets here; cut it at a character boundary.
     content = content.encode()[:MAX_CONTENT_BYTES].decode("utf-8", "ignore")
-    return NewMemory(api_key_id=owner, type="semantic", key=f"summary_{stamp}" + (f"_{part}" if part > 1 else ""),
-                     content=content,
-                     metadata={"summarizedCount": len(memories), "olderThanDays": days, "generatedAt": stamp})
+    return NewMemory(
+        api_key_id=owner,
+        type="semantic",
+        key=f"summary_{stamp}" + (f"_{part}" if part > 1 else ""),
+        content=content,
+        metadata={"summarizedCount": len(memories), "olderThanDays": days, "generatedAt": stamp},
+    )
 
 
-def summarize(backend: SummaryBackend, older_than_days: int | None, api_key_id: str | None,
-              dry_run: bool, all_tenants: bool = False, now: datetime | None = None) -> SummaryOutcome:
+def summarize(
+    backend: SummaryBackend,
+    older_than_days: int | None,
+    api_key_id: str | None,
+    dry_run: bool,
+    all_tenants: bool = False,
+    now: datetime | None = None,
+) -> SummaryOutcome:
     days = validate(older_than_days, api_key_id, all_tenants)
     now = now or utcnow()
     # A kept memory has no age limit: it is never a candidate, in a dry run or a real one.
@@ -118,8 +129,9 @@ def summarize(backend: SummaryBackend, older_than_days: int | None, api_key_id: 
     return SummaryOutcome(candidates, total, False, deleted, summary_ids, total - summary_tokens)
 
 
-def summarize_to_budget(backend: SummaryBackend, memories: list[Memory],
-                        max_tokens: int = DEFAULT_BUDGET_TOKENS) -> BudgetOutcome:
+def summarize_to_budget(
+    backend: SummaryBackend, memories: list[Memory], max_tokens: int = DEFAULT_BUDGET_TOKENS
+) -> BudgetOutcome:
     """Keep the newest memories that fit `max_tokens` as they are; rewrite older ones in
     place to their first three sentences. `memories` is one owner's (or session's) rows."""
     newest_first = sorted(memories, key=lambda m: (m.created_at, m.memory_id), reverse=True)

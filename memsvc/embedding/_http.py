@@ -35,8 +35,9 @@ def make_client(timeout_s: float, resolver: Resolver | None = None) -> httpx.Cli
     return outbound.make_client(timeout_s, resolver)
 
 
-def post_json(client: httpx.Client, url: str, body: dict[str, Any], api_key: str | None,
-              timeout_s: float | None = None) -> Any:
+def post_json(
+    client: httpx.Client, url: str, body: dict[str, Any], api_key: str | None, timeout_s: float | None = None
+) -> Any:
     """POST `body` as JSON, return the decoded JSON answer, or raise CallFailed."""
     problem = check_url(url)
     if problem:
@@ -59,11 +60,12 @@ def post_json(client: httpx.Client, url: str, body: dict[str, Any], api_key: str
     except Exception as exc:  # noqa: BLE001 - see the module docstring: nothing else may escape
         raise CallFailed(f"could not call {host} ({type(exc).__name__})") from None
     if response.status_code in (401, 403):
-        raise CallFailed(f"{host} refused the credentials (HTTP {response.status_code})",
-                         status=response.status_code)
+        raise CallFailed(f"{host} refused the credentials (HTTP {response.status_code})", status=response.status_code)
     if response.is_redirect:
-        raise CallFailed(f"{host} answered with a redirect (HTTP {response.status_code}); redirects are not followed",
-                         status=response.status_code)
+        raise CallFailed(
+            f"{host} answered with a redirect (HTTP {response.status_code}); redirects are not followed",
+            status=response.status_code,
+        )
     if response.status_code != 200:
         raise CallFailed(f"{host} answered HTTP {response.status_code}", status=response.status_code)
     try:

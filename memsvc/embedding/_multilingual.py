@@ -38,8 +38,7 @@ SP = "\u2581"
 ADDED_SCRIPTS = ("CJK", "HIRAGANA", "KATAKANA", "CYRILLIC")
 #: How many of the teacher's pieces are embedded, best unigram scores first, per script
 #: (None: all). LATIN only fits the map; the others are added. 44,000 pieces: ≈1–2 min.
-LIMITS: dict[str, int | None] = {"LATIN": 20000, "CYRILLIC": 7000, "CJK": None, "HIRAGANA": None,
-                                 "KATAKANA": None}
+LIMITS: dict[str, int | None] = {"LATIN": 20000, "CYRILLIC": 7000, "CJK": None, "HIRAGANA": None, "KATAKANA": None}
 _RIDGE = 0.1
 _SIF = 1e-4
 
@@ -97,7 +96,7 @@ def _teacher_vectors(texts: list[str], pca_dims: int, batch: int = 512) -> np.nd
     parts = []
     with tqdm(total=len(texts), desc="Encoding multilingual pieces", file=sys.stderr) as bar:
         for start in range(0, len(texts), batch):
-            parts.append(np.asarray(model.encode(texts[start:start + batch]), dtype=np.float32))
+            parts.append(np.asarray(model.encode(texts[start : start + batch]), dtype=np.float32))
             bar.update(len(parts[-1]))
     vectors = apply_pca(np.concatenate(parts), pca_dims)
     return (vectors * compute_weights(len(vectors), sif_coefficient=_SIF)[:, None]).astype(np.float32)
@@ -186,8 +185,13 @@ def extend(folder: Path, pca_dims: int, limits: Mapping[str, int | None] | None 
     tokenizer = Tokenizer.from_str(json.dumps(config))
     dtype = np.asarray(base.embedding).dtype  # float16, as model2vec saved the base
     config = dict(base.config)  # hidden_dim, dtype, pooling: unchanged
-    model = StaticModel(np.vstack(rows).astype(dtype), tokenizer, config=config, normalize=True,
-                        base_model_name=base.base_model_name, language=["en", "ja", "zh", "ru"])
+    model = StaticModel(
+        np.vstack(rows).astype(dtype),
+        tokenizer,
+        config=config,
+        normalize=True,
+        base_model_name=base.base_model_name,
+        language=["en", "ja", "zh", "ru"],
+    )
     model.save_pretrained(folder)
-    return {"shared_tokens": len(pairs), "added_pieces": len(new_vocab) - len(kept),
-            "vocabulary": len(new_vocab)}
+    return {"shared_tokens": len(pairs), "added_pieces": len(new_vocab) - len(kept), "vocabulary": len(new_vocab)}

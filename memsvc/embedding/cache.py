@@ -23,8 +23,7 @@ def cache_key(source: str, model: str, dim: int | None, text: str) -> str:
 
 
 class EmbeddingCache:
-    def __init__(self, max_entries: int = 1000, ttl_ms: int = 300_000,
-                 clock: Callable[[], float] = time.monotonic):
+    def __init__(self, max_entries: int = 1000, ttl_ms: int = 300_000, clock: Callable[[], float] = time.monotonic):
         if max_entries < 0 or ttl_ms < 0:
             raise ValueError("max_entries and ttl_ms must not be negative")
         self.max_entries = int(max_entries)

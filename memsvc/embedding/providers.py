@@ -15,41 +15,53 @@ from dataclasses import dataclass, field
 
 @dataclass(frozen=True)
 class CatalogModel:
-    name: str          # the id the provider expects in {"model": ...}
-    dimensions: int    # of the vectors it returns when no `dimensions` parameter is sent
+    name: str  # the id the provider expects in {"model": ...}
+    dimensions: int  # of the vectors it returns when no `dimensions` parameter is sent
 
 
 @dataclass(frozen=True)
 class KnownProvider:
     name: str
-    base_url: str                           # OpenAI-compatible: POST {base_url}/embeddings
-    models: tuple[CatalogModel, ...]        # the first is the default model
-    rerank_models: tuple[str, ...] = ()     # POST {base}/v1/rerank
+    base_url: str  # OpenAI-compatible: POST {base_url}/embeddings
+    models: tuple[CatalogModel, ...]  # the first is the default model
+    rerank_models: tuple[str, ...] = ()  # POST {base}/v1/rerank
 
 
 # Only services whose /embeddings endpoint takes {"model", "input"} and answers
 # {"data": [{"index", "embedding"}]}, and only models whose native size is certain.
-CATALOG: dict[str, KnownProvider] = {p.name: p for p in (
-    KnownProvider("openai", "https://api.openai.com/v1", (
-        CatalogModel("text-embedding-3-small", 1536),
-        CatalogModel("text-embedding-3-large", 3072),
-        CatalogModel("text-embedding-ada-002", 1536),
-    )),
-    KnownProvider("mistral", "https://api.mistral.ai/v1", (
-        CatalogModel("mistral-embed", 1024),
-    )),
-    KnownProvider("voyage", "https://api.voyageai.com/v1", (
-        CatalogModel("voyage-3", 1024),
-        CatalogModel("voyage-3-lite", 512),
-    ), rerank_models=("rerank-2", "rerank-2-lite")),
-    KnownProvider("together", "https://api.together.xyz/v1", (
-        CatalogModel("BAAI/bge-large-en-v1.5", 1024),
-        CatalogModel("BAAI/bge-base-en-v1.5", 768),
-    )),
-    KnownProvider("nebius", "https://api.tokenfactory.nebius.com/v1", (
-        CatalogModel("BAAI/bge-en-icl", 4096),
-    )),
-)}
+CATALOG: dict[str, KnownProvider] = {
+    p.name: p
+    for p in (
+        KnownProvider(
+            "openai",
+            "https://api.openai.com/v1",
+            (
+                CatalogModel("text-embedding-3-small", 1536),
+                CatalogModel("text-embedding-3-large", 3072),
+                CatalogModel("text-embedding-ada-002", 1536),
+            ),
+        ),
+        KnownProvider("mistral", "https://api.mistral.ai/v1", (CatalogModel("mistral-embed", 1024),)),
+        KnownProvider(
+            "voyage",
+            "https://api.voyageai.com/v1",
+            (
+                CatalogModel("voyage-3", 1024),
+                CatalogModel("voyage-3-lite", 512),
+            ),
+            rerank_models=("rerank-2", "rerank-2-lite"),
+        ),
+        KnownProvider(
+            "together",
+            "https://api.together.xyz/v1",
+            (
+                CatalogModel("BAAI/bge-large-en-v1.5", 1024),
+                CatalogModel("BAAI/bge-base-en-v1.5", 768),
+            ),
+        ),
+        KnownProvider("nebius", "https://api.tokenfactory.nebius.com/v1", (CatalogModel("BAAI/bge-en-icl", 4096),)),
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -103,16 +115,19 @@ class ProviderRegistry:
 
     def listing(self) -> list[dict]:
         """ListEmbeddingProviders' remote part: `{provider, has_key, models}`, never a key."""
-        return [{
-            "provider": e.name,
-            "has_key": e.has_key,
-            "kind": "remote",
-            "models": [{"id": f"{e.name}/{m.name}", "name": m.name, "dimensions": m.dimensions} for m in e.models],
-        } for e in self._endpoints.values()]
+        return [
+            {
+                "provider": e.name,
+                "has_key": e.has_key,
+                "kind": "remote",
+                "models": [{"id": f"{e.name}/{m.name}", "name": m.name, "dimensions": m.dimensions} for m in e.models],
+            }
+            for e in self._endpoints.values()
+        ]
 
 
 def split_provider_model(value: str | None) -> tuple[str, str] | None:
-    """"provider/model" → (provider, model); the model may itself contain "/" (BAAI/...)."""
+    """ "provider/model" → (provider, model); the model may itself contain "/" (BAAI/...)."""
     if not value:
         return None
     provider, _, model = value.strip().partition("/")

@@ -30,8 +30,15 @@ class RerankClient:
     def close(self) -> None:
         self._client.close()
 
-    def rerank(self, base_url: str, api_key: str | None, model: str, query: str,
-               documents: Sequence[str], top_n: int | None = None) -> list[tuple[int, float]]:
+    def rerank(
+        self,
+        base_url: str,
+        api_key: str | None,
+        model: str,
+        query: str,
+        documents: Sequence[str],
+        top_n: int | None = None,
+    ) -> list[tuple[int, float]]:
         """[(index into documents, relevance_score)], best first. Raises RerankError."""
         documents = list(documents)
         if not documents:
@@ -72,5 +79,3 @@ def _parse(answer: Any, count: int) -> list[tuple[int, float]]:
         ranking.append((index, float(score)))
     ranking.sort(key=lambda pair: pair[1], reverse=True)  # stable: ties keep the answer's order
     return ranking
-
-

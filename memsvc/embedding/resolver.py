@@ -80,10 +80,6 @@ class EmbeddingConfig:
         )
 
 
-
-
-
-
 @dataclass(frozen=True)
 class RerankTarget:
     provider: str
@@ -93,8 +89,13 @@ class RerankTarget:
 
 
 class Embeddings:
-    def __init__(self, config: EmbeddingConfig | None = None, *, clock: Callable[[], float] | None = None,
-                 teacher_path: str | Path | None = None):
+    def __init__(
+        self,
+        config: EmbeddingConfig | None = None,
+        *,
+        clock: Callable[[], float] | None = None,
+        teacher_path: str | Path | None = None,
+    ):
         self.config = config or EmbeddingConfig()
         if self.config.vec_quantization not in QUANTIZATIONS:
             raise ValueError(f"vec_quantization must be one of {QUANTIZATIONS}")
@@ -121,8 +122,9 @@ class Embeddings:
             reason = f"embeddingSource is static: {why}" if source else f"embeddingSource is static but {why}"
         elif kind == TRANSFORMERS:
             source, why = self._transformers(settings)
-            reason = (f"embeddingSource is transformers: {why}" if source
-                      else f"embeddingSource is transformers but {why}")
+            reason = (
+                f"embeddingSource is transformers: {why}" if source else f"embeddingSource is transformers but {why}"
+            )
         else:
             source, reason = self._auto(settings)
         return Resolved(source, reason, self.config.vec_quantization)
@@ -139,7 +141,10 @@ class Embeddings:
                 return source, f"auto: static, {why} ({'; '.join(skipped)})"
             skipped.append(f"static: {why}")
         elif (built := self._static_if_built()) is not None:
-            return built, f"auto: static, {built.model} is built and ready (staticEnabled is false; MEMORY_AUTO_STATIC) ({'; '.join(skipped)})"
+            return (
+                built,
+                f"auto: static, {built.model} is built and ready (staticEnabled is false; MEMORY_AUTO_STATIC) ({'; '.join(skipped)})",
+            )
         else:
             skipped.append("static: staticEnabled is false")
         if settings.transformers_enabled:
@@ -161,9 +166,10 @@ class Embeddings:
                 problem = check_url(base)
                 if problem:
                     return None, f"customBaseUrl {problem}"
-                source = self._source((REMOTE, "custom", base.rstrip("/"), model_id),
-                                      lambda: RemoteSource(base, model_id, None, self.config.remote_timeout_s,
-                                                           label="customBaseUrl"))
+                source = self._source(
+                    (REMOTE, "custom", base.rstrip("/"), model_id),
+                    lambda: RemoteSource(base, model_id, None, self.config.remote_timeout_s, label="customBaseUrl"),
+                )
                 return source, f"customBaseUrl with customModelId {model_id}"
         else:
             custom_problem = None
@@ -172,29 +178,40 @@ class Embeddings:
             provider_name, model = parsed
             endpoint = self.registry.get(provider_name)
             if endpoint is None:
-                return None, _join(custom_problem, f"provider {provider_name} (embeddingProviderModel) is not "
-                                                   "configured (MEMSVC_EMBEDDING_PROVIDERS)")
+                return None, _join(
+                    custom_problem,
+                    f"provider {provider_name} (embeddingProviderModel) is not configured (MEMSVC_EMBEDDING_PROVIDERS)",
+                )
             if not endpoint.has_key:
-                return None, _join(custom_problem, f"provider {provider_name} has no API key "
-                                                   "(MEMSVC_EMBEDDING_API_KEYS)")
+                return None, _join(
+                    custom_problem, f"provider {provider_name} has no API key (MEMSVC_EMBEDDING_API_KEYS)"
+                )
             problem = check_url(endpoint.base_url)
             if problem:  # memsvc.config refuses these at start; an EmbeddingConfig built by hand may not
                 return None, _join(custom_problem, f"the base URL of provider {provider_name} {problem}")
-            return self._provider_source(endpoint, model), f"provider {provider_name} (API key configured), model {model}"
+            return self._provider_source(
+                endpoint, model
+            ), f"provider {provider_name} (API key configured), model {model}"
         if settings.embedding_provider_model:
             return None, _join(custom_problem, 'embeddingProviderModel must look like "provider/model"')
         endpoint = self.registry.first_with_key()
         if endpoint is not None and not check_url(endpoint.base_url):
             model = endpoint.models[0].name
-            return (self._provider_source(endpoint, model),
-                    f"provider {endpoint.name} (first configured provider with an API key), default model {model}")
-        return None, _join(custom_problem, "no provider with an API key is configured and "
-                                           "customBaseUrl/customModelId are not set")
+            return (
+                self._provider_source(endpoint, model),
+                f"provider {endpoint.name} (first configured provider with an API key), default model {model}",
+            )
+        return None, _join(
+            custom_problem, "no provider with an API key is configured and customBaseUrl/customModelId are not set"
+        )
 
     def _provider_source(self, endpoint: ProviderEndpoint, model: str) -> EmbeddingSource:
-        return self._source((REMOTE, endpoint.name, endpoint.base_url, model),
-                            lambda: RemoteSource(endpoint.base_url, model, endpoint.api_key,
-                                                 self.config.remote_timeout_s, label=endpoint.name))
+        return self._source(
+            (REMOTE, endpoint.name, endpoint.base_url, model),
+            lambda: RemoteSource(
+                endpoint.base_url, model, endpoint.api_key, self.config.remote_timeout_s, label=endpoint.name
+            ),
+        )
 
     def _static(self, settings: MemorySettings) -> tuple[EmbeddingSource | None, str]:
         if not settings.static_enabled:
@@ -207,8 +224,7 @@ class Embeddings:
             return source, f"staticEnabled, local model folder {source.model}"
         if source.built:  # type: ignore[attr-defined]
             return source, f"staticEnabled, {source.model} distilled from the shipped MiniLM (cached)"
-        return source, (f"staticEnabled, {source.model} will be distilled once from the shipped MiniLM "
-                        "on first use")
+        return source, (f"staticEnabled, {source.model} will be distilled once from the shipped MiniLM on first use")
 
     def _static_if_built(self) -> EmbeddingSource | None:
         """The static source for auto without staticEnabled: only when MEMORY_AUTO_STATIC is
@@ -222,15 +238,19 @@ class Embeddings:
         return source
 
     def _static_source(self) -> EmbeddingSource:
-        return self._source((STATIC, self.config.static_model, str(self.config.static_cache_dir)),
-                            lambda: StaticSource(self.config.static_model, self.config.static_cache_dir,
-                                                 teacher_path=self._teacher_path))
+        return self._source(
+            (STATIC, self.config.static_model, str(self.config.static_cache_dir)),
+            lambda: StaticSource(
+                self.config.static_model, self.config.static_cache_dir, teacher_path=self._teacher_path
+            ),
+        )
 
     def _transformers(self, settings: MemorySettings) -> tuple[EmbeddingSource | None, str]:
         if not settings.transformers_enabled:
             return None, "transformersEnabled is false"
-        source = self._source((TRANSFORMERS, self.config.transformers_model),
-                              lambda: TransformersSource(self.config.transformers_model))
+        source = self._source(
+            (TRANSFORMERS, self.config.transformers_model), lambda: TransformersSource(self.config.transformers_model)
+        )
         problem = source.unavailable()  # type: ignore[attr-defined]
         if problem:
             return None, problem
@@ -246,8 +266,9 @@ class Embeddings:
 
     # ------------------------------------------------------------------ embedding
 
-    def embed(self, settings: MemorySettings, texts: Sequence[str], *,
-              wait: bool = True) -> tuple[Resolved, np.ndarray]:
+    def embed(
+        self, settings: MemorySettings, texts: Sequence[str], *, wait: bool = True
+    ) -> tuple[Resolved, np.ndarray]:
         """Embed through the cache: hits come from it, the misses (deduplicated) go to the
         source in one call. Raises NoEmbeddingSource (keyword only) or EmbeddingError.
         `wait=False`: if the model is not loaded yet, start loading it in the background and
@@ -287,8 +308,10 @@ class Embeddings:
         if misses:
             fresh = _embed_misses(source, misses)
             if fresh.ndim != 2 or fresh.shape[0] != len(misses):
-                raise EmbeddingError(f"the {source.name} source returned {fresh.shape[0] if fresh.ndim else 0} "
-                                     f"embeddings for {len(misses)} texts")
+                raise EmbeddingError(
+                    f"the {source.name} source returned {fresh.shape[0] if fresh.ndim else 0} "
+                    f"embeddings for {len(misses)} texts"
+                )
             dim = int(fresh.shape[1])
             for text, vector in zip(misses, fresh):
                 found[text] = vector
@@ -298,7 +321,9 @@ class Embeddings:
         for row, text in enumerate(texts):
             vector = found[text]
             if vector.shape[0] != out.shape[1]:
-                raise EmbeddingError(f"the {source.name} source changed dimension ({vector.shape[0]} vs {out.shape[1]})")
+                raise EmbeddingError(
+                    f"the {source.name} source changed dimension ({vector.shape[0]} vs {out.shape[1]})"
+                )
             out[row] = vector
         return out
 
@@ -346,9 +371,17 @@ class Embeddings:
         elif load.state == "not_loaded":
             reason = f"{reason}; not loaded yet: it loads on first use (requests fall back to keywords meanwhile)"
         return EmbeddingStatus(
-            source=resolved.name, model=resolved.model, dimensions=resolved.dimensions, state=load.state,
-            phase=load.phase, progress=load.progress, loaded=bool(source is not None and source.loaded),
-            signature=resolved.signature, reason=reason, cache_stats=self.cache.stats())
+            source=resolved.name,
+            model=resolved.model,
+            dimensions=resolved.dimensions,
+            state=load.state,
+            phase=load.phase,
+            progress=load.progress,
+            loaded=bool(source is not None and source.loaded),
+            signature=resolved.signature,
+            reason=reason,
+            cache_stats=self.cache.stats(),
+        )
 
     def providers(self) -> list[dict[str, Any]]:
         """ListEmbeddingProviders: the configured remote providers, then the local sources
@@ -359,13 +392,30 @@ class Embeddings:
             dim = static.dimensions
             if dim is None and not self.config.static_model:
                 dim = DISTILL_PCA_DIMS  # what the distillation produces (MiniLM has 384 ≥ 256)
-            out.append({"provider": STATIC, "has_key": False, "kind": "local",
-                        "models": [{"id": f"{STATIC}/{static.model}", "name": static.model, "dimensions": dim}]})
+            out.append(
+                {
+                    "provider": STATIC,
+                    "has_key": False,
+                    "kind": "local",
+                    "models": [{"id": f"{STATIC}/{static.model}", "name": static.model, "dimensions": dim}],
+                }
+            )
         transformers = TransformersSource(self.config.transformers_model)
         if transformers.unavailable() is None:
-            out.append({"provider": TRANSFORMERS, "has_key": False, "kind": "local",
-                        "models": [{"id": f"{TRANSFORMERS}/{transformers.model}", "name": transformers.model,
-                                    "dimensions": transformers.dimensions}]})
+            out.append(
+                {
+                    "provider": TRANSFORMERS,
+                    "has_key": False,
+                    "kind": "local",
+                    "models": [
+                        {
+                            "id": f"{TRANSFORMERS}/{transformers.model}",
+                            "name": transformers.model,
+                            "dimensions": transformers.dimensions,
+                        }
+                    ],
+                }
+            )
         return out
 
     # ------------------------------------------------------------------ rerank
@@ -391,11 +441,17 @@ class Embeddings:
     def rerank_status(self, settings: MemorySettings) -> dict[str, Any]:
         target, reason = self.rerank_target(settings)
         parsed = split_provider_model(settings.rerank_provider_model)
-        return {"enabled": settings.rerank_enabled, "provider": parsed[0] if parsed else None,
-                "model": parsed[1] if parsed else None, "available": target is not None, "reason": reason}
+        return {
+            "enabled": settings.rerank_enabled,
+            "provider": parsed[0] if parsed else None,
+            "model": parsed[1] if parsed else None,
+            "available": target is not None,
+            "reason": reason,
+        }
 
-    def rerank(self, settings: MemorySettings, query: str, documents: Sequence[str],
-               top_n: int | None = None) -> list[tuple[int, float]]:
+    def rerank(
+        self, settings: MemorySettings, query: str, documents: Sequence[str], top_n: int | None = None
+    ) -> list[tuple[int, float]]:
         """Rerank with the configured target; RerankError when there is none or it fails."""
         target, reason = self.rerank_target(settings)
         if target is None:

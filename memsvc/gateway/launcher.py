@@ -123,12 +123,17 @@ class Gateway:
         data_dir = config.data_dir.resolve()
         settings = EnvoySettings(
             descriptor_path=str(descriptor_path()),
-            listen_host=config.rest_host, listen_port=config.rest_port,
-            upstream_host=_connectable(config.grpc_host), upstream_port=grpc_port,
+            listen_host=config.rest_host,
+            listen_port=config.rest_port,
+            upstream_host=_connectable(config.grpc_host),
+            upstream_port=grpc_port,
             mcp_port=config.mcp_port,
-            admin_socket=str(data_dir / ADMIN_SOCKET_NAME), admin_port=config.envoy_admin_port,
-            studio_dir=str(studio.package_dir()), replicas=replicas,
-            allowed_hosts=config.allowed_hosts, allowed_origins=config.allowed_origins,
+            admin_socket=str(data_dir / ADMIN_SOCKET_NAME),
+            admin_port=config.envoy_admin_port,
+            studio_dir=str(studio.package_dir()),
+            replicas=replicas,
+            allowed_hosts=config.allowed_hosts,
+            allowed_origins=config.allowed_origins,
         )
         return cls(settings, data_dir / "envoy.yaml")
 
@@ -150,8 +155,16 @@ class Gateway:
         self.write_config()
         self.rest_port = None
         self._stop_requested_at = None
-        command = [envoy_binary(), "-c", str(self.config_path), "--disable-hot-restart",
-                   "--log-level", "warn", "--log-format", LOG_FORMAT]
+        command = [
+            envoy_binary(),
+            "-c",
+            str(self.config_path),
+            "--disable-hot-restart",
+            "--log-level",
+            "warn",
+            "--log-format",
+            LOG_FORMAT,
+        ]
         try:
             self.process = subprocess.Popen(_dying_with_parent(command), stdin=subprocess.DEVNULL, process_group=0)
         except OSError as exc:
@@ -230,7 +243,8 @@ class Gateway:
         s = self.settings
         if s.admin_port >= 0:
             conn: http.client.HTTPConnection = http.client.HTTPConnection(
-                _connectable(s.admin_host), s.admin_port, timeout=timeout_s)
+                _connectable(s.admin_host), s.admin_port, timeout=timeout_s
+            )
         else:
             conn = UnixHTTPConnection(s.admin_socket, timeout_s)
         try:
@@ -256,8 +270,10 @@ class Gateway:
     def _exit_reason(self, code: int) -> str:
         s = self.settings
         if _port_taken(s.listen_host, s.listen_port):
-            return (f"REST port {s.listen_host}:{s.listen_port} is already in use: choose another with "
-                    "--rest-port (MEMSVC_REST_PORT), or run without REST with --no-gateway")
+            return (
+                f"REST port {s.listen_host}:{s.listen_port} is already in use: choose another with "
+                "--rest-port (MEMSVC_REST_PORT), or run without REST with --no-gateway"
+            )
         return f"envoy exited with code {code} before it was ready (its own error is logged above)"
 
     def _claim_admin_socket(self) -> None:
@@ -267,8 +283,10 @@ class Gateway:
             return
         path = self.settings.admin_socket
         if len(os.fsencode(path)) > MAX_SOCKET_PATH_BYTES:
-            raise GatewayError(f"the Envoy admin socket path {path} is longer than the {MAX_SOCKET_PATH_BYTES} "
-                               "bytes a unix socket path may have: use a shorter --data-dir")
+            raise GatewayError(
+                f"the Envoy admin socket path {path} is longer than the {MAX_SOCKET_PATH_BYTES} "
+                "bytes a unix socket path may have: use a shorter --data-dir"
+            )
         if not os.path.exists(path):
             return
         try:
@@ -287,8 +305,9 @@ class GatewaySupervisor(Supervisor):
     gRPC health). Everything is logged as structured events: gateway.started,
     gateway.exited, gateway.restart_failed, gateway.restarted, gateway.failed."""
 
-    def __init__(self, gateway: Gateway, on_state: Callable[[bool], Awaitable[None]],
-                 policy: RestartPolicy = RestartPolicy()):
+    def __init__(
+        self, gateway: Gateway, on_state: Callable[[bool], Awaitable[None]], policy: RestartPolicy = RestartPolicy()
+    ):
         super().__init__("gateway", gateway, on_state, GatewayError, log, policy)
         self.gateway = gateway
 
@@ -296,8 +315,9 @@ class GatewaySupervisor(Supervisor):
         return {"rest_port": self.gateway.rest_port}
 
     def gave_up(self, attempts: int) -> Exception:
-        return GatewayError(f"envoy exited and was restarted {attempts} times without staying up; "
-                            "REST is down, so the server stops")
+        return GatewayError(
+            f"envoy exited and was restarted {attempts} times without staying up; REST is down, so the server stops"
+        )
 
 
 def _connectable(host: str) -> str:

@@ -47,8 +47,9 @@ MAX_WALK_DEPTH = 128
 # items, which clients send as they hold them, with keys memsvc does not store.
 OPEN_MESSAGES = frozenset({"memsvc.v1.ChatItem"})
 # Well-known types that are free-form JSON: any key is legitimate inside them.
-FREE_FORM = frozenset({"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue",
-                       "google.protobuf.Any"})
+FREE_FORM = frozenset(
+    {"google.protobuf.Struct", "google.protobuf.Value", "google.protobuf.ListValue", "google.protobuf.Any"}
+)
 # Set on a request the guard refuses, so the local-reply rewriting leaves its reply alone (a
 # client's own header of this name is removed first).
 GUARD_HEADER = "x-memsvc-guard"
@@ -108,8 +109,7 @@ def _schema(msg: Descriptor, schemas: dict[str, dict[str, Any]]) -> None:
     repeated: dict[str, bool] = {}
     # names: each accepted spelling -> the field's proto name, the one identity two spellings
     # share; rep: the repeated fields (not maps), which a query string may give more than once.
-    schemas[msg.full_name] = {"open": msg.full_name in OPEN_MESSAGES, "fields": fields, "names": names,
-                              "rep": repeated}
+    schemas[msg.full_name] = {"open": msg.full_name in OPEN_MESSAGES, "fields": fields, "names": names, "rep": repeated}
     for f in msg.fields:
         child = _child(f, schemas)
         for spelling in (f.json_name, f.name):
@@ -140,8 +140,16 @@ def tables(service_names: Iterable[str]) -> tuple[list[dict[str, Any]], dict[str
                 target = method.input_type.full_name
             elif body:
                 target = _child(method.input_type.fields_by_name[body], schemas)
-            routes.append({"method": verb, "pattern": _lua_pattern(template), "schema": target,
-                           "input": method.input_type.full_name, "vars": path_fields(template), "body": body})
+            routes.append(
+                {
+                    "method": verb,
+                    "pattern": _lua_pattern(template),
+                    "schema": target,
+                    "input": method.input_type.full_name,
+                    "vars": path_fields(template),
+                    "body": body,
+                }
+            )
     # Literal paths before templated ones, so `/x/literal` is never read as `/x/{var}`.
     routes.sort(key=lambda r: ("[^/]+" in r["pattern"], r["pattern"], r["method"]))
     return routes, schemas
@@ -170,10 +178,15 @@ def lua_source(service_names: Iterable[str], access: WebAccess) -> str:
     """The whole Lua filter: the generated tables followed by the fixed code."""
     routes, schemas = tables(service_names)
     hosts = "nil" if access.hosts is None else _lua_set(access.hosts)
-    lines = [f"local MAX_URL = {MAX_URL_BYTES}", f"local MAX_DEPTH = {MAX_WALK_DEPTH}",
-             f"local GUARD_HEADER = {json.dumps(GUARD_HEADER)}",
-             "-- Host names accepted (any port); nil: any name. Origins accepted besides the request's own.",
-             f"local HOSTS = {hosts}", f"local ORIGINS = {_lua_set(access.origins)}", "local ROUTES = {"]
+    lines = [
+        f"local MAX_URL = {MAX_URL_BYTES}",
+        f"local MAX_DEPTH = {MAX_WALK_DEPTH}",
+        f"local GUARD_HEADER = {json.dumps(GUARD_HEADER)}",
+        "-- Host names accepted (any port); nil: any name. Origins accepted besides the request's own.",
+        f"local HOSTS = {hosts}",
+        f"local ORIGINS = {_lua_set(access.origins)}",
+        "local ROUTES = {",
+    ]
     lines += [f"  {_lua_value(r)}," for r in routes]
     lines += ["}", "local SCHEMAS = {"]
     lines += [f"  [{json.dumps(name)}] = {_lua_value(schemas[name])}," for name in sorted(schemas)]
@@ -211,7 +224,7 @@ def buffer_filter(max_request_bytes: int) -> dict[str, Any]:
 # skipped with string.find (C speed, so a 16 MiB save costs little), object keys are looked
 # up in the message's field table, and the walk stops at the first unknown key or at the
 # first byte that is not strict JSON.
-_LUA_CODE = r'''
+_LUA_CODE = r"""
 local WS = "[^ \t\r\n]"
 local ESCAPES = {['"']='"', ['\\']='\\', ['/']='/', b='\b', f='\f', n='\n', r='\r', t='\t'}
 
@@ -609,4 +622,4 @@ function envoy_on_request(handle)
     refuse(handle, 400, 3, why .. ": give each field once", name, "given more than once")
   end
 end
-'''
+"""

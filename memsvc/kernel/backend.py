@@ -29,13 +29,15 @@ class MemoryBackend(Protocol):
         """Insert, or update in place the row with the same (api_key_id, key), merging
         metadata shallowly."""
 
-    def create_many(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult]:
+    def create_many(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult]:
         """`create` for several drafts in one transaction: all are stored or none.
         `in_transaction` runs inside it once the rows are written."""
 
-    def create_each(self, memories: Sequence[NewMemory],
-                    in_transaction: InTransaction | None = None) -> list[UpsertResult | Exception]:
+    def create_each(
+        self, memories: Sequence[NewMemory], in_transaction: InTransaction | None = None
+    ) -> list[UpsertResult | Exception]:
         """As `create_many` (one transaction), but each draft is stored or fails on its own:
         a failed draft's slot holds its exception and the others are stored."""
 

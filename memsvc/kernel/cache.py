@@ -32,8 +32,14 @@ class TtlCache(Generic[V]):
     committed by any process (other server processes share the database) is seen by the
     next lookup here, not only the writes this process invalidates itself."""
 
-    def __init__(self, max_entries: int, ttl_s: float, evict_fraction: float = 0.2,
-                 clock: Callable[[], float] = time.monotonic, version: Callable[[], Hashable] | None = None):
+    def __init__(
+        self,
+        max_entries: int,
+        ttl_s: float,
+        evict_fraction: float = 0.2,
+        clock: Callable[[], float] = time.monotonic,
+        version: Callable[[], Hashable] | None = None,
+    ):
         if max_entries < 1:
             raise ValueError("max_entries must be at least 1")
         self._max = max_entries

@@ -12,10 +12,10 @@ import numpy as np
 
 T = TypeVar("T")
 
-NOT_LOADED = "not_loaded"   # loads on first use (the first requests fall back meanwhile)
-LOADING = "loading"         # loading, or building the model first: see phase and progress
+NOT_LOADED = "not_loaded"  # loads on first use (the first requests fall back meanwhile)
+LOADING = "loading"  # loading, or building the model first: see phase and progress
 READY = "ready"
-FAILED = "failed"           # the last attempt failed; the reason says why
+FAILED = "failed"  # the last attempt failed; the reason says why
 
 
 @dataclass(frozen=True)
@@ -37,7 +37,7 @@ class EmbeddingSource(Protocol):
     """What the resolver and the engine use. `embed` returns (len(texts), dimensions) float32
     with L2-normalized rows, or raises EmbeddingError (message free of credentials)."""
 
-    name: str   # remote | static | transformers
+    name: str  # remote | static | transformers
     model: str
     #: Whether `embed` waits (a network call, a model too slow for the event loop's thread):
     #: an inline call (memsvc.kernel.inline) hands such an embedding to a worker thread.

@@ -83,8 +83,9 @@ class StorageFullError(MemsvcError):
 
     @classmethod
     def no_space(cls) -> StorageFullError:
-        return cls("storage is full (no space left in the data directory): the write was not made; "
-                   "free space and retry")
+        return cls(
+            "storage is full (no space left in the data directory): the write was not made; free space and retry"
+        )
 
 
 # Errno values that mean "no room to write": the disk, or the user's quota, is full.

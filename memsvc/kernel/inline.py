@@ -28,8 +28,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 
 # Inside an inline call: the effects `settle` keeps until the call has run to its end.
-_INLINE: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar(
-    "memsvc_inline", default=None)
+_INLINE: contextvars.ContextVar[list[Callable[[], None]] | None] = contextvars.ContextVar("memsvc_inline", default=None)
 
 
 class WouldBlock(BaseException):

@@ -111,8 +111,14 @@ class MemoryPatch:
     occurred_at: datetime | None = None
 
     def is_empty(self) -> bool:
-        return (self.type is None and self.key is None and self.content is None and self.metadata is None
-                and self.keep is None and self.occurred_at is None)
+        return (
+            self.type is None
+            and self.key is None
+            and self.content is None
+            and self.metadata is None
+            and self.keep is None
+            and self.occurred_at is None
+        )
 
 
 @dataclass(frozen=True)

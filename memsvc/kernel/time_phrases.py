@@ -22,13 +22,54 @@ from memsvc.kernel.text import normalize
 DAY_SPILL = timedelta(days=1)
 
 _MONTHS = {
-    "jan": 1, "january": 1, "feb": 2, "february": 2, "mar": 3, "march": 3, "apr": 4, "april": 4,
-    "may": 5, "jun": 6, "june": 6, "jul": 7, "july": 7, "aug": 8, "august": 8, "sep": 9, "sept": 9,
-    "september": 9, "oct": 10, "october": 10, "nov": 11, "november": 11, "dec": 12, "december": 12,
-    "января": 1, "февраля": 2, "марта": 3, "апреля": 4, "мая": 5, "июня": 6, "июля": 7,
-    "августа": 8, "сентября": 9, "октября": 10, "ноября": 11, "декабря": 12,
-    "январь": 1, "февраль": 2, "март": 3, "апрель": 4, "май": 5, "июнь": 6, "июль": 7,
-    "август": 8, "сентябрь": 9, "октябрь": 10, "ноябрь": 11, "декабрь": 12,
+    "jan": 1,
+    "january": 1,
+    "feb": 2,
+    "february": 2,
+    "mar": 3,
+    "march": 3,
+    "apr": 4,
+    "april": 4,
+    "may": 5,
+    "jun": 6,
+    "june": 6,
+    "jul": 7,
+    "july": 7,
+    "aug": 8,
+    "august": 8,
+    "sep": 9,
+    "sept": 9,
+    "september": 9,
+    "oct": 10,
+    "october": 10,
+    "nov": 11,
+    "november": 11,
+    "dec": 12,
+    "december": 12,
+    "января": 1,
+    "февраля": 2,
+    "марта": 3,
+    "апреля": 4,
+    "мая": 5,
+    "июня": 6,
+    "июля": 7,
+    "августа": 8,
+    "сентября": 9,
+    "октября": 10,
+    "ноября": 11,
+    "декабря": 12,
+    "январь": 1,
+    "февраль": 2,
+    "март": 3,
+    "апрель": 4,
+    "май": 5,
+    "июнь": 6,
+    "июль": 7,
+    "август": 8,
+    "сентябрь": 9,
+    "октябрь": 10,
+    "ноябрь": 11,
+    "декабрь": 12,
 }
 _MONTH = "(?P<month>" + "|".join(sorted(_MONTHS, key=len, reverse=True)) + r")\.?"
 _DAY = r"(?P<day>[0-3]?\d)(?:st|nd|rd|th|-?го|-?е)?"
@@ -37,16 +78,16 @@ _B, _E = r"(?<![\w.])", r"(?![\w])"
 
 # Each pattern names one day; the groups year, month (a name or digits) and day.
 _DAY_PATTERNS = [
-    re.compile(rf"{_B}{_YEAR}-(?P<m>[01]?\d)-{_DAY}{_E}"),                       # 2024-01-05
-    re.compile(rf"{_B}{_DAY}\.(?P<m>[01]?\d)\.{_YEAR}{_E}"),                       # 05.01.2024
-    re.compile(rf"{_B}{_DAY}/(?P<m>[01]?\d)/{_YEAR}{_E}"),                         # 05/01/2024 (and 01/05)
-    re.compile(rf"{_B}(?:the )?{_DAY}(?: of)? {_MONTH},? {_YEAR}{_E}"),           # 5 January 2024
-    re.compile(rf"{_B}{_MONTH} (?:the )?{_DAY},? {_YEAR}{_E}"),                   # January 5th, 2024
+    re.compile(rf"{_B}{_YEAR}-(?P<m>[01]?\d)-{_DAY}{_E}"),  # 2024-01-05
+    re.compile(rf"{_B}{_DAY}\.(?P<m>[01]?\d)\.{_YEAR}{_E}"),  # 05.01.2024
+    re.compile(rf"{_B}{_DAY}/(?P<m>[01]?\d)/{_YEAR}{_E}"),  # 05/01/2024 (and 01/05)
+    re.compile(rf"{_B}(?:the )?{_DAY}(?: of)? {_MONTH},? {_YEAR}{_E}"),  # 5 January 2024
+    re.compile(rf"{_B}{_MONTH} (?:the )?{_DAY},? {_YEAR}{_E}"),  # January 5th, 2024
     re.compile(rf"{_YEAR}\s*年\s*(?P<m>[01]?\d)\s*月\s*(?P<day>[0-3]?\d)\s*日"),  # 2024年1月5日
 ]
 _MONTH_PATTERNS = [
-    re.compile(rf"{_B}{_MONTH},? (?:of )?{_YEAR}{_E}"),                           # December 2023
-    re.compile(rf"{_YEAR}\s*年\s*(?P<m>[01]?\d)\s*月(?!\s*[0-3]?\d\s*日)"),      # 2023年12月
+    re.compile(rf"{_B}{_MONTH},? (?:of )?{_YEAR}{_E}"),  # December 2023
+    re.compile(rf"{_YEAR}\s*年\s*(?P<m>[01]?\d)\s*月(?!\s*[0-3]?\d\s*日)"),  # 2023年12月
 ]
 _AGO = re.compile(rf"{_B}(?P<n>\d{{1,3}}|a|one|two|three) (?P<unit>days?|weeks?) ago{_E}")
 _SEASON = re.compile(rf"{_B}last (?P<season>spring|summer|autumn|fall|winter){_E}")
@@ -82,8 +123,9 @@ def time_windows(query: str, now: datetime) -> list[TimeWindow]:
     for pattern in _MONTH_PATTERNS:
         for m in pattern.finditer(text):
             first = _date(m, day=1)
-            if first is not None and not any(w.start.year == first.year and w.start.month == first.month
-                                             for _, w in found):
+            if first is not None and not any(
+                w.start.year == first.year and w.start.month == first.month for _, w in found
+            ):
                 found.append((m.start(), TimeWindow(first, _add_month(first))))
     found += _relative(text, _midnight(now))
     return [w for _, w in sorted(found, key=lambda p: p[0])]
@@ -111,11 +153,14 @@ def _date(m: re.Match[str], day: int | None = None, month: int | None = None) ->
 def _relative(text: str, today: datetime) -> list[tuple[int, TimeWindow]]:
     """yesterday, today, the day before yesterday, N days/weeks ago, last week/month/year, last <season>."""
     day = timedelta(days=1)
-    fixed = {"the day before yesterday": (today - 2 * day, today - day),
-             "yesterday": (today - day, today), "today": (today, today + day),
-             "last week": (today - 7 * day, today),
-             "last month": (_add_month(today.replace(day=1), -1), today.replace(day=1)),
-             "last year": (today.replace(year=today.year - 1, month=1, day=1), today.replace(month=1, day=1))}
+    fixed = {
+        "the day before yesterday": (today - 2 * day, today - day),
+        "yesterday": (today - day, today),
+        "today": (today, today + day),
+        "last week": (today - 7 * day, today),
+        "last month": (_add_month(today.replace(day=1), -1), today.replace(day=1)),
+        "last year": (today.replace(year=today.year - 1, month=1, day=1), today.replace(month=1, day=1)),
+    }
     out: list[tuple[int, TimeWindow]] = []
     taken: list[tuple[int, int]] = []
     for phrase, (start, end) in fixed.items():
@@ -126,7 +171,9 @@ def _relative(text: str, today: datetime) -> list[tuple[int, TimeWindow]]:
     for m in _AGO.finditer(text):
         n = _WORDS.get(m["n"]) or int(m["n"])
         back = timedelta(days=n if m["unit"].startswith("day") else 7 * n)
-        out.append((m.start(), TimeWindow(today - back, today - back + (day if m["unit"].startswith("day") else 7 * day))))
+        out.append(
+            (m.start(), TimeWindow(today - back, today - back + (day if m["unit"].startswith("day") else 7 * day)))
+        )
     for m in _SEASON.finditer(text):
         out.append((m.start(), _last_season(_SEASON_START[m["season"]], today)))
     return out

@@ -39,37 +39,52 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 Resolver = Callable[[str, int], list[str]]
 
 #: Names of instance-metadata services (and any name under them).
-METADATA_HOSTS = frozenset({
-    "metadata", "metadata.google.internal", "metadata.goog",           # Google Cloud
-    "instance-data", "instance-data.ec2.internal",                     # AWS
-    "metadata.tencentyun.com",                                         # Tencent Cloud
-})
-METADATA_NETWORKS = tuple(ipaddress.ip_network(n) for n in (
-    "169.254.0.0/16",      # link-local: AWS, GCP, Azure, OCI, DigitalOcean, OpenStack metadata (.169.254)
-    "100.100.100.200/32",  # Alibaba Cloud metadata
-    "168.63.129.16/32",    # Azure WireServer / host agent
-    "192.0.0.192/32",      # Oracle Cloud (classic) metadata
-    "fe80::/10",           # IPv6 link-local
-    "fd00:ec2::/64",       # AWS instance services over IPv6 (metadata ::254, DNS ::253, time ::123)
-))
+METADATA_HOSTS = frozenset(
+    {
+        "metadata",
+        "metadata.google.internal",
+        "metadata.goog",  # Google Cloud
+        "instance-data",
+        "instance-data.ec2.internal",  # AWS
+        "metadata.tencentyun.com",  # Tencent Cloud
+    }
+)
+METADATA_NETWORKS = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "169.254.0.0/16",  # link-local: AWS, GCP, Azure, OCI, DigitalOcean, OpenStack metadata (.169.254)
+        "100.100.100.200/32",  # Alibaba Cloud metadata
+        "168.63.129.16/32",  # Azure WireServer / host agent
+        "192.0.0.192/32",  # Oracle Cloud (classic) metadata
+        "fe80::/10",  # IPv6 link-local
+        "fd00:ec2::/64",  # AWS instance services over IPv6 (metadata ::254, DNS ::253, time ::123)
+    )
+)
 UNSPECIFIED_NETWORKS = (ipaddress.ip_network("0.0.0.0/8"), ipaddress.ip_network("::/128"))
-_EMBEDDING_LOW_32 = tuple(ipaddress.ip_network(n) for n in (
-    "::/96",               # IPv4-compatible (deprecated, still parsed by stacks)
-    "::ffff:0:0:0/96",     # IPv4-translated (SIIT)
-    "64:ff9b::/96",        # NAT64 well-known prefix
-    "64:ff9b:1::/48",      # NAT64 local-use prefix
-))
+_EMBEDDING_LOW_32 = tuple(
+    ipaddress.ip_network(n)
+    for n in (
+        "::/96",  # IPv4-compatible (deprecated, still parsed by stacks)
+        "::ffff:0:0:0/96",  # IPv4-translated (SIIT)
+        "64:ff9b::/96",  # NAT64 well-known prefix
+        "64:ff9b:1::/48",  # NAT64 local-use prefix
+    )
+)
 
 METADATA_PROBLEM = "must not point at a link-local or cloud metadata address"
 UNSPECIFIED_PROBLEM = "must not point at an unspecified address (0.0.0.0 or ::)"
 AMBIGUOUS_IPV4 = "must write an IPv4 address as four decimal numbers without leading zeros"
 #: The same refusals, said of a name after DNS.
-RESOLVED_PROBLEMS = {METADATA_PROBLEM: "resolves to a link-local or cloud metadata address",
-                     UNSPECIFIED_PROBLEM: "resolves to an unspecified address (0.0.0.0 or ::)"}
+RESOLVED_PROBLEMS = {
+    METADATA_PROBLEM: "resolves to a link-local or cloud metadata address",
+    UNSPECIFIED_PROBLEM: "resolves to an unspecified address (0.0.0.0 or ::)",
+}
 _LABEL = re.compile(r"^[A-Za-z0-9_-]{1,63}$")
 _NUMERIC_LABEL = re.compile(r"^(?:[0-9]+|0[xX][0-9A-Fa-f]*)$")
-_CANONICAL_IPV4 = re.compile(r"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
-                             r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$")
+_CANONICAL_IPV4 = re.compile(
+    r"^(?:(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])\.){3}"
+    r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])$"
+)
 _WHITESPACE_OR_CONTROL = re.compile(r"[\x00-\x20\x7f]")
 _MAX_HOST = 253
 
@@ -135,8 +150,7 @@ def host_problem(host: str) -> str | None:
     if len(name) > _MAX_HOST:
         return f"must have a host name of at most {_MAX_HOST} characters"
     if not all(_LABEL.match(label) for label in labels):
-        return ("must have a host name made of dot-separated labels of 1 to 63 letters, digits, "
-                "'-' or '_'")
+        return "must have a host name made of dot-separated labels of 1 to 63 letters, digits, '-' or '_'"
     lowered = name.lower()
     if any(lowered == n or lowered.endswith("." + n) for n in METADATA_HOSTS):
         return METADATA_PROBLEM

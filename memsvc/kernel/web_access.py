@@ -55,7 +55,9 @@ def host_name(text: str) -> str:
         address = ipaddress.ip_address(bare)
     except ValueError:
         if not _NAME.match(name):
-            raise ValueError(f"allowed host {text!r} must be a host name or an IP address, without a port or scheme") from None
+            raise ValueError(
+                f"allowed host {text!r} must be a host name or an IP address, without a port or scheme"
+            ) from None
         return name
     return f"[{address.compressed}]" if address.version == 6 else address.compressed
 

@@ -8,8 +8,10 @@ import asyncio
 from memsvc.client import client_options
 from memsvc.config import Config
 
-HELP = ("serve the memory tools to an agent over MCP on stdin/stdout (the command a desktop "
-        "agent's config launches); MEMSVC_TOKEN is the bearer token sent to the server")
+HELP = (
+    "serve the memory tools to an agent over MCP on stdin/stdout (the command a desktop "
+    "agent's config launches); MEMSVC_TOKEN is the bearer token sent to the server"
+)
 
 
 def _run(config: Config, args: argparse.Namespace) -> int:

@@ -91,11 +91,21 @@ class McpHttp:
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
         upstream = Upstream(server_address(replace(config, grpc_port=grpc_port)), config.max_message_bytes)
         app = build_server(upstream, request_authorization).streamable_http_app(
-            streamable_http_path=PATH, stateless_http=True, json_response=True,
-            transport_security=_transport_security(config))
-        server = _Uvicorn(uvicorn.Config(app, log_config=None, access_log=False, lifespan="on",
-                                         # uvicorn annotates int, but passes it to asyncio.timeout (seconds)
-                                         timeout_graceful_shutdown=config.shutdown_grace_s))  # type: ignore[arg-type]
+            streamable_http_path=PATH,
+            stateless_http=True,
+            json_response=True,
+            transport_security=_transport_security(config),
+        )
+        server = _Uvicorn(
+            uvicorn.Config(
+                app,
+                log_config=None,
+                access_log=False,
+                lifespan="on",
+                # uvicorn annotates int, but passes it to asyncio.timeout (seconds)
+                timeout_graceful_shutdown=config.shutdown_grace_s,  # type: ignore[arg-type]
+            )
+        )
         task = asyncio.create_task(server.serve(sockets=[sock]), name="memsvc-mcp-http")
         while not server.started and not task.done():
             await asyncio.sleep(0.01)

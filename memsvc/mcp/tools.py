@@ -32,20 +32,38 @@ from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2
 Credential = Callable[[Context], str | None]
 
 MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]
-ApiKeyId = Annotated[str | None, Field(
-    description="The tenant (apiKeyId) whose memories to use. May be left out when the token "
-                "addresses exactly one tenant; required when it addresses several.")]
-MemoryId = Annotated[str, Field(min_length=1, description="The memory's id, as returned by memory_add, "
-                                                          "memory_search or memory_list.")]
+ApiKeyId = Annotated[
+    str | None,
+    Field(
+        description="The tenant (apiKeyId) whose memories to use. May be left out when the token "
+        "addresses exactly one tenant; required when it addresses several."
+    ),
+]
+MemoryId = Annotated[
+    str, Field(min_length=1, description="The memory's id, as returned by memory_add, memory_search or memory_list.")
+]
 TypeFilter = Annotated[MemoryType | None, Field(description="Only memories of this type.")]
 Metadata = Annotated[dict[str, Any] | None, Field(description="Free-form JSON object stored with the memory.")]
-Keep = Annotated[bool | None, Field(description=(
-    "true: keep the memory with no age limit (the memory settings' retentionDays never hide it from "
-    "search; for facts such as the user's name); false: let retentionDays apply. Expiry still applies."))]
-OccurredAt = Annotated[str | None, Field(json_schema_extra={"format": "date-time"}, description=(
-    "When what the memory records happened, if not when it is stored (e.g. the time an imported chat "
-    "message was said; RFC 3339, e.g. 2023-12-31T18:45:00Z). Leave it out when not known (memory_update: "
-    "to leave it as it is)."))]
+Keep = Annotated[
+    bool | None,
+    Field(
+        description=(
+            "true: keep the memory with no age limit (the memory settings' retentionDays never hide it from "
+            "search; for facts such as the user's name); false: let retentionDays apply. Expiry still applies."
+        )
+    ),
+]
+OccurredAt = Annotated[
+    str | None,
+    Field(
+        json_schema_extra={"format": "date-time"},
+        description=(
+            "When what the memory records happened, if not when it is stored (e.g. the time an imported chat "
+            "message was said; RFC 3339, e.g. 2023-12-31T18:45:00Z). Leave it out when not known (memory_update: "
+            "to leave it as it is)."
+        ),
+    ),
+]
 
 INSTRUCTIONS = (
     "Long-term memory for this user, kept by memsvc. Search it (memory_search) before answering "
@@ -71,10 +89,18 @@ def _floor_note(resolution: engine_pb2.Resolution) -> dict[str, Any]:
     if not applied:
         note = "no relevance floor applied: every ranked memory is returned"
     else:
-        note = (f"{below} {'memory' if below == 1 else 'memories'} below the relevance floor left out "
-                "(minScore 0 returns them)" if below else "no memory fell below the relevance floor")
-    return {"keywordOverlap": resolution.keyword_floor, "vectorSimilarity": resolution.vector_floor,
-            "belowFloor": below, "note": note}
+        note = (
+            f"{below} {'memory' if below == 1 else 'memories'} below the relevance floor left out "
+            "(minScore 0 returns them)"
+            if below
+            else "no memory fell below the relevance floor"
+        )
+    return {
+        "keywordOverlap": resolution.keyword_floor,
+        "vectorSimilarity": resolution.vector_floor,
+        "belowFloor": below,
+        "note": note,
+    }
 
 
 def _timestamp(value: str, name: str) -> timestamp_pb2.Timestamp:
@@ -117,17 +143,34 @@ class MemoryTools:
         raise ToolError(f"invalid argument: apiKeyId: is required, since this token may address {reach}")
 
     async def memory_search(
-        self, ctx: Context,
+        self,
+        ctx: Context,
         query: Annotated[str, Field(min_length=1, description="What to look for, in natural language.")],
         apiKeyId: ApiKeyId = None,
         type: TypeFilter = None,
-        maxTokens: Annotated[int | None, Field(ge=1, le=16000, description=(
-            "Token budget of the memories returned (default from the memory settings)."))] = None,
-        limit: Annotated[int | None, Field(ge=1, le=100, description=(
-            "At most this many memories (default: as many as fit the token budget)."))] = None,
-        minScore: Annotated[float | None, Field(ge=0, le=1, description=(
-            "Relevance floor 0..1: a memory is returned only when its keyword overlap with the query or its "
-            "vector similarity reaches it; 0 returns every ranked memory. Default: the server's floor."))] = None,
+        maxTokens: Annotated[
+            int | None,
+            Field(
+                ge=1,
+                le=16000,
+                description=("Token budget of the memories returned (default from the memory settings)."),
+            ),
+        ] = None,
+        limit: Annotated[
+            int | None,
+            Field(ge=1, le=100, description=("At most this many memories (default: as many as fit the token budget).")),
+        ] = None,
+        minScore: Annotated[
+            float | None,
+            Field(
+                ge=0,
+                le=1,
+                description=(
+                    "Relevance floor 0..1: a memory is returned only when its keyword overlap with the query or its "
+                    "vector similarity reaches it; 0 returns every ranked memory. Default: the server's floor."
+                ),
+            ),
+        ] = None,
     ) -> str:
         """Search the tenant's memories for those relevant to `query`, best first, within a
         token budget. Ranking uses the retrieval strategy of the memory settings (keyword,
@@ -137,8 +180,7 @@ class MemoryTools:
         totalTokens, resolution, relevanceFloor}; relevanceFloor says which floor applied
         (keywordOverlap, vectorSimilarity) and how many memories fell below it (belowFloor). An
         empty list means nothing relevant is stored."""
-        request = engine_pb2.RetrieveRequest(api_key_id=await self._tenant(ctx, apiKeyId), query=query,
-                                             scope="apiKey")
+        request = engine_pb2.RetrieveRequest(api_key_id=await self._tenant(ctx, apiKeyId), query=query, scope="apiKey")
         if maxTokens is not None:
             request.max_tokens = maxTokens
         if minScore is not None:
@@ -153,15 +195,30 @@ class MemoryTools:
         return _json(response, relevanceFloor=_floor_note(response.resolution))
 
     async def memory_add(
-        self, ctx: Context,
-        content: Annotated[str, Field(min_length=1, description="The memory itself, one self-contained "
-                                                                "statement (at most 32 KiB).")],
-        type: Annotated[MemoryType, Field(description=(
-            "factual: facts and preferences; episodic: events and decisions; procedural: "
-            "how-tos and habits; semantic: general knowledge and summaries."))],
-        key: Annotated[str | None, Field(max_length=512, description=(
-            "Stable name of the fact (e.g. 'preferred-language'). Adding again with the same key "
-            "replaces that memory instead of creating a second one."))] = None,
+        self,
+        ctx: Context,
+        content: Annotated[
+            str, Field(min_length=1, description="The memory itself, one self-contained statement (at most 32 KiB).")
+        ],
+        type: Annotated[
+            MemoryType,
+            Field(
+                description=(
+                    "factual: facts and preferences; episodic: events and decisions; procedural: "
+                    "how-tos and habits; semantic: general knowledge and summaries."
+                )
+            ),
+        ],
+        key: Annotated[
+            str | None,
+            Field(
+                max_length=512,
+                description=(
+                    "Stable name of the fact (e.g. 'preferred-language'). Adding again with the same key "
+                    "replaces that memory instead of creating a second one."
+                ),
+            ),
+        ] = None,
         sessionId: Annotated[str | None, Field(description="The conversation this memory came from.")] = None,
         apiKeyId: ApiKeyId = None,
         metadata: Metadata = None,
@@ -170,8 +227,9 @@ class MemoryTools:
     ) -> str:
         """Store a memory for the tenant. Returns {success, id, created}; created is false
         when a memory with the same key was updated in place."""
-        request = memory_pb2.CreateMemoryRequest(api_key_id=await self._tenant(ctx, apiKeyId), content=content,
-                                                 type=type, metadata=dict_to_struct(metadata))
+        request = memory_pb2.CreateMemoryRequest(
+            api_key_id=await self._tenant(ctx, apiKeyId), content=content, type=type, metadata=dict_to_struct(metadata)
+        )
         if key is not None:
             request.key = key
         if sessionId is not None:
@@ -183,11 +241,17 @@ class MemoryTools:
         return _json(await self._call(ctx, self._upstream.memory.CreateMemory, request))
 
     async def memory_clear(
-        self, ctx: Context,
+        self,
+        ctx: Context,
         apiKeyId: ApiKeyId = None,
         type: Annotated[MemoryType | None, Field(description="Only memories of this type.")] = None,
-        olderThan: Annotated[str | None, Field(json_schema_extra={"format": "date-time"}, description=(
-            "Only memories created before this time (RFC 3339, e.g. 2026-01-31T00:00:00Z)."))] = None,
+        olderThan: Annotated[
+            str | None,
+            Field(
+                json_schema_extra={"format": "date-time"},
+                description=("Only memories created before this time (RFC 3339, e.g. 2026-01-31T00:00:00Z)."),
+            ),
+        ] = None,
     ) -> str:
         """Delete every memory of the tenant that matches the filters, with its search index
         entries (vectors included). Without filters this deletes ALL the tenant's memories:
@@ -198,19 +262,22 @@ class MemoryTools:
         return _json(await self._call(ctx, self._upstream.memory.ClearMemories, request))
 
     async def memory_list(
-        self, ctx: Context,
+        self,
+        ctx: Context,
         apiKeyId: ApiKeyId = None,
         type: TypeFilter = None,
         sessionId: Annotated[str | None, Field(description="Only memories of this conversation.")] = None,
-        contains: Annotated[str | None, Field(description=(
-            "Only memories whose content or key contains this text (case-insensitive)."))] = None,
+        contains: Annotated[
+            str | None, Field(description=("Only memories whose content or key contains this text (case-insensitive)."))
+        ] = None,
         limit: Annotated[int | None, Field(ge=1, le=200, description="Page size (default 50).")] = None,
         offset: Annotated[int | None, Field(ge=0, description="Memories to skip (default 0).")] = None,
     ) -> str:
         """List the tenant's memories, newest first, a page at a time. Returns {data: [memory],
         total, page, limit, totalPages, stats}; use memory_search to find memories by meaning."""
-        request = memory_pb2.ListMemoriesRequest(api_key_id=await self._tenant(ctx, apiKeyId), type=type or "",
-                                                 session_id=sessionId or "", q=contains or "")
+        request = memory_pb2.ListMemoriesRequest(
+            api_key_id=await self._tenant(ctx, apiKeyId), type=type or "", session_id=sessionId or "", q=contains or ""
+        )
         if limit is not None:
             request.limit = limit
         if offset is not None:
@@ -223,12 +290,15 @@ class MemoryTools:
         return _json(await self._call(ctx, self._upstream.memory.GetMemory, memory_pb2.GetMemoryRequest(id=id)))
 
     async def memory_update(
-        self, ctx: Context, id: MemoryId,
+        self,
+        ctx: Context,
+        id: MemoryId,
         content: Annotated[str | None, Field(min_length=1, description="New text of the memory.")] = None,
         type: Annotated[MemoryType | None, Field(description="New type.")] = None,
         key: Annotated[str | None, Field(max_length=512, description="New key.")] = None,
-        metadata: Annotated[dict[str, Any] | None, Field(description=(
-            "Keys to merge into the memory's metadata."))] = None,
+        metadata: Annotated[
+            dict[str, Any] | None, Field(description=("Keys to merge into the memory's metadata."))
+        ] = None,
         keep: Keep = None,
         occurredAt: OccurredAt = None,
     ) -> str:
@@ -248,8 +318,7 @@ class MemoryTools:
 
     async def memory_delete(self, ctx: Context, id: MemoryId) -> str:
         """Delete one memory by id, with its search index entries. Returns {success}."""
-        return _json(await self._call(ctx, self._upstream.memory.DeleteMemory,
-                                      memory_pb2.DeleteMemoryRequest(id=id)))
+        return _json(await self._call(ctx, self._upstream.memory.DeleteMemory, memory_pb2.DeleteMemoryRequest(id=id)))
 
 
 _ANNOTATIONS = {

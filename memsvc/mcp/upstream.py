@@ -24,8 +24,12 @@ class Upstream:
     def __init__(self, address: str, max_message_bytes: int = 16 * 1024 * 1024):
         self.address = address
         self._channel = grpc.aio.insecure_channel(
-            address, options=[("grpc.max_receive_message_length", max_message_bytes),
-                              ("grpc.max_send_message_length", max_message_bytes)])
+            address,
+            options=[
+                ("grpc.max_receive_message_length", max_message_bytes),
+                ("grpc.max_send_message_length", max_message_bytes),
+            ],
+        )
         self.memory = memory_pb2_grpc.MemoryServiceStub(self._channel)
         self.engine = engine_pb2_grpc.EngineServiceStub(self._channel)
         self.credentials = credentials_pb2_grpc.CredentialServiceStub(self._channel)

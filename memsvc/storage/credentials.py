@@ -30,8 +30,10 @@ from memsvc.storage.dialect import syntax_of
 COLUMNS = "id, permissions, tenants, characters, created_at, revoked_at"
 #: The row of `sequences` every credential write advances.
 VERSION_NAME = "credentials"
-_INSERT = ("INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
-           " VALUES (?, ?, ?, {json}, {json}, {bool}, {now})")
+_INSERT = (
+    "INSERT INTO credentials (id, lookup, secret_sha256, permissions, tenants, characters, created_at)"
+    " VALUES (?, ?, ?, {json}, {json}, {bool}, {now})"
+)
 _REVOKE = "UPDATE credentials SET revoked_at = {now} WHERE id = ? AND revoked_at IS NULL"
 
 
@@ -45,9 +47,14 @@ class SqlCredentialStore:
     def _row(self, row: Sequence[Any]) -> Credential:
         credential_id, permissions, tenants, characters, created_at, revoked_at = row
         names = self.syntax.read_json(tenants)
-        return Credential(credential_id, frozenset(self.syntax.read_json(permissions)),
-                          None if ALL_TENANTS in names else frozenset(names), bool(characters),
-                          self.syntax.read_time(created_at), self.syntax.read_time(revoked_at))
+        return Credential(
+            credential_id,
+            frozenset(self.syntax.read_json(permissions)),
+            None if ALL_TENANTS in names else frozenset(names),
+            bool(characters),
+            self.syntax.read_time(created_at),
+            self.syntax.read_time(revoked_at),
+        )
 
     def _one(self, sql: str, params: Sequence[Any]) -> Any:
         with self.db.read() as conn:
@@ -55,14 +62,22 @@ class SqlCredentialStore:
 
     def insert(self, credential: Credential, lookup: str, secret: str) -> Credential:
         """Store a new credential; an id already taken (revoked ones included) is a conflict."""
-        params = (credential.id, lookup, secret_digest(secret), json.dumps(sorted(credential.permissions)),
-                  json.dumps(credential.tenant_list()), bool(credential.characters), *self.syntax.now_params())
+        params = (
+            credential.id,
+            lookup,
+            secret_digest(secret),
+            json.dumps(sorted(credential.permissions)),
+            json.dumps(credential.tenant_list()),
+            bool(credential.characters),
+            *self.syntax.now_params(),
+        )
         try:
             with self.db.write() as conn:
                 conn.execute(self.syntax.sql(_INSERT), params)
         except (apsw.ConstraintError, ConflictError):  # PostgreSQL's unique violation arrives as ConflictError
-            raise ConflictError(f"a credential with id {credential.id!r} already exists",
-                                reason="CREDENTIAL_EXISTS") from None
+            raise ConflictError(
+                f"a credential with id {credential.id!r} already exists", reason="CREDENTIAL_EXISTS"
+            ) from None
         found = self._get(credential.id)
         assert found is not None  # just inserted
         return found

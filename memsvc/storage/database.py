@@ -72,10 +72,7 @@ def iso(dt: datetime | None) -> str | None:
         dt = dt.replace(tzinfo=UTC)
     u = dt.astimezone(UTC)
     # Formatted by hand: strftime("%Y") does not zero-pad years below 1000 on glibc.
-    return (
-        f"{u.year:04d}-{u.month:02d}-{u.day:02d}T"
-        f"{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
-    )
+    return f"{u.year:04d}-{u.month:02d}-{u.day:02d}T{u.hour:02d}:{u.minute:02d}:{u.second:02d}.{u.microsecond:06d}Z"
 
 
 def parse_iso(s: str | None) -> datetime | None:

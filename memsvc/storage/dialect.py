@@ -78,18 +78,47 @@ def _utc(moment: datetime | None) -> datetime | None:
 
 
 SQLITE_SQL = Syntax(
-    name="sqlite", placeholder="?", time=iso,
-    words={"true": "1", "false": "0", "json": "?", "bool": "?", "ts": "?", "now": "?", "same": "IS ?",
-           "length": "length", "bytewise": ""},
-    in_list="{column} IN (SELECT value FROM json_each(?))", list_value=json.dumps,
-    read_time=parse_iso, read_json=json.loads, now_params=lambda: [iso(utcnow())])
+    name="sqlite",
+    placeholder="?",
+    time=iso,
+    words={
+        "true": "1",
+        "false": "0",
+        "json": "?",
+        "bool": "?",
+        "ts": "?",
+        "now": "?",
+        "same": "IS ?",
+        "length": "length",
+        "bytewise": "",
+    },
+    in_list="{column} IN (SELECT value FROM json_each(?))",
+    list_value=json.dumps,
+    read_time=parse_iso,
+    read_json=json.loads,
+    now_params=lambda: [iso(utcnow())],
+)
 POSTGRES_SQL = Syntax(
-    name="postgres", placeholder="%s", time=lambda moment: moment,
-    words={"true": "true", "false": "false", "json": "?::jsonb", "bool": "?::boolean", "ts": "?::timestamptz",
-           "now": "now()", "same": "IS NOT DISTINCT FROM ?::text", "length": "char_length",
-           "bytewise": ' COLLATE "C"'},
-    in_list="{column} = ANY(?::{kind}[])", list_value=list,
-    read_time=_utc, read_json=lambda value: value, now_params=list)
+    name="postgres",
+    placeholder="%s",
+    time=lambda moment: moment,
+    words={
+        "true": "true",
+        "false": "false",
+        "json": "?::jsonb",
+        "bool": "?::boolean",
+        "ts": "?::timestamptz",
+        "now": "now()",
+        "same": "IS NOT DISTINCT FROM ?::text",
+        "length": "char_length",
+        "bytewise": ' COLLATE "C"',
+    },
+    in_list="{column} = ANY(?::{kind}[])",
+    list_value=list,
+    read_time=_utc,
+    read_json=lambda value: value,
+    now_params=list,
+)
 
 
 def syntax_of(db: Any) -> Syntax:
@@ -164,8 +193,11 @@ def refuse_nul_in(name: str, value: Any) -> None:
 
 def duplicate_key(key: str) -> ConflictError:
     """What a write that would give an owner two memories with one key raises."""
-    return ConflictError(f"another memory of this owner already has the key {shorten(key)!r}",
-                         reason="DUPLICATE_KEY", metadata={"key": key})
+    return ConflictError(
+        f"another memory of this owner already has the key {shorten(key)!r}",
+        reason="DUPLICATE_KEY",
+        metadata={"key": key},
+    )
 
 
 # -- behaviour ---------------------------------------------------------------------------------
@@ -233,8 +265,9 @@ class Dialect(ABC):
         """access_count + n and last_accessed_at = now for each id."""
 
     @abstractmethod
-    def search_keyword(self, conn: Any, scope: SearchScope, text: str, limit: int,
-                       cache: TtlCache[Any]) -> list[KeywordHit]:
+    def search_keyword(
+        self, conn: Any, scope: SearchScope, text: str, limit: int, cache: TtlCache[Any]
+    ) -> list[KeywordHit]:
         """The store's keyword search (when no working set answers)."""
 
     @abstractmethod

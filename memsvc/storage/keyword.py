@@ -62,8 +62,10 @@ def rows_in_scope(conn: apsw.Connection, columns: str, memory_ids: list[int], sc
     (...) AND api_key_id = ?`, SQLite walked the owner's whole index range instead (2 ms
     for 20 ids of an owner with 10k memories)."""
     where, params = scope_clause(scope)
-    return conn.execute(f"SELECT {columns} FROM json_each(?) j CROSS JOIN memories m ON m.memory_id = j.value "
-                        f"WHERE {where}", [json.dumps(memory_ids), *params]).fetchall()
+    return conn.execute(
+        f"SELECT {columns} FROM json_each(?) j CROSS JOIN memories m ON m.memory_id = j.value WHERE {where}",
+        [json.dumps(memory_ids), *params],
+    ).fetchall()
 
 
 def owner_token(api_key_id: str) -> str:
@@ -79,14 +81,17 @@ def _matches(t: Terms, owner: str | None) -> list[tuple[str, str, str]]:
     if words is not None:
         words = f"{{content key}} : ({words})"
         if owner is not None:
-            words = f'owner : {_quote(owner_token(owner))} AND {words}'
-    found = [("memory_fts", "bm25(memory_fts, 1.0, 1.0, 0.0)", words),
-             ("memory_fts_cjk", "bm25(memory_fts_cjk)", cjk_query(t))]
+            words = f"owner : {_quote(owner_token(owner))} AND {words}"
+    found = [
+        ("memory_fts", "bm25(memory_fts, 1.0, 1.0, 0.0)", words),
+        ("memory_fts_cjk", "bm25(memory_fts_cjk)", cjk_query(t)),
+    ]
     return [(table, rank, q) for table, rank, q in found if q is not None]
 
 
-def _ranked(conn: apsw.Connection, table: str, rank: str, match: str, scope: SearchScope,
-            limit: int) -> list[KeywordHit]:
+def _ranked(
+    conn: apsw.Connection, table: str, rank: str, match: str, scope: SearchScope, limit: int
+) -> list[KeywordHit]:
     """The best `limit` rows of the scope for one MATCH, best first.
 
     FTS5 ranks first, on its own (a window of its best rowids), and only that window is
@@ -97,14 +102,18 @@ def _ranked(conn: apsw.Connection, table: str, rank: str, match: str, scope: Sea
     mostly be other owners'; CJK matches are few)."""
     if scope.api_key_id is not None and table == "memory_fts_cjk":
         where, params = scope_clause(scope)
-        rows = conn.execute(f"SELECT {M_COLUMNS}, -{rank} FROM {table} CROSS JOIN memories m "
-                            f"ON m.memory_id = {table}.rowid WHERE {table} MATCH ? AND {where} "
-                            f"ORDER BY {rank} LIMIT ?", [match, *params, limit]).fetchall()
+        rows = conn.execute(
+            f"SELECT {M_COLUMNS}, -{rank} FROM {table} CROSS JOIN memories m "
+            f"ON m.memory_id = {table}.rowid WHERE {table} MATCH ? AND {where} "
+            f"ORDER BY {rank} LIMIT ?",
+            [match, *params, limit],
+        ).fetchall()
         return [KeywordHit(row_to_memory(row[:-1]), float(cast(float, row[-1]))) for row in rows]
     window = limit
     while True:
-        ranked = conn.execute(f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?",
-                              (match, window)).fetchall()
+        ranked = conn.execute(
+            f"SELECT rowid, -{rank} FROM {table} WHERE {table} MATCH ? ORDER BY {rank} LIMIT ?", (match, window)
+        ).fetchall()
         scores: dict[Any, float] = {rowid: float(cast(float, score)) for rowid, score in ranked}
         rows = rows_in_scope(conn, M_COLUMNS, list(scores), scope)
         if len(rows) >= limit or len(ranked) < window:
@@ -138,6 +147,7 @@ def _selective(conn: apsw.Connection, t: Terms, counts: TtlCache[int]) -> Terms:
         def read() -> int:
             found = conn.execute("SELECT doc FROM memory_fts_vocab WHERE term = ?", (token,)).fetchone()
             return int(found[0]) if found else 0
+
         return counts.get_or_load(token, read) or 0
 
     kept = {id(p) for p in selective(phrases, rows, df)}

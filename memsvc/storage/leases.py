@@ -36,8 +36,9 @@ _ACQUIRE = (
     "WHERE leases.expires_at <= {clock} OR leases.holder = excluded.holder RETURNING 1"
 )
 _RENEW = "UPDATE leases SET expires_at = {clock} + ? WHERE name = ? AND holder = ? RETURNING 1"
-_RENEW_WITH = ("UPDATE leases SET expires_at = {clock} + ?, payload = ?, seq = seq + 1 "
-               "WHERE name = ? AND holder = ? RETURNING 1")
+_RENEW_WITH = (
+    "UPDATE leases SET expires_at = {clock} + ?, payload = ?, seq = seq + 1 WHERE name = ? AND holder = ? RETURNING 1"
+)
 _RELEASE = "UPDATE leases SET expires_at = 0 WHERE name = ? AND holder = ? RETURNING 1"
 _RELEASE_WITH = "UPDATE leases SET expires_at = 0, payload = ?, seq = seq + 1 WHERE name = ? AND holder = ? RETURNING 1"
 _READ = "SELECT name, holder, expires_at, payload, seq, {clock} FROM leases WHERE name = ?"

@@ -54,24 +54,55 @@ def _parse_metadata(metadata: str | None) -> dict[str, Any]:
     return json.loads(metadata) if metadata else {}
 
 
-def build_memory(row: Sequence[Any], time_of: Callable[[Any], Any],
-                 metadata_of: Callable[[Any], dict[str, Any]], access_count: int = 0,
-                 last_accessed_at: datetime | None = None) -> Memory:
+def build_memory(
+    row: Sequence[Any],
+    time_of: Callable[[Any], Any],
+    metadata_of: Callable[[Any], dict[str, Any]],
+    access_count: int = 0,
+    last_accessed_at: datetime | None = None,
+) -> Memory:
     """The one Memory constructor for a row without its access counters (COLUMNS minus
     access_count and last_accessed_at); each database gives how it reads times and metadata."""
-    (id_, memory_id, api_key_id, session_id, type_, key, content, metadata, created_at,
-     updated_at, expires_at, needs_reindex, keep, occurred_at) = row
-    return Memory(id=id_, memory_id=int(memory_id), api_key_id=api_key_id, session_id=session_id, type=type_,
-                  key=key, content=content, metadata=metadata_of(metadata), created_at=time_of(created_at),
-                  updated_at=time_of(updated_at), expires_at=time_of(expires_at), access_count=access_count,
-                  last_accessed_at=last_accessed_at, needs_reindex=bool(needs_reindex), keep=bool(keep),
-                  occurred_at=time_of(occurred_at))
+    (
+        id_,
+        memory_id,
+        api_key_id,
+        session_id,
+        type_,
+        key,
+        content,
+        metadata,
+        created_at,
+        updated_at,
+        expires_at,
+        needs_reindex,
+        keep,
+        occurred_at,
+    ) = row
+    return Memory(
+        id=id_,
+        memory_id=int(memory_id),
+        api_key_id=api_key_id,
+        session_id=session_id,
+        type=type_,
+        key=key,
+        content=content,
+        metadata=metadata_of(metadata),
+        created_at=time_of(created_at),
+        updated_at=time_of(updated_at),
+        expires_at=time_of(expires_at),
+        access_count=access_count,
+        last_accessed_at=last_accessed_at,
+        needs_reindex=bool(needs_reindex),
+        keep=bool(keep),
+        occurred_at=time_of(occurred_at),
+    )
 
 
 def without_access(row: Sequence[Any]) -> tuple[Any, ...]:
     """A COLUMNS row without its access counters (the memo's key, build_memory's input)."""
     row = tuple(row)
-    return row[:ACCESS_COUNT] + row[LAST_ACCESSED + 1:]
+    return row[:ACCESS_COUNT] + row[LAST_ACCESSED + 1 :]
 
 
 def dump_metadata(metadata: dict[str, Any]) -> str:

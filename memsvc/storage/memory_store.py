@@ -51,9 +51,11 @@ DeleteHook = Callable[[Any, list[tuple[str, int]]], None]
 WriteHook = Callable[[Any, list[Memory | None]], None]
 
 # None in a patch leaves the column alone; metadata, when given, replaces the whole object.
-_UPDATE = ("UPDATE memories SET type = coalesce(?, type), key = coalesce(?, key), content = coalesce(?, content), "
-           "metadata = coalesce({json}, metadata), keep = coalesce({bool}, keep), "
-           "occurred_at = coalesce({ts}, occurred_at), updated_at = {now} WHERE id = ?" + RETURNING)
+_UPDATE = (
+    "UPDATE memories SET type = coalesce(?, type), key = coalesce(?, key), content = coalesce(?, content), "
+    "metadata = coalesce({json}, metadata), keep = coalesce({bool}, keep), "
+    "occurred_at = coalesce({ts}, occurred_at), updated_at = {now} WHERE id = ?" + RETURNING
+)
 _OLDER_THAN = SELECT + " WHERE {where} ORDER BY created_at, memory_id"
 _COUNT_AGED = "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?) AS a"
 _RECENT = f"SELECT {M_COLUMNS} FROM memories m WHERE {{where}} ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?"
@@ -81,8 +83,10 @@ class SqlMemoryBackend:
         self._delete_hooks.append(hook)
 
     def _delete_where(self, conn: Any, where: str, params: Sequence[Any]) -> int:
-        deleted = [(row[0], int(row[1])) for row in
-                   conn.execute("DELETE FROM memories" + where + " RETURNING id, memory_id", params).fetchall()]
+        deleted = [
+            (row[0], int(row[1]))
+            for row in conn.execute("DELETE FROM memories" + where + " RETURNING id, memory_id", params).fetchall()
+        ]
         for hook in self._delete_hooks:
             hook(conn, deleted)
         return len(deleted)
@@ -147,8 +151,9 @@ class SqlMemoryBackend:
                 in_transaction(conn, [r.memory for r in results])
             return results
 
-    def create_each(self, memories: Sequence[NewMemory],
-                    in_transaction: WriteHook | None = None) -> list[UpsertResult | Exception]:
+    def create_each(
+        self, memories: Sequence[NewMemory], in_transaction: WriteHook | None = None
+    ) -> list[UpsertResult | Exception]:
         """`create` for independent drafts in ONE transaction (one commit for all: the group
         commit of concurrent creates). A draft that fails changes nothing and its slot holds
         its exception, while the others are stored (`Dialect.draft`). `in_transaction` as in
@@ -201,8 +206,16 @@ class SqlMemoryBackend:
         decides, inside the write transaction)."""
         refuse_nul(patch)
         syntax = self.dialect.syntax
-        params = [patch.type, patch.key, patch.content, None if patch.metadata is None else dump_metadata(patch.metadata),
-                  patch.keep, syntax.time(patch.occurred_at), *syntax.now_params(), memory_id]
+        params = [
+            patch.type,
+            patch.key,
+            patch.content,
+            None if patch.metadata is None else dump_metadata(patch.metadata),
+            patch.keep,
+            syntax.time(patch.occurred_at),
+            *syntax.now_params(),
+            memory_id,
+        ]
         with self.db.write() as conn:
             try:
                 row = conn.execute(self._sql(_UPDATE), params).fetchone()
@@ -269,8 +282,9 @@ class SqlMemoryBackend:
             rows = conn.execute(self._sql(SELECT + " ORDER BY memory_id LIMIT ? OFFSET ?"), (limit, offset)).fetchall()
         return self._memories(rows)
 
-    def older_than(self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None,
-                   *, include_kept: bool = True) -> list[Memory]:
+    def older_than(
+        self, api_key_id: str | None, cutoff: datetime, session_id: str | None = None, *, include_kept: bool = True
+    ) -> list[Memory]:
         """Memories created before `cutoff`, oldest first (summarization candidates).
         `include_kept=False` leaves out memories stored with `keep`: they have no age limit,
         so folding old memories into a summary must never delete them."""
@@ -337,7 +351,9 @@ class SqlMemoryBackend:
             return 0
         where, params = found
         with self.db.read() as conn:
-            counted = self.working_sets.answer(conn, scope, lambda owner_set: owner_set.count_aged(scope, AGED_COUNT_CAP))
+            counted = self.working_sets.answer(
+                conn, scope, lambda owner_set: owner_set.count_aged(scope, AGED_COUNT_CAP)
+            )
             if counted is not None:
                 return int(counted)
             sql = self._sql(_COUNT_AGED.format(where=where))
@@ -380,10 +396,15 @@ class SqlMemoryBackend:
             raise ValueError("limit and offset must be >= 0")
         where, params = self._filter_where(flt)
         with self.db.read() as conn:
-            rows = conn.execute(SELECT + where + NEWEST_FIRST + self._sql(" LIMIT ? OFFSET ?"),
-                                [*params, limit, offset]).fetchall()
+            rows = conn.execute(
+                SELECT + where + NEWEST_FIRST + self._sql(" LIMIT ? OFFSET ?"), [*params, limit, offset]
+            ).fetchall()
             groups = conn.execute(self._sql(_GROUPS) + where + " GROUP BY type", params).fetchall()
         by_type = dict.fromkeys(MEMORY_TYPES, 0)
         by_type.update({t: int(n) for t, n, _ in groups})
-        return MemoryPage(data=self._memories(rows), total=sum(int(n) for _, n, _ in groups),
-                          by_type=by_type, tokens_used=sum(int(tokens or 0) for _, _, tokens in groups))
+        return MemoryPage(
+            data=self._memories(rows),
+            total=sum(int(n) for _, n, _ in groups),
+            by_type=by_type,
+            tokens_used=sum(int(tokens or 0) for _, _, tokens in groups),
+        )

@@ -55,14 +55,17 @@ def _drain(conn: Any, sql: str) -> None:
 SQLITE = Runner(
     package=PACKAGE,
     create_table="CREATE TABLE IF NOT EXISTS schema_migrations (version INTEGER PRIMARY KEY, "
-                 "name TEXT NOT NULL, applied_at TEXT NOT NULL)",
-    has_table=lambda conn: bool(conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchall()),
+    "name TEXT NOT NULL, applied_at TEXT NOT NULL)",
+    has_table=lambda conn: bool(
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'schema_migrations'").fetchall()
+    ),
     run_script=_drain,
     record=lambda conn, version, name: conn.execute(
-        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", (version, name, iso(utcnow()))),
+        "INSERT INTO schema_migrations (version, name, applied_at) VALUES (?, ?, ?)", (version, name, iso(utcnow()))
+    ),
     lock=lambda conn: None,
-    elsewhere="another --data-dir")
+    elsewhere="another --data-dir",
+)
 _CREATE_TABLE = SQLITE.create_table
 
 
@@ -108,8 +111,11 @@ def apply_migrations(db: Any, runner: Runner = SQLITE) -> list[int]:
         conn.execute(runner.create_table)
         _refuse_if_newer(conn, known, runner)
         done = _recorded_versions(conn)
-    return [version for version, name, sql in migrations
-            if version not in done and _apply_one(db, version, name, sql, known, runner)]
+    return [
+        version
+        for version, name, sql in migrations
+        if version not in done and _apply_one(db, version, name, sql, known, runner)
+    ]
 
 
 def _apply_one(db: Any, version: int, name: str, sql: str, known: int, runner: Runner = SQLITE) -> bool:

@@ -40,8 +40,10 @@ def word_tokenizer(conn: apsw.Connection) -> apsw.FTS5Tokenizer:
 
 
 def tokens(tokenizer: apsw.FTS5Tokenizer, text: str, flags: int) -> list[str]:
-    return cast(list[str], tokenizer(text.encode("utf-8", "surrogatepass"), flags, None, include_offsets=False,
-                                     include_colocated=False))
+    return cast(
+        list[str],
+        tokenizer(text.encode("utf-8", "surrogatepass"), flags, None, include_offsets=False, include_colocated=False),
+    )
 
 
 def _prefixed(tag: str, tokens: Iterable[str]) -> str:

@@ -11,8 +11,10 @@ from typing import Any
 
 from memsvc.storage.database import Database, iso, parse_iso
 
-_COLUMNS = ("id, character, fact_key, polarity, category, type, content, evidence, status, seen_count, "
-            "first_seen_at, last_seen_at, confirmed_at, promoted_at, denied_at, memory_id")
+_COLUMNS = (
+    "id, character, fact_key, polarity, category, type, content, evidence, status, seen_count, "
+    "first_seen_at, last_seen_at, confirmed_at, promoted_at, denied_at, memory_id"
+)
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,24 @@ class ReflectionRow(NewReflection):
 def _row(r: Sequence[Any]) -> ReflectionRow:
     first_seen, last_seen = parse_iso(r[10]), parse_iso(r[11])
     assert first_seen is not None and last_seen is not None  # NOT NULL, set by insert()
-    return ReflectionRow(r[1], r[2], int(r[3]), r[4], r[5], r[6], r[7], id=int(r[0]), status=r[8],
-                         seen_count=int(r[9]), first_seen_at=first_seen, last_seen_at=last_seen,
-                         confirmed_at=parse_iso(r[12]), promoted_at=parse_iso(r[13]), denied_at=parse_iso(r[14]),
-                         memory_id=r[15])
+    return ReflectionRow(
+        r[1],
+        r[2],
+        int(r[3]),
+        r[4],
+        r[5],
+        r[6],
+        r[7],
+        id=int(r[0]),
+        status=r[8],
+        seen_count=int(r[9]),
+        first_seen_at=first_seen,
+        last_seen_at=last_seen,
+        confirmed_at=parse_iso(r[12]),
+        promoted_at=parse_iso(r[13]),
+        denied_at=parse_iso(r[14]),
+        memory_id=r[15],
+    )
 
 
 class ReflectionStore:
@@ -57,8 +73,11 @@ class ReflectionStore:
     def live(self, character: str, fact_key: str, polarity: int) -> ReflectionRow | None:
         """The reflection not denied for this (character, fact, polarity), if any."""
         with self.db.read() as conn:
-            row = conn.execute(f"SELECT {_COLUMNS} FROM reflections WHERE character = ? AND fact_key = ? "
-                               "AND polarity = ? AND status <> 'denied'", (character, fact_key, polarity)).fetchone()
+            row = conn.execute(
+                f"SELECT {_COLUMNS} FROM reflections WHERE character = ? AND fact_key = ? "
+                "AND polarity = ? AND status <> 'denied'",
+                (character, fact_key, polarity),
+            ).fetchone()
         return _row(row) if row else None
 
     def insert(self, new: NewReflection, now: datetime) -> int:
@@ -67,8 +86,18 @@ class ReflectionStore:
             conn.execute(
                 "INSERT INTO reflections (character, fact_key, polarity, category, type, content, evidence, "
                 "status, seen_count, first_seen_at, last_seen_at) VALUES (?, ?, ?, ?, ?, ?, ?, 'pending', 1, ?, ?)",
-                (new.character, new.fact_key, new.polarity, new.category, new.type, new.content, new.evidence,
-                 stamp, stamp))
+                (
+                    new.character,
+                    new.fact_key,
+                    new.polarity,
+                    new.category,
+                    new.type,
+                    new.content,
+                    new.evidence,
+                    stamp,
+                    stamp,
+                ),
+            )
             return int(conn.last_insert_rowid())
 
     def seen_again(self, reflection_id: int, now: datetime) -> None:
@@ -79,17 +108,22 @@ class ReflectionStore:
                 "UPDATE reflections SET seen_count = seen_count + 1, last_seen_at = ?, "
                 "status = CASE status WHEN 'pending' THEN 'confirmed' ELSE status END, "
                 "confirmed_at = CASE status WHEN 'pending' THEN ? ELSE confirmed_at END WHERE id = ?",
-                (stamp, stamp, reflection_id))
+                (stamp, stamp, reflection_id),
+            )
 
     def deny(self, reflection_id: int, now: datetime) -> None:
         with self.db.write() as conn:
-            conn.execute("UPDATE reflections SET status = 'denied', denied_at = ? WHERE id = ?",
-                         (iso(now), reflection_id))
+            conn.execute(
+                "UPDATE reflections SET status = 'denied', denied_at = ? WHERE id = ?", (iso(now), reflection_id)
+            )
 
     def mark_promoted(self, reflection_id: int, memory_id: str, now: datetime) -> None:
         with self.db.write() as conn:
-            conn.execute("UPDATE reflections SET status = 'promoted', promoted_at = ?, memory_id = ? "
-                         "WHERE id = ? AND status IN ('pending', 'confirmed')", (iso(now), memory_id, reflection_id))
+            conn.execute(
+                "UPDATE reflections SET status = 'promoted', promoted_at = ?, memory_id = ? "
+                "WHERE id = ? AND status IN ('pending', 'confirmed')",
+                (iso(now), memory_id, reflection_id),
+            )
 
     def get(self, reflection_id: int) -> ReflectionRow | None:
         with self.db.read() as conn:
@@ -114,5 +148,9 @@ class ReflectionStore:
 
     def of_character(self, character: str) -> list[ReflectionRow]:
         with self.db.read() as conn:
-            return [_row(r) for r in conn.execute(
-                f"SELECT {_COLUMNS} FROM reflections WHERE character = ? ORDER BY id", (character,)).fetchall()]
+            return [
+                _row(r)
+                for r in conn.execute(
+                    f"SELECT {_COLUMNS} FROM reflections WHERE character = ? ORDER BY id", (character,)
+                ).fetchall()
+            ]

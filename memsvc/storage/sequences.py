@@ -15,8 +15,10 @@ from memsvc.storage.dialect import SQLITE_SQL, Syntax
 VEC_GENERATION = "vec_generation"
 
 
-_BUMP = ("INSERT INTO sequences (name, value) VALUES (?, 1) "
-         "ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1 RETURNING value")
+_BUMP = (
+    "INSERT INTO sequences (name, value) VALUES (?, 1) "
+    "ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1 RETURNING value"
+)
 
 
 def bump_vec_generation(conn: Any, syntax: Syntax = SQLITE_SQL) -> int:

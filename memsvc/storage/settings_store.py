@@ -12,8 +12,10 @@ from memsvc.storage.dialect import syntax_of
 
 _VERSION = "settings_version"
 _READ = "SELECT key, value FROM settings WHERE substr(key, 1, ?) = ?"
-_WRITE = ("INSERT INTO settings (key, value, updated_at) VALUES (?, ?, {now}) "
-          "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at")
+_WRITE = (
+    "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, {now}) "
+    "ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at = excluded.updated_at"
+)
 _BUMP = "INSERT INTO sequences (name, value) VALUES (?, 1) ON CONFLICT (name) DO UPDATE SET value = sequences.value + 1"
 _READ_VERSION = "SELECT value FROM sequences WHERE name = ?"
 
@@ -35,7 +37,7 @@ class SqlSettingsStore:
             rows = conn.execute(self.syntax.sql(_READ), (len(prefix), prefix)).fetchall()
         for key, value in rows:
             try:
-                out[key[len(prefix):]] = self.syntax.read_json(value)
+                out[key[len(prefix) :]] = self.syntax.read_json(value)
             except (TypeError, ValueError):
                 continue
         return out

@@ -44,10 +44,7 @@ _UPSERT_IN_PLACE = (
 # Case-insensitive substring on content or key. instr() has no wildcards, so "%" and "_" in
 # q are literal without any escaping; the registered casefold function folds all of
 # Unicode (SQLite's lower()/LIKE fold only ASCII).
-_Q_CLAUSE = (
-    f"(instr({CASEFOLD_FUNCTION}(content), ?) > 0 "
-    f"OR instr({CASEFOLD_FUNCTION}(COALESCE(key, '')), ?) > 0)"
-)
+_Q_CLAUSE = f"(instr({CASEFOLD_FUNCTION}(content), ?) > 0 OR instr({CASEFOLD_FUNCTION}(COALESCE(key, '')), ?) > 0)"
 _OWNER_KEY = "UNIQUE constraint failed: memories.api_key_id, memories.key"
 
 
@@ -81,28 +78,50 @@ class SqliteDialect(Dialect):
         Exactly one statement writes (a read first is safe: this connection holds the
         file's write lock)."""
         if memory.key is not None:
-            found = conn.execute("SELECT id, metadata FROM memories WHERE api_key_id = ? AND key = ?",
-                                 (memory.api_key_id, memory.key)).fetchall()
+            found = conn.execute(
+                "SELECT id, metadata FROM memories WHERE api_key_id = ? AND key = ?", (memory.api_key_id, memory.key)
+            ).fetchall()
             if found:
                 stored = self._upsert_in_place(conn, str(found[0][0]), cast(str | None, found[0][1]), memory, now)
                 return UpsertResult(id=stored.id, created=False, memory=stored)
         row = conn.execute(
             _INSERT + RETURNING,
-            (str(uuid.uuid4()), memory.api_key_id, memory.session_id, memory.type, memory.key,
-             memory.content, dump_metadata(memory.metadata), now, now, iso(memory.expires_at),
-             int(bool(memory.keep)), iso(memory.occurred_at)),
+            (
+                str(uuid.uuid4()),
+                memory.api_key_id,
+                memory.session_id,
+                memory.type,
+                memory.key,
+                memory.content,
+                dump_metadata(memory.metadata),
+                now,
+                now,
+                iso(memory.expires_at),
+                int(bool(memory.keep)),
+                iso(memory.occurred_at),
+            ),
         ).fetchall()[0]
         stored = row_to_memory(row)
         return UpsertResult(id=stored.id, created=True, memory=stored)
 
     @staticmethod
-    def _upsert_in_place(conn: apsw.Connection, row_id: str, stored: str | None,
-                         memory: NewMemory, now: str | None) -> Memory:
+    def _upsert_in_place(
+        conn: apsw.Connection, row_id: str, stored: str | None, memory: NewMemory, now: str | None
+    ) -> Memory:
         merged = {**(json.loads(stored) if stored else {}), **memory.metadata}
         row = conn.execute(
             _UPSERT_IN_PLACE,
-            (memory.content, memory.session_id, memory.type, iso(memory.expires_at), dump_metadata(merged), now,
-             None if memory.keep is None else int(memory.keep), iso(memory.occurred_at), row_id),
+            (
+                memory.content,
+                memory.session_id,
+                memory.type,
+                iso(memory.expires_at),
+                dump_metadata(merged),
+                now,
+                None if memory.keep is None else int(memory.keep),
+                iso(memory.occurred_at),
+                row_id,
+            ),
         ).fetchall()[0]
         return row_to_memory(row)
 
@@ -117,11 +136,14 @@ class SqliteDialect(Dialect):
         """One indexed point update per id: the single UPDATE with a correlated json_each
         lookup per row was quadratic in the batch. Leaves the FTS index alone (its update
         trigger only fires on content/key changes)."""
-        conn.executemany("UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?",
-                         [(n, now, memory_id) for memory_id, n in counts.items()])
+        conn.executemany(
+            "UPDATE memories SET access_count = access_count + ?, last_accessed_at = ? WHERE id = ?",
+            [(n, now, memory_id) for memory_id, n in counts.items()],
+        )
 
-    def search_keyword(self, conn: apsw.Connection, scope: SearchScope, text: str, limit: int,
-                       cache: TtlCache[Any]) -> list[KeywordHit]:
+    def search_keyword(
+        self, conn: apsw.Connection, scope: SearchScope, text: str, limit: int, cache: TtlCache[Any]
+    ) -> list[KeywordHit]:
         """FTS5 (memsvc.storage.keyword); a search that may take a while on the event loop's
         thread is flagged (memsvc.kernel.inline)."""
         may_block("a keyword search in the store")
@@ -142,8 +164,11 @@ class SqliteDialect(Dialect):
 
     def health_facts(self, db: Database) -> dict[str, object]:
         """sqlite-vec's version (or why it did not load) and the last integrity check."""
-        return {"vec_version": db.vec_version, "vec_error": db.vec_error,
-                "integrity": db.last_integrity_check or "unchecked"}
+        return {
+            "vec_version": db.vec_version,
+            "vec_error": db.vec_error,
+            "integrity": db.last_integrity_check or "unchecked",
+        }
 
     def health_measures(self, db: Database) -> dict[str, object]:
         """The room left on the file's disk: a full disk shows here before writes fail."""

@@ -70,16 +70,20 @@ MAX_DIM = 8192
 DEFAULT_CHUNK_SIZE = 32
 _MISSING = f"(m.needs_reindex = 1 OR NOT EXISTS (SELECT 1 FROM {TABLE} v WHERE v.rowid = m.memory_id))"
 _META = "SELECT embedding_signature, active_dim, last_reset_at, vec_loaded FROM memory_vec_meta WHERE id = 1"
-_RECORD = ("INSERT INTO memory_vec_meta (id, active_dim, embedding_signature, last_reset_at, vec_loaded) "
-           "VALUES (1, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET active_dim = excluded.active_dim, "
-           "embedding_signature = excluded.embedding_signature, last_reset_at = excluded.last_reset_at, "
-           "vec_loaded = 1")
+_RECORD = (
+    "INSERT INTO memory_vec_meta (id, active_dim, embedding_signature, last_reset_at, vec_loaded) "
+    "VALUES (1, ?, ?, ?, 1) ON CONFLICT(id) DO UPDATE SET active_dim = excluded.active_dim, "
+    "embedding_signature = excluded.embedding_signature, last_reset_at = excluded.last_reset_at, "
+    "vec_loaded = 1"
+)
 _IDS = "(SELECT value FROM json_each(?))"
 CacheChange = Callable[[VectorCache], None]
 
 
 def _table_exists(conn: Any) -> bool:
-    return conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
+    return (
+        conn.execute("SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = ?", (TABLE,)).fetchone() is not None
+    )
 
 
 def _stored_owners(conn: Any, ids: Sequence[int]) -> dict[int, str]:
@@ -88,7 +92,9 @@ def _stored_owners(conn: Any, ids: Sequence[int]) -> dict[int, str]:
     whole table (milliseconds per 20,000 vectors, for every call)."""
     if not ids:
         return {}
-    rows = conn.executemany(f"SELECT rowid, api_key_id FROM {TABLE} WHERE rowid = ?", [(mid,) for mid in ids]).fetchall()
+    rows = conn.executemany(
+        f"SELECT rowid, api_key_id FROM {TABLE} WHERE rowid = ?", [(mid,) for mid in ids]
+    ).fetchall()
     return {int(mid): owner for mid, owner in rows}
 
 
@@ -115,8 +121,9 @@ class SqliteVecSql:
     mark = "?"
     memory_columns = M_COLUMNS
     missing = _MISSING
-    int8_refused = ("the signature asks for int8 vectors but this index stores float32 "
-                    "(set MEMORY_VEC_QUANTIZATION=int8)")
+    int8_refused = (
+        "the signature asks for int8 vectors but this index stores float32 (set MEMORY_VEC_QUANTIZATION=int8)"
+    )
     row_to_memory = staticmethod(row_to_memory)
     scope_clause = staticmethod(scope_clause)
 
@@ -151,23 +158,27 @@ class SqliteVecSql:
     def state(self, conn: Any) -> VecState:
         row = conn.execute(_META).fetchone()
         signature, dim, reset_at, loaded = row if row else (None, None, None, 0)
-        return VecState(signature, int(dim) if dim is not None else None, parse_iso(reset_at), bool(loaded),
-                        _table_exists(conn))
+        return VecState(
+            signature, int(dim) if dim is not None else None, parse_iso(reset_at), bool(loaded), _table_exists(conn)
+        )
 
     def has_vectors(self, conn: Any) -> bool:
         return self.db.vec_version is not None and _table_exists(conn)
 
     def _create_sql(self, dim: int) -> str:
         column = f"int8[{dim}]" if self.quantization == "int8" else f"float[{dim}]"
-        return (f"CREATE VIRTUAL TABLE {TABLE} USING vec0(chunk_size={self.chunk_size}, "
-                "api_key_id text partition key, session_id text, created_us integer, expires_us integer, "
-                f"embedding {column} distance_metric=cosine)")
+        return (
+            f"CREATE VIRTUAL TABLE {TABLE} USING vec0(chunk_size={self.chunk_size}, "
+            "api_key_id text partition key, session_id text, created_us integer, expires_us integer, "
+            f"embedding {column} distance_metric=cosine)"
+        )
 
     def reset(self, conn: Any, signature: str, dim: int) -> bool:
         """ensure()'s write: re-read under the write lock (another writer may have done it
         meanwhile), else recreate the table and mark every memory."""
-        row = conn.execute("SELECT embedding_signature, active_dim, vec_loaded FROM memory_vec_meta "
-                           "WHERE id = 1").fetchone()
+        row = conn.execute(
+            "SELECT embedding_signature, active_dim, vec_loaded FROM memory_vec_meta WHERE id = 1"
+        ).fetchone()
         if row and row[0] == signature and row[1] == dim and _table_exists(conn):
             if not row[2]:
                 conn.execute("UPDATE memory_vec_meta SET vec_loaded = 1 WHERE id = 1")
@@ -226,9 +237,13 @@ class SqliteVecSql:
         """The batch in a few statements whatever its size: one read of the memories' current
         text, one point lookup per vector, then executemany per kind of change."""
         dim = self._ready_dim(conn)
-        current = {int(mid): (key, content) for mid, key, content in conn.execute(
-            f"SELECT memory_id, key, content FROM memories WHERE memory_id IN {_IDS}",
-            (json.dumps([int(row.memory_id) for row, _ in prepared]),)).fetchall()}
+        current = {
+            int(mid): (key, content)
+            for mid, key, content in conn.execute(
+                f"SELECT memory_id, key, content FROM memories WHERE memory_id IN {_IDS}",
+                (json.dumps([int(row.memory_id) for row, _ in prepared]),),
+            ).fetchall()
+        }
         fresh = fresh_rows(prepared, current, dim, TABLE)
         if not fresh:
             return 0
@@ -239,21 +254,26 @@ class SqliteVecSql:
         if in_place:
             conn.executemany(
                 f"UPDATE {TABLE} SET session_id = ?, created_us = ?, expires_us = ?, embedding = ? WHERE rowid = ?",
-                [(*scope_values(r), self._param(v), r.memory_id) for r, v in in_place])
+                [(*scope_values(r), self._param(v), r.memory_id) for r, v in in_place],
+            )
         if new or replaced:
             conn.executemany(
                 f"INSERT INTO {TABLE} (rowid, api_key_id, session_id, created_us, expires_us, embedding) "
                 f"VALUES (?, ?, ?, ?, ?, {self._value_sql()})",
-                [(r.memory_id, r.api_key_id, *scope_values(r), self._param(v)) for r, v in (*new, *replaced)])
-        conn.execute(f"UPDATE memories SET needs_reindex = 0 WHERE memory_id IN {_IDS} AND needs_reindex != 0",
-                     (json.dumps(list(fresh)),))
+                [(r.memory_id, r.api_key_id, *scope_values(r), self._param(v)) for r, v in (*new, *replaced)],
+            )
+        conn.execute(
+            f"UPDATE memories SET needs_reindex = 0 WHERE memory_id IN {_IDS} AND needs_reindex != 0",
+            (json.dumps(list(fresh)),),
+        )
         applied = list(fresh.values())
         moved = [r.memory_id for r, _ in replaced if stored[r.memory_id] != r.api_key_id]
         self._changed(conn, lambda c: _put_rows(c, applied, dim, moved))
         return len(applied)
 
-    def _classify(self, fresh: dict[int, tuple[VectorRow, np.ndarray]],
-                  stored: dict[int, str]) -> tuple[Prepared, Prepared, Prepared]:
+    def _classify(
+        self, fresh: dict[int, tuple[VectorRow, np.ndarray]], stored: dict[int, str]
+    ) -> tuple[Prepared, Prepared, Prepared]:
         """(updated in place, deleted and inserted again, new). vec0 cannot move a vector to
         another partition, and (0.1.9) an UPDATE loses the int8 type of vec_quantize_int8()."""
         in_place: Prepared = []
@@ -273,8 +293,10 @@ class SqliteVecSql:
         """One point update per vector (vec0 cannot update a partition key: the owner stays)."""
         updated = 0
         for m in memories:
-            conn.execute(f"UPDATE {TABLE} SET session_id = ?, created_us = ?, expires_us = ? WHERE rowid = ?",
-                         (*scope_values(m), m.memory_id))
+            conn.execute(
+                f"UPDATE {TABLE} SET session_id = ?, created_us = ?, expires_us = ? WHERE rowid = ?",
+                (*scope_values(m), m.memory_id),
+            )
             updated += conn.changes()
         if updated:
             scoped = list(memories)
@@ -299,9 +321,12 @@ class SqliteVecSql:
         return int(marked)
 
     def prune(self, conn: Any) -> int:
-        orphans = [r[0] for r in conn.execute(
-            f"SELECT v.rowid FROM {TABLE} v WHERE NOT EXISTS "
-            "(SELECT 1 FROM memories m WHERE m.memory_id = v.rowid)").fetchall()]
+        orphans = [
+            r[0]
+            for r in conn.execute(
+                f"SELECT v.rowid FROM {TABLE} v WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.memory_id = v.rowid)"
+            ).fetchall()
+        ]
         return self.delete(conn, orphans)
 
     # -- reads ---------------------------------------------------------------------------
@@ -319,10 +344,12 @@ class SqliteVecSql:
         knn = ["v.embedding MATCH " + self._value_sql(), "k = ?", *constraints]
         params: list[Any] = [self._param(vec), k, *constraint_params]
         recheck, recheck_params = scope_clause(scope, "m")
-        sql = (f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
-               f"WHERE {' AND '.join(knn)}) "
-               f"SELECT m.id, knn.memory_id, knn.distance FROM knn JOIN memories m ON m.memory_id = knn.memory_id "
-               f"WHERE {recheck} ORDER BY knn.distance, knn.memory_id")
+        sql = (
+            f"WITH knn AS MATERIALIZED (SELECT v.rowid AS memory_id, v.distance AS distance FROM {TABLE} v "
+            f"WHERE {' AND '.join(knn)}) "
+            f"SELECT m.id, knn.memory_id, knn.distance FROM knn JOIN memories m ON m.memory_id = knn.memory_id "
+            f"WHERE {recheck} ORDER BY knn.distance, knn.memory_id"
+        )
         return sql, [*params, *recheck_params]
 
     def search(self, scope: SearchScope, vec: np.ndarray, k: int) -> list[VectorHit]:
@@ -335,8 +362,10 @@ class SqliteVecSql:
             if vec.shape[0] != dim:
                 raise DimensionMismatch(dim, int(vec.shape[0]), TABLE)
             rows: list[Any] = conn.execute(sql, params).fetchall()
-        return [VectorHit(memory_id=int(mid), id=str(id_), distance=float(d), score=cosine_score(float(d)))
-                for id_, mid, d in rows]
+        return [
+            VectorHit(memory_id=int(mid), id=str(id_), distance=float(d), score=cosine_score(float(d)))
+            for id_, mid, d in rows
+        ]
 
     def owner_block(self, conn: Any, owner: str, dim: int) -> OwnerBlock | None:
         """The owner's cached matrix (loaded on first use, in this snapshot); None when this
@@ -365,14 +394,20 @@ class SqliteVecSql:
             return None
         rows = conn.execute(
             f"SELECT v.rowid, v.session_id, v.created_us, v.expires_us, v.embedding FROM memories m "
-            f"JOIN {TABLE} v ON v.rowid = m.memory_id WHERE m.api_key_id = ?", (owner,)).fetchall()
+            f"JOIN {TABLE} v ON v.rowid = m.memory_id WHERE m.api_key_id = ?",
+            (owner,),
+        ).fetchall()
         rows = [r for r in rows if r[4] is not None and len(r[4]) == dim * width]
         n = len(rows)
         matrix = np.frombuffer(b"".join(r[4] for r in rows), dtype=np.int8 if width == 1 else np.float32)
         return OwnerBlock.from_vectors(
-            dim, np.fromiter((r[0] for r in rows), dtype=np.int64, count=n), matrix, [r[1] or "" for r in rows],
+            dim,
+            np.fromiter((r[0] for r in rows), dtype=np.int64, count=n),
+            matrix,
+            [r[1] or "" for r in rows],
             np.fromiter((r[2] for r in rows), dtype=np.int64, count=n),
-            np.fromiter((r[3] for r in rows), dtype=np.int64, count=n))
+            np.fromiter((r[3] for r in rows), dtype=np.int64, count=n),
+        )
 
     def memories_in_scope(self, conn: Any, ids: list[int], scope: SearchScope) -> Iterable[Memory]:
         return map(row_to_memory, rows_in_scope(conn, M_COLUMNS, ids, scope))
@@ -394,11 +429,14 @@ class SqliteVecSql:
             if clean is not None:
                 # New rows only: the memory_id index range, owner checked per row (the "+"
                 # keeps the planner off the owner index, which would read all of them).
-                found = conn.execute(f"SELECT 1 FROM memories m WHERE m.memory_id > ? AND +m.api_key_id = ? "
-                                     f"AND {_MISSING} LIMIT 1", (clean, owner)).fetchone()
+                found = conn.execute(
+                    f"SELECT 1 FROM memories m WHERE m.memory_id > ? AND +m.api_key_id = ? AND {_MISSING} LIMIT 1",
+                    (clean, owner),
+                ).fetchone()
             else:
-                found = conn.execute(f"SELECT 1 FROM memories m WHERE m.api_key_id = ? AND {_MISSING} LIMIT 1",
-                                     (owner,)).fetchone()
+                found = conn.execute(
+                    f"SELECT 1 FROM memories m WHERE m.api_key_id = ? AND {_MISSING} LIMIT 1", (owner,)
+                ).fetchone()
             if found is None:
                 self.cache.set_clean(owner, gen, newest)
             return found is None

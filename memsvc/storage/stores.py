@@ -90,8 +90,11 @@ class AdminStores:
     def started_fields(self) -> dict[str, str]:
         """The store's part of the `server.started` log line: which store, where (a URL
         without its password) and its vector extension's version, under that extension's name."""
-        return {"store": self.info.kind, "database": self.info.location,
-                self.info.vector_name.replace("-", "_"): self.vector_version()}
+        return {
+            "store": self.info.kind,
+            "database": self.info.location,
+            self.info.vector_name.replace("-", "_"): self.vector_version(),
+        }
 
     def close(self) -> None:
         self.database.close()
@@ -129,21 +132,27 @@ def open_stores(config: Config) -> Stores:
     except BaseException:
         admin.close()
         raise
-    return Stores(**{name: getattr(admin, name) for name in AdminStores.__dataclass_fields__},
-                  backend=backend, vector_index=index)
+    return Stores(
+        **{name: getattr(admin, name) for name in AdminStores.__dataclass_fields__}, backend=backend, vector_index=index
+    )
 
 
 def _sqlite_admin(config: Config) -> AdminStores:
     from memsvc.storage.database import Database
     from memsvc.storage.migrations import apply_migrations, current_version
 
-    database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(),
-                        cache_mb=config.sqlite_cache_mb)
+    database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(), cache_mb=config.sqlite_cache_mb)
     info = StoreInfo("sqlite", str(config.db_path), str(config.db_path), "sqlite-vec", "FTS5")
-    return AdminStores(info, database, SqlSettingsStore(database), SqlCredentialStore(database),
-                       SqlLeaseStore(database), lambda: apply_migrations(database),
-                       lambda: current_version(database),
-                       lambda: database.vec_version or f"unavailable: {database.vec_error}")
+    return AdminStores(
+        info,
+        database,
+        SqlSettingsStore(database),
+        SqlCredentialStore(database),
+        SqlLeaseStore(database),
+        lambda: apply_migrations(database),
+        lambda: current_version(database),
+        lambda: database.vec_version or f"unavailable: {database.vec_error}",
+    )
 
 
 @contextmanager
@@ -159,7 +168,8 @@ def _postgres_client() -> Iterator[None]:
             raise
         raise ConfigError(
             f"MEMSVC_DATABASE_URL (--database-url) needs the PostgreSQL client, and {missing} is not "
-            f"installed: pip install 'memsvc[{POSTGRES_EXTRA}]'") from exc
+            f"installed: pip install 'memsvc[{POSTGRES_EXTRA}]'"
+        ) from exc
 
 
 def _postgres_admin(config: Config) -> AdminStores:
@@ -173,10 +183,16 @@ def _postgres_admin(config: Config) -> AdminStores:
     database = PgDatabase(config.database_url, max_size=config.database_pool_size)
     info = StoreInfo("postgresql", config.database_location, None, "pgvector", "PostgreSQL full-text search")
     probe = LocalVectorIndex(database)
-    return AdminStores(info, database, SqlSettingsStore(database), SqlCredentialStore(database),
-                       SqlLeaseStore(database), lambda: apply_migrations(database),
-                       lambda: current_version(database),
-                       lambda: probe.vec_version or "unavailable: the server has no pgvector extension")
+    return AdminStores(
+        info,
+        database,
+        SqlSettingsStore(database),
+        SqlCredentialStore(database),
+        SqlLeaseStore(database),
+        lambda: apply_migrations(database),
+        lambda: current_version(database),
+        lambda: probe.vec_version or "unavailable: the server has no pgvector extension",
+    )
 
 
 def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
@@ -185,9 +201,13 @@ def _sqlite_memory(config: Config, database: Any) -> tuple[Any, Any]:
     from memsvc.storage.vector_index import LocalVectorIndex
 
     backend = SqlMemoryBackend(database, SQLITE, working_set_bytes=config.working_set_mb * 1_000_000)
-    index = LocalVectorIndex(database, quantization=config.vec_quantization, default_k=config.vec_top_k,
-                             cache_bytes=config.vec_cache_mb * 1_000_000,
-                             held_memories=backend.working_sets.memories_in_scope)
+    index = LocalVectorIndex(
+        database,
+        quantization=config.vec_quantization,
+        default_k=config.vec_top_k,
+        cache_bytes=config.vec_cache_mb * 1_000_000,
+        held_memories=backend.working_sets.memories_in_scope,
+    )
     return backend, index
 
 
@@ -202,6 +222,9 @@ def _postgres_memory(config: Config, database: Any) -> tuple[Any, Any]:
         from memsvc.storage.vector_index import LocalVectorIndex
 
     backend = SqlMemoryBackend(database, POSTGRES, working_set_bytes=config.working_set_mb * 1_000_000)
-    return backend, LocalVectorIndex(database, default_k=config.vec_top_k,
-                                     cache_bytes=config.vec_cache_mb * 1_000_000,
-                                     held_memories=backend.working_sets.memories_in_scope)
+    return backend, LocalVectorIndex(
+        database,
+        default_k=config.vec_top_k,
+        cache_bytes=config.vec_cache_mb * 1_000_000,
+        held_memories=backend.working_sets.memories_in_scope,
+    )

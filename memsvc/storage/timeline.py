@@ -20,11 +20,14 @@ _N, _M = HAPPENED.format(a="n"), HAPPENED.format(a="m")
 # The turn just before (<, newest first) and just after (>, oldest first) a memory, in the
 # same owner's same session and of the same type; a row comparison, so ties of one instant
 # order by memory_id. {seek}: what lets the database seek the index instead of walking it.
-_NEIGHBOUR = ("(SELECT n.memory_id FROM memories n WHERE n.api_key_id = m.api_key_id AND n.session_id = m.session_id"
-              " AND n.type = m.type AND {seek}({n}, n.memory_id) {op} ({m}, m.memory_id)"
-              " ORDER BY {n} {order}, n.memory_id {order} LIMIT 1)")
-_WITHIN = (f"SELECT {M_COLUMNS} FROM memories m WHERE {{where}} AND {_M} >= ? AND {_M} < ?"
-           f" ORDER BY {_M}, m.memory_id LIMIT ?")
+_NEIGHBOUR = (
+    "(SELECT n.memory_id FROM memories n WHERE n.api_key_id = m.api_key_id AND n.session_id = m.session_id"
+    " AND n.type = m.type AND {seek}({n}, n.memory_id) {op} ({m}, m.memory_id)"
+    " ORDER BY {n} {order}, n.memory_id {order} LIMIT 1)"
+)
+_WITHIN = (
+    f"SELECT {M_COLUMNS} FROM memories m WHERE {{where}} AND {_M} >= ? AND {_M} < ? ORDER BY {_M}, m.memory_id LIMIT ?"
+)
 
 
 class Timeline:
@@ -34,17 +37,24 @@ class Timeline:
     `memories_from` (the FROM and WHERE of the memories the neighbours are asked for, by
     the list of memory ids bound as one parameter)."""
 
-    def __init__(self, syntax: Syntax, row_to_memory: Callable[[Sequence[Any]], Memory],
-                 visible: Callable[[Any, list[int], SearchScope], list[Memory]], seek: str, memories_from: str) -> None:
+    def __init__(
+        self,
+        syntax: Syntax,
+        row_to_memory: Callable[[Sequence[Any]], Memory],
+        visible: Callable[[Any, list[int], SearchScope], list[Memory]],
+        seek: str,
+        memories_from: str,
+    ) -> None:
         self.syntax = syntax
         self.row_to_memory = row_to_memory
         self.visible = visible
-        sides = (_NEIGHBOUR.format(seek=seek.format(n=_N, m=_M, op=op), n=_N, m=_M, op=op, order=order)
-                 for op, order in (("<", "DESC"), (">", "ASC")))
+        sides = (
+            _NEIGHBOUR.format(seek=seek.format(n=_N, m=_M, op=op), n=_N, m=_M, op=op, order=order)
+            for op, order in (("<", "DESC"), (">", "ASC"))
+        )
         self._neighbours = syntax.sql(f"SELECT m.id, {', '.join(sides)} {memories_from}")
 
-    def happened_within(self, conn: Any, scope: SearchScope, windows: Sequence[TimeWindow],
-                        limit: int) -> list[Memory]:
+    def happened_within(self, conn: Any, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
         """Up to `limit` memories of the scope per window that happened inside [start, end),
         in time order."""
         where, params = scope_clause(self.syntax, scope)
@@ -70,8 +80,12 @@ def _visible(conn: Any, memory_ids: list[int], scope: SearchScope) -> list[Memor
     return [row_to_memory(r) for r in rows_in_scope(conn, M_COLUMNS, memory_ids, scope)]
 
 
-_SQLITE = Timeline(SQLITE_SQL, row_to_memory, _visible, seek="{n} {op}= {m} AND ",
-                   memories_from="FROM json_each(?) j CROSS JOIN memories m ON m.memory_id = j.value"
-                                 " WHERE m.session_id IS NOT NULL")
+_SQLITE = Timeline(
+    SQLITE_SQL,
+    row_to_memory,
+    _visible,
+    seek="{n} {op}= {m} AND ",
+    memories_from="FROM json_each(?) j CROSS JOIN memories m ON m.memory_id = j.value WHERE m.session_id IS NOT NULL",
+)
 happened_within = _SQLITE.happened_within
 neighbours = _SQLITE.neighbours

@@ -68,13 +68,17 @@ def unix_us(dt: datetime) -> int:
     return (dt - _EPOCH) // _US
 
 
-def scope_columns(session_id: str | None, created_at: datetime, expires_at: datetime | None,
-                  keep: bool) -> tuple[str, int, int]:
+def scope_columns(
+    session_id: str | None, created_at: datetime, expires_at: datetime | None, keep: bool
+) -> tuple[str, int, int]:
     """(session_id, created_us, expires_us): the filter columns of a vector. created_us is
     what the retention filter compares (`created_us >= cutoff`): a kept memory's is NEVER_US,
     so no age hides it."""
-    return (session_id or NO_SESSION, NEVER_US if keep else unix_us(created_at),
-            unix_us(expires_at) if expires_at is not None else NEVER_US)
+    return (
+        session_id or NO_SESSION,
+        NEVER_US if keep else unix_us(created_at),
+        unix_us(expires_at) if expires_at is not None else NEVER_US,
+    )
 
 
 def scope_values(item: Any) -> tuple[str, int, int]:
@@ -94,8 +98,13 @@ def normalized(vectors: np.ndarray) -> np.ndarray:
     return matrix
 
 
-def block_hits(conn: Any, scope: SearchScope, found: Sequence[tuple[int, float]], held: HeldMemories | None,
-               read_rows: Callable[[list[int]], Iterable[Memory]]) -> list[VectorHit]:
+def block_hits(
+    conn: Any,
+    scope: SearchScope,
+    found: Sequence[tuple[int, float]],
+    held: HeldMemories | None,
+    read_rows: Callable[[list[int]], Iterable[Memory]],
+) -> list[VectorHit]:
     """A block search's (memory_id, distance) list as hits with their memories, nearest
     first: from `held` (the working set the same Retrieve's keyword search keeps current)
     when it answers, else by `read_rows` (one statement in the caller's snapshot). Memories
@@ -105,8 +114,11 @@ def block_hits(conn: Any, scope: SearchScope, found: Sequence[tuple[int, float]]
     ids = [memory_id for memory_id, _ in found]
     memories = held(conn, scope, ids) if held is not None else None
     live = {m.memory_id: m for m in (memories if memories is not None else read_rows(ids))}
-    return [VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
-            for mid, d in found if mid in live]
+    return [
+        VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
+        for mid, d in found
+        if mid in live
+    ]
 
 
 @dataclass(frozen=True)
@@ -143,8 +155,15 @@ class OwnerBlock:
         self.pending: set[int] = set()
 
     @classmethod
-    def from_arrays(cls, dim: int, ids: np.ndarray, matrix: np.ndarray, sessions: list[str],
-                    created: np.ndarray, expires: np.ndarray) -> OwnerBlock:
+    def from_arrays(
+        cls,
+        dim: int,
+        ids: np.ndarray,
+        matrix: np.ndarray,
+        sessions: list[str],
+        created: np.ndarray,
+        expires: np.ndarray,
+    ) -> OwnerBlock:
         n = len(ids)
         block = cls(dim, capacity=max(16, n + n // 8))
         block.matrix[:n] = matrix
@@ -157,8 +176,15 @@ class OwnerBlock:
         return block
 
     @classmethod
-    def from_vectors(cls, dim: int, ids: np.ndarray, vectors: np.ndarray, sessions: list[str],
-                     created: np.ndarray, expires: np.ndarray) -> OwnerBlock:
+    def from_vectors(
+        cls,
+        dim: int,
+        ids: np.ndarray,
+        vectors: np.ndarray,
+        sessions: list[str],
+        created: np.ndarray,
+        expires: np.ndarray,
+    ) -> OwnerBlock:
         """A block of vectors as stored (float32 or int8, any length): each row normalized."""
         if len(ids) == 0:
             return cls(dim)
@@ -203,8 +229,7 @@ class OwnerBlock:
             self.expires[slot] = expires_us
             self.session[slot] = self._code(session)
 
-    def put_vector(self, memory_id: int, vector: np.ndarray, session: str, created_us: int,
-                   expires_us: int) -> None:
+    def put_vector(self, memory_id: int, vector: np.ndarray, session: str, created_us: int, expires_us: int) -> None:
         """`put` of a vector as stored (normalized here)."""
         self.put(memory_id, normalized(vector), session, created_us, expires_us)
 
@@ -250,18 +275,23 @@ class OwnerBlock:
         for name in ("matrix", "ids", "created", "expires", "session"):
             arr = getattr(self, name)
             arr[:n] = arr[live]
-            arr[n: self.used] = -1 if name == "ids" else (_DEAD_EXPIRY if name == "expires" else 0)
+            arr[n : self.used] = -1 if name == "ids" else (_DEAD_EXPIRY if name == "expires" else 0)
         self.slots = {int(mid): i for i, mid in enumerate(self.ids[:n])}
         self.used, self.dead = n, 0
 
     def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
         """`search` for a retrieval scope and a query vector as given (normalized here)."""
-        return self.search(normalized(vector), k, unix_us(scope.now),
-                           unix_us(scope.created_after) if scope.created_after is not None else None,
-                           (scope.session_id or NO_SESSION) if scope.session_only else None)
+        return self.search(
+            normalized(vector),
+            k,
+            unix_us(scope.now),
+            unix_us(scope.created_after) if scope.created_after is not None else None,
+            (scope.session_id or NO_SESSION) if scope.session_only else None,
+        )
 
-    def search(self, query: np.ndarray, k: int, now_us: int, created_after_us: int | None,
-               session: str | None) -> list[tuple[int, float]]:
+    def search(
+        self, query: np.ndarray, k: int, now_us: int, created_after_us: int | None, session: str | None
+    ) -> list[tuple[int, float]]:
         """The k nearest live vectors in scope as (memory_id, cosine distance), nearest first
         (ties by memory_id). `query` must be L2-normalized."""
         with self.lock:
@@ -382,8 +412,14 @@ class OwnerBlocks:
 
     def stats(self) -> dict[str, int]:
         with self._lock:
-            return {"owners": len(self._blocks), "bytes": self._bytes, "hits": self.hits, "misses": self.misses,
-                    "resets": self.resets, "evictions": self.evictions}
+            return {
+                "owners": len(self._blocks),
+                "bytes": self._bytes,
+                "hits": self.hits,
+                "misses": self.misses,
+                "resets": self.resets,
+                "evictions": self.evictions,
+            }
 
 
 class VectorCache(OwnerBlocks):

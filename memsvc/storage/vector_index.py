@@ -58,9 +58,16 @@ class LocalVectorIndex:
     memory backend's working sets); None, or an owner they do not hold: one read of the rows.
     """
 
-    def __init__(self, db: Any, *, quantization: str = "none", chunk_size: int = DEFAULT_CHUNK_SIZE,
-                 default_k: int = DEFAULT_TOP_K, cache_bytes: int = 0,
-                 held_memories: HeldMemories | None = None) -> None:
+    def __init__(
+        self,
+        db: Any,
+        *,
+        quantization: str = "none",
+        chunk_size: int = DEFAULT_CHUNK_SIZE,
+        default_k: int = DEFAULT_TOP_K,
+        cache_bytes: int = 0,
+        held_memories: HeldMemories | None = None,
+    ) -> None:
         self.db = db
         self.sql = vector_sql(db, quantization, chunk_size, cache_bytes)
         self.name = self.sql.name
@@ -121,8 +128,7 @@ class LocalVectorIndex:
             self._require_available()
         wanted = self.effective_signature(signature)
         current = self.state()
-        if (current.signature == wanted and current.active_dim == dim and current.table_exists
-                and current.vec_loaded):
+        if current.signature == wanted and current.active_dim == dim and current.table_exists and current.vec_loaded:
             return False
         with self.db.write() as conn:
             return self.sql.reset(conn, wanted, dim)
@@ -244,8 +250,13 @@ class LocalVectorIndex:
             block = self.sql.owner_block(conn, scope.api_key_id, dim)
             if block is None:
                 return None
-            return block_hits(conn, scope, block.nearest(scope, vec, k), self.held_memories,
-                              lambda ids: self.sql.memories_in_scope(conn, ids, scope))
+            return block_hits(
+                conn,
+                scope,
+                block.nearest(scope, vec, k),
+                self.held_memories,
+                lambda ids: self.sql.memories_in_scope(conn, ids, scope),
+            )
 
     def pending_for_search(self, scope: SearchScope, limit: int) -> list[Memory]:
         """`pending(owner, limit, scope=scope)` for the lazy backfill that runs before every
@@ -269,8 +280,14 @@ class LocalVectorIndex:
             params.extend(scope_params)
         return (" AND ".join(clauses) or "true"), params
 
-    def pending(self, api_key_id: str | None = None, limit: int = 100, *, scope: SearchScope | None = None,
-                before_memory_id: int | None = None) -> list[Memory]:
+    def pending(
+        self,
+        api_key_id: str | None = None,
+        limit: int = 100,
+        *,
+        scope: SearchScope | None = None,
+        before_memory_id: int | None = None,
+    ) -> list[Memory]:
         """Memories that need a vector: `needs_reindex`, or no vector row. Newest first
         (highest memory_id), at most `limit` (lazy backfill is bounded per request).
         `scope` narrows to what a search could return (owner, session, not expired, within
@@ -285,8 +302,11 @@ class LocalVectorIndex:
             if before_memory_id is not None:
                 where += f" AND m.memory_id < {mark}"
                 params.append(int(before_memory_id))
-            rows = conn.execute(f"SELECT {self.sql.memory_columns} FROM memories m WHERE {where} "
-                                f"ORDER BY m.memory_id DESC LIMIT {mark}", [*params, limit]).fetchall()
+            rows = conn.execute(
+                f"SELECT {self.sql.memory_columns} FROM memories m WHERE {where} "
+                f"ORDER BY m.memory_id DESC LIMIT {mark}",
+                [*params, limit],
+            ).fetchall()
         return [self.sql.row_to_memory(r) for r in rows]
 
     def pending_count(self, api_key_id: str | None = None) -> int:
@@ -314,13 +334,24 @@ class LocalVectorIndex:
     def health(self) -> dict[str, Any]:
         """Measured, never assumed: {ok, backend, vec_version, error, table_exists,
         signature, active_dim, quantization, last_reset_at, rows, pending}."""
-        result: dict[str, Any] = {"ok": False, "backend": self.name, "vec_version": None, "error": None,
-                                  "quantization": self.quantization}
+        result: dict[str, Any] = {
+            "ok": False,
+            "backend": self.name,
+            "vec_version": None,
+            "error": None,
+            "quantization": self.quantization,
+        }
         try:
             result["vec_version"] = self.vec_version
             state = self.state()
-            result.update(table_exists=state.table_exists, signature=state.signature, active_dim=state.active_dim,
-                          last_reset_at=iso(state.last_reset_at), rows=self.count(), pending=self.pending_count())
+            result.update(
+                table_exists=state.table_exists,
+                signature=state.signature,
+                active_dim=state.active_dim,
+                last_reset_at=iso(state.last_reset_at),
+                rows=self.count(),
+                pending=self.pending_count(),
+            )
             if result["vec_version"] is None:
                 result["error"] = self.sql.unavailable()
             elif not state.table_exists:

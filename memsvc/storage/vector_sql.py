@@ -65,20 +65,25 @@ def memory_ids(items: Iterable[Any]) -> list[int]:
     return list(dict.fromkeys(int(i) for i in ids))
 
 
-def fresh_rows(prepared: Prepared, current: dict[int, tuple[Any, ...]], dim: int,
-               table: str) -> dict[int, tuple[VectorRow, np.ndarray]]:
+def fresh_rows(
+    prepared: Prepared, current: dict[int, tuple[Any, ...]], dim: int, table: str
+) -> dict[int, tuple[VectorRow, np.ndarray]]:
     """The rows embedded from their memory's current (key, content), the first two fields of
     `current`, by memory id: a slow embedding never attaches a stale vector, and of two rows
     of one memory the later wins. DimensionMismatch when a vector has another dimension."""
     for _, vec in prepared:
         if vec.shape[0] != dim:
             raise DimensionMismatch(dim, int(vec.shape[0]), table)
-    return {int(row.memory_id): (row, vec) for row, vec in prepared
-            if current.get(int(row.memory_id), (None, None))[:2] == (row.key, row.content)}
+    return {
+        int(row.memory_id): (row, vec)
+        for row, vec in prepared
+        if current.get(int(row.memory_id), (None, None))[:2] == (row.key, row.content)
+    }
 
 
-def vector_scope(scope: SearchScope, mark: str, time: Callable[[datetime], Any], unexpired: str,
-                 retained: str) -> tuple[list[str], list[Any]]:
+def vector_scope(
+    scope: SearchScope, mark: str, time: Callable[[datetime], Any], unexpired: str, retained: str
+) -> tuple[list[str], list[Any]]:
     """The scope as WHERE fragments on a vectors table's own filter columns (alias v), so the
     nearest-neighbour scan itself applies it: the owner, the session ('' = none), not expired
     (`unexpired`, bound to `time(scope.now)`) and inside retention unless kept (`retained`,

@@ -80,8 +80,15 @@ class SqliteWorkingSetPort(WorkingSetPort):
         newest = scalar(conn, "SELECT max(seq) FROM memory_changes") or 0
         if version < newest - CHANGE_LOG_ROWS:
             return None
-        ids = [int(r[0]) for r in conn.execute(
-            "SELECT DISTINCT memory_id FROM memory_changes WHERE api_key_id = ? AND seq > ?", (owner, version))]
-        rows = conn.execute(f"SELECT {M_COLUMNS} FROM json_each(?) j CROSS JOIN memories m "
-                            "ON m.memory_id = j.value WHERE m.api_key_id = ?", (json.dumps(ids), owner)).fetchall()
+        ids = [
+            int(r[0])
+            for r in conn.execute(
+                "SELECT DISTINCT memory_id FROM memory_changes WHERE api_key_id = ? AND seq > ?", (owner, version)
+            )
+        ]
+        rows = conn.execute(
+            f"SELECT {M_COLUMNS} FROM json_each(?) j CROSS JOIN memories m "
+            "ON m.memory_id = j.value WHERE m.api_key_id = ?",
+            (json.dumps(ids), owner),
+        ).fetchall()
         return ids, [row_to_memory(r) for r in rows]

@@ -103,8 +103,9 @@ def clamp_top_k(k: int | None) -> int:
 def quantization_config(mode: str) -> qm.ScalarQuantization | qm.BinaryQuantization | None:
     """The collection config for a quantization mode (None = full precision)."""
     if mode == "int8":
-        return qm.ScalarQuantization(scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, quantile=0.99,
-                                                                        always_ram=True))
+        return qm.ScalarQuantization(
+            scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, quantile=0.99, always_ram=True)
+        )
     if mode == "binary":
         return qm.BinaryQuantization(binary=qm.BinaryQuantizationConfig(always_ram=True))
     if mode == "none":
@@ -166,8 +167,16 @@ class QdrantIndex:
 
     name = "qdrant"
 
-    def __init__(self, client: QdrantClient, collection: str = DEFAULT_COLLECTION, *, quantization: str = "none",
-                 server_url: str | None = None, api_key: str | None = None, timeout: float = 5.0) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        collection: str = DEFAULT_COLLECTION,
+        *,
+        quantization: str = "none",
+        server_url: str | None = None,
+        api_key: str | None = None,
+        timeout: float = 5.0,
+    ) -> None:
         if quantization not in QUANTIZATIONS:
             raise ValueError(f"quantization must be one of {', '.join(QUANTIZATIONS)}")
         self._client = client
@@ -194,14 +203,21 @@ class QdrantIndex:
     # -- construction --------------------------------------------------------------------
 
     @classmethod
-    def connect(cls, *, host: str = DEFAULT_HOST, port: int = DEFAULT_PORT, api_key: str | None = None,
-                path: str | Path | None = None, collection: str = DEFAULT_COLLECTION, quantization: str = "none",
-                timeout: float = 5.0) -> QdrantIndex:
+    def connect(
+        cls,
+        *,
+        host: str = DEFAULT_HOST,
+        port: int = DEFAULT_PORT,
+        api_key: str | None = None,
+        path: str | Path | None = None,
+        collection: str = DEFAULT_COLLECTION,
+        quantization: str = "none",
+        timeout: float = 5.0,
+    ) -> QdrantIndex:
         """A server at host:port (host may be an http(s) URL), or — when `path` is given —
         the embedded local store in that folder (":memory:" for a throwaway one)."""
         if path is not None:
-            client = (QdrantClient(location=MEMORY_LOCAL) if str(path) == MEMORY_LOCAL
-                      else QdrantClient(path=str(path)))
+            client = QdrantClient(location=MEMORY_LOCAL) if str(path) == MEMORY_LOCAL else QdrantClient(path=str(path))
             return cls(client, collection, quantization=quantization, timeout=timeout)
         url = QdrantSettings(host=host, port=port).server_url()
         problem = check_url(url)
@@ -209,8 +225,13 @@ class QdrantIndex:
             raise VectorUnavailable(f"qdrant host {problem}")
         # qdrant-client hands unknown keyword arguments to its httpx client: the same
         # policy-checked, pinned connections as every other outbound call (memsvc.outbound).
-        client = QdrantClient(url=url, api_key=api_key or None, timeout=max(1, math.ceil(timeout)),
-                              check_compatibility=False, **outbound.client_options())
+        client = QdrantClient(
+            url=url,
+            api_key=api_key or None,
+            timeout=max(1, math.ceil(timeout)),
+            check_compatibility=False,
+            **outbound.client_options(),
+        )
         return cls(client, collection, quantization=quantization, server_url=url, api_key=api_key, timeout=timeout)
 
     @classmethod
@@ -226,8 +247,15 @@ class QdrantIndex:
             raise VectorUnavailable(f"qdrant localPath {exc}") from None
         if local is not None and local != MEMORY_LOCAL:
             Path(local).mkdir(parents=True, exist_ok=True)
-        return cls.connect(host=settings.host, port=settings.port, api_key=settings.api_key, path=local,
-                           collection=settings.collection, quantization=settings.quantization, timeout=timeout)
+        return cls.connect(
+            host=settings.host,
+            port=settings.port,
+            api_key=settings.api_key,
+            path=local,
+            collection=settings.collection,
+            quantization=settings.quantization,
+            timeout=timeout,
+        )
 
     def close(self) -> None:
         """Release the client (a local folder's lock too)."""
@@ -306,8 +334,11 @@ class QdrantIndex:
                 return
             config = quantization_config(self.quantization) or qm.Disabled.DISABLED
             with self._lock:
-                self._client.update_collection(self.collection, quantization_config=config,
-                                               metadata={_META_KEY: {"quantization": self.quantization}})
+                self._client.update_collection(
+                    self.collection,
+                    quantization_config=config,
+                    metadata={_META_KEY: {"quantization": self.quantization}},
+                )
         except Exception:  # noqa: BLE001 - searches still work with the old mode
             log.warning("qdrant.quantization_update_failed", extra={"collection": self.collection})
 
@@ -316,8 +347,14 @@ class QdrantIndex:
         Qdrant."""
         with self._lock:
             if not self._client.collection_exists(self.collection):
-                return {"exists": False, "size": None, "distance": None, "quantization": None, "points_count": 0,
-                        "signature": None}
+                return {
+                    "exists": False,
+                    "size": None,
+                    "distance": None,
+                    "quantization": None,
+                    "points_count": 0,
+                    "signature": None,
+                }
             info = self._client.get_collection(self.collection)
         vectors = info.config.params.vectors
         recorded = (info.config.metadata or {}).get(_META_KEY, {}) if isinstance(info.config.metadata, dict) else {}
@@ -359,8 +396,10 @@ class QdrantIndex:
         if not rows:
             return 0
         vectors = [as_vector(r.vector) for r in rows]
-        points = [qm.PointStruct(id=_point_id(r.id), vector=v.tolist(), payload=self.payload(r))
-                  for r, v in zip(rows, vectors)]
+        points = [
+            qm.PointStruct(id=_point_id(r.id), vector=v.tolist(), payload=self.payload(r))
+            for r, v in zip(rows, vectors)
+        ]
         try:
             dim = self._dimension()
             if dim is None:
@@ -392,12 +431,17 @@ class QdrantIndex:
             ids = [m.id for m in memories if bool(m.keep) is keep]
             if not ids:
                 continue
-            flt = qm.Filter(must=[qm.FieldCondition(key="kind", match=qm.MatchValue(value=KIND)),
-                                  qm.FieldCondition(key="memoryId", match=qm.MatchAny(any=ids))])
+            flt = qm.Filter(
+                must=[
+                    qm.FieldCondition(key="kind", match=qm.MatchValue(value=KIND)),
+                    qm.FieldCondition(key="memoryId", match=qm.MatchAny(any=ids)),
+                ]
+            )
             try:
                 with self._lock:
-                    self._client.set_payload(self.collection, payload={"keep": keep},
-                                             points=qm.FilterSelector(filter=flt), wait=True)
+                    self._client.set_payload(
+                        self.collection, payload={"keep": keep}, points=qm.FilterSelector(filter=flt), wait=True
+                    )
             except Exception as exc:
                 raise VectorUnavailable(f"qdrant: {_describe(exc)}") from exc
 
@@ -436,8 +480,9 @@ class QdrantIndex:
             deleted = 0
             with self._lock:
                 if uuids:
-                    deleted += len(self._client.retrieve(self.collection, ids=uuids, with_payload=False,
-                                                         with_vectors=False))
+                    deleted += len(
+                        self._client.retrieve(self.collection, ids=uuids, with_payload=False, with_vectors=False)
+                    )
                     self._client.delete(self.collection, points_selector=qm.PointIdsList(points=list(uuids)), wait=True)
                 if row_ids:
                     flt = qm.Filter(must=[qm.FieldCondition(key="memoryRowId", match=qm.MatchAny(any=row_ids))])
@@ -465,8 +510,12 @@ class QdrantIndex:
         gone: list[Any] = [qm.FieldCondition(key="expiresAtUnix", range=qm.Range(lt=now_s))]
         if days:
             cutoff = (now - timedelta(days=days)).timestamp()
-            gone.append(qm.Filter(must=[qm.FieldCondition(key="createdAtUnix", range=qm.Range(lt=cutoff))],
-                                  must_not=[qm.FieldCondition(key="keep", match=qm.MatchValue(value=True))]))
+            gone.append(
+                qm.Filter(
+                    must=[qm.FieldCondition(key="createdAtUnix", range=qm.Range(lt=cutoff))],
+                    must_not=[qm.FieldCondition(key="keep", match=qm.MatchValue(value=True))],
+                )
+            )
         flt = qm.Filter(must=must, should=gone)
         try:
             if not self._exists():
@@ -498,17 +547,34 @@ class QdrantIndex:
                 must.append(qm.FieldCondition(key="sessionId", match=qm.MatchValue(value=scope.session_id)))
             else:
                 must.append(qm.IsNullCondition(is_null=qm.PayloadField(key="sessionId")))
-        must.append(qm.Filter(should=[qm.IsEmptyCondition(is_empty=qm.PayloadField(key="expiresAtUnix")),
-                                      qm.FieldCondition(key="expiresAtUnix",
-                                                        range=qm.Range(gt=_aware(scope.now).timestamp()))]))
+        must.append(
+            qm.Filter(
+                should=[
+                    qm.IsEmptyCondition(is_empty=qm.PayloadField(key="expiresAtUnix")),
+                    qm.FieldCondition(key="expiresAtUnix", range=qm.Range(gt=_aware(scope.now).timestamp())),
+                ]
+            )
+        )
         if scope.created_after is not None:
             cutoff = math.floor(_aware(scope.created_after).timestamp())
-            must.append(qm.Filter(should=[qm.FieldCondition(key="createdAtUnix", range=qm.Range(gte=cutoff)),
-                                          qm.FieldCondition(key="keep", match=qm.MatchValue(value=True))]))
+            must.append(
+                qm.Filter(
+                    should=[
+                        qm.FieldCondition(key="createdAtUnix", range=qm.Range(gte=cutoff)),
+                        qm.FieldCondition(key="keep", match=qm.MatchValue(value=True)),
+                    ]
+                )
+            )
         return qm.Filter(must=must)
 
-    def search_points(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int | None = None,
-                      *, with_payload: bool = True) -> list[QdrantPoint]:
+    def search_points(
+        self,
+        scope: SearchScope,
+        vector: Sequence[float] | np.ndarray,
+        k: int | None = None,
+        *,
+        with_payload: bool = True,
+    ) -> list[QdrantPoint]:
         """Nearest points in scope with their payload, best first; k clamped to [1, 20].
         No collection yet → []."""
         vec = as_vector(vector)
@@ -526,9 +592,13 @@ class QdrantIndex:
         try:
             with self._lock:
                 result = self._client.query_points(
-                    self.collection, query=vec.tolist(), query_filter=self.scope_filter(scope),
-                    search_params=search_params(self.quantization), limit=limit,
-                    with_payload=True if with_payload else _HIT_FIELDS, with_vectors=False,
+                    self.collection,
+                    query=vec.tolist(),
+                    query_filter=self.scope_filter(scope),
+                    search_params=search_params(self.quantization),
+                    limit=limit,
+                    with_payload=True if with_payload else _HIT_FIELDS,
+                    with_vectors=False,
                 )
         except Exception as exc:
             raise self._after_failure(exc, int(vec.shape[0])) from exc
@@ -536,16 +606,25 @@ class QdrantIndex:
         for p in result.points:
             payload = dict(p.payload or {})
             row_id = payload.get("memoryRowId")
-            out.append(QdrantPoint(id=str(p.id), memory_id=int(row_id) if isinstance(row_id, int) else None,
-                                   score=float(p.score), payload=payload))
+            out.append(
+                QdrantPoint(
+                    id=str(p.id),
+                    memory_id=int(row_id) if isinstance(row_id, int) else None,
+                    score=float(p.score),
+                    payload=payload,
+                )
+            )
         return out
 
     def search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int | None = None) -> list[VectorHit]:
         """VectorHits: score = cosine similarity, distance = 1 - score. Points without a
         memoryRowId (not written by memsvc) report memory_id -1."""
-        return [VectorHit(memory_id=p.memory_id if p.memory_id is not None else -1, id=p.id,
-                          distance=1.0 - p.score, score=p.score)
-                for p in self.search_points(scope, vector, k, with_payload=False)]
+        return [
+            VectorHit(
+                memory_id=p.memory_id if p.memory_id is not None else -1, id=p.id, distance=1.0 - p.score, score=p.score
+            )
+            for p in self.search_points(scope, vector, k, with_payload=False)
+        ]
 
     def count(self) -> int:
         """Memory points in the collection (0 when it does not exist)."""
@@ -553,10 +632,13 @@ class QdrantIndex:
             if not self._exists():
                 return 0
             with self._lock:
-                return int(self._client.count(
-                    self.collection, exact=True,
-                    count_filter=qm.Filter(must=[qm.FieldCondition(key="kind", match=qm.MatchValue(value=KIND))]),
-                ).count)
+                return int(
+                    self._client.count(
+                        self.collection,
+                        exact=True,
+                        count_filter=qm.Filter(must=[qm.FieldCondition(key="kind", match=qm.MatchValue(value=KIND))]),
+                    ).count
+                )
         except Exception as exc:
             raise VectorUnavailable(f"qdrant: {_describe(exc)}") from exc
 
@@ -564,8 +646,14 @@ class QdrantIndex:
         """Readiness with latency: a server answers GET /readyz (with the api-key header);
         a local store lists its collections. {ok, latency_ms, error, collection_exists,
         points_count, mode}."""
-        out: dict[str, Any] = {"ok": False, "latency_ms": None, "error": None, "collection_exists": False,
-                               "points_count": 0, "mode": "local" if self.local else "server"}
+        out: dict[str, Any] = {
+            "ok": False,
+            "latency_ms": None,
+            "error": None,
+            "collection_exists": False,
+            "points_count": 0,
+            "mode": "local" if self.local else "server",
+        }
         started = time.perf_counter()
         try:
             if self._probe is None:  # local mode: no server to probe

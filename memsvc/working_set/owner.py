@@ -107,7 +107,7 @@ def grams(text: str) -> list[str]:
 
 @dataclass(frozen=True)
 class _Doc:
-    words: tuple[tuple[str, ...], tuple[str, ...]]   # content tokens, key tokens
+    words: tuple[tuple[str, ...], tuple[str, ...]]  # content tokens, key tokens
     grams: tuple[str, ...]
 
 
@@ -150,8 +150,10 @@ class _Postings:
         found = self._arrays.get(token)
         if found is None:
             rows = self.rows.get(token, {})
-            found = (np.fromiter(rows.keys(), dtype=np.int64, count=len(rows)),
-                     np.fromiter(rows.values(), dtype=np.float64, count=len(rows)))
+            found = (
+                np.fromiter(rows.keys(), dtype=np.int64, count=len(rows)),
+                np.fromiter(rows.values(), dtype=np.float64, count=len(rows)),
+            )
             self._arrays[token] = found
         return found
 
@@ -159,19 +161,18 @@ class _Postings:
 def _occurrences(tokens: Sequence[str], phrase: Sequence[str]) -> int:
     """How often `phrase` occurs as consecutive tokens of `tokens`."""
     n = len(phrase)
-    return sum(1 for i in range(len(tokens) - n + 1) if tuple(tokens[i:i + n]) == tuple(phrase))
+    return sum(1 for i in range(len(tokens) - n + 1) if tuple(tokens[i : i + n]) == tuple(phrase))
 
 
 class OwnerSet:
     """The working set of one owner. Not thread-safe: the registry serializes access."""
 
-    def __init__(self, owner: str, tokenize_document: Tokenizer, tokenize_query: Tokenizer,
-                 capacity: int = 64) -> None:
+    def __init__(self, owner: str, tokenize_document: Tokenizer, tokenize_query: Tokenizer, capacity: int = 64) -> None:
         self.owner = owner
         self._tokenize_document = tokenize_document
         self._tokenize_query = tokenize_query
         self.version = 0
-        self._slots: dict[int, int] = {}          # memory_id -> slot
+        self._slots: dict[int, int] = {}  # memory_id -> slot
         self._memories: list[Memory | None] = []
         self._docs: list[_Doc | None] = []
         self._words = _Postings()
@@ -198,16 +199,29 @@ class OwnerSet:
     @property
     def nbytes(self) -> int:
         """An estimate of the memory the set holds (what the registry's budget counts)."""
-        arrays = sum(a.nbytes for a in (self._alive, self._length, self._created, self._expires,
-                                        self._keep, self._session, self._happened, self._memory_id, self._type))
+        arrays = sum(
+            a.nbytes
+            for a in (
+                self._alive,
+                self._length,
+                self._created,
+                self._expires,
+                self._keep,
+                self._session,
+                self._happened,
+                self._memory_id,
+                self._type,
+            )
+        )
         postings = (self._words.entries + self._gram_postings.entries) * _POSTING_BYTES
         return arrays + postings + len(self._memories) * _MEMORY_BYTES + sys.getsizeof(self._slots)
 
     # -- writes ------------------------------------------------------------------------------
 
     @classmethod
-    def build(cls, owner: str, memories: Sequence[Memory], tokenize_document: Tokenizer,
-              tokenize_query: Tokenizer) -> OwnerSet:
+    def build(
+        cls, owner: str, memories: Sequence[Memory], tokenize_document: Tokenizer, tokenize_query: Tokenizer
+    ) -> OwnerSet:
         """The set of these memories, its columns filled in one pass each (a build reads an
         owner's every row, so it is the cold search's cost)."""
         built = cls(owner, tokenize_document, tokenize_query, capacity=len(memories) + len(memories) // 8)
@@ -255,9 +269,13 @@ class OwnerSet:
 
     def _index(self, slot: int, memory: Memory) -> int:
         """Tokenize a memory into `slot` (which must be the next one) and return its length."""
-        doc = _Doc((tuple(self._tokenize_document(memory.content)) if memory.content else (),
-                    tuple(self._tokenize_document(memory.key)) if memory.key else ()),
-                   tuple(grams(memory.content or "") + grams(memory.key or "")))
+        doc = _Doc(
+            (
+                tuple(self._tokenize_document(memory.content)) if memory.content else (),
+                tuple(self._tokenize_document(memory.key)) if memory.key else (),
+            ),
+            tuple(grams(memory.content or "") + grams(memory.key or "")),
+        )
         self._memories.append(memory)
         self._docs.append(doc)
         self._slots[memory.memory_id] = slot
@@ -286,12 +304,20 @@ class OwnerSet:
 
     def _grow(self) -> None:
         size = len(self._alive) * 2
-        for name, fill in (("_alive", False), ("_length", 0.0), ("_created", 0), ("_expires", _NO_EXPIRY),
-                           ("_keep", False), ("_session", _NO_SESSION), ("_happened", 0), ("_memory_id", -1),
-                           ("_type", 0)):
+        for name, fill in (
+            ("_alive", False),
+            ("_length", 0.0),
+            ("_created", 0),
+            ("_expires", _NO_EXPIRY),
+            ("_keep", False),
+            ("_session", _NO_SESSION),
+            ("_happened", 0),
+            ("_memory_id", -1),
+            ("_type", 0),
+        ):
             old = getattr(self, name)
             new = np.full(size, fill, dtype=old.dtype)
-            new[:len(old)] = old
+            new[: len(old)] = old
             setattr(self, name, new)
 
     def _compact(self) -> None:
@@ -350,7 +376,7 @@ class OwnerSet:
         """The scope's newest `limit` memories (created_at, then memory_id, descending)."""
         size = len(self._memories)
         found = np.flatnonzero(self._visible(scope, size))
-        order = np.lexsort((-self._memory_id[found], -self._created[found]))[:max(limit, 0)]
+        order = np.lexsort((-self._memory_id[found], -self._created[found]))[: max(limit, 0)]
         return [self._memories[slot] for slot in found[order]]
 
     def in_scope(self, scope: SearchScope, memory_ids: Sequence[int]) -> list[Memory]:
@@ -368,8 +394,11 @@ class OwnerSet:
         if scope.created_after is None:
             return 0
         size = len(self._memories)
-        aged = (self._visible_but_for_age(scope, size) & ~self._keep[:size]
-                & (self._created[:size] < micros(scope.created_after, 0)))
+        aged = (
+            self._visible_but_for_age(scope, size)
+            & ~self._keep[:size]
+            & (self._created[:size] < micros(scope.created_after, 0))
+        )
         return min(int(np.count_nonzero(aged)), cap)
 
     def happened_within(self, scope: SearchScope, windows: Sequence[TimeWindow], limit: int) -> list[Memory]:
@@ -379,8 +408,10 @@ class OwnerSet:
         happened = self._happened[:size]
         found: dict[str, Memory] = {}
         for window in windows:
-            inside = np.flatnonzero(visible & (happened >= micros(window.start, 0)) & (happened < micros(window.end, 0)))
-            order = np.lexsort((self._memory_id[inside], happened[inside]))[:max(limit, 0)]
+            inside = np.flatnonzero(
+                visible & (happened >= micros(window.start, 0)) & (happened < micros(window.end, 0))
+            )
+            order = np.lexsort((self._memory_id[inside], happened[inside]))[: max(limit, 0)]
             found.update((m.id, m) for m in (self._memories[slot] for slot in inside[order]) if m is not None)
         return list(found.values())
 
@@ -398,8 +429,11 @@ class OwnerSet:
                 return None
             if memory.session_id is None:
                 continue
-            group = np.flatnonzero(self._alive[:size] & (self._session[:size] == self._session[slot])
-                                   & (self._type[:size] == self._type[slot]))
+            group = np.flatnonzero(
+                self._alive[:size]
+                & (self._session[:size] == self._session[slot])
+                & (self._type[:size] == self._type[slot])
+            )
             h, i = happened[slot], ids[slot]
             before = group[(happened[group] < h) | ((happened[group] == h) & (ids[group] < i))]
             after = group[(happened[group] > h) | ((happened[group] == h) & (ids[group] > i))]
@@ -459,8 +493,9 @@ class OwnerSet:
         return scores
 
     @staticmethod
-    def _add(scores: np.ndarray | None, size: int, slots: np.ndarray, tf: np.ndarray, weight: float,
-             norm: np.ndarray) -> np.ndarray:
+    def _add(
+        scores: np.ndarray | None, size: int, slots: np.ndarray, tf: np.ndarray, weight: float, norm: np.ndarray
+    ) -> np.ndarray:
         if scores is None:
             scores = np.zeros(size, dtype=np.float64)
         scores[slots] += weight * tf * (BM25_K1 + 1) / (tf + norm[slots])

@@ -64,6 +64,7 @@ class StorePort(Protocol):
 @dataclass
 class WorkingSetStats:
     """Counters since the process started (what is held now is computed in `status`)."""
+
     builds: int = 0
     updates: int = 0
     store_searches: int = 0
@@ -81,16 +82,21 @@ class WorkingSets:
         # without bound, and two owners sharing one only wait for each other's arithmetic.
         self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._lock = threading.Lock()
-        self._too_big: dict[str, float] = {}   # owner -> when it last did not fit (monotonic s)
+        self._too_big: dict[str, float] = {}  # owner -> when it last did not fit (monotonic s)
         self.stats = WorkingSetStats()
 
     def status(self) -> dict[str, int]:
         """Owners held, their bytes and the budget, for metrics and engine status."""
         with self._lock:
-            return {"owners": len(self._sets), "bytes": sum(s.nbytes for s in self._sets.values()),
-                    "budget_bytes": self.budget_bytes, "builds": self.stats.builds,
-                    "updates": self.stats.updates, "store_searches": self.stats.store_searches,
-                    "evictions": self.stats.evictions}
+            return {
+                "owners": len(self._sets),
+                "bytes": sum(s.nbytes for s in self._sets.values()),
+                "budget_bytes": self.budget_bytes,
+                "builds": self.stats.builds,
+                "updates": self.stats.updates,
+                "store_searches": self.stats.store_searches,
+                "evictions": self.stats.evictions,
+            }
 
     def clear(self) -> None:
         with self._lock:
@@ -182,4 +188,3 @@ class WorkingSets:
                 _, dropped = self._sets.popitem(last=False)
                 total -= dropped.nbytes
                 self.stats.evictions += 1
-

@@ -144,17 +144,35 @@ def _all(backend, flt: MemoryFilter | None = None) -> list[Memory]:
 def test_create_then_get_returns_every_field_as_written(backend):
     occurred = datetime(2024, 3, 5, 14, 30, 15, 123456, tzinfo=timezone(timedelta(hours=2)))
     expires = datetime(2031, 1, 2, 3, 4, 5, 654321, tzinfo=UTC)
-    metadata = {"source": "chat", "nested": {"list": [1, "two", {"three": 3.5}], "none": None, "yes": True},
-                "unicode": "Grüße 你好"}
+    metadata = {
+        "source": "chat",
+        "nested": {"list": [1, "two", {"three": 3.5}], "none": None, "yes": True},
+        "unicode": "Grüße 你好",
+    }
     before = utcnow()
-    result = backend.create(_new("Alice prefers green tea", type="episodic", key="drink", metadata=metadata,
-                                 session_id="s1", expires_at=expires, keep=True, occurred_at=occurred))
+    result = backend.create(
+        _new(
+            "Alice prefers green tea",
+            type="episodic",
+            key="drink",
+            metadata=metadata,
+            session_id="s1",
+            expires_at=expires,
+            keep=True,
+            occurred_at=occurred,
+        )
+    )
     after = utcnow()
     assert isinstance(result, UpsertResult) and result.created
     got = backend.get(result.id)
     assert got is not None and got == result.memory
     assert (got.id, got.api_key_id, got.content, got.type, got.key) == (
-        result.id, "alice", "Alice prefers green tea", "episodic", "drink")
+        result.id,
+        "alice",
+        "Alice prefers green tea",
+        "episodic",
+        "drink",
+    )
     assert got.metadata == metadata and got.session_id == "s1" and got.keep is True
     assert got.expires_at == expires and got.occurred_at == occurred  # microseconds kept
     assert _is_utc(got.occurred_at) and _is_utc(got.expires_at)
@@ -192,11 +210,20 @@ def test_get_many_returns_the_existing_ones_by_id(backend):
 
 
 def test_a_keyed_create_updates_the_owners_row_in_place(backend):
-    first = backend.create(_new("Lives in Paris", key="city", type="factual", session_id="s1",
-                                metadata={"a": 1, "b": {"x": 1}}, expires_at=T0 + 3650 * DAY))
+    first = backend.create(
+        _new(
+            "Lives in Paris",
+            key="city",
+            type="factual",
+            session_id="s1",
+            metadata={"a": 1, "b": {"x": 1}},
+            expires_at=T0 + 3650 * DAY,
+        )
+    )
     stored = backend.get(first.id)
-    second = backend.create(_new("Lives in Lisbon", key="city", type="semantic", session_id="s2",
-                                 metadata={"b": {"y": 2}, "c": 3}))
+    second = backend.create(
+        _new("Lives in Lisbon", key="city", type="semantic", session_id="s2", metadata={"b": {"y": 2}, "c": 3})
+    )
     assert second.id == first.id and second.created is False
     got = backend.get(first.id)
     assert got == second.memory
@@ -240,6 +267,7 @@ def test_a_batch_repeating_a_key_upserts_its_own_earlier_draft(backend):
 
 # -- batches ---------------------------------------------------------------------------------
 
+
 def _refused(content: str = "refused") -> NewMemory:
     """A draft every store must refuse: an unknown type (the store's own check is the last
     line of defence behind the engine's validation)."""
@@ -270,8 +298,9 @@ def test_create_many_runs_the_hook_inside_its_transaction(backend):
 
 def test_create_each_stores_every_draft_that_does_not_fail(backend):
     seen: list[list[Memory | None]] = []
-    outcomes = backend.create_each([_new("kept one"), _refused(), _new("kept two", key="k")],
-                                   lambda handle, rows: seen.append(rows))
+    outcomes = backend.create_each(
+        [_new("kept one"), _refused(), _new("kept two", key="k")], lambda handle, rows: seen.append(rows)
+    )
     assert isinstance(outcomes[1], Exception)
     assert isinstance(outcomes[0], UpsertResult) and outcomes[0].created
     assert isinstance(outcomes[2], UpsertResult) and outcomes[2].created
@@ -284,18 +313,29 @@ def test_create_each_stores_every_draft_that_does_not_fail(backend):
 
 def test_update_changes_only_the_fields_the_patch_names(backend):
     said = datetime(2024, 1, 1, tzinfo=UTC)
-    m = _add(backend, "old words", type="factual", key="k", metadata={"a": 1, "b": 2}, session_id="s1",
-             occurred_at=said)
+    m = _add(
+        backend, "old words", type="factual", key="k", metadata={"a": 1, "b": 2}, session_id="s1", occurred_at=said
+    )
     untouched = backend.update(m.id, MemoryPatch(content="new words"))
-    assert (untouched.content, untouched.type, untouched.key, untouched.metadata) == ("new words", "factual", "k",
-                                                                                      {"a": 1, "b": 2})
+    assert (untouched.content, untouched.type, untouched.key, untouched.metadata) == (
+        "new words",
+        "factual",
+        "k",
+        {"a": 1, "b": 2},
+    )
     assert untouched.occurred_at == said and untouched.keep is False and untouched.session_id == "s1"
     assert untouched.created_at == m.created_at and untouched.updated_at >= m.updated_at
     later = said + DAY
-    changed = backend.update(m.id, MemoryPatch(type="semantic", key="k2", metadata={"c": 3}, keep=True,
-                                               occurred_at=later))
+    changed = backend.update(
+        m.id, MemoryPatch(type="semantic", key="k2", metadata={"c": 3}, keep=True, occurred_at=later)
+    )
     assert (changed.type, changed.key, changed.metadata, changed.keep, changed.occurred_at) == (
-        "semantic", "k2", {"c": 3}, True, later)  # metadata replaced whole
+        "semantic",
+        "k2",
+        {"c": 3},
+        True,
+        later,
+    )  # metadata replaced whole
     assert backend.get(m.id) == changed
     assert backend.update(m.id, MemoryPatch(keep=False)).keep is False
 
@@ -347,16 +387,20 @@ def _clear_fixture(store: Store) -> dict[str, Memory]:
     return made
 
 
-@pytest.mark.parametrize(("flt", "gone"), [
-    (MemoryFilter(api_key_id="alice"), {"a_s1_fact", "a_s1_epi", "a_s2_fact", "a_old"}),
-    (MemoryFilter(api_key_id="alice", session_id="s1"), {"a_s1_fact", "a_s1_epi"}),
-    (MemoryFilter(session_id="s1"), {"a_s1_fact", "a_s1_epi", "b_s1_fact"}),
-    (MemoryFilter(api_key_id="alice", type="factual"), {"a_s1_fact", "a_s2_fact"}),
-    (MemoryFilter(created_before=T0 + DAY), {"a_old"}),
-    (MemoryFilter(owners=frozenset({"bob", "carol"})), {"b_s1_fact", "c_fact"}),
-    (MemoryFilter(q="ONE"), {"a_s1_fact", "b_s1_fact", "c_fact"}),
-    (MemoryFilter(), {"a_s1_fact", "a_s1_epi", "a_s2_fact", "a_old", "b_s1_fact", "c_fact"}),
-], ids=["owner", "owner+session", "session", "type", "created_before", "owners", "q", "everything"])
+@pytest.mark.parametrize(
+    ("flt", "gone"),
+    [
+        (MemoryFilter(api_key_id="alice"), {"a_s1_fact", "a_s1_epi", "a_s2_fact", "a_old"}),
+        (MemoryFilter(api_key_id="alice", session_id="s1"), {"a_s1_fact", "a_s1_epi"}),
+        (MemoryFilter(session_id="s1"), {"a_s1_fact", "a_s1_epi", "b_s1_fact"}),
+        (MemoryFilter(api_key_id="alice", type="factual"), {"a_s1_fact", "a_s2_fact"}),
+        (MemoryFilter(created_before=T0 + DAY), {"a_old"}),
+        (MemoryFilter(owners=frozenset({"bob", "carol"})), {"b_s1_fact", "c_fact"}),
+        (MemoryFilter(q="ONE"), {"a_s1_fact", "b_s1_fact", "c_fact"}),
+        (MemoryFilter(), {"a_s1_fact", "a_s1_epi", "a_s2_fact", "a_old", "b_s1_fact", "c_fact"}),
+    ],
+    ids=["owner", "owner+session", "session", "type", "created_before", "owners", "q", "everything"],
+)
 def test_clear_deletes_exactly_the_filtered_memories(store: Store, flt: MemoryFilter, gone: set[str]):
     made = _clear_fixture(store)
     assert store.backend.clear(flt) == len(gone)
@@ -387,11 +431,11 @@ def test_delete_hooks_see_every_deleted_row_and_can_undo_the_delete(backend):
 
 def test_list_is_newest_first_with_aggregates_over_the_whole_filtered_set(store: Store):
     b = store.backend
-    first = _add(b, "abcde", type="episodic")           # 2 tokens
-    second = _add(b, "abcd", type="procedural")         # 1 token
-    third = _add(b, "a" * 9)                            # 3 tokens
+    first = _add(b, "abcde", type="episodic")  # 2 tokens
+    second = _add(b, "abcd", type="procedural")  # 1 token
+    third = _add(b, "a" * 9)  # 3 tokens
     _add(b, "someone else's", owner="bob")
-    store.backdate(second.id, T0)                       # now the oldest, though created later
+    store.backdate(second.id, T0)  # now the oldest, though created later
     page = b.list(MemoryFilter(api_key_id="alice"), 2, 0)
     assert [m.id for m in page.data] == [third.id, first.id]
     assert page.total == 3 and page.tokens_used == 2 + 1 + 3
@@ -414,13 +458,17 @@ def test_list_token_sum_is_the_estimate_of_each_content(backend):
     assert backend.list(MemoryFilter(), 10, 0).tokens_used == sum(map(estimate_tokens, contents))
 
 
-@pytest.mark.parametrize(("flt", "want"), [
-    (MemoryFilter(api_key_id="alice"), {"a_s1_fact", "a_s1_epi", "a_s2_fact", "a_old"}),
-    (MemoryFilter(api_key_id="alice", session_id="s1", type="episodic"), {"a_s1_epi"}),
-    (MemoryFilter(created_before=T0 + DAY), {"a_old"}),
-    (MemoryFilter(owners=frozenset({"bob"})), {"b_s1_fact"}),
-    (MemoryFilter(api_key_id="alice", q="THREE"), {"a_s2_fact"}),
-], ids=["owner", "session+type", "created_before", "owners", "q"])
+@pytest.mark.parametrize(
+    ("flt", "want"),
+    [
+        (MemoryFilter(api_key_id="alice"), {"a_s1_fact", "a_s1_epi", "a_s2_fact", "a_old"}),
+        (MemoryFilter(api_key_id="alice", session_id="s1", type="episodic"), {"a_s1_epi"}),
+        (MemoryFilter(created_before=T0 + DAY), {"a_old"}),
+        (MemoryFilter(owners=frozenset({"bob"})), {"b_s1_fact"}),
+        (MemoryFilter(api_key_id="alice", q="THREE"), {"a_s2_fact"}),
+    ],
+    ids=["owner", "session+type", "created_before", "owners", "q"],
+)
 def test_list_filters(store: Store, flt: MemoryFilter, want: set[str]):
     made = _clear_fixture(store)
     page = store.backend.list(flt, 100, 0)
@@ -610,9 +658,39 @@ def test_search_follows_updates_rewrites_and_deletes(backend):
     assert backend.search_keyword(_scope(), "hamster", 10) == []
 
 
-@pytest.mark.parametrize("query", ['C++', '"', '""', '*', 'asterisk*', '(', ')', 'parens(test)', 'OR', 'AND',
-                                   'NOT', 'NEAR', 'a OR', 'content:', 'key:x', '-x', '^start', '{content}', "'",
-                                   '\\', '%', '_', ':', '', '   ', 'the of and', 'Johnson & Johnson', 'x' * 2000])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "C++",
+        '"',
+        '""',
+        "*",
+        "asterisk*",
+        "(",
+        ")",
+        "parens(test)",
+        "OR",
+        "AND",
+        "NOT",
+        "NEAR",
+        "a OR",
+        "content:",
+        "key:x",
+        "-x",
+        "^start",
+        "{content}",
+        "'",
+        "\\",
+        "%",
+        "_",
+        ":",
+        "",
+        "   ",
+        "the of and",
+        "Johnson & Johnson",
+        "x" * 2000,
+    ],
+)
 def test_search_never_parses_the_query_as_syntax(backend, query):
     _add(backend, "I write C++ and OR gates with parens(test) and Johnson & Johnson")
     for owner in ("alice", None):
@@ -698,12 +776,18 @@ def test_happened_within_returns_up_to_limit_per_window(backend):
 
 
 def _turn(backend, content: str, hour: int, session: str | None = "chat", **kw: Any) -> Memory:
-    return _add(backend, content, session_id=session, type=kw.pop("type", "episodic"),
-                occurred_at=T0 + timedelta(hours=hour), **kw)
+    return _add(
+        backend,
+        content,
+        session_id=session,
+        type=kw.pop("type", "episodic"),
+        occurred_at=T0 + timedelta(hours=hour),
+        **kw,
+    )
 
 
 def test_neighbours_are_the_turns_before_and_after_by_when_they_were_said(backend):
-    third = _turn(backend, "third", 3)   # stored first, said last
+    third = _turn(backend, "third", 3)  # stored first, said last
     first = _turn(backend, "first", 1)
     second = _turn(backend, "second", 2)
     _turn(backend, "a fact in between", 2, type="factual")  # another type is not a turn of this talk
@@ -753,10 +837,16 @@ def test_neighbours_apply_the_scope(backend):
 
 def test_older_than_is_oldest_first_by_owner_and_session(store: Store):
     b = store.backend
-    made = {name: _add(b, name, owner=owner, session_id=session, keep=keep)
-            for name, owner, session, keep in [("a1", "alice", "s1", False), ("a2", "alice", "s2", False),
-                                               ("kept", "alice", "s1", True), ("bob", "bob", "s1", False),
-                                               ("new", "alice", "s1", False)]}
+    made = {
+        name: _add(b, name, owner=owner, session_id=session, keep=keep)
+        for name, owner, session, keep in [
+            ("a1", "alice", "s1", False),
+            ("a2", "alice", "s2", False),
+            ("kept", "alice", "s1", True),
+            ("bob", "bob", "s1", False),
+            ("new", "alice", "s1", False),
+        ]
+    }
     for days, name in ((10, "a1"), (20, "a2"), (15, "kept"), (12, "bob")):
         store.backdate(made[name].id, T0 - days * DAY)
     names = {m.id: n for n, m in made.items()}
@@ -772,8 +862,12 @@ def test_page_by_memory_id_walks_every_owner_in_memory_id_order(store: Store):
     made = [_add(b, f"m{i}", owner=("alice", "bob")[i % 2]) for i in range(7)]
     store.backdate(made[5].id, T0)  # the order is memory_id, not created_at
     pages = [b.page_by_memory_id(offset, 3) for offset in (0, 3, 6, 9)]
-    assert [[m.id for m in page] for page in pages] == [[m.id for m in made[0:3]], [m.id for m in made[3:6]],
-                                                        [made[6].id], []]
+    assert [[m.id for m in page] for page in pages] == [
+        [m.id for m in made[0:3]],
+        [m.id for m in made[3:6]],
+        [made[6].id],
+        [],
+    ]
 
 
 def test_mark_all_for_reindex_counts_what_it_marked(backend):
@@ -788,9 +882,10 @@ def test_replace_with_summary_stores_the_summary_and_deletes_the_originals(backe
     backend.add_delete_hook(lambda handle, rows: deleted.extend(rows))
     olds = [_add(backend, f"old {i}") for i in range(3)]
     other = _add(backend, "not folded")
-    result, removed = backend.replace_with_summary([m.id for m in olds] + ["00000000-0000-4000-8000-000000000000"],
-                                                   _new("summary of three", type="semantic",
-                                                        metadata={"summarized": 3}))
+    result, removed = backend.replace_with_summary(
+        [m.id for m in olds] + ["00000000-0000-4000-8000-000000000000"],
+        _new("summary of three", type="semantic", metadata={"summarized": 3}),
+    )
     assert removed == 3 and result.created
     assert sorted(deleted) == sorted((m.id, m.memory_id) for m in olds)
     summary = backend.get(result.id)
@@ -800,8 +895,9 @@ def test_replace_with_summary_stores_the_summary_and_deletes_the_originals(backe
 
 def test_rewrite_contents_replaces_content_and_counts_rows(backend):
     a, b, c = _add(backend, "long a"), _add(backend, "long b"), _add(backend, "long c", key="k")
-    changed = backend.rewrite_contents({a.id: "short a", c.id: "short c",
-                                        "00000000-0000-4000-8000-000000000000": "nobody"})
+    changed = backend.rewrite_contents(
+        {a.id: "short a", c.id: "short c", "00000000-0000-4000-8000-000000000000": "nobody"}
+    )
     assert changed == 2
     got_a, got_c = backend.get(a.id), backend.get(c.id)
     assert (got_a.content, got_c.content, got_c.key) == ("short a", "short c", "k")

@@ -48,10 +48,18 @@ def other(db: PgDatabase, open_db) -> PgDatabase:
     return open_db()
 
 
-def _insert(conn: psycopg.Connection, memory_id: str, owner: str = "alice", key: str | None = None,
-            content: str = "some content") -> None:
-    conn.execute("INSERT INTO memories (id, api_key_id, type, key, content, created_at, updated_at) "
-                 "VALUES (%s, %s, 'factual', %s, %s, now(), now())", (memory_id, owner, key, content))
+def _insert(
+    conn: psycopg.Connection,
+    memory_id: str,
+    owner: str = "alice",
+    key: str | None = None,
+    content: str = "some content",
+) -> None:
+    conn.execute(
+        "INSERT INTO memories (id, api_key_id, type, key, content, created_at, updated_at) "
+        "VALUES (%s, %s, 'factual', %s, %s, now(), now())",
+        (memory_id, owner, key, content),
+    )
 
 
 def _ids(db: PgDatabase) -> set[str]:
@@ -311,8 +319,10 @@ def test_a_database_newer_than_this_memsvc_is_refused_untouched(postgres_db_url,
     fresh = open_db()
     newer = latest_version() + 1
     with fresh.write() as conn:
-        conn.execute("CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
-                     "applied_at timestamptz NOT NULL DEFAULT now())")
+        conn.execute(
+            "CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, "
+            "applied_at timestamptz NOT NULL DEFAULT now())"
+        )
         conn.execute("INSERT INTO schema_migrations (version, name) VALUES (%s, 'from_the_future')", (newer,))
     with pytest.raises(StorageVersionError) as caught:
         apply_migrations(fresh)
@@ -329,13 +339,21 @@ def test_a_database_newer_than_this_memsvc_is_refused_untouched(postgres_db_url,
 
 def test_memories_have_the_sqlite_indexes_and_the_keyword_index(db, sqlite_database: Database):
     with sqlite_database.read() as conn:
-        sqlite = {r[0] for r in conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories' "
-            "AND name NOT LIKE 'sqlite_autoindex%'").fetchall()}
+        sqlite = {
+            r[0]
+            for r in conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'memories' "
+                "AND name NOT LIKE 'sqlite_autoindex%'"
+            ).fetchall()
+        }
     with db.read() as conn:
-        pg = {r[0] for r in conn.execute(
-            "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' "
-            "AND indexname NOT IN ('memories_pkey', 'memories_memory_id_key')").fetchall()}
+        pg = {
+            r[0]
+            for r in conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE tablename = 'memories' "
+                "AND indexname NOT IN ('memories_pkey', 'memories_memory_id_key')"
+            ).fetchall()
+        }
         search = conn.execute("SELECT indexdef FROM pg_indexes WHERE indexname = 'idx_memories_search'").fetchone()[0]
     assert pg == sqlite | {"idx_memories_search"}
     assert "USING gin (search)" in search
@@ -364,9 +382,14 @@ def test_the_keyword_document_is_english_over_content_and_key(db):
         _insert(conn, "m2", content="Nothing relevant here")
         conn.execute("UPDATE memories SET content = 'now about gardens' WHERE id = 'm2'")
     with db.read() as conn:
+
         def matching(query: str) -> set[str]:
-            return {r[0] for r in conn.execute(
-                "SELECT id FROM memories WHERE search @@ plainto_tsquery('english', %s)", (query,))}
+            return {
+                r[0]
+                for r in conn.execute(
+                    "SELECT id FROM memories WHERE search @@ plainto_tsquery('english', %s)", (query,)
+                )
+            }
 
         assert matching("runs") == {"m1"}  # stemmed
         assert matching("editor") == {"m1"}  # from the key
@@ -377,5 +400,7 @@ def test_the_keyword_document_is_english_over_content_and_key(db):
 def test_a_memory_type_outside_the_four_is_refused(db):
     with pytest.raises(psycopg.errors.CheckViolation):
         with db.write() as conn:
-            conn.execute("INSERT INTO memories (id, api_key_id, type, content, created_at, updated_at) "
-                         "VALUES ('m1', 'alice', 'other', 'x', now(), now())")
+            conn.execute(
+                "INSERT INTO memories (id, api_key_id, type, content, created_at, updated_at) "
+                "VALUES ('m1', 'alice', 'other', 'x', now(), now())"
+            )

@@ -68,28 +68,50 @@ def words(backend: PgMemoryBackend) -> PgMemoryBackend:
 
 
 @pytest.mark.parametrize("owner", ["alice", None], ids=["owner", "global"])
-@pytest.mark.parametrize(("query", "want"), [
-    ("!lantern", {"the lantern glows"}),                       # not a negation
-    ("lantern & zebra", {"the lantern glows", "a zebra runs"}),  # not an AND: one word is enough
-    ("lantern | zebra", {"the lantern glows", "a zebra runs"}),
-    ("lantern <-> zebra", {"the lantern glows", "a zebra runs"}),  # not a phrase
-    ("catal:*", set()),                                        # not a prefix search
-    ("catalog:*", {"the catalog of parts"}),
-    ("(lantern", {"the lantern glows"}),
-    ("lantern)", {"the lantern glows"}),
-    ("'lantern'", {"the lantern glows"}),
-    ("lantern's", {"the lantern glows"}),
-    ('"lantern', {"the lantern glows"}),
-    ("lantern:A", {"the lantern glows"}),                      # not a weight
-    ("C++ work", {"I write C++ at work"}),
-    ("\\lantern", {"the lantern glows"}),
-])
+@pytest.mark.parametrize(
+    ("query", "want"),
+    [
+        ("!lantern", {"the lantern glows"}),  # not a negation
+        ("lantern & zebra", {"the lantern glows", "a zebra runs"}),  # not an AND: one word is enough
+        ("lantern | zebra", {"the lantern glows", "a zebra runs"}),
+        ("lantern <-> zebra", {"the lantern glows", "a zebra runs"}),  # not a phrase
+        ("catal:*", set()),  # not a prefix search
+        ("catalog:*", {"the catalog of parts"}),
+        ("(lantern", {"the lantern glows"}),
+        ("lantern)", {"the lantern glows"}),
+        ("'lantern'", {"the lantern glows"}),
+        ("lantern's", {"the lantern glows"}),
+        ('"lantern', {"the lantern glows"}),
+        ("lantern:A", {"the lantern glows"}),  # not a weight
+        ("C++ work", {"I write C++ at work"}),
+        ("\\lantern", {"the lantern glows"}),
+    ],
+)
 def test_tsquery_operators_in_the_text_are_only_text(words, owner, query, want):
     assert _found(words, query, owner) == want
 
 
-@pytest.mark.parametrize("query", ["C++", '"', "'", ":*", "&", "|", "!", "(", ")", "<->", "!!", "&|!(", "''''",
-                                   "'; DROP TABLE memories; --", "over under", "a:* & !b"])
+@pytest.mark.parametrize(
+    "query",
+    [
+        "C++",
+        '"',
+        "'",
+        ":*",
+        "&",
+        "|",
+        "!",
+        "(",
+        ")",
+        "<->",
+        "!!",
+        "&|!(",
+        "''''",
+        "'; DROP TABLE memories; --",
+        "over under",
+        "a:* & !b",
+    ],
+)
 def test_a_query_of_operators_alone_finds_nothing_and_fails_nothing(words, query):
     for owner in ("alice", None):
         assert words.search_keyword(_scope(owner), query, 10) == []
@@ -116,9 +138,11 @@ def test_an_owners_search_weighs_words_by_that_owners_memories(backend):
 # ---- values PostgreSQL cannot hold ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("draft", [_new("nul \x00 inside"), _new("fine", key="k\x00"),
-                                   _new("fine", metadata={"note": "nul \x00 inside"})],
-                         ids=["content", "key", "metadata"])
+@pytest.mark.parametrize(
+    "draft",
+    [_new("nul \x00 inside"), _new("fine", key="k\x00"), _new("fine", metadata={"note": "nul \x00 inside"})],
+    ids=["content", "key", "metadata"],
+)
 def test_a_nul_character_is_bad_input_and_stores_nothing(backend, draft):
     with pytest.raises(ValidationError) as caught:
         backend.create(draft)
@@ -142,8 +166,7 @@ def test_two_replicas_upserting_one_key_at_once_leave_one_row(open_backend):
         try:
             barrier.wait()
             for n in range(rounds):
-                results[i].append(replicas[i].create(_new(f"replica {i} round {n}", key="city",
-                                                          metadata={f"r{i}": n})))
+                results[i].append(replicas[i].create(_new(f"replica {i} round {n}", key="city", metadata={f"r{i}": n})))
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
             failures.append(exc)
 

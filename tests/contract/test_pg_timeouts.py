@@ -83,14 +83,17 @@ def test_a_statement_after_a_failed_one_in_the_same_read_is_unavailable_not_inte
         assert conn.execute("SELECT 1").fetchone() == (1,)
 
 
-def test_a_transaction_left_idle_past_the_bound_is_ended_by_the_server_and_the_pool_recovers(
-        open_db, postgres_db_url):
+def test_a_transaction_left_idle_past_the_bound_is_ended_by_the_server_and_the_pool_recovers(open_db, postgres_db_url):
     db = open_db(idle_in_transaction_timeout_s=0.3)
     with pytest.raises(UnavailableError) as caught, psycopg.connect(postgres_db_url, autocommit=True) as watch:
         with db.read() as conn:
             backend = conn.execute("SELECT pg_backend_pid()").fetchone()[0]
-            _until("end of the idle session", lambda: watch.execute(
-                "SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone()[0] == 0)
+            _until(
+                "end of the idle session",
+                lambda: (
+                    watch.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s", (backend,)).fetchone()[0] == 0
+                ),
+            )
             conn.execute("SELECT 1")
     assert status_for(caught.value).code == grpc.StatusCode.UNAVAILABLE
     with db.read() as conn:
@@ -112,24 +115,36 @@ def test_migrations_wait_for_another_replicas_lock_past_the_statement_timeout(op
         holder.execute("SELECT pg_advisory_xact_lock(%s)", (_MIGRATION_LOCK,))
         runner.start()
         # Waited on the lock for more than three statement timeouts, or already failed.
-        _until("a long wait on the migration lock", lambda: not runner.is_alive() or watch.execute(
-            "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'memsvc' AND wait_event_type = 'Lock'"
-            " AND now() - query_start > interval '1 second'").fetchone()[0] == 1)
+        _until(
+            "a long wait on the migration lock",
+            lambda: (
+                not runner.is_alive()
+                or watch.execute(
+                    "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'memsvc' AND wait_event_type = 'Lock'"
+                    " AND now() - query_start > interval '1 second'"
+                ).fetchone()[0]
+                == 1
+            ),
+        )
         assert failures == []
         holder.commit()
     runner.join(60)
     assert failures == [] and current_version(db) == latest_version()
 
 
-@pytest.mark.parametrize("error", [
-    pg_errors.AdminShutdown("terminating connection due to administrator command"),
-    pg_errors.CrashShutdown("terminating connection because of crash of another server process"),
-    pg_errors.CannotConnectNow("the database system is starting up"),
-    pg_errors.QueryCanceled("canceling statement due to statement timeout"),
-    pg_errors.IdleInTransactionSessionTimeout("terminating connection due to idle-in-transaction timeout"),
-    pg_errors.InFailedSqlTransaction("current transaction is aborted"),
-    PoolTimeout("no connection to the database within 2.5 s"),
-], ids=lambda e: type(e).__name__)
+@pytest.mark.parametrize(
+    "error",
+    [
+        pg_errors.AdminShutdown("terminating connection due to administrator command"),
+        pg_errors.CrashShutdown("terminating connection because of crash of another server process"),
+        pg_errors.CannotConnectNow("the database system is starting up"),
+        pg_errors.QueryCanceled("canceling statement due to statement timeout"),
+        pg_errors.IdleInTransactionSessionTimeout("terminating connection due to idle-in-transaction timeout"),
+        pg_errors.InFailedSqlTransaction("current transaction is aborted"),
+        PoolTimeout("no connection to the database within 2.5 s"),
+    ],
+    ids=lambda e: type(e).__name__,
+)
 def test_a_server_away_or_slow_is_unavailable_with_what_happened(error):
     mapped = as_domain_error(error)
     assert isinstance(mapped, UnavailableError) and str(error) in mapped.message

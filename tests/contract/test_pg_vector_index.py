@@ -63,7 +63,7 @@ def test_a_large_owners_search_is_an_hnsw_index_scan_with_the_scope_as_its_filte
     _crowd_and_far(h)
     plan = h.index.explain_search(_scope("crowd", session_only=True, session_id=None), np.ones(DIM), 20)
     assert "Index Scan using memory_vectors_embedding" in plan
-    hnsw = plan[plan.index("Index Scan using memory_vectors_embedding"):].splitlines()
+    hnsw = plan[plan.index("Index Scan using memory_vectors_embedding") :].splitlines()
     assert "Order By: (embedding <=>" in hnsw[1]
     assert "api_key_id = 'crowd'" in hnsw[2] and "session_id = ''" in hnsw[2] and "expires_at" in hnsw[2]
 
@@ -149,22 +149,28 @@ def _wait_for_lock_wait(url: str, timeout_s: float = 30.0) -> None:
     """Poll until some session of this database waits for a row lock."""
     deadline = time.monotonic() + timeout_s
     with psycopg.connect(url, autocommit=True) as watcher:
-        while watcher.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
-                              "AND wait_event_type = 'Lock'").fetchone()[0] == 0:
+        while (
+            watcher.execute(
+                "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND wait_event_type = 'Lock'"
+            ).fetchone()[0]
+            == 0
+        ):
             assert time.monotonic() < deadline, "no session waited for the edit's lock"
             time.sleep(0.01)
 
 
 def test_an_upsert_racing_an_edit_in_another_process_never_keeps_the_old_vector(
-        h: Harness, postgres_db_url: str) -> None:
+    h: Harness, postgres_db_url: str
+) -> None:
     """The edit is uncommitted when the upsert of the old text starts: the upsert waits for
     it, sees the new text and skips the row, which stays pending."""
     (memory,) = h.add_many([Draft("old words")])
     h.index.ensure(SIGNATURE, DIM)
     edit = psycopg.connect(postgres_db_url)
     try:
-        edit.execute("UPDATE memories SET content = 'new words', needs_reindex = true WHERE memory_id = %s",
-                     (memory.memory_id,))
+        edit.execute(
+            "UPDATE memories SET content = 'new words', needs_reindex = true WHERE memory_id = %s", (memory.memory_id,)
+        )
         written: list[int] = []
         upsert = threading.Thread(target=lambda: written.append(h.index.upsert(_rows([memory], _vectors(1, 46)))))
         upsert.start()
@@ -190,7 +196,8 @@ def test_an_ensure_that_did_not_commit_leaves_no_table_behind_in_the_index(h: Ha
 
 
 def test_a_search_in_a_snapshot_older_than_another_replicas_reset_fails_as_a_vector_error(
-        h: Harness, replica: LocalVectorIndex) -> None:
+    h: Harness, replica: LocalVectorIndex
+) -> None:
     """The snapshot still records the old dimension while the table is already the new one:
     the search fails as a VectorError (the engine then falls back to keywords), never as a
     database error."""
@@ -256,7 +263,8 @@ def test_an_owner_is_searched_from_memory_after_one_build_with_the_exact_order(m
 
 
 def test_every_write_through_another_replica_is_in_the_next_search_from_memory(
-        mem: Harness, mem_replica: LocalVectorIndex) -> None:
+    mem: Harness, mem_replica: LocalVectorIndex
+) -> None:
     """The replica's writes reach this process only through the database: each kind moves
     the owner's change number, and the next search applies the changed rows."""
     memories = _indexed(mem, _drafts(20), _vectors(20, 62))
@@ -286,7 +294,8 @@ def test_every_write_through_another_replica_is_in_the_next_search_from_memory(
 
 
 def test_a_snapshot_older_than_the_block_is_answered_with_the_rows_it_sees(
-        mem: Harness, mem_replica: LocalVectorIndex) -> None:
+    mem: Harness, mem_replica: LocalVectorIndex
+) -> None:
     """A request that began before a write this process has applied already: the block and
     the owner's working set are newer than its snapshot, and answer it (as they answer its
     keyword search) with what they hold, never with less; without a working set to read the

@@ -48,8 +48,10 @@ def test_a_write_update_and_delete_through_one_replica_is_in_the_next_search_of_
     assert _from_set(reader, "copper") == ["copper wire"]
     writer.delete(second.id)
     assert _from_set(reader, "zebra") == []
-    writer.create_many([NewMemory(api_key_id=OWNER, content=f"meadow {i}") for i in range(3)]
-                       + [NewMemory(api_key_id="bob", content="meadow of bob")])
+    writer.create_many(
+        [NewMemory(api_key_id=OWNER, content=f"meadow {i}") for i in range(3)]
+        + [NewMemory(api_key_id="bob", content="meadow of bob")]
+    )
     assert _from_set(reader, "meadow") == ["meadow 0", "meadow 1", "meadow 2"]
     assert _from_set(reader, "meadow", owner="bob") == ["meadow of bob"]
     # Followed through the log, never rebuilt; and the backend's own search is the set's.
@@ -86,8 +88,10 @@ def test_concurrent_writers_of_one_owner_never_leave_a_stale_set(replica):
                 elif action < 0.45 and mine:
                     backend.update(rnd.choice(mine), MemoryPatch(content=text()))
                 elif action < 0.6:
-                    mine += [r.id for r in backend.create_many([NewMemory(api_key_id=OWNER, content=text())
-                                                                for _ in range(3)])]
+                    mine += [
+                        r.id
+                        for r in backend.create_many([NewMemory(api_key_id=OWNER, content=text()) for _ in range(3)])
+                    ]
                 else:
                     mine.append(backend.create(NewMemory(api_key_id=OWNER, content=text())).id)
         except BaseException as exc:  # noqa: BLE001 - reported by the main thread
@@ -103,8 +107,9 @@ def test_concurrent_writers_of_one_owner_never_leave_a_stale_set(replica):
                 word = rnd.choice(WORDS)
                 with reader.db.read() as conn:
                     hits = reader.working_sets.search_keyword(conn, _scope(), word, 1000)
-                    rows = [row_to_memory(r) for r in
-                            conn.execute(SELECT + " WHERE api_key_id = %s", (OWNER,)).fetchall()]
+                    rows = [
+                        row_to_memory(r) for r in conn.execute(SELECT + " WHERE api_key_id = %s", (OWNER,)).fetchall()
+                    ]
                 if hits is not None:
                     answered += 1
                     assert sorted(h.memory.content for h in hits) == _expected(rows, word)

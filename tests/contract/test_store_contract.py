@@ -99,9 +99,16 @@ def test_settings_of_an_untouched_namespace_are_empty_at_version_zero(this):
 
 
 def test_settings_round_trip_as_written_through_another_handle(this, other):
-    values = {"maxTokens": 1200, "enabled": True, "strategy": "hybrid", "customBaseUrl": None,
-              "ratio": 0.25, "fallbackBackends": ["mem0", "zep"], "name": "Zoë 深色",
-              "backendConfigs": {"zep": {"url": "http://z", "apiKey": "k"}, "mem0": {"b": 1, "a": 2}}}
+    values = {
+        "maxTokens": 1200,
+        "enabled": True,
+        "strategy": "hybrid",
+        "customBaseUrl": None,
+        "ratio": 0.25,
+        "fallbackBackends": ["mem0", "zep"],
+        "name": "Zoë 深色",
+        "backendConfigs": {"zep": {"url": "http://z", "apiKey": "k"}, "mem0": {"b": 1, "a": 2}},
+    }
     this.settings.write_settings("memory", values)
     read = other.settings.read_settings("memory")
     assert read == values
@@ -147,7 +154,12 @@ def test_renew_and_release_only_by_the_holder_the_others_change_nothing(this, ot
     assert not other.leases.release("job", "holder-b", payload="not mine")
     after = other.leases.read("job")
     assert (after.holder, after.expires_at, after.payload, after.seq, after.live) == (
-        before.holder, before.expires_at, before.payload, before.seq, True)
+        before.holder,
+        before.expires_at,
+        before.payload,
+        before.seq,
+        True,
+    )
     assert not other.leases.renew("missing", "holder-b", 10)
     assert this.leases.renew("job", "holder-a", 7200)
     assert other.leases.read("job").expires_at > before.expires_at
@@ -211,14 +223,21 @@ def test_two_threads_racing_for_a_lease_one_wins(this, other):
 # ---- credentials -----------------------------------------------------------------------
 
 
-def _credential(credential_id: str, tenants: frozenset[str] | None = frozenset({"key-a", "key-b"}),
-                permissions: frozenset[str] = frozenset({READ, WRITE}), characters: bool = False) -> Credential:
+def _credential(
+    credential_id: str,
+    tenants: frozenset[str] | None = frozenset({"key-a", "key-b"}),
+    permissions: frozenset[str] = frozenset({READ, WRITE}),
+    characters: bool = False,
+) -> Credential:
     return Credential(credential_id, permissions, tenants, characters)
 
 
 def _is_recent_utc(moment: datetime | None) -> bool:
-    return (moment is not None and moment.utcoffset() == UTC.utcoffset(None)
-            and abs((datetime.now(UTC) - moment).total_seconds()) < 3600)
+    return (
+        moment is not None
+        and moment.utcoffset() == UTC.utcoffset(None)
+        and abs((datetime.now(UTC) - moment).total_seconds()) < 3600
+    )
 
 
 def _found(store: Any, lookup: str, secret: str) -> Credential | None:
@@ -232,7 +251,12 @@ def _found(store: Any, lookup: str, secret: str) -> Credential | None:
 def test_an_inserted_credential_is_found_by_its_lookup_and_secret_only(this, other):
     stored = this.credentials.insert(_credential("agent-1"), "0123456789ab", "s3cret")
     assert (stored.id, stored.permissions, stored.tenants, stored.characters, stored.revoked_at) == (
-        "agent-1", frozenset({READ, WRITE}), frozenset({"key-a", "key-b"}), False, None)
+        "agent-1",
+        frozenset({READ, WRITE}),
+        frozenset({"key-a", "key-b"}),
+        False,
+        None,
+    )
     assert _is_recent_utc(stored.created_at)
     row = other.credentials.by_lookup("0123456789ab")
     assert row.credential == stored and row.digest == secret_digest("s3cret")  # never the secret itself
@@ -257,7 +281,11 @@ def test_an_id_taken_is_a_conflict_and_stores_nothing(this, other):
 
 
 def test_all_lists_every_credential_in_id_order_revoked_ones_too(this, other):
-    for credential_id, lookup in (("b-agent", "bbbbbbbbbbbb"), ("B-agent", "cccccccccccc"), ("a-agent", "dddddddddddd")):
+    for credential_id, lookup in (
+        ("b-agent", "bbbbbbbbbbbb"),
+        ("B-agent", "cccccccccccc"),
+        ("a-agent", "dddddddddddd"),
+    ):
         this.credentials.insert(_credential(credential_id), lookup, "s")
     this.credentials.revoke("b-agent")
     listed = other.credentials.all()

@@ -97,10 +97,15 @@ def test_a_nul_character_in_a_summary_stores_nothing_and_deletes_nothing(store):
     assert _contents(backend) == ["an original"]
 
 
-@pytest.mark.parametrize("patch,field", [(MemoryPatch(content="nul \x00"), "content"),
-                                         (MemoryPatch(key="k\x00"), "key"),
-                                         (MemoryPatch(metadata={"a\x00": 1}), "metadata")],
-                         ids=["content", "key", "metadata"])
+@pytest.mark.parametrize(
+    "patch,field",
+    [
+        (MemoryPatch(content="nul \x00"), "content"),
+        (MemoryPatch(key="k\x00"), "key"),
+        (MemoryPatch(metadata={"a\x00": 1}), "metadata"),
+    ],
+    ids=["content", "key", "metadata"],
+)
 def test_a_nul_character_in_an_update_is_refused_and_changes_nothing(store, patch, field):
     _, backend, _ = store
     created = backend.create(_new("as it was", key="k1", metadata={"a": 1}))
@@ -193,8 +198,9 @@ def test_a_duplicate_key_update_is_the_same_conflict_on_both(store):
 
 
 def test_the_scope_rule_is_one_clause_in_two_syntaxes():
-    scope = SearchScope(api_key_id="alice", now=utcnow(), created_after=utcnow() - timedelta(days=3),
-                        session_only=True, session_id=None)
+    scope = SearchScope(
+        api_key_id="alice", now=utcnow(), created_after=utcnow() - timedelta(days=3), session_only=True, session_id=None
+    )
     (lite, lite_params), (pg, pg_params) = scope_clause(SQLITE_SQL, scope), scope_clause(POSTGRES_SQL, scope)
     assert lite.count("?") == pg.count("%s") == len(lite_params) == len(pg_params) == 4
     assert lite_params[1:3] == pg_params[1:3] == ["alice", None]

@@ -61,8 +61,14 @@ class Harness:
     filters_from_rows: bool = False
 
 
-def _harness(index: Any, database: Any, backend: Any, placeholder: str,
-             fetch: Callable[[Any], list] = lambda cur: cur.fetchall(), filters_from_rows: bool = False) -> Harness:
+def _harness(
+    index: Any,
+    database: Any,
+    backend: Any,
+    placeholder: str,
+    fetch: Callable[[Any], list] = lambda cur: cur.fetchall(),
+    filters_from_rows: bool = False,
+) -> Harness:
     """A Harness over a store's memory backend; `placeholder` is its SQL parameter mark,
     `fetch` reads a cursor's rows (none for a statement that returns none)."""
 
@@ -72,8 +78,19 @@ def _harness(index: Any, database: Any, backend: Any, placeholder: str,
             return [tuple(row) for row in fetch(cur)]
 
     def add_many(drafts: Sequence[Draft]) -> list[Memory]:
-        results = backend.create_many([NewMemory(api_key_id=d.owner, content=d.content, session_id=d.session_id,
-                                                 key=d.key, expires_at=d.expires_at, keep=d.keep) for d in drafts])
+        results = backend.create_many(
+            [
+                NewMemory(
+                    api_key_id=d.owner,
+                    content=d.content,
+                    session_id=d.session_id,
+                    key=d.key,
+                    expires_at=d.expires_at,
+                    keep=d.keep,
+                )
+                for d in drafts
+            ]
+        )
         for d, r in zip(drafts, results):  # the one thing no engine route does: make a memory old
             if d.created_at is not None:
                 sql("UPDATE memories SET created_at = ? WHERE id = ?", (moment(d.created_at), r.id))
@@ -87,8 +104,12 @@ def _harness(index: Any, database: Any, backend: Any, placeholder: str,
 def _sqlite(request: pytest.FixtureRequest, cache_bytes: int = 0) -> Harness:
     database = request.getfixturevalue("sqlite_database")
     backend = SqliteMemoryBackend(database)
-    index = LocalVectorIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes,
-                           held_memories=backend.working_sets.memories_in_scope if cache_bytes else None)
+    index = LocalVectorIndex(
+        database,
+        default_k=DEFAULT_K,
+        cache_bytes=cache_bytes,
+        held_memories=backend.working_sets.memories_in_scope if cache_bytes else None,
+    )
     return _harness(index, database, backend, "?")
 
 
@@ -103,10 +124,20 @@ def _postgres(request: pytest.FixtureRequest, cache_bytes: int = 0) -> Harness:
 
     database = request.getfixturevalue("pg_database")
     backend = PgMemoryBackend(database)
-    index = LocalVectorIndex(database, default_k=DEFAULT_K, cache_bytes=cache_bytes,
-                          held_memories=backend.working_sets.memories_in_scope if cache_bytes else None)
-    return _harness(index, database, backend, "%s", lambda cur: cur.fetchall() if cur.description else [],
-                    filters_from_rows=cache_bytes > 0)
+    index = LocalVectorIndex(
+        database,
+        default_k=DEFAULT_K,
+        cache_bytes=cache_bytes,
+        held_memories=backend.working_sets.memories_in_scope if cache_bytes else None,
+    )
+    return _harness(
+        index,
+        database,
+        backend,
+        "%s",
+        lambda cur: cur.fetchall() if cur.description else [],
+        filters_from_rows=cache_bytes > 0,
+    )
 
 
 def _postgres_in_memory(request: pytest.FixtureRequest) -> Harness:
@@ -116,8 +147,11 @@ def _postgres_in_memory(request: pytest.FixtureRequest) -> Harness:
 
 
 STORES: dict[str, Callable[[pytest.FixtureRequest], Harness]] = {
-    "sqlite": _sqlite, "sqlite-in-memory": _sqlite_in_memory, "postgres": _postgres,
-    "postgres-in-memory": _postgres_in_memory}
+    "sqlite": _sqlite,
+    "sqlite-in-memory": _sqlite_in_memory,
+    "postgres": _postgres,
+    "postgres-in-memory": _postgres_in_memory,
+}
 
 
 @pytest.fixture(params=sorted(STORES))
@@ -315,8 +349,16 @@ def test_session_scope_returns_only_that_sessions_vectors(h: Harness) -> None:
 def test_expired_vectors_are_not_returned(h: Harness) -> None:
     query = _vectors(1, 18)[0]
     vectors = _with_nearest_out_of_scope(_vectors(4, 17), query, [0, 1])
-    memories = _indexed(h, [Draft("gone", expires_at=NOW - HOUR), Draft("at now", expires_at=NOW),
-                            Draft("later", expires_at=NOW + HOUR), Draft("never")], vectors)
+    memories = _indexed(
+        h,
+        [
+            Draft("gone", expires_at=NOW - HOUR),
+            Draft("at now", expires_at=NOW),
+            Draft("later", expires_at=NOW + HOUR),
+            Draft("never"),
+        ],
+        vectors,
+    )
     hits = h.index.search(_scope(), query, 2)
     assert set(_hit_ids(hits)) == {memories[2].memory_id, memories[3].memory_id}
     later = h.index.search(_scope(now=NOW + DAY), query, 1)
@@ -326,9 +368,15 @@ def test_expired_vectors_are_not_returned(h: Harness) -> None:
 def test_retention_hides_old_vectors_unless_kept(h: Harness) -> None:
     query = _vectors(1, 20)[0]
     vectors = _with_nearest_out_of_scope(_vectors(3, 19), query, [0])
-    old, kept, new = _indexed(h, [Draft("old", created_at=NOW - 30 * DAY),
-                                  Draft("old kept", created_at=NOW - 30 * DAY, keep=True),
-                                  Draft("new", created_at=NOW - HOUR)], vectors)
+    old, kept, new = _indexed(
+        h,
+        [
+            Draft("old", created_at=NOW - 30 * DAY),
+            Draft("old kept", created_at=NOW - 30 * DAY, keep=True),
+            Draft("new", created_at=NOW - HOUR),
+        ],
+        vectors,
+    )
     recent = h.index.search(_scope(created_after=NOW - 7 * DAY), query, 2)
     assert set(_hit_ids(recent)) == {kept.memory_id, new.memory_id}
     assert _hit_ids(h.index.search(_scope(), query, 1)) == [old.memory_id]
@@ -342,7 +390,8 @@ def test_update_scope_moves_the_filter_columns_without_re_embedding(h: Harness) 
     query = vectors[0]
     # In the database the vector's copy still says s1; in memory the row decides at once.
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2"), query, 5)) == (
-        [first.memory_id] if h.filters_from_rows else [])
+        [first.memory_id] if h.filters_from_rows else []
+    )
     moved = Memory(**{**first.__dict__, "session_id": "s2", "expires_at": NOW + DAY})
     assert h.index.update_scope([moved]) == 1
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2"), query, 5)) == [first.memory_id]
@@ -351,7 +400,8 @@ def test_update_scope_moves_the_filter_columns_without_re_embedding(h: Harness) 
     # The vector's expiry moved too (its row in memories still never expires, which is what
     # a search from memory goes by).
     assert _hit_ids(h.index.search(_scope(session_only=True, session_id="s2", now=NOW + 2 * DAY), query, 5)) == (
-        [first.memory_id] if h.filters_from_rows else [])
+        [first.memory_id] if h.filters_from_rows else []
+    )
     unknown = Memory(**{**first.__dict__, "memory_id": first.memory_id + 1000})
     assert h.index.update_scope([unknown]) == 0
 
@@ -477,9 +527,14 @@ def test_pending_lists_memories_without_a_vector_newest_first_in_pages(h: Harnes
 
 
 def test_pending_in_a_scope_leaves_out_what_a_search_would_not_return(h: Harness) -> None:
-    memories = h.add_many([Draft("in", session_id="s1"), Draft("other session", session_id="s2"),
-                           Draft("expired", session_id="s1", expires_at=NOW - HOUR),
-                           Draft("old", session_id="s1", created_at=NOW - 30 * DAY)])
+    memories = h.add_many(
+        [
+            Draft("in", session_id="s1"),
+            Draft("other session", session_id="s2"),
+            Draft("expired", session_id="s1", expires_at=NOW - HOUR),
+            Draft("old", session_id="s1", created_at=NOW - 30 * DAY),
+        ]
+    )
     h.index.ensure(SIGNATURE, DIM)
     scope = _scope(session_only=True, session_id="s1", created_after=NOW - DAY)
     assert [m.content for m in h.index.pending("alice", 10, scope=scope)] == ["in"]
@@ -492,8 +547,10 @@ def test_a_flagged_memory_is_pending_for_search_even_with_a_vector(h: Harness, r
     """An edit flags its memory before the new vector is written: the old vector is still
     there, and the backfill before a search must pick the memory up again."""
     if request.node.callspec.params["h"] == "sqlite-in-memory":
-        pytest.skip("the flag is set by raw SQL here; on SQLite memsvc's own flagging writes move the vector "
-                    "generation, which voids the backfill memo (test_vector_cache.py), and a raw UPDATE does not")
+        pytest.skip(
+            "the flag is set by raw SQL here; on SQLite memsvc's own flagging writes move the vector "
+            "generation, which voids the backfill memo (test_vector_cache.py), and a raw UPDATE does not"
+        )
     memories = _indexed(h, _drafts(3), _vectors(3, 38))
     assert h.index.pending_for_search(_scope(), 10) == []
     h.sql("UPDATE memories SET needs_reindex = ? WHERE memory_id = ?", (True, memories[1].memory_id))

@@ -70,8 +70,10 @@ def form_page(target: str, content: str) -> str:
     """The classic text/plain CSRF: one field whose name and value join (`name=value`) into a
     JSON body of known fields only (the `=` lands inside free-form metadata)."""
     name = json.dumps({"apiKeyId": OWNER, "content": content, "metadata": {"a": ""}})[:-3]
-    return (f'<form id="f" method="POST" enctype="text/plain" action="{escape(target)}/api/memory">'
-            f'<input name="{escape(name)}" value="{escape(chr(34) + "}}")}"></form>')
+    return (
+        f'<form id="f" method="POST" enctype="text/plain" action="{escape(target)}/api/memory">'
+        f'<input name="{escape(name)}" value="{escape(chr(34) + "}}")}"></form>'
+    )
 
 
 def purge_page(target: str) -> str:
@@ -88,8 +90,10 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
     attacker = Attacker(free_port())
     strict = Gateway.for_config(replace(server.config, rest_port=free_port()), grpc_port=server.port)
     # A second Envoy needs its own admin socket, hence its own folder.
-    lenient = Gateway.for_config(replace(server.config, rest_port=free_port(), data_dir=root / "lenient",
-                                         allowed_origins=(attacker.origin,)), grpc_port=server.port)
+    lenient = Gateway.for_config(
+        replace(server.config, rest_port=free_port(), data_dir=root / "lenient", allowed_origins=(attacker.origin,)),
+        grpc_port=server.port,
+    )
     gateways: dict[str, int] = {}
     try:
         gateways = {"strict": strict.start(), "lenient": lenient.start()}
@@ -108,8 +112,9 @@ def stack(tmp_path_factory) -> Iterator[dict[str, Any]]:
 def browser() -> Iterator[Any]:
     with playwright_api.sync_playwright() as pw:
         # REBIND_NAME resolves to loopback, as the attacker's DNS answers once the page loaded.
-        chromium = pw.chromium.launch(executable_path=CHROMIUM,
-                                      args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {REBIND_NAME} 127.0.0.1"])
+        chromium = pw.chromium.launch(
+            executable_path=CHROMIUM, args=[*CHROMIUM_ARGS, f"--host-resolver-rules=MAP {REBIND_NAME} 127.0.0.1"]
+        )
         try:
             yield chromium
         finally:
@@ -145,8 +150,10 @@ def no_cors_fetch(page, stack, target: str, content: str) -> int:
     page.goto(stack["attacker"].origin + "/fetch")
     body = json.dumps({"apiKeyId": OWNER, "content": content})
     with page.expect_response(lambda r: "/api/memory" in r.url) as reply:
-        page.evaluate("([url, body]) => fetch(url, {method: 'POST', mode: 'no-cors', body})."
-                      "then(() => 'sent', () => 'failed')", [target + "/api/memory", body])
+        page.evaluate(
+            "([url, body]) => fetch(url, {method: 'POST', mode: 'no-cors', body}).then(() => 'sent', () => 'failed')",
+            [target + "/api/memory", body],
+        )
     return reply.value.status
 
 
@@ -176,12 +183,15 @@ def test_a_dns_rebinding_page_reads_and_writes_nothing(page, stack):
     browser (no preflight, the response readable), and only the Host tells them apart."""
     port = stack["ports"]["strict"]
     page.goto(f"http://{REBIND_NAME}:{port}/studio/")
-    replies = page.evaluate("""async (owner) => {
+    replies = page.evaluate(
+        """async (owner) => {
         const read = await fetch(`/api/memory?apiKeyId=${owner}`);
         const write = await fetch('/api/memory', {method: 'POST', headers: {'content-type': 'application/json'},
                                                   body: JSON.stringify({apiKeyId: owner, content: 'planted'})});
         return [read.status, await read.text(), write.status];
-    }""", OWNER)
+    }""",
+        OWNER,
+    )
     assert replies[0] == 403 and SECRET not in replies[1], replies
     assert replies[2] == 403, replies
     assert contents(stack) == [SECRET]

@@ -69,8 +69,9 @@ def serve(small_disk):
 
     def run(processes: int) -> tuple[Served, Rest]:
         rest_port = free_port()
-        process = ServeProcess(small_disk / "data", 0, rest_port,
-                               extra_args=("--processes", str(processes), "--mcp-port", "-1"))
+        process = ServeProcess(
+            small_disk / "data", 0, rest_port, extra_args=("--processes", str(processes), "--mcp-port", "-1")
+        )
         started.append((process, None))
         served = Served(process)
         started[-1] = (process, served)
@@ -84,8 +85,9 @@ def serve(small_disk):
 
 
 def _create(stub: memory_pb2_grpc.MemoryServiceStub, content: str) -> str:
-    return stub.CreateMemory(pb.CreateMemoryRequest(api_key_id="full", content=content + " " + "x" * 2000),
-                             timeout=30).id
+    return stub.CreateMemory(
+        pb.CreateMemoryRequest(api_key_id="full", content=content + " " + "x" * 2000), timeout=30
+    ).id
 
 
 @pytest.mark.parametrize("processes", [1, 2])

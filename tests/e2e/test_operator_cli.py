@@ -30,11 +30,28 @@ def live(tmp_path_factory):
     """`memsvc serve` (gRPC only) with a token and metrics on a free port, and no embedding
     source until a test enables one (auto would otherwise use the static model set-up built)."""
     data = tmp_path_factory.mktemp("ops")
-    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data), "MEMSVC_API_TOKENS": TOKEN,
-           "MEMORY_AUTO_STATIC": "false"}
-    proc = subprocess.Popen([sys.executable, "-m", "memsvc", "serve", "--no-gateway", "--grpc-port", "0",
-                             "--metrics-port", "0", "--mcp-port", "-1", "--data-dir", str(data)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, env=env)
+    env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data), "MEMSVC_API_TOKENS": TOKEN, "MEMORY_AUTO_STATIC": "false"}
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "memsvc",
+            "serve",
+            "--no-gateway",
+            "--grpc-port",
+            "0",
+            "--metrics-port",
+            "0",
+            "--mcp-port",
+            "-1",
+            "--data-dir",
+            str(data),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     started = None
     deadline = time.monotonic() + 60
     while started is None and time.monotonic() < deadline:
@@ -53,8 +70,13 @@ def live(tmp_path_factory):
 
 def cli(live, *args: str, token: str | None = TOKEN, port: int | None = None) -> subprocess.CompletedProcess[str]:
     env = {**live["env"], "MEMSVC_API_TOKENS": token or ""}
-    return subprocess.run([sys.executable, "-m", "memsvc", *args[:1], "--grpc-port", str(port or live["grpc"]),
-                           *args[1:]], capture_output=True, text=True, env=env, timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "memsvc", *args[:1], "--grpc-port", str(port or live["grpc"]), *args[1:]],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_memories_add_list_delete_clear(live):
@@ -103,7 +125,8 @@ def _enable_transformers(live) -> None:
         patch = struct_pb2.Struct()
         patch.update({"enabled": True, "transformersEnabled": True})
         settings_pb2_grpc.SettingsServiceStub(channel).UpdateMemorySettings(
-            settings_pb2.UpdateMemorySettingsRequest(settings=patch), metadata=(("authorization", f"Bearer {TOKEN}"),))
+            settings_pb2.UpdateMemorySettingsRequest(settings=patch), metadata=(("authorization", f"Bearer {TOKEN}"),)
+        )
 
 
 def test_reindex_progress_plain_lines_and_live_bar(live):
@@ -122,8 +145,12 @@ def test_reindex_progress_plain_lines_and_live_bar(live):
 
     master, slave = pty.openpty()
     env = {**live["env"], "MEMSVC_API_TOKENS": TOKEN}
-    proc = subprocess.Popen([sys.executable, "-m", "memsvc", "reindex", "--force", "--grpc-port", str(live["grpc"])],
-                            stdout=slave, stderr=subprocess.PIPE, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "memsvc", "reindex", "--force", "--grpc-port", str(live["grpc"])],
+        stdout=slave,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
     os.close(slave)
     output = b""
     while True:
@@ -148,8 +175,10 @@ def _bulk_create(live, count: int) -> None:
     with grpc.insecure_channel(f"127.0.0.1:{live['grpc']}") as channel:
         stub = memory_pb2_grpc.MemoryServiceStub(channel)
         for i in range(count):
-            stub.CreateMemory(memory_pb2.CreateMemoryRequest(api_key_id="reindex", content=f"garden fact {i}"),
-                              metadata=(("authorization", f"Bearer {TOKEN}"),))
+            stub.CreateMemory(
+                memory_pb2.CreateMemoryRequest(api_key_id="reindex", content=f"garden fact {i}"),
+                metadata=(("authorization", f"Bearer {TOKEN}"),),
+            )
 
 
 def _scrape(live) -> str:
@@ -173,12 +202,14 @@ def test_metrics_move_with_calls(live):
     metadata = (("authorization", f"Bearer {TOKEN}"),)
     with grpc.insecure_channel(f"127.0.0.1:{live['grpc']}") as channel:
         memory = memory_pb2_grpc.MemoryServiceStub(channel)
-        memory.CreateMemory(memory_pb2.CreateMemoryRequest(api_key_id="metrics", content="metrics are scraped"),
-                            metadata=metadata)
+        memory.CreateMemory(
+            memory_pb2.CreateMemoryRequest(api_key_id="metrics", content="metrics are scraped"), metadata=metadata
+        )
         with pytest.raises(grpc.RpcError):
             memory.GetMemory(memory_pb2.GetMemoryRequest(id="nope"), metadata=metadata)
         engine_pb2_grpc.EngineServiceStub(channel).Retrieve(
-            engine_pb2.RetrieveRequest(api_key_id="metrics", query="metrics", strategy="recent"), metadata=metadata)
+            engine_pb2.RetrieveRequest(api_key_id="metrics", query="metrics", strategy="recent"), metadata=metadata
+        )
     after = _scrape(live)
     assert _value(after, create) == _value(before, create) + 1
     assert _value(after, missing) == _value(before, missing) + 1
@@ -191,8 +222,17 @@ def test_metrics_move_with_calls(live):
 
 
 MEMSVC = BIN / "memsvc"  # the console script a user runs
-SERVE_ONLY_FLAGS = ("--data-dir", "--rest-port", "--rest-host", "--envoy-admin-port", "--no-gateway",
-                    "--metrics-port", "--memory-dir", "--project-memory-dir", "--log-level")
+SERVE_ONLY_FLAGS = (
+    "--data-dir",
+    "--rest-port",
+    "--rest-host",
+    "--envoy-admin-port",
+    "--no-gateway",
+    "--metrics-port",
+    "--memory-dir",
+    "--project-memory-dir",
+    "--log-level",
+)
 
 
 def memsvc_bin(live, *args: str) -> subprocess.CompletedProcess[str]:
@@ -204,8 +244,9 @@ def memsvc_bin(live, *args: str) -> subprocess.CompletedProcess[str]:
 
 def test_client_options_work_after_the_subcommand_and_before_it(live):
     server = f"127.0.0.1:{live['grpc']}"
-    added = memsvc_bin(live, "memories", "add", "--api-key-id", "placement", "--content", "options go anywhere",
-                       "--server", server)
+    added = memsvc_bin(
+        live, "memories", "add", "--api-key-id", "placement", "--content", "options go anywhere", "--server", server
+    )
     assert added.returncode == 0, added.stderr
     after = memsvc_bin(live, "memories", "list", "--server", server, "--api-key-id", "placement")
     before = memsvc_bin(live, "memories", "--server", server, "list", "--api-key-id", "placement")
@@ -218,8 +259,18 @@ def test_client_options_work_after_the_subcommand_and_before_it(live):
     assert nowhere.returncode == 3 and "cannot reach memsvc" in nowhere.stderr
 
 
-@pytest.mark.parametrize("command", [("status",), ("reindex",), ("memories",), ("memories", "list"),
-                                     ("memories", "add"), ("memories", "delete"), ("memories", "clear")])
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("status",),
+        ("reindex",),
+        ("memories",),
+        ("memories", "list"),
+        ("memories", "add"),
+        ("memories", "delete"),
+        ("memories", "clear"),
+    ],
+)
 def test_client_help_lists_only_the_client_options(live, command):
     shown = memsvc_bin(live, *command, "--help")
     assert shown.returncode == 0, shown.stderr

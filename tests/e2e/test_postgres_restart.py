@@ -60,8 +60,12 @@ def serve(pg, tmp_path: Path) -> Iterator[Callable[[int], tuple[ServeProcess, st
     url = pg.create_database(name)
 
     def start(processes: int) -> tuple[ServeProcess, str]:
-        process = ServeProcess(tmp_path / "data", 0, 0, extra_args=(
-            "--processes", str(processes), "--no-gateway", "--mcp-port", "-1", "--database-url", url))
+        process = ServeProcess(
+            tmp_path / "data",
+            0,
+            0,
+            extra_args=("--processes", str(processes), "--no-gateway", "--mcp-port", "-1", "--database-url", url),
+        )
         started.append(process)
         line = process.wait_for("server.started")
         return process, f"127.0.0.1:{line['grpc_port']}"
@@ -119,16 +123,25 @@ class Load:
             while not self._stop.is_set():
                 i += 1
                 content = f"client {n} remembers parcel {i} {uuid.uuid4().hex[:8]}"
-                made = self._call("CreateMemory", lambda: memories.CreateMemory(
-                    mpb.CreateMemoryRequest(api_key_id=OWNER, content=content), timeout=DEADLINE_S))
+                made = self._call(
+                    "CreateMemory",
+                    lambda: memories.CreateMemory(
+                        mpb.CreateMemoryRequest(api_key_id=OWNER, content=content), timeout=DEADLINE_S
+                    ),
+                )
                 if made is not None:
                     with self._lock:
                         self.acked[made.id] = content
-                self._call("Retrieve", lambda: engine.Retrieve(
-                    epb.RetrieveRequest(api_key_id=OWNER, query=f"parcel {i}"), timeout=DEADLINE_S))
+                self._call(
+                    "Retrieve",
+                    lambda: engine.Retrieve(
+                        epb.RetrieveRequest(api_key_id=OWNER, query=f"parcel {i}"), timeout=DEADLINE_S
+                    ),
+                )
                 if made is not None:
-                    self._call("GetMemory", lambda: memories.GetMemory(
-                        mpb.GetMemoryRequest(id=made.id), timeout=DEADLINE_S))
+                    self._call(
+                        "GetMemory", lambda: memories.GetMemory(mpb.GetMemoryRequest(id=made.id), timeout=DEADLINE_S)
+                    )
 
     def _call(self, method: str, call: Callable):
         started = time.monotonic()
@@ -153,8 +166,11 @@ class Load:
     def wait_for_success_of_every_method_after(self, since: float, timeout_s: float = 60) -> None:
         """Polled: each method answered OK by a call that started after `since`."""
         methods = {"CreateMemory", "Retrieve", "GetMemory"}
-        self.wait_for("recovery", lambda calls: methods <= {
-            c.method for c in calls if c.started > since and c.code is grpc.StatusCode.OK}, timeout_s)
+        self.wait_for(
+            "recovery",
+            lambda calls: methods <= {c.method for c in calls if c.started > since and c.code is grpc.StatusCode.OK},
+            timeout_s,
+        )
 
     def summary(self) -> dict:
         counts: dict[tuple[str, str], int] = {}
@@ -169,7 +185,10 @@ def assert_bounded_and_retryable(load: Load, allowed: set[grpc.StatusCode]) -> N
     late = [c for c in load.snapshot() if c.elapsed > DEADLINE_S + LATE_S]
     assert not late, f"calls past their deadline: {late[:5]}"
     failed = {c.code for c in load.snapshot() if c.code is not grpc.StatusCode.OK}
-    assert failed <= allowed, (load.summary(), [c for c in load.snapshot() if c.code not in allowed | {grpc.StatusCode.OK}][:5])
+    assert failed <= allowed, (
+        load.summary(),
+        [c for c in load.snapshot() if c.code not in allowed | {grpc.StatusCode.OK}][:5],
+    )
 
 
 def assert_every_acknowledged_write_is_readable(address: str, acked: dict[str, str]) -> None:
@@ -217,8 +236,13 @@ def test_a_database_stopped_for_seconds_is_unavailable_then_memsvc_recovers(pg, 
         down = time.monotonic()
         try:
             # The outage is seen by every method before the server comes back.
-            load.wait_for("failures while down", lambda calls: {"CreateMemory", "Retrieve"} <= {
-                c.method for c in calls if c.started > down and c.code is not grpc.StatusCode.OK})
+            load.wait_for(
+                "failures while down",
+                lambda calls: (
+                    {"CreateMemory", "Retrieve"}
+                    <= {c.method for c in calls if c.started > down and c.code is not grpc.StatusCode.OK}
+                ),
+            )
         finally:
             pg.start()
         back = time.monotonic()
@@ -244,8 +268,10 @@ def test_a_frozen_database_fails_calls_by_their_deadline_and_memsvc_recovers_aft
         _signal_cluster(pg, signal.SIGSTOP)
         frozen = time.monotonic()
         try:
-            load.wait_for("failures while frozen", lambda calls: sum(
-                c.started > frozen and c.code is not grpc.StatusCode.OK for c in calls) >= 4)
+            load.wait_for(
+                "failures while frozen",
+                lambda calls: sum(c.started > frozen and c.code is not grpc.StatusCode.OK for c in calls) >= 4,
+            )
         finally:
             _signal_cluster(pg, signal.SIGCONT)
         resumed = time.monotonic()

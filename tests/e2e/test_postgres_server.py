@@ -87,10 +87,10 @@ def test_a_rare_owners_rows_are_found_inside_the_index_scan(postgres_db_url: str
     applied after the index's top candidates would find none of the 5; the iterative scan
     goes on inside the index until the owner's rows are found."""
     rng = np.random.default_rng(11)
-    crowd = [(i, "crowd", (np.array([1.0, 0, 0]) + 0.2 * rng.normal(size=3)).astype(np.float32))
-             for i in range(2000)]
-    rare = [(2000 + i, "rare", (np.array([-1.0, 0, 0]) + 0.2 * rng.normal(size=3)).astype(np.float32))
-            for i in range(5)]
+    crowd = [(i, "crowd", (np.array([1.0, 0, 0]) + 0.2 * rng.normal(size=3)).astype(np.float32)) for i in range(2000)]
+    rare = [
+        (2000 + i, "rare", (np.array([-1.0, 0, 0]) + 0.2 * rng.normal(size=3)).astype(np.float32)) for i in range(5)
+    ]
     query = np.array([1.0, 0.1, 0.0], dtype=np.float32)
     with _connect(postgres_db_url) as conn:
         _load_vectors(conn, crowd + rare)
@@ -111,15 +111,22 @@ DOCS = {
 
 
 def _search(conn: psycopg.Connection, text: str) -> list[int]:
-    return [row[0] for row in conn.execute(
-        "SELECT id FROM notes, websearch_to_tsquery('english', %s) q WHERE tsv @@ q"
-        " ORDER BY ts_rank_cd(tsv, q) DESC, id", (text,))]
+    return [
+        row[0]
+        for row in conn.execute(
+            "SELECT id FROM notes, websearch_to_tsquery('english', %s) q WHERE tsv @@ q"
+            " ORDER BY ts_rank_cd(tsv, q) DESC, id",
+            (text,),
+        )
+    ]
 
 
 def test_english_full_text_search_stems_matches_and_ranks(postgres_db_url: str) -> None:
     with _connect(postgres_db_url) as conn:
-        conn.execute("CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL,"
-                     " tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED)")
+        conn.execute(
+            "CREATE TABLE notes (id int PRIMARY KEY, body text NOT NULL,"
+            " tsv tsvector GENERATED ALWAYS AS (to_tsvector('english', body)) STORED)"
+        )
         conn.execute("CREATE INDEX notes_tsv ON notes USING gin (tsv)")
         with conn.cursor() as cur:
             cur.executemany("INSERT INTO notes VALUES (%s, %s)", list(DOCS.items()))
@@ -130,14 +137,17 @@ def test_english_full_text_search_stems_matches_and_ranks(postgres_db_url: str) 
         assert _search(conn, '"cats chase"') == [3]  # websearch syntax: phrase
         assert _search(conn, "dog or mice") == [2, 3]
         assert _search(conn, "the") == []  # stop words only: no query, no match
-        rank = conn.execute("SELECT ts_rank_cd(to_tsvector('english', %s), websearch_to_tsquery('english', 'cat run'))",
-                            (DOCS[3],)).fetchone()[0]
+        rank = conn.execute(
+            "SELECT ts_rank_cd(to_tsvector('english', %s), websearch_to_tsquery('english', 'cat run'))", (DOCS[3],)
+        ).fetchone()[0]
         assert rank > 0
 
 
 def test_listen_notify_delivers_between_two_connections(postgres_url: str) -> None:
-    with psycopg.connect(postgres_url, autocommit=True) as listener, \
-            psycopg.connect(postgres_url, autocommit=True) as sender:
+    with (
+        psycopg.connect(postgres_url, autocommit=True) as listener,
+        psycopg.connect(postgres_url, autocommit=True) as sender,
+    ):
         listener.execute("LISTEN memsvc_changes")
         sender.execute("SELECT pg_notify('memsvc_changes', 'owner-7')")
         received = list(listener.notifies(timeout=30, stop_after=1))
@@ -169,8 +179,11 @@ def test_connecting_to_a_stopped_server_is_refused_at_once(own_server: PostgresS
 def test_server_listens_on_loopback_tcp_only(postgres_url: str) -> None:
     assert postgres_url.startswith("postgresql://postgres@127.0.0.1:")
     with psycopg.connect(postgres_url) as conn:
-        settings = dict(conn.execute("SELECT name, setting FROM pg_settings"
-                                     " WHERE name IN ('listen_addresses', 'unix_socket_directories')").fetchall())
+        settings = dict(
+            conn.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN ('listen_addresses', 'unix_socket_directories')"
+            ).fetchall()
+        )
     assert settings == {"listen_addresses": "127.0.0.1", "unix_socket_directories": ""}
 
 
@@ -186,7 +199,8 @@ def test_server_is_stopped_and_removed_when_the_block_raises() -> None:
 
 
 def test_a_port_taken_before_the_server_binds_it_is_given_up_for_a_free_one(
-        postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch) -> None:
+    postgres_server: PostgresServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Another process can take the free port first: the new server must not mistake that
     server for itself, and starts on another port."""
     import memsvc.storage.postgres.local_server as helper

@@ -55,7 +55,8 @@ class Fleet:
         """The pid of the worker that serves `channel`'s connection (one call, found in the logs)."""
         request_id = uuid.uuid4().hex
         memory_pb2_grpc.MemoryServiceStub(channel).ListMemories(
-            pb.ListMemoriesRequest(api_key_id="probe"), metadata=(("x-request-id", request_id),), timeout=30)
+            pb.ListMemoriesRequest(api_key_id="probe"), metadata=(("x-request-id", request_id),), timeout=30
+        )
         line = self.process.wait_for_entry(lambda e: e.get("event") == "rpc" and e.get("request_id") == request_id)
         return line["process"]
 
@@ -84,8 +85,13 @@ def fleet(tmp_path):
     started: list[tuple[ServeProcess, Fleet]] = []
 
     def run(env_extra: dict[str, str] | None = None) -> Fleet:
-        process = ServeProcess(tmp_path / "data", 0, 0, env_extra=env_extra, extra_args=(
-            "--processes", "2", "--no-gateway", "--mcp-port", "-1", "--metrics-port", "0"))
+        process = ServeProcess(
+            tmp_path / "data",
+            0,
+            0,
+            env_extra=env_extra,
+            extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1", "--metrics-port", "0"),
+        )
         started.append((process, None))
         handle = Fleet(process)
         started[-1] = (process, handle)
@@ -205,8 +211,9 @@ def test_qdrant_local_mode_is_refused_while_several_processes_serve(fleet):
         assert "MEMSVC_PROCESSES=1" in info.value.details() and "server" in info.value.details()
     stored = settings.GetQdrantSettings(spb.GetQdrantSettingsRequest(), timeout=30)
     assert not stored.enabled and not stored.local_path  # nothing saved
-    served = settings.UpdateQdrantSettings(spb.UpdateQdrantSettingsRequest(
-        settings=struct({"host": "qdrant.internal", "port": 6334})), timeout=30)
+    served = settings.UpdateQdrantSettings(
+        spb.UpdateQdrantSettingsRequest(settings=struct({"host": "qdrant.internal", "port": 6334})), timeout=30
+    )
     assert served.host == "qdrant.internal"  # a Qdrant server is fine
 
 
@@ -216,8 +223,7 @@ def test_stored_local_qdrant_makes_serve_run_one_process_and_say_why(tmp_path):
         app.qdrant_settings.update({"enabled": True, "localPath": "qdrant"})
     finally:
         app.close()
-    process = ServeProcess(tmp_path / "data", 0, 0, extra_args=(
-        "--processes", "2", "--no-gateway", "--mcp-port", "-1"))
+    process = ServeProcess(tmp_path / "data", 0, 0, extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1"))
     try:
         why = process.wait_for("server.single_process")
         assert why["level"] == "warning" and "Qdrant server" in why["reason"] and why["processes"] == 2
@@ -226,7 +232,8 @@ def test_stored_local_qdrant_makes_serve_run_one_process_and_say_why(tmp_path):
         assert not [pid for pid in descendants(process.proc.pid) if "memsvc" in cmdline(pid)]
         with grpc.insecure_channel(f"127.0.0.1:{started['grpc_port']}") as channel:
             stored = settings_pb2_grpc.SettingsServiceStub(channel).GetQdrantSettings(
-                spb.GetQdrantSettingsRequest(), timeout=30)
+                spb.GetQdrantSettingsRequest(), timeout=30
+            )
         assert stored.enabled and stored.local_path == "qdrant"
     finally:
         process.stop()
@@ -259,8 +266,9 @@ def test_a_grpc_port_another_program_holds_is_refused(tmp_path):
         squatter.bind(("127.0.0.1", 0))
         squatter.listen()
         port = squatter.getsockname()[1]
-        process = ServeProcess(tmp_path / "data", port, 0, extra_args=(
-            "--processes", "2", "--no-gateway", "--mcp-port", "-1"))
+        process = ServeProcess(
+            tmp_path / "data", port, 0, extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1")
+        )
         try:
             assert process.exit_code() == 2
         finally:
@@ -292,9 +300,17 @@ def test_a_reindex_through_one_worker_runs_in_the_others_status_and_a_killed_hol
     status shows it running and B refuses a second one; A killed mid-job (its supervisor
     restarts it), the lease expires and B's Reindex runs the rest to the end."""
     handle = fleet({"MEMSVC_LEASE_TTL_S": "2", "MEMSVC_EMBEDDING_TIMEOUT_S": "300"})
-    (holder, a), (_, b) = [(pid, Stubs(memory_pb2_grpc.MemoryServiceStub(ch), engine_pb2_grpc.EngineServiceStub(ch),
-                                       settings_pb2_grpc.SettingsServiceStub(ch)))
-                           for pid, ch in handle.channels_by_worker().items()]
+    (holder, a), (_, b) = [
+        (
+            pid,
+            Stubs(
+                memory_pb2_grpc.MemoryServiceStub(ch),
+                engine_pb2_grpc.EngineServiceStub(ch),
+                settings_pb2_grpc.SettingsServiceStub(ch),
+            ),
+        )
+        for pid, ch in handle.channels_by_worker().items()
+    ]
     set_memory(a, enabled=True)  # no embedding source yet: the rows wait for a reindex
     for i in range(REINDEX_ROWS):
         create(a, "key-workers", f"memory number {i} about topic {i % 13}")

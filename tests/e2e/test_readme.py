@@ -77,8 +77,12 @@ def _serving(grpc_port: int) -> bool:
 
 def _healthz(rest_port: int) -> bool:
     """Envoy's probe: no token needed, 200 once memsvc behind it serves."""
-    result = subprocess.run(["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}",
-                             f"http://localhost:{rest_port}/healthz"], capture_output=True, text=True, timeout=30)
+    result = subprocess.run(
+        ["curl", "-sS", "-o", "/dev/null", "-w", "%{http_code}", f"http://localhost:{rest_port}/healthz"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
     return result.stdout.strip() == "200"
 
 
@@ -99,8 +103,12 @@ class Session:
         folder = Path(tempfile.mkdtemp(prefix="memsvc-docs-"))
         folder.chmod(0o755)
         (folder / ".venv").symlink_to(ROOT / ".venv")
-        env = {**os.environ, "PATH": f"{ROOT / '.venv/bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
-               "MEMSVC_DATA_DIR": str(folder / "data"), "MEMSVC_METRICS_PORT": "-1"}
+        env = {
+            **os.environ,
+            "PATH": f"{ROOT / '.venv/bin'}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "MEMSVC_DATA_DIR": str(folder / "data"),
+            "MEMSVC_METRICS_PORT": "-1",
+        }
         env.pop("MEMSVC_API_TOKENS", None)
         env.pop("TOKEN", None)
         return cls(folder, env)
@@ -119,12 +127,24 @@ class Session:
             server_env.pop("MEMSVC_DATA_DIR")
         else:
             run = command
-            server_env.update({"MEMSVC_GRPC_PORT": str(self.ports["grpc"]), "MEMSVC_REST_PORT": str(self.ports["rest"]),
-                               "MEMSVC_ENVOY_ADMIN_PORT": "-1", "MEMSVC_MCP_PORT": str(free_port())})
+            server_env.update(
+                {
+                    "MEMSVC_GRPC_PORT": str(self.ports["grpc"]),
+                    "MEMSVC_REST_PORT": str(self.ports["rest"]),
+                    "MEMSVC_ENVOY_ADMIN_PORT": "-1",
+                    "MEMSVC_MCP_PORT": str(free_port()),
+                }
+            )
         self.log = self.folder / f"server-{len(list(self.folder.glob('server-*.log')))}.log"
         with self.log.open("w") as log:
-            self.server = subprocess.Popen(["bash", "-c", run], cwd=ROOT if "./scripts/" in command else self.folder,
-                                           env=server_env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+            self.server = subprocess.Popen(
+                ["bash", "-c", run],
+                cwd=ROOT if "./scripts/" in command else self.folder,
+                env=server_env,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
         self.server_command = command
         deadline = time.monotonic() + (CLUSTER_START_S if cluster else SET_UP_AND_START_S)
         while not (_healthz(self.ports["rest"]) and (cluster or _serving(self.ports["grpc"]))):
@@ -187,13 +207,17 @@ def check_output(step: Step, stdout: str) -> None:
     if "/api/memory/inject" in code:
         answer = _json(stdout)
         if "Write a haiku" in code:
-            assert answer.get("skippedReason") and answer["request"] == json.loads(
-                code.split("-d '", 1)[1].rsplit("'", 1)[0])["request"], answer
+            assert (
+                answer.get("skippedReason")
+                and answer["request"] == json.loads(code.split("-d '", 1)[1].rsplit("'", 1)[0])["request"]
+            ), answer
         elif '"provider": "anthropic"' in code:
             assert answer["request"]["system"].startswith("Memory context: I will use PostgreSQL"), answer
         else:
             assert answer["request"]["messages"][0] == {
-                "role": "system", "content": "Memory context: I will use PostgreSQL for this project"}, answer
+                "role": "system",
+                "content": "Memory context: I will use PostgreSQL for this project",
+            }, answer
     if "/api/memory/extract" in code and "long answers" in code:
         assert _json(stdout)["stored"] == 1
     if "/api/memory/extract" in code and "vegetarian" in code:

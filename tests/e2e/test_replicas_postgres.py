@@ -57,8 +57,13 @@ class Replica:
     channel: grpc.Channel | None = None
 
     def start(self) -> Replica:
-        self.process = ServeProcess(self.data_dir, self.port, 0, env_extra=ENV, extra_args=(
-            "--no-gateway", "--mcp-port", "-1", "--processes", "1", "--database-url", self.database_url))
+        self.process = ServeProcess(
+            self.data_dir,
+            self.port,
+            0,
+            env_extra=ENV,
+            extra_args=("--no-gateway", "--mcp-port", "-1", "--processes", "1", "--database-url", self.database_url),
+        )
         assert self.process.wait_for("server.started")["grpc_port"] == self.port
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
         health = health_pb2_grpc.HealthStub(self.channel).Check(health_pb2.HealthCheckRequest(), timeout=30)
@@ -72,8 +77,11 @@ class Replica:
     @property
     def stubs(self) -> Stubs:
         assert self.channel is not None
-        return Stubs(memory_pb2_grpc.MemoryServiceStub(self.channel), engine_pb2_grpc.EngineServiceStub(self.channel),
-                     settings_pb2_grpc.SettingsServiceStub(self.channel))
+        return Stubs(
+            memory_pb2_grpc.MemoryServiceStub(self.channel),
+            engine_pb2_grpc.EngineServiceStub(self.channel),
+            settings_pb2_grpc.SettingsServiceStub(self.channel),
+        )
 
     def kill(self) -> None:
         """SIGKILL: no shutdown of any kind, as a crashed host. The channel stays open:
@@ -107,9 +115,12 @@ class Cluster:
         assert code == 200, body
         clusters = json.loads(body)["cluster_statuses"]
         hosts = next(c for c in clusters if c["name"] == "memsvc_grpc")["host_statuses"]
-        return {h["address"]["socket_address"]["port_value"] for h in hosts
-                if h["health_status"].get("eds_health_status") == "HEALTHY"
-                and not any(flag.startswith("failed") for flag in h["health_status"])}
+        return {
+            h["address"]["socket_address"]["port_value"]
+            for h in hosts
+            if h["health_status"].get("eds_health_status") == "HEALTHY"
+            and not any(flag.startswith("failed") for flag in h["health_status"])
+        }
 
     def wait_healthy(self, ports: set[int], check: Callable[[], None] = lambda: None, timeout_s: float = 60) -> None:
         """Until exactly `ports` pass Envoy's health check, calling `check` at every poll."""
@@ -171,8 +182,9 @@ def owner(prefix: str) -> str:
 
 
 def create(replica: Replica, api_key_id: str, content: str) -> str:
-    return replica.stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id=api_key_id, content=content),
-                                             timeout=10).id
+    return replica.stubs.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id=api_key_id, content=content), timeout=10
+    ).id
 
 
 def listed_ids(replica: Replica, api_key_id: str) -> list[str]:
@@ -181,8 +193,9 @@ def listed_ids(replica: Replica, api_key_id: str) -> list[str]:
 
 
 def retrieved_ids(replica: Replica, api_key_id: str, query: str) -> list[str]:
-    reply = replica.stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=api_key_id, query=query, strategy="hybrid"),
-                                          timeout=30)
+    reply = replica.stubs.engine.Retrieve(
+        epb.RetrieveRequest(api_key_id=api_key_id, query=query, strategy="hybrid"), timeout=30
+    )
     return [m.id for m in reply.memories]
 
 
@@ -195,7 +208,8 @@ def test_a_write_through_one_replica_is_read_through_the_others_and_every_envoy_
     made = create(a, who, "The lighthouse keeper feeds the gulls at dawn")
     for other in (b, c):
         assert other.stubs.memory.GetMemory(mpb.GetMemoryRequest(id=made), timeout=10).content.startswith(
-            "The lighthouse keeper")
+            "The lighthouse keeper"
+        )
         assert listed_ids(other, who) == [made]
         assert retrieved_ids(other, who, "lighthouse gulls") == [made]
     # Round robin: six rounds reach every replica at least once each; every answer sees it.
@@ -203,8 +217,9 @@ def test_a_write_through_one_replica_is_read_through_the_others_and_every_envoy_
         assert three.rest.call("GET", f"/api/memory/{made}")[1]["id"] == made
         code, listing = three.rest.call("GET", f"/api/memory?apiKeyId={who}")
         assert code == 200 and [m["id"] for m in listing["data"]] == [made], listing
-        code, found = three.rest.call("POST", "/api/memory/retrieve", {"apiKeyId": who, "query": "lighthouse",
-                                                                      "strategy": "hybrid"})
+        code, found = three.rest.call(
+            "POST", "/api/memory/retrieve", {"apiKeyId": who, "query": "lighthouse", "strategy": "hybrid"}
+        )
         assert code == 200 and [m["id"] for m in found["memories"]] == [made], found
 
 
@@ -228,18 +243,23 @@ def test_a_reindex_through_one_replica_runs_once_and_is_refused_through_the_othe
     machine's speed (a fast local model could finish before they are)."""
     a, b, c = three.replicas.values()
     who = owner("reindex")
-    batch = [mpb.CreateMemoryRequest(api_key_id=who, content=f"memory {i} about topic {i % 13}")
-             for i in range(REINDEX_ROWS)]
-    assert all(r.success for r in a.stubs.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=batch),
-                                                                timeout=60).results)
+    batch = [
+        mpb.CreateMemoryRequest(api_key_id=who, content=f"memory {i} about topic {i % 13}") for i in range(REINDEX_ROWS)
+    ]
+    assert all(
+        r.success for r in a.stubs.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=batch), timeout=60).results
+    )
     set_memory(c.stubs, **remote_settings(remote_source))  # created without a source: all wait for a reindex
 
     running = a.stubs.engine.Reindex(epb.ReindexRequest(), timeout=120)
     pending = next(running).pending  # these rows and any other test's, all created without a source
     assert pending >= REINDEX_ROWS
     wait_for(lambda: remote_source.embed_calls == 2, 60, what="A's job held in its second embedding call")
-    seen = wait_for(lambda: (s := status(b.stubs).reindex).progress.processed == 128 and s, 30,
-                    what="A's first batch in B's engine status")
+    seen = wait_for(
+        lambda: (s := status(b.stubs).reindex).progress.processed == 128 and s,
+        30,
+        what="A's first batch in B's engine status",
+    )
     assert seen.running and seen.progress.state == "running" and seen.progress.pending == pending - 128
     assert seen.holder.startswith(f"{a.process.proc.pid}-")
 
@@ -301,8 +321,11 @@ def test_a_replica_killed_during_acknowledged_writes_loses_none_and_the_others_k
         b.kill()
         at_kill = {name: writer.count(name) for name in ("a", "c")}
         failures_at_kill = len(writer.failed)
-        wait_for(lambda: all(writer.count(n) >= at_kill[n] + 20 for n in at_kill)
-                 and len(writer.failed) > failures_at_kill, 60, what="A and C answering after B was killed")
+        wait_for(
+            lambda: all(writer.count(n) >= at_kill[n] + 20 for n in at_kill) and len(writer.failed) > failures_at_kill,
+            60,
+            what="A and C answering after B was killed",
+        )
     finally:
         writer.stop.set()
         writer.thread.join(30)
@@ -312,8 +335,9 @@ def test_a_replica_killed_during_acknowledged_writes_loses_none_and_the_others_k
     for survivor in (a, c):
         for memory_id in acked:
             assert survivor.stubs.memory.GetMemory(mpb.GetMemoryRequest(id=memory_id), timeout=10).id == memory_id
-        total = survivor.stubs.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id=writer.api_key_id),
-                                                   timeout=10).total
+        total = survivor.stubs.memory.ListMemories(
+            mpb.ListMemoriesRequest(api_key_id=writer.api_key_id), timeout=10
+        ).total
         assert total >= len(acked)  # a write B committed but never answered may be there too
 
 

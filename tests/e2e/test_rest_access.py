@@ -11,8 +11,9 @@ from support.access_matrix import World, describe, rest_call, run_matrix
 
 @pytest.fixture(scope="module")
 def gateway_world(tmp_path_factory):
-    handle = start_server(make_config(tmp_path_factory.mktemp("rest-matrix"), recent_flush_s=3600.0,
-                                      access_flush_s=0.0))
+    handle = start_server(
+        make_config(tmp_path_factory.mktemp("rest-matrix"), recent_flush_s=3600.0, access_flush_s=0.0)
+    )
     gateway = start_gateway(handle)
     try:
         yield handle, Rest(f"http://127.0.0.1:{gateway.settings.listen_port}")
@@ -31,8 +32,9 @@ def test_the_access_matrix_through_envoy(gateway_world):
 def test_an_admin_manages_credentials_over_rest(gateway_world):
     handle, rest = gateway_world
     admin = Rest(rest.base, handle.app.credentials.create("rest-admin", ["admin"], [], False).token)
-    status, made = admin.call("POST", "/api/credentials", {"id": "rest-agent", "permissions": ["read:memory"],
-                                                           "tenants": ["R1"]})
+    status, made = admin.call(
+        "POST", "/api/credentials", {"id": "rest-agent", "permissions": ["read:memory"], "tenants": ["R1"]}
+    )
     assert status == 200 and made["success"] is True
     assert made["credential"]["tenants"] == ["R1"] and made["token"].startswith("msk_")
     agent = Rest(rest.base, made["token"])
@@ -45,8 +47,12 @@ def test_an_admin_manages_credentials_over_rest(gateway_world):
     fields = {"id", "permissions", "tenants", "characters", "createdAt"}
     assert all(fields <= set(c) <= fields | {"revokedAt"} for c in listing["credentials"]), listing
     assert "msk_" not in str(listing)
-    assert admin.call("POST", "/api/credentials", {"id": "rest-agent", "permissions": ["read:memory"],
-                                                   "tenants": ["R1"]})[0] == 409
+    assert (
+        admin.call("POST", "/api/credentials", {"id": "rest-agent", "permissions": ["read:memory"], "tenants": ["R1"]})[
+            0
+        ]
+        == 409
+    )
     status, body = admin.call("POST", "/api/credentials", {"id": "bad id!", "permissions": ["root"]})
     assert status == 400 and "permissions" in body["message"] and "id" in body["message"]
     status, revoked = admin.call("DELETE", "/api/credentials/rest-agent")

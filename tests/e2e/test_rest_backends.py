@@ -27,13 +27,21 @@ def ok(rest: Rest, method: str, path: str, body: Any = None) -> Any:
     return answer
 
 
-
 def test_obsidian_primary_with_a_notion_fallback_through_envoy(rest, obsidian, notion):
-    settings = ok(rest, "PUT", "/api/settings/memory", {
-        "enabled": True, "primaryBackend": "obsidian", "fallbackBackends": ["notion"],
-        "backendConfigs": {"obsidian": {"baseUrl": obsidian.base_url, "apiKey": obsidian.api_key},
-                           "notion": {"baseUrl": notion.base_url, "apiKey": notion.token,
-                                      "databaseId": notion.database_id}}})
+    settings = ok(
+        rest,
+        "PUT",
+        "/api/settings/memory",
+        {
+            "enabled": True,
+            "primaryBackend": "obsidian",
+            "fallbackBackends": ["notion"],
+            "backendConfigs": {
+                "obsidian": {"baseUrl": obsidian.base_url, "apiKey": obsidian.api_key},
+                "notion": {"baseUrl": notion.base_url, "apiKey": notion.token, "databaseId": notion.database_id},
+            },
+        },
+    )
     assert settings["backendConfigs"]["obsidian"]["apiKeyMasked"] == "***" + obsidian.api_key[-4:]
     assert obsidian.api_key not in str(settings) and notion.token not in str(settings)
     created = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Prefers aisle seats"})
@@ -46,7 +54,9 @@ def test_obsidian_primary_with_a_notion_fallback_through_envoy(rest, obsidian, n
     notion.down()
     status = ok(rest, "GET", "/api/memory/engine-status")
     assert [(b["name"], b["role"], b["healthy"]) for b in status["backends"]] == [
-        ("obsidian", "primary", True), ("notion", "fallback", False)]
+        ("obsidian", "primary", True),
+        ("notion", "fallback", False),
+    ]
     assert "could not reach" in status["backends"][1]["error"]
     status, answer = rest.call("PUT", "/api/settings/memory", {"primaryBackend": "nowhere"})
     assert status == 400 and "primaryBackend" in str(answer)
@@ -64,8 +74,16 @@ def remote(tmp_path: Path) -> Iterator[tuple[ServerHandle, Rest]]:
 def test_the_memsvc_preset_fronts_another_memsvc(rest, remote):
     _, far = remote
     ok(far, "PUT", "/api/settings/memory", {"enabled": True})
-    ok(rest, "PUT", "/api/settings/memory", {"enabled": True, "primaryBackend": "mirror",
-                                             "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}}})
+    ok(
+        rest,
+        "PUT",
+        "/api/settings/memory",
+        {
+            "enabled": True,
+            "primaryBackend": "mirror",
+            "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}},
+        },
+    )
     created = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Speaks Portuguese", "key": "lang"})
     assert [m["content"] for m in ok(far, "GET", f"/api/memory?apiKeyId={OWNER}")["data"]] == ["Speaks Portuguese"]
     ok(rest, "PUT", f"/api/memory/{created['id']}", {"content": "Speaks Portuguese and Spanish"})
@@ -88,10 +106,20 @@ def backdate(handle: ServerHandle, memory_id: str, days: int) -> None:
 def test_keep_round_trips_through_the_memsvc_preset(rest, remote):
     handle, far = remote
     ok(far, "PUT", "/api/settings/memory", {"enabled": True, "retentionDays": 30})
-    ok(rest, "PUT", "/api/settings/memory", {"enabled": True, "primaryBackend": "mirror", "retentionDays": 30,
-                                             "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}}})
-    kept = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "The user's name is Ximena",
-                                            "keep": True})["id"]
+    ok(
+        rest,
+        "PUT",
+        "/api/settings/memory",
+        {
+            "enabled": True,
+            "primaryBackend": "mirror",
+            "retentionDays": 30,
+            "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}},
+        },
+    )
+    kept = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "The user's name is Ximena", "keep": True})[
+        "id"
+    ]
     plain = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Ximena mentioned a dentist"})["id"]
     for gateway in (far, rest):  # stored by the remote, and read back from it
         assert ok(gateway, "GET", f"/api/memory/{kept}")["keep"] is True
@@ -115,15 +143,29 @@ def test_keep_round_trips_through_the_memsvc_preset(rest, remote):
 
 def test_occurred_at_round_trips_through_the_memsvc_preset(rest, remote):
     _, far = remote
-    ok(rest, "PUT", "/api/settings/memory", {"primaryBackend": "mirror",
-                                             "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}}})
-    said = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Ada said she adopted a cat", "key": "turn:1",
-                                            "occurredAt": "2023-12-31T18:30:00Z"})["id"]
+    ok(
+        rest,
+        "PUT",
+        "/api/settings/memory",
+        {"primaryBackend": "mirror", "backendConfigs": {"mirror": {"type": "memsvc", "baseUrl": far.base}}},
+    )
+    said = ok(
+        rest,
+        "POST",
+        "/api/memory",
+        {
+            "apiKeyId": OWNER,
+            "content": "Ada said she adopted a cat",
+            "key": "turn:1",
+            "occurredAt": "2023-12-31T18:30:00Z",
+        },
+    )["id"]
     for gateway in (far, rest):  # stored by the remote, and read back from it
         assert ok(gateway, "GET", f"/api/memory/{said}")["occurredAt"] == "2023-12-31T18:30:00Z"
     ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "Ada said she adopted a black cat", "key": "turn:1"})
-    assert ok(far, "GET", f"/api/memory/{said}")["occurredAt"] == "2023-12-31T18:30:00Z", \
+    assert ok(far, "GET", f"/api/memory/{said}")["occurredAt"] == "2023-12-31T18:30:00Z", (
         "an upsert without it keeps it"
+    )
     moved = ok(rest, "PUT", f"/api/memory/{said}", {"occurredAt": "2024-01-01T08:00:00Z"})["memory"]
     assert moved["occurredAt"] == "2024-01-01T08:00:00Z"
     assert ok(far, "GET", f"/api/memory/{said}")["occurredAt"] == "2024-01-01T08:00:00Z"

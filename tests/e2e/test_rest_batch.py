@@ -41,8 +41,12 @@ def batch(rest: Rest, memories: list[dict[str, Any]]) -> tuple[int, Any]:
 
 def test_a_batch_answers_each_item_and_a_bad_one_gets_its_own_error_in_the_200(env):
     server, rest = env
-    good = {"apiKeyId": "rest-batch", "content": "I prefer dark mode", "key": "pref:theme",
-            "metadata": {"source": "import", "n": 3}}
+    good = {
+        "apiKeyId": "rest-batch",
+        "content": "I prefer dark mode",
+        "key": "pref:theme",
+        "metadata": {"source": "import", "n": 3},
+    }
     bad = {"apiKeyId": "rest-batch", "content": "x", "type": "gossip"}
     other = {"apiKeyId": "rest-batch", "sessionId": "s1", "type": "episodic", "content": "We met in Lisbon"}
 
@@ -63,7 +67,10 @@ def test_a_batch_answers_each_item_and_a_bad_one_gets_its_own_error_in_the_200(e
     for result in (first, third):
         got_status, stored[result["id"]] = rest.call("GET", f"/api/memory/{result['id']}")
         assert got_status == 200, stored
-    assert stored[first["id"]]["key"] == "pref:theme" and stored[first["id"]]["metadata"] == {"source": "import", "n": 3}
+    assert stored[first["id"]]["key"] == "pref:theme" and stored[first["id"]]["metadata"] == {
+        "source": "import",
+        "n": 3,
+    }
     assert stored[third["id"]]["sessionId"] == "s1" and stored[third["id"]]["type"] == "episodic"
     assert count(server, "rest-batch") == 2
 
@@ -86,11 +93,21 @@ def test_more_than_the_limit_is_a_400_and_stores_nothing(env):
     assert count(server, "rest-batch-limit") == 0
 
 
-@pytest.mark.parametrize("payload", [
-    pytest.param({"memories": [{"apiKeyId": "rest-batch-typo", "content": "ok"},
-                               {"apiKeyId": "rest-batch-typo", "contnet": "misspelled"}]}, id="in-an-item"),
-    pytest.param({"memories": [{"apiKeyId": "rest-batch-typo", "content": "ok"}], "memory": []}, id="top-level"),
-])
+@pytest.mark.parametrize(
+    "payload",
+    [
+        pytest.param(
+            {
+                "memories": [
+                    {"apiKeyId": "rest-batch-typo", "content": "ok"},
+                    {"apiKeyId": "rest-batch-typo", "contnet": "misspelled"},
+                ]
+            },
+            id="in-an-item",
+        ),
+        pytest.param({"memories": [{"apiKeyId": "rest-batch-typo", "content": "ok"}], "memory": []}, id="top-level"),
+    ],
+)
 def test_an_unknown_field_is_a_400_and_stores_nothing(env, payload):
     server, rest = env
     status, body = rest.call("POST", "/api/memory/batch", payload)

@@ -22,15 +22,23 @@ def _file(rest: Rest, character: str) -> tuple[int, dict]:
 def _refusal(rest: Rest, character: str) -> tuple[int, int, str, list[str]]:
     status, body = _file(rest, character)
     assert f"'character:{character}'" in body["message"], body
-    return (status, body["code"], body["message"].replace(character, "<name>"),
-            [d["reason"] for d in body["details"] if d["@type"] == ERROR_INFO])
+    return (
+        status,
+        body["code"],
+        body["message"].replace(character, "<name>"),
+        [d["reason"] for d in body["details"] if d["@type"] == ERROR_INFO],
+    )
 
 
 def test_character_reads_over_rest_need_the_characters_owner(gateway):  # noqa: F811
     handle, base = gateway
     admin = Rest(base, ADMIN)
-    token = lambda name, tenants: Rest(base, handle.app.credentials.create(  # noqa: E731
-        name, ["read:memory"], tenants, True).token)
+    token = lambda name, tenants: Rest(
+        base,
+        handle.app.credentials.create(  # noqa: E731
+            name, ["read:memory"], tenants, True
+        ).token,
+    )
     for name in ("Mia", "Nia"):
         append = {"character": name, "messages": [{"role": "human", "text": f"{name} loves green tea"}]}
         assert admin.call("POST", "/api/memory/recent_file/append", append)[0] == 200

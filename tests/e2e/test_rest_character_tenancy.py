@@ -39,8 +39,12 @@ def _file(admin: Rest) -> tuple[int, dict]:
 def test_character_writes_over_rest_need_the_characters_owner(gateway):
     handle, base = gateway
     admin = Rest(base, ADMIN)
-    token = lambda name, tenants: Rest(base, handle.app.credentials.create(  # noqa: E731
-        name, ["read:memory", "write:memory"], tenants, True).token)
+    token = lambda name, tenants: Rest(
+        base,
+        handle.app.credentials.create(  # noqa: E731
+            name, ["read:memory", "write:memory"], tenants, True
+        ).token,
+    )
     other, mia = token("other", ["character:Other"]), token("mia", ["character:Mia"])
     append = {"character": "Mia", "messages": [{"role": "human", "text": "I love green tea"}]}
     _denied(*other.call("POST", "/api/memory/recent_file/append", append))
@@ -48,8 +52,12 @@ def test_character_writes_over_rest_need_the_characters_owner(gateway):
     assert mia.call("POST", "/api/memory/recent_file/append", append)[0] == 200
     status, snap = _file(admin)
     assert status == 200 and "I love green tea" in snap["content"]
-    save = {"filename": "recent_Mia.json", "fingerprint": snap["fingerprint"],
-            "identity_token": snap["identity_token"], "chat": [{"role": "human", "text": "rewritten"}]}
+    save = {
+        "filename": "recent_Mia.json",
+        "fingerprint": snap["fingerprint"],
+        "identity_token": snap["identity_token"],
+        "chat": [{"role": "human", "text": "rewritten"}],
+    }
     _denied(*other.call("POST", "/api/memory/recent_file/save", save))
     assert _file(admin)[1]["content"] == snap["content"]
     status, saved = mia.call("POST", "/api/memory/recent_file/save", save)

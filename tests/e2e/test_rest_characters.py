@@ -87,10 +87,17 @@ def test_get_and_save_speak_snake_case(env):
     status, body = env.get("recent_小天.json")
     assert status == 200 and set(body) == {"content", "fingerprint", "identity_token"}, body
     assert body["content"] == path.read_text(encoding="utf-8")
-    status, saved = env.save("小天", body, [{"role": "human", "text": "こんにちは！"}, {"role": "ai", "text": "こんばんは！"}])
+    status, saved = env.save(
+        "小天", body, [{"role": "human", "text": "こんにちは！"}, {"role": "ai", "text": "こんばんは！"}]
+    )
     assert status == 200, saved
-    assert saved == {"success": True, "need_refresh": True, "catgirl_name": "小天",
-                     "fingerprint": env.snapshot("小天")["fingerprint"], "identity_token": body["identity_token"]}
+    assert saved == {
+        "success": True,
+        "need_refresh": True,
+        "catgirl_name": "小天",
+        "fingerprint": env.snapshot("小天")["fingerprint"],
+        "identity_token": body["identity_token"],
+    }
     assert json.loads(path.read_text(encoding="utf-8")) == [msg("human", "こんにちは！"), msg("ai", "こんばんは！")]
 
 
@@ -128,14 +135,16 @@ def test_limits_over_rest(env):
 
 def test_unknown_item_fields_are_not_stored(env):
     path = env.seed("Extra", [])
-    status, body = env.save("Extra", env.snapshot("Extra"), [{"role": "human", "text": "x", "mood": "happy",
-                                                             "data": {"injected": True}}])
+    status, body = env.save(
+        "Extra", env.snapshot("Extra"), [{"role": "human", "text": "x", "mood": "happy", "data": {"injected": True}}]
+    )
     assert status == 200, body
     assert json.loads(path.read_text(encoding="utf-8")) == [msg("human", "x")]
 
 
-@pytest.mark.parametrize("filename", ["a/recent_x.json", "recent_a\\b.json", "recent_..json", "notes.json",
-                                      "recent_x.txt", ""])
+@pytest.mark.parametrize(
+    "filename", ["a/recent_x.json", "recent_a\\b.json", "recent_..json", "notes.json", "recent_x.txt", ""]
+)
 def test_bad_filenames_are_400(env, filename):
     status, body = env.get(filename)
     assert status == 400 and bad_fields(body) == {"filename"}, body
@@ -151,8 +160,9 @@ def test_missing_token_is_409_without_reason(env):
 def test_conflict_carries_the_current_tokens(env):
     path = env.seed("Clash", [msg("human", "one")])
     old = env.snapshot("Clash")
-    status, appended = env.rest.call("POST", "/api/memory/recent_file/append",
-                                     {"character": "Clash", "messages": [{"role": "ai", "text": "two"}]})
+    status, appended = env.rest.call(
+        "POST", "/api/memory/recent_file/append", {"character": "Clash", "messages": [{"role": "ai", "text": "two"}]}
+    )
     assert status == 200 and appended == {"success": True, "accepted": 1, "pending": 1}, appended
     current = env.snapshot("Clash")
     status, body = env.save("Clash", old, [{"role": "human", "text": "mine"}])
@@ -189,16 +199,22 @@ def test_both_rename_routes_and_the_alias_no_op(env):
     assert (env.runtime / "新名" / "recent.json").exists() and not (env.runtime / "旧名").exists()
     # Through the alias the duplicate is an idempotent no-op...
     status, body = env.rest.call("POST", "/api/memory/update_catgirl_name", {"old_name": "旧名", "new_name": "新名"})
-    assert status == 200 and body == {"success": True, "changed": False, "already_renamed": True,
-                                      "exists_after": True}, body
+    assert status == 200 and body == {
+        "success": True,
+        "changed": False,
+        "already_renamed": True,
+        "exists_after": True,
+    }, body
     # ...through the canonical route (same RPC) it is not: Envoy's x-envoy-original-path
     # tells the server which route was called.
-    status, body = env.rest.call("POST", "/api/characters/catgirl/" + urllib.parse.quote("旧名") + "/rename",
-                                 {"new_name": "新名"})
+    status, body = env.rest.call(
+        "POST", "/api/characters/catgirl/" + urllib.parse.quote("旧名") + "/rename", {"new_name": "新名"}
+    )
     assert status == 404 and body["code"] == 5, body
     # The canonical route takes old_name from the path.
-    status, body = env.rest.call("POST", "/api/characters/catgirl/" + urllib.parse.quote("新名") + "/rename",
-                                 {"new_name": "最新"})
+    status, body = env.rest.call(
+        "POST", "/api/characters/catgirl/" + urllib.parse.quote("新名") + "/rename", {"new_name": "最新"}
+    )
     assert status == 200 and body["memory_renamed"] is True, body
     assert (env.runtime / "最新" / "recent.json").exists()
 
@@ -206,8 +222,9 @@ def test_both_rename_routes_and_the_alias_no_op(env):
 def test_partial_rename_through_the_alias_is_409(env):
     _register(env, "Published")
     (env.runtime / "Leftover").mkdir(parents=True)
-    status, body = env.rest.call("POST", "/api/memory/update_catgirl_name",
-                                 {"old_name": "Leftover", "new_name": "Published"})
+    status, body = env.rest.call(
+        "POST", "/api/memory/update_catgirl_name", {"old_name": "Leftover", "new_name": "Published"}
+    )
     assert status == 409 and reason(body) == "PARTIAL_RENAME", body
 
 
@@ -228,8 +245,14 @@ def test_legacy_scan_and_purge_speak_snake_case(env):
     [root] = scan["legacy_roots"]
     assert set(root) == {"root", "source", "exists", "entries"} and root["source"] == "legacy_app_root"
     [entry] = root["entries"]
-    assert entry == {"name": "Relic", "path": str(env.legacy / "Relic"), "is_dir": True, "size_bytes": 2,
-                     "is_unlinked": True, "runtime_has_same_name": False}
+    assert entry == {
+        "name": "Relic",
+        "path": str(env.legacy / "Relic"),
+        "is_dir": True,
+        "size_bytes": 2,
+        "is_unlinked": True,
+        "runtime_has_same_name": False,
+    }
     status, body = env.rest.call("POST", "/api/memory/legacy/purge", {"paths": [entry["path"], "relative/x", 5]})
     assert status == 200, body
     assert body["success"] is True and body["removed"] == [entry["path"]]

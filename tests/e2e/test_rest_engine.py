@@ -25,10 +25,26 @@ OWNER = "key-rest-engine"
 FACTS_TEXT = "I prefer concise answers. I usually answer in bullet points."
 CHAT = {"model": "gpt-4o", "messages": [{"role": "user", "content": "How should you format answers? concise?"}]}
 MEMORY_CONTEXT = re.compile(r"Memory context: .*concise answers", re.DOTALL)
-SETTINGS_FIELDS = {"enabled", "maxTokens", "retentionDays", "strategy", "scope", "skillsEnabled", "embeddingSource",
-                   "embeddingProviderModel", "customBaseUrl", "customModelId", "transformersEnabled",
-                   "staticEnabled", "rerankEnabled", "rerankProviderModel", "vectorStore", "primaryBackend",
-                   "fallbackBackends", "backendConfigs"}
+SETTINGS_FIELDS = {
+    "enabled",
+    "maxTokens",
+    "retentionDays",
+    "strategy",
+    "scope",
+    "skillsEnabled",
+    "embeddingSource",
+    "embeddingProviderModel",
+    "customBaseUrl",
+    "customModelId",
+    "transformersEnabled",
+    "staticEnabled",
+    "rerankEnabled",
+    "rerankProviderModel",
+    "vectorStore",
+    "primaryBackend",
+    "fallbackBackends",
+    "backendConfigs",
+}
 NULLABLE = {"embeddingProviderModel", "customBaseUrl", "customModelId", "rerankProviderModel"}
 ITEM_FIELDS = {"id", "type", "key", "content", "score", "tokens", "tier"}
 TIERS = {"keyword", "vector", "hybrid-gated-convex", "qdrant", "recent"}
@@ -98,10 +114,20 @@ def test_settings_round_trip_in_camel_case(rest):
     assert SETTINGS_FIELDS - NULLABLE <= set(got) <= SETTINGS_FIELDS
     assert all(got.get(name) is None for name in NULLABLE)
 
-    values = {"enabled": True, "maxTokens": 1500, "retentionDays": 45, "strategy": "semantic", "scope": "session",
-              "skillsEnabled": True, "customBaseUrl": "https://embeddings.example.com/v1", "customModelId": "m-1",
-              "embeddingProviderModel": "openai/text-embedding-3-small", "vectorStore": "sqlite-vec",
-              "fallbackBackends": ["sqlite"], "backendConfigs": {"sqlite": {"n": 1, "tags": ["a"]}}}
+    values = {
+        "enabled": True,
+        "maxTokens": 1500,
+        "retentionDays": 45,
+        "strategy": "semantic",
+        "scope": "session",
+        "skillsEnabled": True,
+        "customBaseUrl": "https://embeddings.example.com/v1",
+        "customModelId": "m-1",
+        "embeddingProviderModel": "openai/text-embedding-3-small",
+        "vectorStore": "sqlite-vec",
+        "fallbackBackends": ["sqlite"],
+        "backendConfigs": {"sqlite": {"n": 1, "tags": ["a"]}},
+    }
     put = ok(rest, "PUT", "/api/settings/memory", values)
     assert {k: put[k] for k in values} == values
     assert_camel_case(put, skip=("backendConfigs",))
@@ -119,13 +145,20 @@ def test_settings_validation_errors_are_400_with_field_violations(rest):
     status, body = rest.call("PUT", "/api/settings/memory", {"maxTokens": 20001})
     assert_400(status, body, "maxTokens")
 
-    status, body = rest.call("PUT", "/api/settings/memory",
-                             {"maxTokens": 20001, "enabled": "yes", "bogus": 1, "strategy": "x", "scope": "apiKey"})
+    status, body = rest.call(
+        "PUT",
+        "/api/settings/memory",
+        {"maxTokens": 20001, "enabled": "yes", "bogus": 1, "strategy": "x", "scope": "apiKey"},
+    )
     assert_400(status, body, "maxTokens", "enabled", "bogus", "strategy")
     assert "scope" not in violations(body)
 
-    for url in ("https://user:pass@example.com/v1", "https://example.com/v1?k=1", "file:///etc/passwd",
-                "http://169.254.169.254/"):
+    for url in (
+        "https://user:pass@example.com/v1",
+        "https://example.com/v1?k=1",
+        "file:///etc/passwd",
+        "http://169.254.169.254/",
+    ):
         status, body = rest.call("PUT", "/api/settings/memory", {"customBaseUrl": url, "enabled": True})
         assert_400(status, body, "customBaseUrl")
         assert url not in str(body)
@@ -139,8 +172,7 @@ def test_settings_validation_errors_are_400_with_field_violations(rest):
 
 def test_extract_inject_retrieve_in_camel_case(rest):
     enable(rest)
-    extracted = ok(rest, "POST", "/api/memory/extract", {"userMessage": FACTS_TEXT, "apiKeyId": OWNER,
-                                                         "wait": True})
+    extracted = ok(rest, "POST", "/api/memory/extract", {"userMessage": FACTS_TEXT, "apiKeyId": OWNER, "wait": True})
     assert extracted["stored"] == 2 and extracted["accepted"] is False and extracted["skippedReason"] == ""
     assert {f["key"] for f in extracted["facts"]} == {"preference:concise_answers", "pattern:answer_in_bullet_points"}
     assert listing(rest)["total"] == 2
@@ -152,16 +184,21 @@ def test_extract_inject_retrieve_in_camel_case(rest):
     assert len(messages) == 2 and messages[0]["role"] == "system"
     assert MEMORY_CONTEXT.match(messages[0]["content"]), messages[0]
     assert messages[1] == CHAT["messages"][0]
-    assert {k: v for k, v in injected["request"].items() if k != "messages"} == \
-        {k: v for k, v in body.items() if k != "messages"}
+    assert {k: v for k, v in injected["request"].items() if k != "messages"} == {
+        k: v for k, v in body.items() if k != "messages"
+    }
     assert len(injected["memoryIds"]) == 2 and injected["tokens"] > 0
     assert_camel_case({k: v for k, v in injected.items() if k != "request"})
 
     user_role = ok(rest, "POST", "/api/memory/inject", {"request": CHAT, "provider": "o1", "apiKeyId": OWNER})
     assert user_role["role"] == "user" and user_role["request"]["messages"][0]["role"] == "user"
 
-    retrieved = ok(rest, "POST", "/api/memory/retrieve", {"apiKeyId": OWNER, "query": "concise answers",
-                                                          "maxTokens": 50, "strategy": "hybrid"})
+    retrieved = ok(
+        rest,
+        "POST",
+        "/api/memory/retrieve",
+        {"apiKeyId": OWNER, "query": "concise answers", "maxTokens": 50, "strategy": "hybrid"},
+    )
     assert retrieved["memories"][0]["content"] == "User prefers concise answers"
     assert retrieved["totalTokens"] == sum(m["tokens"] for m in retrieved["memories"]) <= 50
     assert retrieved["resolution"]["strategyUsed"]
@@ -174,8 +211,10 @@ def test_retrieve_and_preview_show_occurred_at_in_utc_only_when_known(rest):
     enable(rest)
     said = create(rest, "Mira: the night train to Lisbon was late", occurredAt="2023-12-31T23:59:30.250+01:00")
     unknown = create(rest, "Mira: the night train had a dining car")
-    for path, body in (("/api/memory/retrieve", {"apiKeyId": OWNER, "query": "night train"}),
-                       ("/api/memory/retrieve-preview", {"apiKeyId": OWNER, "query": "night train"})):
+    for path, body in (
+        ("/api/memory/retrieve", {"apiKeyId": OWNER, "query": "night train"}),
+        ("/api/memory/retrieve-preview", {"apiKeyId": OWNER, "query": "night train"}),
+    ):
         found = {m["id"]: m for m in ok(rest, "POST", path, body)["memories"]}
         assert set(found) == {said, unknown}, path
         assert found[said]["occurredAt"] == "2023-12-31T22:59:30.250Z", path
@@ -190,19 +229,33 @@ def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(re
     Gemini body gets systemInstruction (no provider given: its shape says so); an unrelated
     question injects nothing; limit and minScore are checked as any other field."""
     enable(rest)
-    db = ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "type": "episodic", "key": "decision:db",
-                                          "content": "I will use PostgreSQL for this project"})["id"]
+    db = ok(
+        rest,
+        "POST",
+        "/api/memory",
+        {
+            "apiKeyId": OWNER,
+            "type": "episodic",
+            "key": "decision:db",
+            "content": "I will use PostgreSQL for this project",
+        },
+    )["id"]
     ok(rest, "POST", "/api/memory", {"apiKeyId": OWNER, "content": "User lives in Berlin"})
 
     anthropic = anthropic_body(DB_QUESTION)
-    resp = ok(rest, "POST", "/api/memory/inject", {"request": anthropic, "provider": "anthropic", "apiKeyId": OWNER,
-                                                   "limit": 5, "minScore": 0.25})
+    resp = ok(
+        rest,
+        "POST",
+        "/api/memory/inject",
+        {"request": anthropic, "provider": "anthropic", "apiKeyId": OWNER, "limit": 5, "minScore": 0.25},
+    )
     assert resp["injected"] is True and resp["format"] == "anthropic" and resp["role"] == "system"
     assert resp["memoryIds"] == [db] and resp["belowMinScore"] >= 0
     assert anthropic_problems(resp["request"]) == []
     assert resp["request"]["messages"] == anthropic["messages"]
-    assert resp["request"]["system"] == ("Memory context: I will use PostgreSQL for this project\n\n"
-                                         + anthropic["system"])
+    assert resp["request"]["system"] == (
+        "Memory context: I will use PostgreSQL for this project\n\n" + anthropic["system"]
+    )
 
     gemini = gemini_body(DB_QUESTION)
     resp = ok(rest, "POST", "/api/memory/inject", {"request": gemini, "apiKeyId": OWNER})
@@ -210,7 +263,8 @@ def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(re
     assert gemini_problems(resp["request"]) == []
     assert resp["request"]["contents"] == gemini["contents"]
     assert resp["request"]["systemInstruction"]["parts"][0] == {
-        "text": "Memory context: I will use PostgreSQL for this project"}
+        "text": "Memory context: I will use PostgreSQL for this project"
+    }
 
     unrelated = gemini_body("Write a haiku about the ocean at night")
     resp = ok(rest, "POST", "/api/memory/inject", {"request": unrelated, "provider": "gemini", "apiKeyId": OWNER})
@@ -220,9 +274,12 @@ def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(re
     assert [m["id"] for m in floored["memories"]] == [db]
     assert "belowMinScore" in floored["resolution"]
     # One word of 19 shared with a memory of three terms: keyword overlap 2/22, below search's 0.10.
-    one_word = {"apiKeyId": OWNER, "query": "please write a long rhyming haiku about stormy grey ocean waves at "
-                                            "midnight, seagulls, lighthouses, foghorns, fishing boats, sailors, "
-                                            "salt spray and PostgreSQL"}
+    one_word = {
+        "apiKeyId": OWNER,
+        "query": "please write a long rhyming haiku about stormy grey ocean waves at "
+        "midnight, seagulls, lighthouses, foghorns, fishing boats, sailors, "
+        "salt spray and PostgreSQL",
+    }
     searched = ok(rest, "POST", "/api/memory/retrieve", one_word)
     assert searched["memories"] == [] and searched["resolution"]["belowMinScore"] >= 1  # Retrieve's default floor
     assert (searched["resolution"]["keywordFloor"], searched["resolution"]["vectorFloor"]) == (0.10, 0.25)
@@ -230,8 +287,10 @@ def test_inject_anthropic_and_gemini_bodies_and_the_relevance_floor_over_rest(re
     assert [m["id"] for m in unfloored["memories"]] == [db]
     assert (unfloored["resolution"]["keywordFloor"], unfloored["resolution"]["vectorFloor"]) == (0, 0)
     for field, value in (("limit", 0), ("limit", 101), ("minScore", 1.5), ("minScore", -1)):
-        for path, body in (("/api/memory/retrieve", {"apiKeyId": OWNER, "query": DB_QUESTION}),
-                           ("/api/memory/inject", {"request": gemini, "apiKeyId": OWNER})):
+        for path, body in (
+            ("/api/memory/retrieve", {"apiKeyId": OWNER, "query": DB_QUESTION}),
+            ("/api/memory/inject", {"request": gemini, "apiKeyId": OWNER}),
+        ):
             status, payload = rest.call("POST", path, {**body, field: value})
             assert_400(status, payload, field)
 
@@ -249,8 +308,13 @@ def test_opt_out_through_envoy(rest, how):
     resp = ok(rest, "POST", "/api/memory/inject", request, headers=headers)
     assert resp["injected"] is False and resp["request"] == CHAT and resp["skippedReason"]
     extra = {"noMemory": True} if how == "noMemory" else {}
-    out = ok(rest, "POST", "/api/memory/extract", {"userMessage": "I prefer green tea.", "apiKeyId": OWNER,
-                                                   "wait": True, **extra}, headers=headers)
+    out = ok(
+        rest,
+        "POST",
+        "/api/memory/extract",
+        {"userMessage": "I prefer green tea.", "apiKeyId": OWNER, "wait": True, **extra},
+        headers=headers,
+    )
     assert out["stored"] == 0
     assert listing(rest)["total"] == 2
 
@@ -283,8 +347,14 @@ def test_retrieve_preview_requires_a_query(rest):
 def test_retrieve_preview_on_an_empty_store(rest):
     resp = ok(rest, "POST", "/api/memory/retrieve-preview", {"query": "anything at all"})
     assert resp["memories"] == [] and resp["totalTokensUsed"] == 0 and resp["budgetMaxTokens"] == 2000
-    assert set(resp["resolution"]) >= {"embeddingSource", "embeddingModel", "vectorStore", "strategyUsed",
-                                       "rerankApplied", "fallbackReason"}
+    assert set(resp["resolution"]) >= {
+        "embeddingSource",
+        "embeddingModel",
+        "vectorStore",
+        "strategyUsed",
+        "rerankApplied",
+        "fallbackReason",
+    }
 
 
 @pytest.mark.parametrize("strategy", ["recent", "semantic", "hybrid"])
@@ -293,9 +363,18 @@ def test_retrieve_preview_numbers(rest, strategy, max_tokens, limit):
     for i in range(12):
         create(rest, f"previewword entry {i} " + "pad " * (i * 3), key=f"entry_{i}")
     create(rest, "previewword for someone else", api_key_id="other-owner")
-    resp = ok(rest, "POST", "/api/memory/retrieve-preview",
-              {"query": "previewword entry", "strategy": strategy, "maxTokens": max_tokens, "limit": limit,
-               "apiKeyId": OWNER})
+    resp = ok(
+        rest,
+        "POST",
+        "/api/memory/retrieve-preview",
+        {
+            "query": "previewword entry",
+            "strategy": strategy,
+            "maxTokens": max_tokens,
+            "limit": limit,
+            "apiKeyId": OWNER,
+        },
+    )
     assert resp["budgetMaxTokens"] == max_tokens
     memories = resp["memories"]
     assert memories, resp
@@ -309,9 +388,13 @@ def test_retrieve_preview_numbers(rest, strategy, max_tokens, limit):
 
 
 def test_retrieve_preview_limit_and_budget_validation(rest):
-    for body, field in (({"query": "x", "limit": 0}, "limit"), ({"query": "x", "limit": 101}, "limit"),
-                        ({"query": "x", "maxTokens": 0}, "maxTokens"), ({"query": "x", "maxTokens": 16001}, "maxTokens"),
-                        ({"query": "x", "strategy": "nope"}, "strategy")):
+    for body, field in (
+        ({"query": "x", "limit": 0}, "limit"),
+        ({"query": "x", "limit": 101}, "limit"),
+        ({"query": "x", "maxTokens": 0}, "maxTokens"),
+        ({"query": "x", "maxTokens": 16001}, "maxTokens"),
+        ({"query": "x", "strategy": "nope"}, "strategy"),
+    ):
         status, payload = rest.call("POST", "/api/memory/retrieve-preview", body)
         assert_400(status, payload, field)
 

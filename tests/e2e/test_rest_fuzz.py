@@ -70,9 +70,11 @@ SETTLE_TIMEOUT_S = 30.0
 
 
 def fuzz_settings(n: int) -> settings:
-    return settings(max_examples=n, deadline=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.function_scoped_fixture])
+    return settings(
+        max_examples=n,
+        deadline=None,
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.function_scoped_fixture],
+    )
 
 
 def _input_type(route: Route) -> Descriptor:
@@ -86,8 +88,12 @@ def _input_type(route: Route) -> Descriptor:
 def stack(tmp_path_factory):
     # No background flush of appended messages during the run (so no review starts behind
     # the fuzzer's back); everything else as served.
-    config = make_config(tmp_path_factory.mktemp("rest-fuzz"), api_tokens=(TOKEN,),
-                         recent_flush_s=3600.0, recent_flush_messages=1_000_000)
+    config = make_config(
+        tmp_path_factory.mktemp("rest-fuzz"),
+        api_tokens=(TOKEN,),
+        recent_flush_s=3600.0,
+        recent_flush_messages=1_000_000,
+    )
     handle = start_server(config)
     gateway = start_gateway(handle)
     yield handle, gateway.settings.listen_port
@@ -114,33 +120,42 @@ def snapshot(server: ServerHandle) -> dict[str, Any]:
             "memories": db.execute(
                 "SELECT id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at,"
                 " expires_at FROM memories WHERE expires_at IS NULL OR expires_at > ? ORDER BY id",
-                (horizon,)).fetchall(),
+                (horizon,),
+            ).fetchall(),
             "settings": db.execute("SELECT key, value FROM settings ORDER BY key").fetchall(),
             "pending": db.execute("SELECT id, character, role, text FROM recent_pending ORDER BY id").fetchall(),
-            "credentials": db.execute("SELECT id, permissions, tenants, characters, revoked_at FROM credentials"
-                                      " ORDER BY id").fetchall(),
+            "credentials": db.execute(
+                "SELECT id, permissions, tenants, characters, revoked_at FROM credentials ORDER BY id"
+            ).fetchall(),
         }
     finally:
         db.close()
     data = server.config.data_dir
-    state["files"] = {str(p.relative_to(data)): p.read_bytes()
-                      for root in (server.config.runtime_memory_dir, server.config.config_dir) if root.exists()
-                      for p in sorted(root.rglob("*")) if p.is_file()}
+    state["files"] = {
+        str(p.relative_to(data)): p.read_bytes()
+        for root in (server.config.runtime_memory_dir, server.config.config_dir)
+        if root.exists()
+        for p in sorted(root.rglob("*"))
+        if p.is_file()
+    }
     return state
 
 
-def send(port: int, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
-         ) -> tuple[int, bytes]:
+def send(port: int, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes) -> tuple[int, bytes]:
     """One HTTP/1.1 request written byte for byte (no client library rewrites it)."""
     status, _, payload = exchange(port, method, target, headers, body)
     return status, payload
 
 
-def exchange(port: int, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
-             ) -> tuple[int, http.client.HTTPMessage, bytes]:
+def exchange(
+    port: int, method: str, target: bytes, headers: list[tuple[bytes, bytes]], body: bytes
+) -> tuple[int, http.client.HTTPMessage, bytes]:
     """`send`, with the response's headers."""
-    head = [method.encode() + b" " + target + b" HTTP/1.1",
-            b"content-length: " + str(len(body)).encode(), b"connection: close"]
+    head = [
+        method.encode() + b" " + target + b" HTTP/1.1",
+        b"content-length: " + str(len(body)).encode(),
+        b"connection: close",
+    ]
     if not any(k.lower() == b"host" for k, _ in headers):
         head.append(b"host: 127.0.0.1")
     head += [k + b": " + v for k, v in headers]
@@ -153,20 +168,73 @@ def exchange(port: int, method: str, target: bytes, headers: list[tuple[bytes, b
 
 # ---- strategies ------------------------------------------------------------------------------
 
-ODD_TEXT = st.sampled_from([
-    "", " ", "k", "fuzz", "Mia", "\x00", "a\x00b", "\x7f\x1b[31m", "\u202e\u200b\ufeff", "İ", "ß", "🧠",
-    "\ufffd", "\uffff", "\U0010ffff", "..", ".", "/", "\\", "%", "%ff", "%00", "?", "#", "&", "=", "+",
-    "' OR 1=1 --", "recent_Mia.json", "recent_.json", "é" * 70, "a" * 300,
-])
-TEXT = st.one_of(ODD_TEXT, st.text(max_size=20),
-                 st.builds(lambda c, n: c * n, st.sampled_from("a🧠é "), st.sampled_from([1024, 5000, 40_000])))
-SCALAR = st.one_of(st.none(), st.booleans(), st.integers(-(2**63), 2**64), st.floats(allow_nan=False, allow_infinity=False),
-                   TEXT, st.sampled_from(["NaN", "Infinity", "-0", "1e999", "true", "yes", "2099-01-01T00:00:00Z"]))
-ANY_JSON = st.recursive(SCALAR, lambda inner: st.one_of(st.lists(inner, max_size=4),
-                                                        st.dictionaries(TEXT, inner, max_size=4)), max_leaves=12)
-TIMESTAMP = st.sampled_from(["2099-01-01T00:00:00Z", "2000-01-01T00:00:00Z", "1970-01-01T00:00:00Z",
-                             "9999-12-31T23:59:59Z", "0001-01-01T00:00:00Z", "2099-13-01T00:00:00Z",
-                             "tomorrow", "", "2099-01-01T00:00:00+09:00"])
+ODD_TEXT = st.sampled_from(
+    [
+        "",
+        " ",
+        "k",
+        "fuzz",
+        "Mia",
+        "\x00",
+        "a\x00b",
+        "\x7f\x1b[31m",
+        "\u202e\u200b\ufeff",
+        "İ",
+        "ß",
+        "🧠",
+        "\ufffd",
+        "\uffff",
+        "\U0010ffff",
+        "..",
+        ".",
+        "/",
+        "\\",
+        "%",
+        "%ff",
+        "%00",
+        "?",
+        "#",
+        "&",
+        "=",
+        "+",
+        "' OR 1=1 --",
+        "recent_Mia.json",
+        "recent_.json",
+        "é" * 70,
+        "a" * 300,
+    ]
+)
+TEXT = st.one_of(
+    ODD_TEXT,
+    st.text(max_size=20),
+    st.builds(lambda c, n: c * n, st.sampled_from("a🧠é "), st.sampled_from([1024, 5000, 40_000])),
+)
+SCALAR = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**63), 2**64),
+    st.floats(allow_nan=False, allow_infinity=False),
+    TEXT,
+    st.sampled_from(["NaN", "Infinity", "-0", "1e999", "true", "yes", "2099-01-01T00:00:00Z"]),
+)
+ANY_JSON = st.recursive(
+    SCALAR,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(TEXT, inner, max_size=4)),
+    max_leaves=12,
+)
+TIMESTAMP = st.sampled_from(
+    [
+        "2099-01-01T00:00:00Z",
+        "2000-01-01T00:00:00Z",
+        "1970-01-01T00:00:00Z",
+        "9999-12-31T23:59:59Z",
+        "0001-01-01T00:00:00Z",
+        "2099-13-01T00:00:00Z",
+        "tomorrow",
+        "",
+        "2099-01-01T00:00:00+09:00",
+    ]
+)
 
 
 def _deep(depth: int, kind: str) -> Any:
@@ -200,8 +268,11 @@ def _value_for(field: FieldDescriptor, depth: int, loose: bool = True) -> st.Sea
     elif msg.full_name == "google.protobuf.Timestamp":
         own = TIMESTAMP
     elif msg.full_name in FREE_FORM:
-        own = st.one_of(ANY_JSON, DEEP) if msg.full_name != "google.protobuf.Struct" else \
-            st.one_of(st.dictionaries(TEXT, ANY_JSON, max_size=4), DEEP.map(lambda v: {"d": v}))
+        own = (
+            st.one_of(ANY_JSON, DEEP)
+            if msg.full_name != "google.protobuf.Struct"
+            else st.one_of(st.dictionaries(TEXT, ANY_JSON, max_size=4), DEEP.map(lambda v: {"d": v}))
+        )
     elif depth > 3:
         own = st.just({})
     else:
@@ -228,8 +299,23 @@ def message_body(msg: Descriptor, depth: int = 0, loose: bool = True) -> st.Sear
 
 def _path_value() -> st.SearchStrategy[bytes]:
     encoded = st.one_of(ODD_TEXT, st.text(max_size=20)).map(lambda t: quote(t, safe="").encode())
-    raw = st.sampled_from([b"%ff", b"%ff%fe", b"%c3%28", b"%", b"%zz", b"%00", b"%2e%2e", b"..", b".",
-                           b"a%2Fb", b"Mia", b"\xff", b"\xe3\x81\x82"])
+    raw = st.sampled_from(
+        [
+            b"%ff",
+            b"%ff%fe",
+            b"%c3%28",
+            b"%",
+            b"%zz",
+            b"%00",
+            b"%2e%2e",
+            b"..",
+            b".",
+            b"a%2Fb",
+            b"Mia",
+            b"\xff",
+            b"\xe3\x81\x82",
+        ]
+    )
     usual = st.one_of(encoded, raw, st.just(b"k"))
     huge = st.sampled_from([b"a" * 9000, b"x" * 8100])  # over the URL limit, alone or together
     return st.integers(0, 24).flatmap(lambda n: huge if n == 0 else usual)
@@ -240,7 +326,7 @@ def targets(draw, route: Route) -> bytes:
     path = route.template.encode()
     while b"{" in path:
         start, end = path.index(b"{"), path.index(b"}")
-        path = path[:start] + draw(_path_value()) + path[end + 1:]
+        path = path[:start] + draw(_path_value()) + path[end + 1 :]
     path = draw(st.sampled_from([path] * 6 + [path + b"/", path.replace(b"/api/", b"/api//"), path.upper()]))
     names = [f.json_name for f in _input_type(route).fields] + ["x", "apiKeyId", "bogus", "%ff", ""]
     params = draw(st.lists(st.tuples(st.sampled_from(names), _path_value()), max_size=4))
@@ -250,38 +336,102 @@ def targets(draw, route: Route) -> bytes:
 
 
 HEADER_VALUE = st.one_of(
-    st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=40)
-    .map(lambda t: t.encode("latin-1")),
+    st.text(st.characters(min_codepoint=0x20, max_codepoint=0xFF, exclude_characters="\x7f"), max_size=40).map(
+        lambda t: t.encode("latin-1")
+    ),
     st.sampled_from([b"###", b"AAAA", b"YWJj", b"=", b"", b"1S", b"99999999999H", b"gzip", b"trailers"]),
 )
 BIG_HEADER_VALUE = st.sampled_from([1000, 9000, 20_000, 31_000]).map(lambda n: b"v" * n)
-HEADER = st.tuples(st.sampled_from([b"x-fuzz", b"x-trace-bin", b"grpc-timeout", b"grpc-encoding", b"te",
-                                    b"accept", b"x-request-id", b"x-memsvc-guard", b"cookie",
-                                    b"x-envoy-original-path", b"accept-encoding", b"origin"]), HEADER_VALUE)
-CONTENT_TYPE = st.sampled_from([b"application/json", b"application/json", b"application/json; charset=utf-8",
-                                b"text/plain", b"application/x-www-form-urlencoded", b"application/grpc-web",
-                                b"application/grpc;x", b"Application/GRPC", b"application/grpc+json",
-                                b"application/grpc", b""])
+HEADER = st.tuples(
+    st.sampled_from(
+        [
+            b"x-fuzz",
+            b"x-trace-bin",
+            b"grpc-timeout",
+            b"grpc-encoding",
+            b"te",
+            b"accept",
+            b"x-request-id",
+            b"x-memsvc-guard",
+            b"cookie",
+            b"x-envoy-original-path",
+            b"accept-encoding",
+            b"origin",
+        ]
+    ),
+    HEADER_VALUE,
+)
+CONTENT_TYPE = st.sampled_from(
+    [
+        b"application/json",
+        b"application/json",
+        b"application/json; charset=utf-8",
+        b"text/plain",
+        b"application/x-www-form-urlencoded",
+        b"application/grpc-web",
+        b"application/grpc;x",
+        b"Application/GRPC",
+        b"application/grpc+json",
+        b"application/grpc",
+        b"",
+    ]
+)
 LOOPBACK_NAMES = {b"127.0.0.1", b"localhost", b"[::1]"}
 # Host values Envoy's HTTP/1 codec lets through (it refuses a path or an empty Host itself)
 # that name anything but loopback, or loopback with userinfo or a bad port.
 FOREIGN_HOST = st.one_of(
-    st.sampled_from([b"evil.example", b"evil.example:8080", b"127.0.0.1:1@evil.example", b"127.0.0.1@evil.example",
-                     b"user@127.0.0.1", b"127.0.0.1.nip.io", b"localhost.evil.example", b"0.0.0.0", b"[::2]:80",
-                     b"127.0.0.2", b"127.0.0.1:80x", b"127.0.0.1:123456", b"localhost.", b"[::1]x", b"LOCALHOST.EVIL"]),
+    st.sampled_from(
+        [
+            b"evil.example",
+            b"evil.example:8080",
+            b"127.0.0.1:1@evil.example",
+            b"127.0.0.1@evil.example",
+            b"user@127.0.0.1",
+            b"127.0.0.1.nip.io",
+            b"localhost.evil.example",
+            b"0.0.0.0",
+            b"[::2]:80",
+            b"127.0.0.2",
+            b"127.0.0.1:80x",
+            b"127.0.0.1:123456",
+            b"localhost.",
+            b"[::1]x",
+            b"LOCALHOST.EVIL",
+        ]
+    ),
     st.from_regex(rb"\A[a-z0-9][a-z0-9.-]{0,30}(:[0-9]{1,5})?\Z").filter(
-        lambda h: h.split(b":")[0] not in LOOPBACK_NAMES),
+        lambda h: h.split(b":")[0] not in LOOPBACK_NAMES
+    ),
 )
-LOOPBACK_HOST = st.builds(lambda n, p: n + p, st.sampled_from(sorted(LOOPBACK_NAMES) + [b"LocalHost"]),
-                          st.sampled_from([b"", b":8080", b":1"]))
+LOOPBACK_HOST = st.builds(
+    lambda n, p: n + p,
+    st.sampled_from(sorted(LOOPBACK_NAMES) + [b"LocalHost"]),
+    st.sampled_from([b"", b":8080", b":1"]),
+)
 FOREIGN_ORIGIN = st.one_of(
-    st.sampled_from([b"null", b"http://evil.example", b"http://127.0.0.1:1", b"https://localhost:3000",
-                     b"http://127.0.0.1.evil.example", b"file://", b"http://127.0.0.1/"]),
+    st.sampled_from(
+        [
+            b"null",
+            b"http://evil.example",
+            b"http://127.0.0.1:1",
+            b"https://localhost:3000",
+            b"http://127.0.0.1.evil.example",
+            b"file://",
+            b"http://127.0.0.1/",
+        ]
+    ),
     st.builds(lambda scheme, host: scheme + host, st.sampled_from([b"http://", b"https://", b""]), FOREIGN_HOST),
 )
-AUTH = st.one_of(st.just(b"Bearer " + TOKEN.encode()), st.just(b"Bearer " + TOKEN.encode()),
-                 st.just(b"Bearer " + TOKEN.encode()), st.just(b"Bearer wrong"), st.just(b"Basic Zm9v"),
-                 st.just(b"bearer " + TOKEN.encode()), HEADER_VALUE, st.none())
+AUTH = st.one_of(
+    st.just(b"Bearer " + TOKEN.encode()),
+    st.just(b"Bearer " + TOKEN.encode()),
+    st.just(b"Bearer " + TOKEN.encode()),
+    st.just(b"Bearer wrong"),
+    st.just(b"Basic Zm9v"),
+    st.just(b"bearer " + TOKEN.encode()),
+    HEADER_VALUE,
+    st.none(),
+)
 
 
 def _encode(value: Any, ascii_only: bool) -> bytes:
@@ -305,12 +455,25 @@ def bodies(draw, route: Route) -> bytes:
     if kind == "garbage":
         return draw(st.binary(max_size=64))
     if kind == "raw":
-        return draw(st.sampled_from([
-            b'{"apiKeyId": "k", "content": "\\ud800"}', b'{"apiKeyId": "k", "content": "\xff\xfe"}',
-            b'{"a": 1, "a": 2}', b'{"apiKeyId":"k","content":"x"} trailing', b'{"apiKeyId":"k"',
-            b'\xef\xbb\xbf{"apiKeyId":"k","content":"x"}', b'{"exp\\u0069resAT": 1}', b"[" * 5000,
-            b'{"metadata": ' + b'{"a":' * 200 + b"1" + b"}" * 200 + b"}", b"null", b"[]", b'"x"', b"1e999",
-        ]))
+        return draw(
+            st.sampled_from(
+                [
+                    b'{"apiKeyId": "k", "content": "\\ud800"}',
+                    b'{"apiKeyId": "k", "content": "\xff\xfe"}',
+                    b'{"a": 1, "a": 2}',
+                    b'{"apiKeyId":"k","content":"x"} trailing',
+                    b'{"apiKeyId":"k"',
+                    b'\xef\xbb\xbf{"apiKeyId":"k","content":"x"}',
+                    b'{"exp\\u0069resAT": 1}',
+                    b"[" * 5000,
+                    b'{"metadata": ' + b'{"a":' * 200 + b"1" + b"}" * 200 + b"}",
+                    b"null",
+                    b"[]",
+                    b'"x"',
+                    b"1e999",
+                ]
+            )
+        )
     return b""
 
 
@@ -366,25 +529,52 @@ def test_fuzz_rest_surface_never_5xx_and_refusals_change_nothing(stack):
     assert any(200 <= s < 300 for s in seen) and any(400 <= s < 500 for s in seen), seen
 
 
-UNKNOWN_KEY = st.one_of(st.text(st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789"),
-                                min_size=1, max_size=30),
-                        st.sampled_from(["expiresAT", "ApiKeyId", "api-key-id", "\u00e9t\u00e9", "🧠", "a b"]))
+UNKNOWN_KEY = st.one_of(
+    st.text(
+        st.sampled_from("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_0123456789"), min_size=1, max_size=30
+    ),
+    st.sampled_from(["expiresAT", "ApiKeyId", "api-key-id", "\u00e9t\u00e9", "🧠", "a b"]),
+)
 # The content types a body is accepted with.
-JSON_TYPES = st.sampled_from([b"application/json", b"application/json; charset=utf-8", b"Application/JSON",
-                              b"application/json;charset=UTF-8", b" application/json"])
+JSON_TYPES = st.sampled_from(
+    [
+        b"application/json",
+        b"application/json; charset=utf-8",
+        b"Application/JSON",
+        b"application/json;charset=UTF-8",
+        b" application/json",
+    ]
+)
 # Content types the transcoder would read as JSON (anything but gRPC's and gRPC-Web's), but
 # that are not JSON's: what a web page may send across origins without asking, and more.
 NOT_JSON_TYPES = st.one_of(
-    st.sampled_from([b"text/plain", b"text/plain;charset=UTF-8", b"application/x-www-form-urlencoded",
-                     b"multipart/form-data; boundary=----x", b"application/grpc;x",
-                     b"Application/GRPC", b"text/json", b"application/json5", b"application/jsonl", b"json",
-                     b"application/x-json", b"*/*"]),
-    st.from_regex(rb"\A[a-z]{1,12}/[a-z0-9.+-]{1,20}\Z").filter(lambda t: t.lower() != b"application/json"
-                                                                  and not t.lower().startswith(b"application/grpc")),
+    st.sampled_from(
+        [
+            b"text/plain",
+            b"text/plain;charset=UTF-8",
+            b"application/x-www-form-urlencoded",
+            b"multipart/form-data; boundary=----x",
+            b"application/grpc;x",
+            b"Application/GRPC",
+            b"text/json",
+            b"application/json5",
+            b"application/jsonl",
+            b"json",
+            b"application/x-json",
+            b"*/*",
+        ]
+    ),
+    st.from_regex(rb"\A[a-z]{1,12}/[a-z0-9.+-]{1,20}\Z").filter(
+        lambda t: t.lower() != b"application/json" and not t.lower().startswith(b"application/grpc")
+    ),
 )
 # Routes whose whole JSON body is parsed into the request message (`body: "*"`).
-STAR_ROUTES = [r for r in BODY_ROUTES if _input_type(r).full_name not in
-               {"memsvc.v1.UpdateMemorySettingsRequest", "memsvc.v1.UpdateQdrantSettingsRequest"}]
+STAR_ROUTES = [
+    r
+    for r in BODY_ROUTES
+    if _input_type(r).full_name
+    not in {"memsvc.v1.UpdateMemorySettingsRequest", "memsvc.v1.UpdateQdrantSettingsRequest"}
+]
 
 
 def test_fuzz_unknown_body_field_is_a_400_naming_it_on_every_route(stack):
@@ -401,10 +591,13 @@ def test_fuzz_unknown_body_field_is_a_400_naming_it_on_every_route(stack):
         body = {key: data.draw(ANY_JSON), **data.draw(message_body(msg))}
         target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
         before = snapshot(server)
-        status, payload = send(port, route.method, target,
-                               [(b"content-type", data.draw(JSON_TYPES)),
-                                (b"authorization", b"Bearer " + TOKEN.encode())],
-                               _encode(body, data.draw(st.booleans())))
+        status, payload = send(
+            port,
+            route.method,
+            target,
+            [(b"content-type", data.draw(JSON_TYPES)), (b"authorization", b"Bearer " + TOKEN.encode())],
+            _encode(body, data.draw(st.booleans())),
+        )
         error = json.loads(payload)
         assert status == 400 and error["code"] == 3, (route, body, error)
         violations = [v for d in error.get("details", []) for v in d.get("fieldViolations", [])]
@@ -426,15 +619,22 @@ def test_fuzz_a_body_of_known_fields_is_never_refused_for_an_unknown_one(stack):
     def run(route, data):
         body = data.draw(message_body(_input_type(route), loose=False))
         target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
-        status, payload = send(port, route.method, target,
-                               [(b"content-type", b"application/json"),
-                                (b"authorization", b"Bearer " + TOKEN.encode())],
-                               _encode(body, data.draw(st.booleans())))
+        status, payload = send(
+            port,
+            route.method,
+            target,
+            [(b"content-type", b"application/json"), (b"authorization", b"Bearer " + TOKEN.encode())],
+            _encode(body, data.draw(st.booleans())),
+        )
         assert status < 500, (route, body, payload[:300])
         if status == 400:
             error = json.loads(payload)
-            unknown = [v for d in error.get("details", []) for v in d.get("fieldViolations", [])
-                       if v.get("description") == "unknown field"]
+            unknown = [
+                v
+                for d in error.get("details", [])
+                for v in d.get("fieldViolations", [])
+                if v.get("description") == "unknown field"
+            ]
             assert not unknown, (route, body, error)
 
     run()
@@ -519,8 +719,12 @@ def test_fuzz_a_body_that_is_not_strict_json_is_a_400_and_never_passes_an_unknow
     server, port = stack
 
     @fuzz_settings(80)
-    @given(route=st.sampled_from(STAR_ROUTES), data=st.data(), key=UNKNOWN_KEY,
-           leniency=st.sampled_from(sorted(LENIENCIES)))
+    @given(
+        route=st.sampled_from(STAR_ROUTES),
+        data=st.data(),
+        key=UNKNOWN_KEY,
+        leniency=st.sampled_from(sorted(LENIENCIES)),
+    )
     def run(route, data, key, leniency):
         msg = _input_type(route)
         body = data.draw(message_body(msg, loose=False))
@@ -533,13 +737,21 @@ def test_fuzz_a_body_that_is_not_strict_json_is_a_400_and_never_passes_an_unknow
             return
         target = re.sub(r"\{[^}]*\}", "Mia", route.template).encode()
         before = snapshot(server)
-        status, payload = send(port, route.method, target, [(b"content-type", b"application/json"),
-                                                            (b"authorization", b"Bearer " + TOKEN.encode())], bent)
+        status, payload = send(
+            port,
+            route.method,
+            target,
+            [(b"content-type", b"application/json"), (b"authorization", b"Bearer " + TOKEN.encode())],
+            bent,
+        )
         error = json.loads(payload)
         assert status == 400 and error["code"] == 3, (route, leniency, bent[:300], error)
         # (A body nested deeper than the guard walks is the transcoder's to refuse: too deep.)
-        assert "not strict JSON" in error["message"] or (unknown and "unknown field" in error["message"]) \
-            or "Message too deep" in error["message"], error
+        assert (
+            "not strict JSON" in error["message"]
+            or (unknown and "unknown field" in error["message"])
+            or "Message too deep" in error["message"]
+        ), error
         assert snapshot(server) == before
 
     run()
@@ -572,8 +784,10 @@ def test_fuzz_a_field_twice_in_the_body_or_the_query_is_a_400(stack):
         if not fields:
             return
         field = data.draw(st.sampled_from(fields))
-        spellings = (data.draw(st.sampled_from([field.json_name, field.name])),
-                     data.draw(st.sampled_from([field.json_name, field.name])))
+        spellings = (
+            data.draw(st.sampled_from([field.json_name, field.name])),
+            data.draw(st.sampled_from([field.json_name, field.name])),
+        )
         target = re.sub(r"\{[^}]*\}", "Mia", route.template)
         in_query = not route.has_body or data.draw(st.booleans())
         body = b""
@@ -587,13 +801,20 @@ def test_fuzz_a_field_twice_in_the_body_or_the_query_is_a_400(stack):
             # The second spelling right after the first: the walk meets it before any value
             # nested deeper than it checks (the transcoder refuses those itself).
             rest = {spellings[1]: data.draw(SHALLOW)}
-            rest.update((k, v) for k, v in data.draw(message_body(msg, loose=False)).items()
-                        if k not in (field.name, field.json_name))
+            rest.update(
+                (k, v)
+                for k, v in data.draw(message_body(msg, loose=False)).items()
+                if k not in (field.name, field.json_name)
+            )
             body = _duplicated(rest, spellings[0], data.draw(SHALLOW), data.draw(st.booleans()))
         before = snapshot(server)
-        status, payload = send(port, route.method, target.encode(),
-                               [(b"content-type", b"application/json"),
-                                (b"authorization", b"Bearer " + TOKEN.encode())], body)
+        status, payload = send(
+            port,
+            route.method,
+            target.encode(),
+            [(b"content-type", b"application/json"), (b"authorization", b"Bearer " + TOKEN.encode())],
+            body,
+        )
         error = json.loads(payload)
         assert status == 400 and error["code"] == 3, (route, target, body[:300], error)
         violations = [v for d in error.get("details", []) for v in d.get("fieldViolations", [])]

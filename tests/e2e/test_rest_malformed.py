@@ -45,9 +45,10 @@ def _get(port: int, path: str, headers: dict[str, str]) -> tuple[int, dict]:
         conn.close()
 
 
-@pytest.mark.parametrize("path,field", [("/api/memory?apiKeyId=%ff", "apiKeyId"),
-                                        ("/api/memory/%ff%fe", "id"),
-                                        ("/api/memory?apiKeyId=k&q=%c3%28", "q")])
+@pytest.mark.parametrize(
+    "path,field",
+    [("/api/memory?apiKeyId=%ff", "apiKeyId"), ("/api/memory/%ff%fe", "id"), ("/api/memory?apiKeyId=k&q=%c3%28", "q")],
+)
 def test_bytes_that_are_not_utf8_are_401_then_400(anonymous, client, path, field):
     status, body = anonymous.call("GET", path)
     assert status == 401 and body["code"] == 16, body
@@ -56,9 +57,18 @@ def test_bytes_that_are_not_utf8_are_401_then_400(anonymous, client, path, field
     assert body["message"] == f"{field}: is not valid UTF-8" and "DecodeError" not in json.dumps(body)
 
 
-@pytest.mark.parametrize("header", ["x-trace-bin: ###", "x-trace-bin: AAAA", "grpc-trace-bin: YWJj",
-                                    "authorization-bin: %%", "grpc-timeout: soon", "grpc-encoding: bogus",
-                                    "grpc-previous-rpc-attempts: x"])
+@pytest.mark.parametrize(
+    "header",
+    [
+        "x-trace-bin: ###",
+        "x-trace-bin: AAAA",
+        "grpc-trace-bin: YWJj",
+        "authorization-bin: %%",
+        "grpc-timeout: soon",
+        "grpc-encoding: bogus",
+        "grpc-previous-rpc-attempts: x",
+    ],
+)
 def test_grpc_headers_from_a_rest_client_never_make_a_500(gateway, header):
     name, value = header.split(": ", 1)
     for _ in range(5):
@@ -75,8 +85,9 @@ def _nested(depth: int) -> dict:
 
 
 def test_metadata_32_levels_deep_is_stored_and_served(client):
-    status, created = client.call("POST", "/api/memory", {"apiKeyId": "deep-ok", "content": "c",
-                                                          "metadata": _nested(32)})
+    status, created = client.call(
+        "POST", "/api/memory", {"apiKeyId": "deep-ok", "content": "c", "metadata": _nested(32)}
+    )
     assert status == 200, created
     status, got = client.call("GET", f"/api/memory/{created['id']}")
     assert status == 200 and got["metadata"] == _nested(32), got
@@ -133,8 +144,10 @@ def test_a_body_that_is_not_strict_json_is_a_400_and_stores_nothing(client, body
 
 def test_strict_json_in_every_spelling_is_served(client):
     """What strict JSON allows: tabs, line breaks, escapes in keys, exponents, nesting."""
-    body = (b'\r\n\t {"api\\u004beyId"\t:\n"strict-ok", "content" : "it\'s \\"fine\\" \\u00e9",'
-            b' "metadata": {"n": [-0.5e+3, 0, 1E2, true, false, null, {}, []], "\\ud83e\\udde0": "x"}}\r\n')
+    body = (
+        b'\r\n\t {"api\\u004beyId"\t:\n"strict-ok", "content" : "it\'s \\"fine\\" \\u00e9",'
+        b' "metadata": {"n": [-0.5e+3, 0, 1E2, true, false, null, {}, []], "\\ud83e\\udde0": "x"}}\r\n'
+    )
     status, created = client.call("POST", "/api/memory", raw=body)
     assert status == 200, created
     status, got = client.call("GET", f"/api/memory/{created['id']}")

@@ -119,16 +119,33 @@ def error_reasons(body: Any) -> list[str]:
 
 # ---- CRUD round trip ------------------------------------------------------------------------
 
-METADATA = {"n": 3, "big": 1234567, "neg": -2, "ratio": 1.5, "flag": True, "none": None,
-            "name": "x", "nested": {"list": [1, 2, 3], "deep": {"k": 7}}}
+METADATA = {
+    "n": 3,
+    "big": 1234567,
+    "neg": -2,
+    "ratio": 1.5,
+    "flag": True,
+    "none": None,
+    "name": "x",
+    "nested": {"list": [1, 2, 3], "deep": {"k": 7}},
+}
 
 
 def test_crud_round_trip(env: Env, owner: str) -> None:
     before = datetime.now(UTC) - timedelta(seconds=5)
-    status, created = env.rest.call("POST", "/api/memory", {
-        "apiKeyId": owner, "sessionId": "sess-1", "type": "episodic", "key": "pref:lang",
-        "content": "The user writes Rust", "metadata": METADATA, "expiresAt": FAR_FUTURE,
-    })
+    status, created = env.rest.call(
+        "POST",
+        "/api/memory",
+        {
+            "apiKeyId": owner,
+            "sessionId": "sess-1",
+            "type": "episodic",
+            "key": "pref:lang",
+            "content": "The user writes Rust",
+            "metadata": METADATA,
+            "expiresAt": FAR_FUTURE,
+        },
+    )
     assert status == 200, created
     assert created["success"] is True and created["created"] is True, created
     memory_id = created["id"]
@@ -154,12 +171,14 @@ def test_crud_round_trip(env: Env, owner: str) -> None:
     for name in ("n", "big", "neg"):
         assert type(got["metadata"][name]) is int, got["metadata"]
     assert type(got["metadata"]["nested"]["list"][0]) is int
-    assert env.sql("SELECT json_type(metadata, '$.n'), json_type(metadata, '$.ratio') FROM memories WHERE id = ?",
-                   (memory_id,)) == [("integer", "real")]
+    assert env.sql(
+        "SELECT json_type(metadata, '$.n'), json_type(metadata, '$.ratio') FROM memories WHERE id = ?", (memory_id,)
+    ) == [("integer", "real")]
 
     new_meta = {"n": 4, "tag": "updated"}
-    status, updated = env.rest.call("PUT", f"/api/memory/{memory_id}",
-                                    {"content": "The user writes TypeScript", "metadata": new_meta})
+    status, updated = env.rest.call(
+        "PUT", f"/api/memory/{memory_id}", {"content": "The user writes TypeScript", "metadata": new_meta}
+    )
     assert status == 200, updated
     assert updated["success"] is True
     assert updated["memory"]["id"] == memory_id
@@ -173,7 +192,13 @@ def test_crud_round_trip(env: Env, owner: str) -> None:
     assert type(got2["metadata"]["n"]) is int
     # Untouched fields stay as they were.
     assert (got2["apiKeyId"], got2["sessionId"], got2["type"], got2["key"], got2["createdAt"], got2["expiresAt"]) == (
-        owner, "sess-1", "episodic", "pref:lang", got["createdAt"], got["expiresAt"])
+        owner,
+        "sess-1",
+        "episodic",
+        "pref:lang",
+        got["createdAt"],
+        got["expiresAt"],
+    )
     assert parse_rfc3339(got2["updatedAt"]) >= parse_rfc3339(got["updatedAt"])
 
     status, deleted = env.rest.call("DELETE", f"/api/memory/{memory_id}")
@@ -194,16 +219,16 @@ def test_crud_round_trip(env: Env, owner: str) -> None:
 def test_occurred_at_round_trips_and_a_future_one_is_400(env: Env, owner: str) -> None:
     """occurredAt (when the recorded thing happened) is taken in any RFC 3339 offset, answered
     in UTC beside createdAt, changed by PUT; one more than a day ahead is refused, nothing stored."""
-    memory_id = env.create(apiKeyId=owner, content="Mira: we watched the fireworks",
-                           occurredAt="2023-12-31T23:59:30.250+01:00")
+    memory_id = env.create(
+        apiKeyId=owner, content="Mira: we watched the fireworks", occurredAt="2023-12-31T23:59:30.250+01:00"
+    )
     status, got = env.rest.call("GET", f"/api/memory/{memory_id}")
     assert status == 200, got
     assert parse_rfc3339(got["occurredAt"]) == datetime(2023, 12, 31, 22, 59, 30, 250000, tzinfo=UTC)
     assert parse_rfc3339(got["createdAt"]) > datetime(2025, 1, 1, tzinfo=UTC)
     status, updated = env.rest.call("PUT", f"/api/memory/{memory_id}", {"occurredAt": "2024-01-01T00:00:10Z"})
     assert status == 200 and updated["memory"]["occurredAt"] == "2024-01-01T00:00:10Z", updated
-    status, answer = env.rest.call("POST", "/api/memory", {"apiKeyId": owner, "content": "x",
-                                                           "occurredAt": FAR_FUTURE})
+    status, answer = env.rest.call("POST", "/api/memory", {"apiKeyId": owner, "content": "x", "occurredAt": FAR_FUTURE})
     assert_bad_request(status, answer, "occurredAt")
     assert violations(answer)["occurredAt"] == "is in the future"
     assert env.count(owner) == 1
@@ -218,11 +243,15 @@ def test_missing_ids_are_404(env: Env) -> None:
 
 
 def test_create_same_key_twice_upserts_one_row(env: Env, owner: str) -> None:
-    status, first = env.rest.call("POST", "/api/memory", {
-        "apiKeyId": owner, "key": "fav-color", "content": "blue", "metadata": {"a": 1, "b": 2}})
+    status, first = env.rest.call(
+        "POST", "/api/memory", {"apiKeyId": owner, "key": "fav-color", "content": "blue", "metadata": {"a": 1, "b": 2}}
+    )
     assert status == 200 and first["created"] is True, first
-    status, second = env.rest.call("POST", "/api/memory", {
-        "apiKeyId": owner, "key": "fav-color", "content": "green", "type": "semantic", "metadata": {"b": 3, "c": 4}})
+    status, second = env.rest.call(
+        "POST",
+        "/api/memory",
+        {"apiKeyId": owner, "key": "fav-color", "content": "green", "type": "semantic", "metadata": {"b": 3, "c": 4}},
+    )
     assert status == 200, second
     assert second["success"] is True
     assert second["created"] is False  # printed although false (always_print_primitive_fields)
@@ -245,23 +274,26 @@ def test_create_same_key_twice_upserts_one_row(env: Env, owner: str) -> None:
 # ---- refused updates change nothing ---------------------------------------------------------
 
 
-@pytest.mark.parametrize("body, field", [
-    ({"expiresAt": FAR_FUTURE}, "expiresAt"),
-    ({"content": "sneaky new content", "expiresAt": FAR_FUTURE}, "expiresAt"),
-    ({"type": "bogus"}, "type"),
-    ({"content": "also new", "type": "bogus"}, "type"),
-    ({"apiKeyId": "someone-else"}, "apiKeyId"),
-    ({"sessionId": "other-session"}, "sessionId"),
-    ({"createdAt": "2001-01-01T00:00:00Z"}, "createdAt"),
-    ({"accessCount": 5}, "accessCount"),
-    ({"content": "a" * (32 * 1024 + 1)}, "content"),
-    ({"content": "   "}, "content"),
-    ({"key": "k" * 513}, "key"),
-    ({"metadata": {"x": "a" * (16 * 1024)}}, "metadata"),
-], ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    "body, field",
+    [
+        ({"expiresAt": FAR_FUTURE}, "expiresAt"),
+        ({"content": "sneaky new content", "expiresAt": FAR_FUTURE}, "expiresAt"),
+        ({"type": "bogus"}, "type"),
+        ({"content": "also new", "type": "bogus"}, "type"),
+        ({"apiKeyId": "someone-else"}, "apiKeyId"),
+        ({"sessionId": "other-session"}, "sessionId"),
+        ({"createdAt": "2001-01-01T00:00:00Z"}, "createdAt"),
+        ({"accessCount": 5}, "accessCount"),
+        ({"content": "a" * (32 * 1024 + 1)}, "content"),
+        ({"content": "   "}, "content"),
+        ({"key": "k" * 513}, "key"),
+        ({"metadata": {"x": "a" * (16 * 1024)}}, "metadata"),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
 def test_refused_update_leaves_the_row_unchanged(env: Env, owner: str, body: dict[str, Any], field: str) -> None:
-    memory_id = env.create(apiKeyId=owner, sessionId="s", key="k1", content="original content",
-                           metadata={"keep": 1})
+    memory_id = env.create(apiKeyId=owner, sessionId="s", key="k1", content="original content", metadata={"keep": 1})
     status, before = env.rest.call("GET", f"/api/memory/{memory_id}")
     assert status == 200
     row_before = env.row(memory_id)
@@ -294,12 +326,12 @@ def test_list_filters_by_owner_and_q_before_stats(env: Env) -> None:
     tag = uuid.uuid4().hex[:8]
     key_a, key_b = f"key-a-{tag}", f"key-b-{tag}"
     rows_a = [
-        ("I write TypeScript daily", "factual", None),             # match (content)
-        ("typescript generics are neat", "procedural", None),      # match (lower case)
-        ("TYPESCRIPT strict mode saved me.", "episodic", None),    # match (upper case)
-        ("favourite language", "semantic", "lang:TypeScript"),     # match (key only)
-        ("Rust and Python", "factual", None),                      # no match
-        ("Go is simple!", "factual", "lang:go"),                   # no match
+        ("I write TypeScript daily", "factual", None),  # match (content)
+        ("typescript generics are neat", "procedural", None),  # match (lower case)
+        ("TYPESCRIPT strict mode saved me.", "episodic", None),  # match (upper case)
+        ("favourite language", "semantic", "lang:TypeScript"),  # match (key only)
+        ("Rust and Python", "factual", None),  # no match
+        ("Go is simple!", "factual", "lang:go"),  # no match
     ]
     for content, type_, key in rows_a:
         fields = {"apiKeyId": key_a, "content": content, "type": type_}
@@ -373,14 +405,17 @@ def test_paging_with_limit_and_offset(env: Env, owner: str) -> None:
     assert [m["id"] for m in default["data"]] == newest_first
 
 
-@pytest.mark.parametrize("query, field", [
-    ("limit=201", "limit"),
-    ("limit=0", "limit"),
-    ("limit=-1", "limit"),
-    ("page=0", "page"),
-    ("offset=-1", "offset"),
-    ("type=bogus", "type"),
-])
+@pytest.mark.parametrize(
+    "query, field",
+    [
+        ("limit=201", "limit"),
+        ("limit=0", "limit"),
+        ("limit=-1", "limit"),
+        ("page=0", "page"),
+        ("offset=-1", "offset"),
+        ("type=bogus", "type"),
+    ],
+)
 def test_bad_paging_or_filter_is_400(env: Env, query: str, field: str) -> None:
     status, body = env.rest.call("GET", f"/api/memory?apiKeyId=paging&{query}")
     assert_bad_request(status, body, field)
@@ -458,8 +493,9 @@ def test_clear_with_filters(env: Env, owner: str) -> None:
     assert sorted(m["content"] for m in env.list(apiKeyId=owner)["data"]) == ["e2", "f1"]
 
     cutoff = datetime.now(UTC) + timedelta(days=1)
-    status, body = env.rest.call("DELETE", f"/api/memory?apiKeyId={owner}&olderThan="
-                                 + urllib.parse.quote(cutoff.strftime("%Y-%m-%dT%H:%M:%SZ")))
+    status, body = env.rest.call(
+        "DELETE", f"/api/memory?apiKeyId={owner}&olderThan=" + urllib.parse.quote(cutoff.strftime("%Y-%m-%dT%H:%M:%SZ"))
+    )
     assert (status, body) == (200, {"success": True, "deletedCount": 2})
     status, body = env.rest.call("DELETE", f"/api/memory?apiKeyId={owner}&olderThan=2000-01-01T00:00:00Z")
     assert (status, body) == (200, {"success": True, "deletedCount": 0})
@@ -493,23 +529,39 @@ def test_health_round_trip(env: Env) -> None:
 KIB = 1024
 
 
-@pytest.mark.parametrize("fields, ok, field", [
-    ({"content": "a" * (32 * KIB)}, True, "content"),
-    ({"content": "a" * (32 * KIB + 1)}, False, "content"),
-    ({"content": "é" * (16 * KIB)}, True, "content"),             # 32 KiB of UTF-8
-    ({"content": "é" * (16 * KIB) + "a"}, False, "content"),      # one byte over
-    ({"content": "x", "key": "k" * 512}, True, "key"),
-    ({"content": "x", "key": "k" * 513}, False, "key"),
-    ({"content": "x", "key": "é" * 512}, True, "key"),              # characters, not bytes
-    ({"content": "x", "metadata": {"x": "a" * (16 * KIB - 8)}}, True, "metadata"),   # {"x":"…"} = 16 KiB
-    ({"content": "x", "metadata": {"x": "a" * (16 * KIB - 7)}}, False, "metadata"),
-    ({"content": "x", "metadata": {"x": "a" * (20 * KIB)}}, False, "metadata"),
-    ({"content": ""}, False, "content"),
-    ({"content": "x", "type": "bogus"}, False, "type"),
-    ({"content": "x", "expiresAt": "2001-01-01T00:00:00Z"}, False, "expiresAt"),
-], ids=["content-32KiB", "content-32KiB+1", "content-utf8-32KiB", "content-utf8-32KiB+1", "key-512",
-        "key-513", "key-512-multibyte", "metadata-16KiB", "metadata-16KiB+1", "metadata-20KiB",
-        "content-empty", "type-bogus", "expiresAt-past"])
+@pytest.mark.parametrize(
+    "fields, ok, field",
+    [
+        ({"content": "a" * (32 * KIB)}, True, "content"),
+        ({"content": "a" * (32 * KIB + 1)}, False, "content"),
+        ({"content": "é" * (16 * KIB)}, True, "content"),  # 32 KiB of UTF-8
+        ({"content": "é" * (16 * KIB) + "a"}, False, "content"),  # one byte over
+        ({"content": "x", "key": "k" * 512}, True, "key"),
+        ({"content": "x", "key": "k" * 513}, False, "key"),
+        ({"content": "x", "key": "é" * 512}, True, "key"),  # characters, not bytes
+        ({"content": "x", "metadata": {"x": "a" * (16 * KIB - 8)}}, True, "metadata"),  # {"x":"…"} = 16 KiB
+        ({"content": "x", "metadata": {"x": "a" * (16 * KIB - 7)}}, False, "metadata"),
+        ({"content": "x", "metadata": {"x": "a" * (20 * KIB)}}, False, "metadata"),
+        ({"content": ""}, False, "content"),
+        ({"content": "x", "type": "bogus"}, False, "type"),
+        ({"content": "x", "expiresAt": "2001-01-01T00:00:00Z"}, False, "expiresAt"),
+    ],
+    ids=[
+        "content-32KiB",
+        "content-32KiB+1",
+        "content-utf8-32KiB",
+        "content-utf8-32KiB+1",
+        "key-512",
+        "key-513",
+        "key-512-multibyte",
+        "metadata-16KiB",
+        "metadata-16KiB+1",
+        "metadata-20KiB",
+        "content-empty",
+        "type-bogus",
+        "expiresAt-past",
+    ],
+)
 def test_create_validation_limits(env: Env, owner: str, fields: dict[str, Any], ok: bool, field: str) -> None:
     total = env.count()
     status, body = env.rest.call("POST", "/api/memory", {"apiKeyId": owner, **fields})
@@ -573,8 +625,9 @@ def test_fts_follows_upsert(env: Env, owner: str) -> None:
 def test_refused_update_leaves_fts_unchanged(env: Env, owner: str) -> None:
     kept, attempted = word(), word()
     memory_id = env.create(apiKeyId=owner, content=f"kept {kept}")
-    status, body = env.rest.call("PUT", f"/api/memory/{memory_id}",
-                                 {"content": f"attempted {attempted}", "expiresAt": FAR_FUTURE})
+    status, body = env.rest.call(
+        "PUT", f"/api/memory/{memory_id}", {"content": f"attempted {attempted}", "expiresAt": FAR_FUTURE}
+    )
     assert status == 400, body
     assert env.fts(kept) == [env.internal_id(memory_id)]
     assert env.fts(attempted) == []
@@ -594,7 +647,8 @@ def test_400_error_body_shape(env: Env) -> None:
     assert len(bad) == 1, body
     assert bad[0]["fieldViolations"] and all(
         isinstance(v["field"], str) and isinstance(v["description"], str) and v["description"]
-        for v in bad[0]["fieldViolations"])
+        for v in bad[0]["fieldViolations"]
+    )
     assert [v["field"] for v in bad[0]["fieldViolations"]] == ["type"]
 
 

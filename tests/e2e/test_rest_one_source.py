@@ -69,7 +69,9 @@ def test_a_path_field_given_again_in_the_query_is_a_400(rest, route, var, name):
 BODY_BOUND = [(r, var, name) for r, var, name in PATH_BOUND if r.has_body]
 
 
-@pytest.mark.parametrize("route,var,name", BODY_BOUND, ids=[f"{r.method} {r.template} {{{n}}}" for r, _, n in BODY_BOUND])
+@pytest.mark.parametrize(
+    "route,var,name", BODY_BOUND, ids=[f"{r.method} {r.template} {{{n}}}" for r, _, n in BODY_BOUND]
+)
 def test_a_path_field_given_again_in_the_body_is_a_400(rest, route, var, name):
     before = _state(rest)
     status, answer = rest.call(route.method, _target(route), {name: "body-value"})
@@ -91,11 +93,14 @@ def test_delete_with_another_id_in_the_query_deletes_neither(rest):
     assert rest.call("GET", f"/api/memory/{ids[1]}")[0] == 200
 
 
-@pytest.mark.parametrize("query,body,name", [
-    ({"apiKeyId": "from-query"}, {"apiKeyId": "from-body", "content": "c"}, "apiKeyId"),
-    ({"api_key_id": "from-query"}, {"apiKeyId": "from-body", "content": "c"}, "api_key_id"),
-    ({"content": "from-query"}, {"api_key_id": "k", "content": "from-body"}, "content"),
-])
+@pytest.mark.parametrize(
+    "query,body,name",
+    [
+        ({"apiKeyId": "from-query"}, {"apiKeyId": "from-body", "content": "c"}, "apiKeyId"),
+        ({"api_key_id": "from-query"}, {"apiKeyId": "from-body", "content": "c"}, "api_key_id"),
+        ({"content": "from-query"}, {"api_key_id": "k", "content": "from-body"}, "content"),
+    ],
+)
 def test_a_query_field_given_again_in_the_body_is_a_400(rest, query, body, name):
     before = _state(rest)
     status, answer = rest.call("POST", "/api/memory?" + urllib.parse.urlencode(query), body)
@@ -114,11 +119,17 @@ def test_fields_from_different_sources_are_served(rest):
     assert rest.call("GET", f"/api/memory/{created['id']}")[1]["content"] == "updated"
 
 
-@pytest.mark.parametrize("query,name,methods", [
-    ("apiKeyId=a&apiKeyId=b", "apiKeyId", ("GET", "DELETE")), ("apiKeyId=a&api_key_id=b", "api_key_id", ("GET", "DELETE")),
-    ("api_key_id=a&apiKeyId=a", "apiKeyId", ("GET", "DELETE")), ("apiKeyId=a&api%4BeyId=b", "apiKeyId", ("GET", "DELETE")),
-    ("apiKeyId=a&limit=1&limit=1", "limit", ("GET",)), ("apiKeyId=a&q=x&q=", "q", ("GET",)),
-])
+@pytest.mark.parametrize(
+    "query,name,methods",
+    [
+        ("apiKeyId=a&apiKeyId=b", "apiKeyId", ("GET", "DELETE")),
+        ("apiKeyId=a&api_key_id=b", "api_key_id", ("GET", "DELETE")),
+        ("api_key_id=a&apiKeyId=a", "apiKeyId", ("GET", "DELETE")),
+        ("apiKeyId=a&api%4BeyId=b", "apiKeyId", ("GET", "DELETE")),
+        ("apiKeyId=a&limit=1&limit=1", "limit", ("GET",)),
+        ("apiKeyId=a&q=x&q=", "q", ("GET",)),
+    ],
+)
 def test_a_field_twice_in_the_query_is_a_400(rest, query, name, methods):
     rest.call("POST", "/api/memory", {"apiKeyId": "a", "content": "kept"})
     for method in methods:
@@ -129,14 +140,17 @@ def test_a_field_twice_in_the_query_is_a_400(rest, query, name, methods):
     rest.call("DELETE", "/api/memory?apiKeyId=a")
 
 
-@pytest.mark.parametrize("raw,name", [
-    (b'{"apiKeyId": "dup", "apiKeyId": "other", "content": "c"}', "apiKeyId"),
-    (b'{"apiKeyId": "dup", "api_key_id": "other", "content": "c"}', "api_key_id"),
-    (b'{"api_key_id": "dup", "content": "c", "apiKeyId": "dup"}', "apiKeyId"),
-    (b'{"apiKeyId": "dup", "content": "c", "metadata": {"a": 1, "a": 2}}', "metadata.a"),
-    (b'{"apiKeyId": "dup", "content": "c", "metadata": {"a": {"b": 1, "b": 1}}}', "metadata.a.b"),
-    (b'{"apiKeyId": "dup", "content": "c", "expiresAt": "2099-01-01T00:00:00Z", "expires_at": null}', "expires_at"),
-])
+@pytest.mark.parametrize(
+    "raw,name",
+    [
+        (b'{"apiKeyId": "dup", "apiKeyId": "other", "content": "c"}', "apiKeyId"),
+        (b'{"apiKeyId": "dup", "api_key_id": "other", "content": "c"}', "api_key_id"),
+        (b'{"api_key_id": "dup", "content": "c", "apiKeyId": "dup"}', "apiKeyId"),
+        (b'{"apiKeyId": "dup", "content": "c", "metadata": {"a": 1, "a": 2}}', "metadata.a"),
+        (b'{"apiKeyId": "dup", "content": "c", "metadata": {"a": {"b": 1, "b": 1}}}', "metadata.a.b"),
+        (b'{"apiKeyId": "dup", "content": "c", "expiresAt": "2099-01-01T00:00:00Z", "expires_at": null}', "expires_at"),
+    ],
+)
 def test_a_field_twice_in_a_json_object_is_a_400(rest, raw, name):
     before = _state(rest)
     status, answer = rest.call("POST", "/api/memory", raw=raw)
@@ -147,8 +161,10 @@ def test_a_field_twice_in_a_json_object_is_a_400(rest, raw, name):
 
 def test_a_field_twice_in_a_batch_item_refuses_the_batch(rest):
     before = _state(rest)
-    raw = (b'{"memories": [{"apiKeyId": "dup", "content": "one"},'
-           b' {"apiKeyId": "dup", "content": "two", "content": "three"}]}')
+    raw = (
+        b'{"memories": [{"apiKeyId": "dup", "content": "one"},'
+        b' {"apiKeyId": "dup", "content": "two", "content": "three"}]}'
+    )
     status, answer = rest.call("POST", "/api/memory/batch", raw=raw)
     _refused(status, answer, "memories.content")
     assert _state(rest) == before
@@ -156,8 +172,11 @@ def test_a_field_twice_in_a_batch_item_refuses_the_batch(rest):
 
 def test_a_repeated_field_may_come_once_per_value(rest):
     """`permissions` is a list: the query may give it once for each value."""
-    status, created = rest.call("POST", "/api/credentials?permissions=read:memory&permissions=write:memory",
-                                {"id": "repeated-ok", "tenants": ["t"]})
+    status, created = rest.call(
+        "POST",
+        "/api/credentials?permissions=read:memory&permissions=write:memory",
+        {"id": "repeated-ok", "tenants": ["t"]},
+    )
     assert status == 200, created
     status, listed = rest.call("GET", "/api/credentials")
     mine = [c for c in listed["credentials"] if c["id"] == "repeated-ok"]

@@ -31,16 +31,18 @@ class Stack:
 
     def __init__(self, tmp_path, mcp: bool = False, **overrides):
         self.server = start_server(make_config(tmp_path, **overrides))
-        self.mcp = self._in_loop(McpHttp.start(replace(self.server.config, mcp_port=0), self.server.port)) \
-            if mcp else None
+        self.mcp = (
+            self._in_loop(McpHttp.start(replace(self.server.config, mcp_port=0), self.server.port)) if mcp else None
+        )
         config = replace(self.server.config, rest_port=free_port(), mcp_port=self.mcp.port if self.mcp else -1)
         self.gateway = Gateway.for_config(config, grpc_port=self.server.port)
         self.port = self.gateway.start()
         self.host = f"127.0.0.1:{self.port}"
         self.token = overrides.get("api_tokens", (None,))[0]
 
-    def send(self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"",
-             host: str | None = None) -> tuple[int, dict]:
+    def send(
+        self, method: str, path: str, headers: dict[str, str] | None = None, body: bytes = b"", host: str | None = None
+    ) -> tuple[int, dict]:
         """One HTTP/1.1 request written byte for byte: the Host is whatever is given."""
         fields = {"host": host if host is not None else self.host, **(headers or {})}
         if self.token:
@@ -83,9 +85,18 @@ JSON = {"content-type": "application/json"}
 # ---- the content type ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("ctype", ["text/plain", "text/plain;charset=UTF-8", "application/x-www-form-urlencoded",
-                                   "multipart/form-data; boundary=x", "application/jsonx",
-                                   "text/json", None])
+@pytest.mark.parametrize(
+    "ctype",
+    [
+        "text/plain",
+        "text/plain;charset=UTF-8",
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "application/jsonx",
+        "text/json",
+        None,
+    ],
+)
 def test_a_body_not_declared_json_is_415_and_stores_nothing(open_stack, ctype):
     headers = {} if ctype is None else {"content-type": ctype}
     status, body = open_stack.send("POST", "/api/memory", headers, CREATE)
@@ -104,8 +115,9 @@ def test_an_empty_form_post_is_415_too(open_stack, ctype):
 @pytest.mark.parametrize("ctype", ["application/json", "application/json; charset=utf-8", "Application/JSON"])
 def test_json_content_types_are_served(open_stack, ctype):
     content = f"declared as {ctype}"
-    status, body = open_stack.send("POST", "/api/memory", {"content-type": ctype},
-                                   json.dumps({"apiKeyId": OWNER, "content": content}).encode())
+    status, body = open_stack.send(
+        "POST", "/api/memory", {"content-type": ctype}, json.dumps({"apiKeyId": OWNER, "content": content}).encode()
+    )
     assert status == 200, body
     assert content in open_stack.stored()
     open_stack.send("DELETE", f"/api/memory/{body['id']}")
@@ -121,10 +133,22 @@ def test_requests_without_a_body_need_no_content_type(open_stack):
 # ---- Host ----------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("host", ["evil.example", "evil.example:{port}", "127.0.0.1:1@evil.example",
-                                  "127.0.0.1:{port}@evil.example", "user@127.0.0.1:{port}", "127.0.0.1.evil.example",
-                                  "127.0.0.1:port", "localhost.:{port}", "0.0.0.0:{port}",
-                                  "[::2]:{port}", "192.168.1.1"])
+@pytest.mark.parametrize(
+    "host",
+    [
+        "evil.example",
+        "evil.example:{port}",
+        "127.0.0.1:1@evil.example",
+        "127.0.0.1:{port}@evil.example",
+        "user@127.0.0.1:{port}",
+        "127.0.0.1.evil.example",
+        "127.0.0.1:port",
+        "localhost.:{port}",
+        "0.0.0.0:{port}",
+        "[::2]:{port}",
+        "192.168.1.1",
+    ],
+)
 def test_a_foreign_or_malformed_host_is_403_and_stores_nothing(open_stack, host):
     host = host.format(port=open_stack.port)
     status, body = open_stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host=host)
@@ -134,8 +158,9 @@ def test_a_foreign_or_malformed_host_is_403_and_stores_nothing(open_stack, host)
     assert open_stack.stored() == []
 
 
-@pytest.mark.parametrize("host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}", "[::1]:{port}",
-                                  "127.0.0.1", "localhost"])
+@pytest.mark.parametrize(
+    "host", ["127.0.0.1:{port}", "localhost:{port}", "LOCALHOST:{port}", "[::1]:{port}", "127.0.0.1", "localhost"]
+)
 def test_loopback_hosts_are_served(open_stack, host):
     status, body = open_stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host=host.format(port=open_stack.port))
     assert status == 200, body
@@ -144,9 +169,18 @@ def test_loopback_hosts_are_served(open_stack, host):
 # ---- Origin --------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("origin", ["http://evil.example", "http://127.0.0.1:1", "http://localhost:{port}",
-                                    "https://127.0.0.1:{port}.evil.example", "null", "http://127.0.0.1:{port}/",
-                                    "http://127.0.0.1:{port}, http://evil.example"])
+@pytest.mark.parametrize(
+    "origin",
+    [
+        "http://evil.example",
+        "http://127.0.0.1:1",
+        "http://localhost:{port}",
+        "https://127.0.0.1:{port}.evil.example",
+        "null",
+        "http://127.0.0.1:{port}/",
+        "http://127.0.0.1:{port}, http://evil.example",
+    ],
+)
 def test_a_foreign_origin_is_403_and_stores_nothing(open_stack, origin):
     origin = origin.format(port=open_stack.port)
     status, body = open_stack.send("POST", "/api/memory", {**JSON, "origin": origin}, CREATE)
@@ -155,15 +189,24 @@ def test_a_foreign_origin_is_403_and_stores_nothing(open_stack, origin):
     assert open_stack.stored() == []
 
 
-@pytest.mark.parametrize("host,origin", [("127.0.0.1:{port}", "http://127.0.0.1:{port}"),
-                                         ("localhost:{port}", "http://localhost:{port}"),
-                                         ("localhost:{port}", "HTTP://LOCALHOST:{port}")])
+@pytest.mark.parametrize(
+    "host,origin",
+    [
+        ("127.0.0.1:{port}", "http://127.0.0.1:{port}"),
+        ("localhost:{port}", "http://localhost:{port}"),
+        ("localhost:{port}", "HTTP://LOCALHOST:{port}"),
+    ],
+)
 def test_the_requests_own_origin_is_served(open_stack, host, origin):
     """What the Studio sends: same origin as the API."""
     port = open_stack.port
-    status, body = open_stack.send("POST", "/api/memory", {**JSON, "origin": origin.format(port=port)},
-                                   json.dumps({"apiKeyId": OWNER, "content": "same origin"}).encode(),
-                                   host=host.format(port=port))
+    status, body = open_stack.send(
+        "POST",
+        "/api/memory",
+        {**JSON, "origin": origin.format(port=port)},
+        json.dumps({"apiKeyId": OWNER, "content": "same origin"}).encode(),
+        host=host.format(port=port),
+    )
     assert status == 200, body
     assert open_stack.send("DELETE", f"/api/memory/{body['id']}")[0] == 200
 
@@ -175,18 +218,28 @@ MCP_HEADERS = {"content-type": "application/json", "accept": "application/json, 
 
 
 def test_mcp_serves_loopback_hosts_and_its_own_origin(open_stack):
-    for host, origin in ((None, None), (f"localhost:{open_stack.port}", f"http://localhost:{open_stack.port}"),
-                         (f"[::1]:{open_stack.port}", None)):
+    for host, origin in (
+        (None, None),
+        (f"localhost:{open_stack.port}", f"http://localhost:{open_stack.port}"),
+        (f"[::1]:{open_stack.port}", None),
+    ):
         headers = {**MCP_HEADERS, **({"origin": origin} if origin else {})}
         status, body = open_stack.send("POST", "/mcp", headers, MCP_LIST, host=host)
         assert status == 200 and "memory_search" in {t["name"] for t in body["result"]["tools"]}, (host, body)
 
 
-@pytest.mark.parametrize("host,origin", [("evil.example:{port}", None), ("127.0.0.1:1@evil.example", None),
-                                         ("127.0.0.1:{port}@evil.example", None), ("localhost.evil.example", None),
-                                         ("127.0.0.1:{port}", "http://evil.example"),
-                                         ("127.0.0.1:{port}", "http://localhost:{port}"),
-                                         ("127.0.0.1:{port}", "null")])
+@pytest.mark.parametrize(
+    "host,origin",
+    [
+        ("evil.example:{port}", None),
+        ("127.0.0.1:1@evil.example", None),
+        ("127.0.0.1:{port}@evil.example", None),
+        ("localhost.evil.example", None),
+        ("127.0.0.1:{port}", "http://evil.example"),
+        ("127.0.0.1:{port}", "http://localhost:{port}"),
+        ("127.0.0.1:{port}", "null"),
+    ],
+)
 def test_mcp_refuses_a_foreign_host_or_origin_with_403_like_rest(open_stack, host, origin):
     """403 with the same JSON error as REST (before, a foreign Host got the SDK's 421 and a
     Host with userinfo passed its `127.0.0.1:*` pattern)."""
@@ -201,8 +254,9 @@ def test_mcp_refuses_a_foreign_host_or_origin_with_403_like_rest(open_stack, hos
 
 def test_allowed_hosts_and_origins_are_served_and_nothing_else(tmp_path):
     """Behind a reverse proxy that keeps the public name (Host) or calls from a listed app."""
-    stack = Stack(tmp_path, mcp=True, allowed_hosts=("Memsvc.Example.com",),
-                  allowed_origins=("https://app.example.com/",))
+    stack = Stack(
+        tmp_path, mcp=True, allowed_hosts=("Memsvc.Example.com",), allowed_origins=("https://app.example.com/",)
+    )
     try:
         # /mcp follows the same settings, through Envoy and on the MCP server's own port.
         listed = {**MCP_HEADERS, "origin": "https://app.example.com"}
@@ -229,21 +283,27 @@ def test_a_public_bind_accepts_any_host_name_but_no_foreign_origin(tmp_path):
     try:
         assert stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host="memsvc.internal:8080")[0] == 200
         assert stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host="127.0.0.1:1@evil.example")[0] == 403
-        status, _ = stack.send("POST", "/api/memory", {**JSON, "origin": "http://evil.example"}, CREATE,
-                               host="memsvc.internal:8080")
+        status, _ = stack.send(
+            "POST", "/api/memory", {**JSON, "origin": "http://evil.example"}, CREATE, host="memsvc.internal:8080"
+        )
         assert status == 403
         assert stack.stored() == []
     finally:
         stack.stop()
 
 
-@pytest.mark.parametrize("overrides", [{"allowed_hosts": ("http://memsvc.example.com",)},
-                                       {"allowed_hosts": ("memsvc.example.com:8080",)},
-                                       {"allowed_hosts": ("user@memsvc.example.com",)},
-                                       {"allowed_origins": ("app.example.com",)},
-                                       {"allowed_origins": ("https://app.example.com/path",)},
-                                       {"allowed_origins": ("ftp://app.example.com",)},
-                                       {"allowed_origins": ("https://user@app.example.com",)}])
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        {"allowed_hosts": ("http://memsvc.example.com",)},
+        {"allowed_hosts": ("memsvc.example.com:8080",)},
+        {"allowed_hosts": ("user@memsvc.example.com",)},
+        {"allowed_origins": ("app.example.com",)},
+        {"allowed_origins": ("https://app.example.com/path",)},
+        {"allowed_origins": ("ftp://app.example.com",)},
+        {"allowed_origins": ("https://user@app.example.com",)},
+    ],
+)
 def test_a_malformed_allowed_host_or_origin_refuses_to_start(tmp_path, overrides):
     with pytest.raises(ConfigError, match="MEMSVC_ALLOWED_"):
         Config(data_dir=tmp_path, **overrides).validate()

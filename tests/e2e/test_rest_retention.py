@@ -20,8 +20,9 @@ def _age(server, memory_id: str, days: int) -> None:
 def test_keep_retention_0_and_skipped_for_age_over_rest(server, rest):
     status, _ = rest.call("PUT", "/api/settings/memory", {"enabled": True, "retentionDays": 30})
     assert status == 200
-    status, kept = rest.call("POST", "/api/memory", {"apiKeyId": "key-rest-ret", "content": "The user's name is Ada",
-                                                     "keep": True})
+    status, kept = rest.call(
+        "POST", "/api/memory", {"apiKeyId": "key-rest-ret", "content": "The user's name is Ada", "keep": True}
+    )
     assert status == 200, kept
     status, aged = rest.call("POST", "/api/memory", {"apiKeyId": "key-rest-ret", "content": "Ada booked a dentist"})
     for memory_id in (kept["id"], aged["id"]):

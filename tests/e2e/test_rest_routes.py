@@ -142,6 +142,7 @@ def _route_id(route: Route) -> str:
 
 # ---- what each route must answer on a fresh, empty store ------------------------------------
 
+
 def _expect_list(status: int, body: Any) -> None:
     assert status == 200, body
     assert {"data", "total", "page", "limit", "totalPages", "stats"} <= set(body), body
@@ -188,6 +189,7 @@ def _expect_bad_request_naming(*fields: str) -> Callable[[int, Any], None]:
     def expect(status: int, body: Any) -> None:
         assert status == 400, body
         assert set(fields) <= _bad_request_fields(body), body
+
     return expect
 
 
@@ -227,9 +229,11 @@ def _expect_toggle_on(status: int, body: Any) -> None:
 
 def _expect_precondition(reason: str) -> Callable[[int, Any], None]:
     """FAILED_PRECONDITION (no embedding source, Qdrant disabled) is a 400 with its reason."""
+
     def expect(status: int, body: Any) -> None:
         assert status == 400 and body.get("code") == 9, body
         assert reason in {d.get("reason") for d in body.get("details", [])}, body
+
     return expect
 
 
@@ -355,14 +359,20 @@ def test_descriptor_routes_equal_contract_route_table() -> None:
 
 
 def test_every_rpc_of_the_three_services_has_a_route() -> None:
-    rpcs = {m.full_name for module in (memory_pb2, engine_pb2, settings_pb2)
-            for s in module.DESCRIPTOR.services_by_name.values() for m in s.methods}
+    rpcs = {
+        m.full_name
+        for module in (memory_pb2, engine_pb2, settings_pb2)
+        for s in module.DESCRIPTOR.services_by_name.values()
+        for m in s.methods
+    }
     routed = {r.rpc for r in ROUTES}
     assert rpcs == routed, f"RPCs without a REST route: {sorted(rpcs - routed)}"
     # The compatibility alias and the canonical rename route both exist.
     rename = [r for r in ROUTES if r.rpc_name == "RenameCharacter"]
-    assert {r.template for r in rename} == {"/api/memory/update_catgirl_name",
-                                            "/api/characters/catgirl/{old_name}/rename"}
+    assert {r.template for r in rename} == {
+        "/api/memory/update_catgirl_name",
+        "/api/characters/catgirl/{old_name}/rename",
+    }
 
 
 def test_every_rpc_has_an_expected_answer() -> None:
@@ -379,15 +389,18 @@ def test_route_resolves_to_its_rpc(open_stack: Stack, route: Route) -> None:
     check_route_answer(route, status, body)
 
 
-@pytest.mark.parametrize("path, rpc", [
-    ("/api/memory/recent_files", "ListRecentFiles"),
-    ("/api/memory/recent_file", "GetRecentFile"),
-    ("/api/memory/engine-status", "GetEngineStatus"),
-    ("/api/memory/embedding-providers", "ListEmbeddingProviders"),
-    ("/api/memory/legacy/scan", "ScanLegacy"),
-    ("/api/memory/review_config", "GetReviewConfig"),
-    ("/api/memory/powerful_memory_config", "GetPowerfulMemoryConfig"),
-])
+@pytest.mark.parametrize(
+    "path, rpc",
+    [
+        ("/api/memory/recent_files", "ListRecentFiles"),
+        ("/api/memory/recent_file", "GetRecentFile"),
+        ("/api/memory/engine-status", "GetEngineStatus"),
+        ("/api/memory/embedding-providers", "ListEmbeddingProviders"),
+        ("/api/memory/legacy/scan", "ScanLegacy"),
+        ("/api/memory/review_config", "GetReviewConfig"),
+        ("/api/memory/powerful_memory_config", "GetPowerfulMemoryConfig"),
+    ],
+)
 def test_fixed_paths_are_not_shadowed_by_get_memory(open_stack: Stack, path: str, rpc: str) -> None:
     status, body = open_stack.rest.call("GET", path)
     assert status != 404, f"GET {path} reached GetMemory: {body!r}"
@@ -405,16 +418,23 @@ def test_health_path_is_not_shadowed_by_get_memory(open_stack: Stack) -> None:
 
 def test_shadow_list_covers_every_single_segment_get_route() -> None:
     """Any GET /api/memory/<literal> route must be in the shadowing test above."""
-    tested = {"/api/memory/health", "/api/memory/recent_files", "/api/memory/recent_file",
-              "/api/memory/engine-status", "/api/memory/embedding-providers",
-              "/api/memory/review_config", "/api/memory/powerful_memory_config"}
-    single = {r.template for r in ROUTES if r.method == "GET"
-              and re.fullmatch(r"/api/memory/[^/{}]+", r.template)}
+    tested = {
+        "/api/memory/health",
+        "/api/memory/recent_files",
+        "/api/memory/recent_file",
+        "/api/memory/engine-status",
+        "/api/memory/embedding-providers",
+        "/api/memory/review_config",
+        "/api/memory/powerful_memory_config",
+    }
+    single = {r.template for r in ROUTES if r.method == "GET" and re.fullmatch(r"/api/memory/[^/{}]+", r.template)}
     assert single == tested
 
 
-@pytest.mark.parametrize("path", ["/api/nothing", "/api/memoryx", "/api/memory/a/b/c", "/api/settings/nope",
-                                  "/api/characters/catgirl/Mia", "/"])
+@pytest.mark.parametrize(
+    "path",
+    ["/api/nothing", "/api/memoryx", "/api/memory/a/b/c", "/api/settings/nope", "/api/characters/catgirl/Mia", "/"],
+)
 def test_unknown_path_is_404(open_stack: Stack, path: str) -> None:
     status, body = open_stack.rest.call("GET", path)
     assert status == 404, body
@@ -423,8 +443,9 @@ def test_unknown_path_is_404(open_stack: Stack, path: str) -> None:
     assert body == {"code": 5, "message": f"Could not resolve {path} to a method."}, body
 
 
-@pytest.mark.parametrize("path", ["/api/memory?bogus=1", "/api/memory/health?bogus=1",
-                                  "/api/memory?apiKeyId=a&api_key=1"])
+@pytest.mark.parametrize(
+    "path", ["/api/memory?bogus=1", "/api/memory/health?bogus=1", "/api/memory?apiKeyId=a&api_key=1"]
+)
 def test_unknown_query_parameter_is_400(open_stack: Stack, path: str) -> None:
     status, body = open_stack.rest.call("GET", path)
     assert status == 400, body
@@ -433,7 +454,8 @@ def test_unknown_query_parameter_is_400(open_stack: Stack, path: str) -> None:
 
 def test_known_query_parameters_are_accepted(open_stack: Stack) -> None:
     status, body = open_stack.rest.call(
-        "GET", "/api/memory?apiKeyId=routes-q&sessionId=s&type=factual&q=x&limit=5&page=1&offset=0")
+        "GET", "/api/memory?apiKeyId=routes-q&sessionId=s&type=factual&q=x&limit=5&page=1&offset=0"
+    )
     assert status == 200, body
     assert body["limit"] == 5 and body["total"] == 0
 
@@ -483,8 +505,9 @@ def test_auth_required_on_every_route(authed_stack: Stack, route: Route) -> None
     check_route_answer(route, status, body)
 
 
-@pytest.mark.parametrize("header", ["s3cret", "Basic s3cret", "Bearer", "Bearer s3cret-and-more",
-                                    "Bearer S3CRET", "Bearers3cret"])
+@pytest.mark.parametrize(
+    "header", ["s3cret", "Basic s3cret", "Bearer", "Bearer s3cret-and-more", "Bearer S3CRET", "Bearers3cret"]
+)
 def test_malformed_or_wrong_authorization_is_401(authed_stack: Stack, header: str) -> None:
     status, body = Rest(authed_stack.base).call("GET", "/api/memory", headers={"Authorization": header})
     assert status == 401, body
@@ -492,7 +515,6 @@ def test_malformed_or_wrong_authorization_is_401(authed_stack: Stack, header: st
 
 
 def test_bearer_scheme_is_case_insensitive(authed_stack: Stack) -> None:
-    status, body = Rest(authed_stack.base).call("GET", "/api/memory/health",
-                                                headers={"Authorization": "bearer s3cret"})
+    status, body = Rest(authed_stack.base).call("GET", "/api/memory/health", headers={"Authorization": "bearer s3cret"})
     assert status == 200, body
     assert body["working"] is True

@@ -26,9 +26,11 @@ from tests.support.vectors import (
     remote_settings,
 )
 
-pytestmark = [pytest.mark.e2e,
-              pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")]
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+]
 
 ERROR_INFO = "type.googleapis.com/google.rpc.ErrorInfo"
 BAD_REQUEST = "type.googleapis.com/google.rpc.BadRequest"
@@ -40,9 +42,13 @@ QDRANT_KEY = "qd-rest-secret-key-9012"
 @pytest.fixture(scope="module")
 def env(tmp_path_factory):
     models = model_server()
-    handle = start_server(make_config(tmp_path_factory.mktemp("rest-vectors"),
-                                      embedding_providers=(("local", models.base_url),),
-                                      embedding_api_keys=(("local", PROVIDER_KEY),)))
+    handle = start_server(
+        make_config(
+            tmp_path_factory.mktemp("rest-vectors"),
+            embedding_providers=(("local", models.base_url),),
+            embedding_api_keys=(("local", PROVIDER_KEY),),
+        )
+    )
     gateway = start_gateway(handle)
     yield handle, Rest(f"http://127.0.0.1:{gateway.settings.listen_port}")
     gateway.stop()
@@ -77,9 +83,20 @@ def violations(body: Any) -> set[str]:
 
 
 def no_source(rest: Rest) -> None:
-    ok(rest, "PUT", "/api/settings/memory", {"enabled": True, "embeddingSource": "auto", "customBaseUrl": "",
-                                             "customModelId": "", "transformersEnabled": False,
-                                             "staticEnabled": False, "rerankEnabled": False})
+    ok(
+        rest,
+        "PUT",
+        "/api/settings/memory",
+        {
+            "enabled": True,
+            "embeddingSource": "auto",
+            "customBaseUrl": "",
+            "customModelId": "",
+            "transformersEnabled": False,
+            "staticEnabled": False,
+            "rerankEnabled": False,
+        },
+    )
 
 
 def use_remote(rest: Rest, models: LoopbackModels) -> None:
@@ -169,8 +186,12 @@ def test_engine_status_providers_and_preview_in_camel_case(rest, models):
     assert any(p["provider"] == "transformers" and p["models"][0]["dimensions"] == 384 for p in providers)
     assert PROVIDER_KEY not in str(providers) and PROVIDER_KEY not in str(status)
 
-    preview = ok(rest, "POST", "/api/memory/retrieve-preview",
-                 {"query": "What editor theme do I like?", "apiKeyId": "key-rest-preview", "strategy": "semantic"})
+    preview = ok(
+        rest,
+        "POST",
+        "/api/memory/retrieve-preview",
+        {"query": "What editor theme do I like?", "apiKeyId": "key-rest-preview", "strategy": "semantic"},
+    )
     top = preview["memories"][0]
     assert top["id"] == editor and top["tier"] == "vector" and "vecScore" in top and "ftsScore" not in top
     res = preview["resolution"]
@@ -184,9 +205,12 @@ def test_engine_status_providers_and_preview_in_camel_case(rest, models):
 
 def test_qdrant_settings_over_rest(rest, models):
     use_remote(rest, models)
-    for patch, field in (({"port": 65536}, "port"), ({"collection": ""}, "collection"),
-                         ({"enabled": True, "localPath": "/anywhere/qdrant"}, "localPath"),
-                         ({"enabled": True, "localPath": "~/qdrant"}, "localPath")):
+    for patch, field in (
+        ({"port": 65536}, "port"),
+        ({"collection": ""}, "collection"),
+        ({"enabled": True, "localPath": "/anywhere/qdrant"}, "localPath"),
+        ({"enabled": True, "localPath": "~/qdrant"}, "localPath"),
+    ):
         before = ok(rest, "GET", "/api/settings/qdrant")
         status, body = rest.call("PUT", "/api/settings/qdrant", patch)
         assert status == 400 and field in violations(body), body
@@ -208,8 +232,12 @@ def test_qdrant_settings_over_rest(rest, models):
     memory_id = create(rest, "key-rest-qdrant", EDITOR)
     deadline = time.monotonic() + 20
     while True:
-        found = ok(rest, "POST", "/api/settings/qdrant/search",
-                   {"query": "editor theme", "apiKeyId": "key-rest-qdrant", "topK": 3})
+        found = ok(
+            rest,
+            "POST",
+            "/api/settings/qdrant/search",
+            {"query": "editor theme", "apiKeyId": "key-rest-qdrant", "topK": 3},
+        )
         if found["results"] or time.monotonic() > deadline:
             break
         time.sleep(0.05)
@@ -227,25 +255,31 @@ def test_qdrant_settings_over_rest(rest, models):
 # ---- the URL policy (last: a refused URL must leave the settings as they were) -------------------
 
 
-@pytest.mark.parametrize("url", [
-    pytest.param("http://user:hunter2pw@127.0.0.1:9/v1", id="credentials"),
-    pytest.param("http://127.0.0.1:9/v1?token=hunter2pw", id="query-string"),
-    pytest.param("file:///etc/passwd", id="file-scheme"),
-    pytest.param("http://169.254.169.254/", id="metadata-address"),
-    pytest.param("http://2852039166/", id="name-resolving-to-link-local"),
-    pytest.param("http://0177.0.0.1:9/v1", id="octal-ipv4"),
-    pytest.param("http://1.2.3.04/v1", id="leading-zero-ipv4"),
-    pytest.param("http://" + "a" * 64 + ".example.com/v1", id="dns-label-over-63"),
-    pytest.param("http://100.100.100.200/", id="alibaba-metadata"),
-    pytest.param("http://[64:ff9b::a9fe:a9fe]/", id="nat64-metadata"),
-    pytest.param("http://[::169.254.169.254]/", id="ipv4-compatible-metadata"),
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        pytest.param("http://user:hunter2pw@127.0.0.1:9/v1", id="credentials"),
+        pytest.param("http://127.0.0.1:9/v1?token=hunter2pw", id="query-string"),
+        pytest.param("file:///etc/passwd", id="file-scheme"),
+        pytest.param("http://169.254.169.254/", id="metadata-address"),
+        pytest.param("http://2852039166/", id="name-resolving-to-link-local"),
+        pytest.param("http://0177.0.0.1:9/v1", id="octal-ipv4"),
+        pytest.param("http://1.2.3.04/v1", id="leading-zero-ipv4"),
+        pytest.param("http://" + "a" * 64 + ".example.com/v1", id="dns-label-over-63"),
+        pytest.param("http://100.100.100.200/", id="alibaba-metadata"),
+        pytest.param("http://[64:ff9b::a9fe:a9fe]/", id="nat64-metadata"),
+        pytest.param("http://[::169.254.169.254]/", id="ipv4-compatible-metadata"),
+    ],
+)
 def test_a_forbidden_custom_base_url_is_400_and_nothing_is_stored(rest, models, url):
     use_remote(rest, models)
     before = ok(rest, "GET", "/api/settings/memory")
     try:
-        status, body = rest.call("PUT", "/api/settings/memory",
-                                 {"embeddingSource": "remote", "customBaseUrl": url, "customModelId": "other-model"})
+        status, body = rest.call(
+            "PUT",
+            "/api/settings/memory",
+            {"embeddingSource": "remote", "customBaseUrl": url, "customModelId": "other-model"},
+        )
         assert status == 400 and "customBaseUrl" in violations(body), (status, body)
         assert "hunter2pw" not in str(body)
         assert ok(rest, "GET", "/api/settings/memory") == before

@@ -90,7 +90,9 @@ def _serving(grpc_port: int, rest_port: int) -> bool:
 def test_a_serve_killed_under_load_is_serving_again_at_once_on_the_same_ports(tmp_path, before, after):
     """With one process and several (whose sockets differ: SO_REUSEPORT), either way round."""
     grpc_port, rest_port = free_port(), free_port()
-    first = ServeProcess(tmp_path / "data", grpc_port, rest_port, extra_args=("--processes", before, "--mcp-port", "-1"))
+    first = ServeProcess(
+        tmp_path / "data", grpc_port, rest_port, extra_args=("--processes", before, "--mcp-port", "-1")
+    )
     second = None
     try:
         first.wait_for("gateway.started")
@@ -113,7 +115,9 @@ def test_a_serve_killed_under_load_is_serving_again_at_once_on_the_same_ports(tm
             assert time.monotonic() < deadline, "no connection on the gRPC port is in TIME_WAIT"
             time.sleep(0.05)
 
-        second = ServeProcess(tmp_path / "data", grpc_port, rest_port, extra_args=("--processes", after, "--mcp-port", "-1"))
+        second = ServeProcess(
+            tmp_path / "data", grpc_port, rest_port, extra_args=("--processes", after, "--mcp-port", "-1")
+        )
         deadline = time.monotonic() + 90  # generous: start-up on a loaded machine, not a bound
         while not _serving(grpc_port, rest_port):
             assert second.proc.poll() is None, f"the restart exited {second.proc.returncode}: {second.lines[-10:]}"

@@ -33,8 +33,10 @@ from tests.support.vectors import model_server, remote_settings, wait_for
 CHROMIUM = "/usr/bin/chromium"
 pytestmark = [
     pytest.mark.e2e,
-    pytest.mark.skipif(not os.access(CHROMIUM, os.X_OK),
-                       reason="Debian chromium is not installed: run scripts/install_browser.sh (as root)"),
+    pytest.mark.skipif(
+        not os.access(CHROMIUM, os.X_OK),
+        reason="Debian chromium is not installed: run scripts/install_browser.sh (as root)",
+    ),
 ]
 playwright_api = pytest.importorskip("playwright.sync_api")
 expect = playwright_api.expect
@@ -44,8 +46,15 @@ expect.set_options(timeout=30_000)
 
 # The flags that run Debian's chromium headless here; the background-networking ones keep it
 # from dialling Google's hosts, which this machine's closed network refuses.
-CHROMIUM_ARGS = ["--headless=new", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-                 "--disable-component-update", "--disable-sync", "--no-first-run"]
+CHROMIUM_ARGS = [
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+]
 ADMIN = "studio-admin-token"
 LAPTOP = {"width": 1280, "height": 900}
 PHONE = {"width": 390, "height": 844}
@@ -95,8 +104,15 @@ def studio(tmp_path_factory) -> Iterator[Studio]:
     legacy_app = root / "old-app"
     (legacy_app / "memory" / "Relic").mkdir(parents=True)
     (legacy_app / "memory" / "Relic" / "recent.json").write_text("[]")
-    handle = start_server(make_config(root, api_tokens=(ADMIN,), legacy_app_roots=(str(legacy_app),),
-                                      recent_flush_s=3600.0, embedding_providers=(("local", models.base_url),)))
+    handle = start_server(
+        make_config(
+            root,
+            api_tokens=(ADMIN,),
+            legacy_app_roots=(str(legacy_app),),
+            recent_flush_s=3600.0,
+            embedding_providers=(("local", models.base_url),),
+        )
+    )
     gateway = start_gateway(handle)
     try:
         yield Studio(handle, f"http://127.0.0.1:{gateway.settings.listen_port}", legacy_app / "memory")
@@ -253,9 +269,11 @@ def test_memories_tab_adds_searches_filters_pages_edits_and_deletes(studio, open
     sign_in(page, studio.url, ADMIN)
     panel = tab(page, "Memories")
     panel.get_by_label("Owner (apiKeyId)").fill(owner)
-    for key, content, kind in (("tea", "I like green tea in the morning", "factual"),
-                               ("editor", "I prefer dark mode in my editor", "procedural"),
-                               ("trip", "We went to Kyoto in spring", "episodic")):
+    for key, content, kind in (
+        ("tea", "I like green tea in the morning", "factual"),
+        ("editor", "I prefer dark mode in my editor", "procedural"),
+        ("trip", "We went to Kyoto in spring", "episodic"),
+    ):
         panel.get_by_label("Key", exact=True).fill(key)
         panel.locator("form.add").get_by_label("Type").select_option(kind)
         panel.get_by_label("Content", exact=True).fill(content)
@@ -264,8 +282,10 @@ def test_memories_tab_adds_searches_filters_pages_edits_and_deletes(studio, open
         expect(panel.get_by_role("status")).to_have_text("Memory added.")
     stored = {m["key"]: m for m in studio.memories(owner)}
     assert {k: (m["content"], m["type"]) for k, m in stored.items()} == {
-        "tea": ("I like green tea in the morning", "factual"), "editor": ("I prefer dark mode in my editor", "procedural"),
-        "trip": ("We went to Kyoto in spring", "episodic")}
+        "tea": ("I like green tea in the morning", "factual"),
+        "editor": ("I prefer dark mode in my editor", "procedural"),
+        "trip": ("We went to Kyoto in spring", "episodic"),
+    }
     expect(memory_rows(panel)).to_have_count(3)
     expect(panel.locator(".card .card-value").first).to_have_text("3")
 
@@ -322,10 +342,10 @@ def _restorable(memories: list[dict[str, Any]]) -> list[tuple]:
 
 def test_memories_export_import_round_trip_and_compress_old(studio, open_page, tmp_path):
     owner = "studio-export"
-    studio.create(owner, "I like green tea", key="tea", type="factual", metadata={"source": "chat", "n": 3},
-                  keep=True)
-    studio.create(owner, "Meeting moved to Friday", type="episodic", sessionId="s-1",
-                  occurredAt="2023-12-29T16:30:00+02:00")
+    studio.create(owner, "I like green tea", key="tea", type="factual", metadata={"source": "chat", "n": 3}, keep=True)
+    studio.create(
+        owner, "Meeting moved to Friday", type="episodic", sessionId="s-1", occurredAt="2023-12-29T16:30:00+02:00"
+    )
     studio.create(owner, "Always run the tests before pushing", key="habit", type="procedural")
     before = studio.memories(owner)
     page, console = open_page()
@@ -347,12 +367,16 @@ def test_memories_export_import_round_trip_and_compress_old(studio, open_page, t
     after = studio.memories(owner)
     assert _restorable(after) == _restorable(before)
     assert {m["content"]: (m.get("keep", False), m.get("occurredAt")) for m in after} == {
-        "I like green tea": (True, None), "Meeting moved to Friday": (False, "2023-12-29T14:30:00Z"),
-        "Always run the tests before pushing": (False, None)}
+        "I like green tea": (True, None),
+        "Meeting moved to Friday": (False, "2023-12-29T14:30:00Z"),
+        "Always run the tests before pushing": (False, None),
+    }
     # The list shows the restored memories (new ids), not the listing from before the clear.
     restored_ids = sorted(m["id"] for m in after)
-    wait_for(lambda: sorted(memory_rows(panel).evaluate_all("rs => rs.map(r => r.dataset.id)")) == restored_ids,
-             what="the list to show the imported memories")
+    wait_for(
+        lambda: sorted(memory_rows(panel).evaluate_all("rs => rs.map(r => r.dataset.id)")) == restored_ids,
+        what="the list to show the imported memories",
+    )
 
     # Compress old: a dry run lists the candidates, nothing changes until confirmed.
     old = (datetime.now(UTC) - timedelta(days=60)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
@@ -392,9 +416,11 @@ def test_import_restores_in_batches_and_reports_a_refused_memory_while_keeping_t
     panel.get_by_label("Import a JSON export").set_input_files(str(exported))
 
     expect(panel.get_by_role("status")).to_have_text(
-        f"Imported {len(memories) - 1} of {len(memories)} memories into {owner}; 1 refused.")
+        f"Imported {len(memories) - 1} of {len(memories)} memories into {owner}; 1 refused."
+    )
     expect(panel.locator("[data-el=transfer-status] li")).to_have_text(
-        "memory 1101: type: must be one of factual, episodic, procedural, semantic")
+        "memory 1101: type: must be one of factual, episodic, procedural, semantic"
+    )
     assert posts.count("/api/memory/batch") == 2 and "/api/memory" not in posts  # 1000 per call, in order
     stored = studio.ok("GET", f"/api/memory?apiKeyId={owner}&limit=1")
     assert stored["total"] == len(memories) - 1
@@ -424,26 +450,35 @@ def test_playground_simulates_retrieval_with_scores_and_resolution(studio, open_
     panel.get_by_role("button", name="Simulate").click()
     rows = panel.locator("table.results tbody tr[data-id]")
     expect(rows.first).to_contain_text("dark mode")
-    server = studio.ok("POST", "/api/memory/retrieve-preview", {"apiKeyId": owner, "query": "which editor theme do I like",
-                                                                 "strategy": "hybrid", "maxTokens": 500})
+    server = studio.ok(
+        "POST",
+        "/api/memory/retrieve-preview",
+        {"apiKeyId": owner, "query": "which editor theme do I like", "strategy": "hybrid", "maxTokens": 500},
+    )
     assert rows.evaluate_all("rs => rs.map(r => r.dataset.id)") == [m["id"] for m in server["memories"]]
     first = server["memories"][0]
-    expect(rows.first).to_contain_text(f'{first["score"]:.4f}')
+    expect(rows.first).to_contain_text(f"{first['score']:.4f}")
     expect(rows.first).to_contain_text(first["tier"])
     expect(rows.first.get_by_role("img", name="vector score")).to_have_attribute(
-        "aria-label", f'vector score: {first["vecScore"]:.3f}')
-    expect(panel.locator(".budget")).to_contain_text(f'of {server["budgetMaxTokens"]} tokens')
+        "aria-label", f"vector score: {first['vecScore']:.3f}"
+    )
+    expect(panel.locator(".budget")).to_contain_text(f"of {server['budgetMaxTokens']} tokens")
     resolution = panel.locator(".resolution")
     expect(resolution.locator('dd[data-name="Embedding source"]')).to_have_text("remote")
     expect(resolution.locator('dd[data-name="Vector store"]')).to_have_text(server["resolution"]["vectorStore"])
-    expect(resolution.locator('dd[data-name="Fallback"]')).to_have_text(server["resolution"]["fallbackReason"] or "none")
+    expect(resolution.locator('dd[data-name="Fallback"]')).to_have_text(
+        server["resolution"]["fallbackReason"] or "none"
+    )
     shot(page, tmp_path, "playground")
 
     # Without vectors the resolution says which fallback was taken and why.
     studio.ok("PUT", "/api/settings/memory", {"embeddingSource": "auto", "customBaseUrl": "", "customModelId": ""})
     panel.get_by_role("button", name="Simulate").click()
-    fallback = studio.ok("POST", "/api/memory/retrieve-preview", {"apiKeyId": owner, "query": "which editor theme do I like",
-                                                                   "strategy": "hybrid"})["resolution"]["fallbackReason"]
+    fallback = studio.ok(
+        "POST",
+        "/api/memory/retrieve-preview",
+        {"apiKeyId": owner, "query": "which editor theme do I like", "strategy": "hybrid"},
+    )["resolution"]["fallbackReason"]
     assert fallback
     expect(resolution.locator('dd[data-name="Fallback"]')).to_have_text(fallback)
     assert_clean(console)
@@ -478,8 +513,11 @@ def test_the_tier_badge_stays_on_one_line_at_laptop_and_phone_width(studio, open
 
 def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdrant(studio, open_page, tmp_path):
     models = model_server()
-    studio.ok("PUT", "/api/settings/memory", {"enabled": False, "embeddingSource": "auto", "customBaseUrl": "",
-                                              "customModelId": ""})
+    studio.ok(
+        "PUT",
+        "/api/settings/memory",
+        {"enabled": False, "embeddingSource": "auto", "customBaseUrl": "", "customModelId": ""},
+    )
     for text in ("I prefer tabs over spaces", "My sister lives in Oslo", "I drink coffee black"):
         studio.create("studio-engine", text)
     page, console = open_page()
@@ -496,7 +534,11 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     panel.get_by_role("button", name="Save").first.click()
     expect(panel.get_by_text("Settings saved.")).to_be_visible()  # shown only once this save's PUT answered
     settings = studio.ok("GET", "/api/settings/memory")
-    assert (settings["enabled"], settings["embeddingSource"], settings["customBaseUrl"]) == (True, "remote", models.base_url)
+    assert (settings["enabled"], settings["embeddingSource"], settings["customBaseUrl"]) == (
+        True,
+        "remote",
+        models.base_url,
+    )
     expect(embeddings).to_have_class("indicator ok")
 
     panel.get_by_label("Re-embed every memory").check()
@@ -506,7 +548,9 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     assert status["needsReindex"] == 0 and status["rowCount"] >= 3
     progress = panel.locator("progress")
     assert progress.evaluate("p => [p.value, p.max]") == [status["rowCount"], status["rowCount"]]
-    expect(panel.locator('[data-el="progress-text"]')).to_contain_text(f'done · {status["rowCount"]} of {status["rowCount"]}')
+    expect(panel.locator('[data-el="progress-text"]')).to_contain_text(
+        f"done · {status['rowCount']} of {status['rowCount']}"
+    )
 
     # Qdrant: saved settings reach the server; a test connection to nothing shows why.
     closed_port = _closed_port()
@@ -519,7 +563,11 @@ def test_engine_tab_sets_the_source_reindexes_with_progress_and_configures_qdran
     expect(qdrant_card.get_by_text("Qdrant settings saved.")).to_be_visible()
     saved = studio.ok("GET", "/api/settings/qdrant")
     assert (saved["host"], saved["port"], saved["collection"], saved["hasApiKey"]) == (
-        "127.0.0.1", closed_port, "studio_points", True)
+        "127.0.0.1",
+        closed_port,
+        "studio_points",
+        True,
+    )
     assert "qd-studio-secret-1234" not in page.content()
     qdrant_card.get_by_role("button", name="Test connection").click()
     health = studio.ok("GET", "/api/settings/qdrant/health")
@@ -551,32 +599,45 @@ GREY = "rgb(173, 181, 189)"  # --neutral
 def indicator_states(panel) -> dict[str, tuple[str, str]]:
     """Each status indicator's state and its dot's colour as drawn."""
     drawn = panel.locator(".indicator").evaluate_all(
-        "els => els.map(e => [e.dataset.name, e.dataset.state, getComputedStyle(e.querySelector('.dot')).backgroundColor])")
+        "els => els.map(e => [e.dataset.name, e.dataset.state, getComputedStyle(e.querySelector('.dot')).backgroundColor])"
+    )
     return {name: (state, colour) for name, state, colour in drawn}
 
 
 def test_engine_status_shows_what_is_off_in_grey_and_red_only_for_faults(studio, open_page):
-    studio.ok("PUT", "/api/settings/memory", {"enabled": False, "embeddingSource": "auto", "customBaseUrl": "",
-                                              "customModelId": "", "rerankEnabled": False})
+    studio.ok(
+        "PUT",
+        "/api/settings/memory",
+        {"enabled": False, "embeddingSource": "auto", "customBaseUrl": "", "customModelId": "", "rerankEnabled": False},
+    )
     studio.ok("PUT", "/api/settings/qdrant", {"enabled": False})
     page, console = open_page()
     sign_in(page, studio.url, ADMIN)
     panel = engine_tab(page)
     # Waited for, not read once: the panel draws its dots while the status request is answered,
     # and a dot being redrawn has no computed colour yet (seen once in CI as '').
-    off = {"Keyword index": ("ok", "rgb(43, 138, 62)"), "Embeddings": ("neutral", GREY),
-           "Vector store": ("neutral", GREY), "Qdrant": ("neutral", GREY), "Rerank": ("neutral", GREY)}
+    off = {
+        "Keyword index": ("ok", "rgb(43, 138, 62)"),
+        "Embeddings": ("neutral", GREY),
+        "Vector store": ("neutral", GREY),
+        "Qdrant": ("neutral", GREY),
+        "Rerank": ("neutral", GREY),
+    }
     wait_for(lambda: indicator_states(panel) == off, what=f"indicators drawn as {off}")
     expect(panel.locator('.indicator[data-name="Qdrant"]')).to_contain_text("Qdrant not in use")
 
     # Switched on and failing: red. Qdrant on a port nothing listens on; rerank with no model.
-    studio.ok("PUT", "/api/settings/qdrant", {"enabled": True, "host": "127.0.0.1", "port": _closed_port(), "apiKey": ""})
+    studio.ok(
+        "PUT", "/api/settings/qdrant", {"enabled": True, "host": "127.0.0.1", "port": _closed_port(), "apiKey": ""}
+    )
     studio.ok("PUT", "/api/settings/memory", {"rerankEnabled": True, "rerankProviderModel": None})
     panel.get_by_role("button", name="Refresh").click()
     expect(panel.locator('.indicator[data-name="Qdrant"]')).to_have_attribute("data-state", "bad")
     expect(panel.locator('.indicator[data-name="Rerank"]')).to_have_attribute("data-state", "bad")
-    wait_for(lambda: (states := indicator_states(panel))["Qdrant"] == ("bad", RED) and states["Rerank"] == ("bad", RED),
-             what="Qdrant and Rerank drawn red")
+    wait_for(
+        lambda: (states := indicator_states(panel))["Qdrant"] == ("bad", RED) and states["Rerank"] == ("bad", RED),
+        what="Qdrant and Rerank drawn red",
+    )
     studio.ok("PUT", "/api/settings/qdrant", {"enabled": False})
     studio.ok("PUT", "/api/settings/memory", {"rerankEnabled": False})
     assert_clean(console)
@@ -619,13 +680,22 @@ def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page)
     page, console = open_page()
     sign_in(page, studio.url, ADMIN)
     panel = engine_tab(page)
-    for heading, note in (("Memory and embeddings", "Settings saved."), ("Qdrant", "Qdrant settings saved."),
-                          ("Rerank", "Rerank settings saved.")):
+    for heading, note in (
+        ("Memory and embeddings", "Settings saved."),
+        ("Qdrant", "Qdrant settings saved."),
+        ("Rerank", "Rerank settings saved."),
+    ):
         card = panel.locator("form.card", has=page.get_by_role("heading", name=heading, exact=True))
         card.get_by_role("button", name="Save").click()
         expect(card.get_by_text(note)).to_be_visible()
-        save_in_flight(page, card, card.get_by_role("button", name="Save"), "PUT",
-                       "/api/settings/qdrant" if heading == "Qdrant" else "/api/settings/memory", note)
+        save_in_flight(
+            page,
+            card,
+            card.get_by_role("button", name="Save"),
+            "PUT",
+            "/api/settings/qdrant" if heading == "Qdrant" else "/api/settings/memory",
+            note,
+        )
 
     # The Rerank card's switch, as in the flaky run: on, then off; while the second save is
     # held, the server still says on and the page does not claim otherwise.
@@ -635,8 +705,9 @@ def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page)
     expect(rerank.get_by_text("Rerank settings saved.")).to_be_visible()
     wait_for(lambda: studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is True, what="rerank on")
     rerank.get_by_label("Rerank retrieved memories").uncheck()
-    save_in_flight(page, rerank, rerank.get_by_role("button", name="Save"), "PUT", "/api/settings/memory",
-                   "Rerank settings saved.")
+    save_in_flight(
+        page, rerank, rerank.get_by_role("button", name="Save"), "PUT", "/api/settings/memory", "Rerank settings saved."
+    )
     assert studio.ok("GET", "/api/settings/memory")["rerankEnabled"] is False
 
     panel = tab(page, "Memories")
@@ -648,7 +719,9 @@ def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page)
     panel.get_by_label("Content", exact=True).fill("the second saved memory")
     save_in_flight(page, panel, add, "POST", "/api/memory", "Memory added.")
     assert sorted(m["content"] for m in studio.memories("studio-saves")) == [
-        "the first saved memory", "the second saved memory"]
+        "the first saved memory",
+        "the second saved memory",
+    ]
 
     panel = tab(page, "Characters")
     panel.get_by_role("button", name="recent_Lulu.json").click()
@@ -657,8 +730,14 @@ def test_every_save_clears_the_last_note_the_moment_it_starts(studio, open_page)
     panel.get_by_role("button", name="Save", exact=True).click()
     expect(editor.get_by_role("status")).to_have_text("Saved.")
     panel.get_by_label("Message 2 text").fill("hello again")
-    save_in_flight(page, editor, panel.get_by_role("button", name="Save", exact=True), "POST",
-                   "/api/memory/recent_file/save", "Saved.")
+    save_in_flight(
+        page,
+        editor,
+        panel.get_by_role("button", name="Save", exact=True),
+        "POST",
+        "/api/memory/recent_file/save",
+        "Saved.",
+    )
     assert json.loads(studio.recent("recent_Lulu.json")["content"])[1]["data"]["content"] == "hello again"
     assert_clean(console)
 
@@ -701,8 +780,9 @@ def _closed_port() -> int:
 
 
 def test_characters_tab_edits_renames_switches_and_purges_legacy(studio, open_page, tmp_path):
-    studio.seed_character("Mimi", [msg("human", "hello Mimi"), msg("ai", "hello! how was your day?"),
-                                   msg("human", "long, but fine")])
+    studio.seed_character(
+        "Mimi", [msg("human", "hello Mimi"), msg("ai", "hello! how was your day?"), msg("human", "long, but fine")]
+    )
     page, console = open_page()
     sign_in(page, studio.url, ADMIN)
     panel = tab(page, "Characters")
@@ -716,7 +796,10 @@ def test_characters_tab_edits_renames_switches_and_purges_legacy(studio, open_pa
     expect(panel.get_by_role("status")).to_have_text("Saved.")
     stored = json.loads(studio.recent("recent_Mimi.json")["content"])
     assert [(m["type"], m["data"]["content"]) for m in stored] == [
-        ("ai", "hello! how was your day?"), ("human", "long, but I finished the report"), ("ai", "well done!")]
+        ("ai", "hello! how was your day?"),
+        ("human", "long, but I finished the report"),
+        ("ai", "well done!"),
+    ]
 
     # The switches write the server's config.
     panel.get_by_label("Review (auto review of recent memory)").uncheck()
@@ -761,8 +844,11 @@ def test_a_save_conflict_shows_both_versions_and_loses_neither(studio, open_page
     panel.get_by_role("button", name="recent_Kiki.json").click()
     panel.get_by_label("Message 2 text").fill("my edit in the studio")
     # Meanwhile the chat pipeline appends a message.
-    studio.ok("POST", "/api/memory/recent_file/append", {"character": "Kiki", "messages": [
-        {"role": "human", "text": "a message from the chat"}]})
+    studio.ok(
+        "POST",
+        "/api/memory/recent_file/append",
+        {"character": "Kiki", "messages": [{"role": "human", "text": "a message from the chat"}]},
+    )
     server_before = studio.recent("recent_Kiki.json")["content"]
     panel.get_by_role("button", name="Save", exact=True).click()
     conflict = panel.locator(".conflict")
@@ -779,8 +865,11 @@ def test_a_save_conflict_shows_both_versions_and_loses_neither(studio, open_page
 
     # Edit again, conflict again, and this time overwrite knowingly.
     panel.get_by_label("Message 2 text").fill("my second edit")
-    studio.ok("POST", "/api/memory/recent_file/append", {"character": "Kiki", "messages": [
-        {"role": "ai", "text": "another chat reply"}]})
+    studio.ok(
+        "POST",
+        "/api/memory/recent_file/append",
+        {"character": "Kiki", "messages": [{"role": "ai", "text": "another chat reply"}]},
+    )
     panel.get_by_role("button", name="Save", exact=True).click()
     expect(conflict.locator(".version").nth(1)).to_contain_text("another chat reply")
     conflict.get_by_role("button", name="Overwrite with my edits").click()

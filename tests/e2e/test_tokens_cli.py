@@ -25,8 +25,13 @@ BIN = Path(sys.executable).parent
 
 
 def tokens(data: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([str(BIN / "memsvc"), "tokens", *args, "--data-dir", str(data)], capture_output=True,
-                          text=True, timeout=120, env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data)})
+    return subprocess.run(
+        [str(BIN / "memsvc"), "tokens", *args, "--data-dir", str(data)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data)},
+    )
 
 
 def created(data: Path, *args: str) -> dict:
@@ -40,7 +45,8 @@ def code_on(channel: grpc.Channel, token: str | None, api_key_id: str = "A") -> 
     metadata = (("authorization", f"Bearer {token}"),) if token else ()
     try:
         memory_pb2_grpc.MemoryServiceStub(channel).ListMemories(
-            memory_pb2.ListMemoriesRequest(api_key_id=api_key_id), metadata=metadata, timeout=10)
+            memory_pb2.ListMemoriesRequest(api_key_id=api_key_id), metadata=metadata, timeout=10
+        )
     except grpc.RpcError as err:
         return err.code()
     return grpc.StatusCode.OK
@@ -50,10 +56,25 @@ class Server:
     """`memsvc serve --no-gateway` on a free port; its log drained so it never blocks."""
 
     def __init__(self, data: Path):
-        self.proc = subprocess.Popen([str(BIN / "memsvc"), "serve", "--no-gateway", "--grpc-port", "0",
-                                      "--metrics-port", "-1", "--mcp-port", "-1", "--data-dir", str(data)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                     env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data)})
+        self.proc = subprocess.Popen(
+            [
+                str(BIN / "memsvc"),
+                "serve",
+                "--no-gateway",
+                "--grpc-port",
+                "0",
+                "--metrics-port",
+                "-1",
+                "--mcp-port",
+                "-1",
+                "--data-dir",
+                str(data),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+            env={"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data)},
+        )
         started = None
         deadline = time.monotonic() + 60
         while started is None and time.monotonic() < deadline:
@@ -96,22 +117,28 @@ def test_create_list_revoke_through_the_binary(tmp_path):
     assert listing.returncode == 0
     assert "agent-a" in listing.stdout and "read:memory,write:memory" in listing.stdout and "msk_" not in listing.stdout
     rows = json.loads(tokens(data, "list", "--json").stdout)
-    assert [(r["id"], r["tenants"], r["revoked_at"]) for r in rows] == [("agent-a", ["A", "B"], None),
-                                                                       ("ops", ["*"], None)]
+    assert [(r["id"], r["tenants"], r["revoked_at"]) for r in rows] == [
+        ("agent-a", ["A", "B"], None),
+        ("ops", ["*"], None),
+    ]
     secret = made["token"].split("_", 2)[2].encode()
-    assert not any(secret in p.read_bytes() for p in data.iterdir() if p.name.startswith("memsvc.db")), \
+    assert not any(secret in p.read_bytes() for p in data.iterdir() if p.name.startswith("memsvc.db")), (
         "the secret must never be stored, only its hash"
+    )
     revoked = tokens(data, "revoke", "agent-a")
     assert revoked.returncode == 0 and revoked.stdout.startswith("revoked agent-a at ")
     assert json.loads(tokens(data, "list", "--json").stdout)[0]["revoked_at"]
 
 
-@pytest.mark.parametrize("args, code, message", [
-    (("create", "x y", "--permissions", "root", "--tenants", "A"), 2, "id: must be"),
-    (("create", "z", "--permissions", "read:memory"), 2, "tenants: name at least one apiKeyId"),
-    (("create", "z", "--permissions", "read:memory", "--tenants", "*,A"), 2, "already means every apiKeyId"),
-    (("revoke", "nobody"), 1, "credential 'nobody' not found"),
-])
+@pytest.mark.parametrize(
+    "args, code, message",
+    [
+        (("create", "x y", "--permissions", "root", "--tenants", "A"), 2, "id: must be"),
+        (("create", "z", "--permissions", "read:memory"), 2, "tenants: name at least one apiKeyId"),
+        (("create", "z", "--permissions", "read:memory", "--tenants", "*,A"), 2, "already means every apiKeyId"),
+        (("revoke", "nobody"), 1, "credential 'nobody' not found"),
+    ],
+)
 def test_bad_requests_are_clear_errors_that_change_nothing(tmp_path, args, code, message):
     data = tmp_path / "data"
     result = tokens(data, *args)
@@ -160,8 +187,11 @@ def test_a_revocation_over_grpc_in_one_process_holds_in_the_other(two_servers):
     agent = created(data, "agent", "--permissions", "read:memory", "--tenants", "A")["token"]
     assert two.code(agent) == grpc.StatusCode.OK
     stub = credentials_pb2_grpc.CredentialServiceStub(one.channel)
-    stub.RevokeCredential(credentials_pb2.RevokeCredentialRequest(id="agent"),
-                          metadata=(("authorization", f"Bearer {admin}"),), timeout=10)
+    stub.RevokeCredential(
+        credentials_pb2.RevokeCredentialRequest(id="agent"),
+        metadata=(("authorization", f"Bearer {admin}"),),
+        timeout=10,
+    )
     assert two.code(agent) == grpc.StatusCode.UNAUTHENTICATED
     assert two.code(admin) == grpc.StatusCode.OK
 
@@ -196,7 +226,9 @@ def test_every_worker_takes_a_new_token_at_once_and_refuses_it_from_the_request_
     second = created(data, "agent-2", "--permissions", "read:memory", "--tenants", "A")["token"]
     assert [code_on(w, second) for w in workers] == ok
     credentials_pb2_grpc.CredentialServiceStub(workers[0]).RevokeCredential(
-        credentials_pb2.RevokeCredentialRequest(id="agent-2"), metadata=(("authorization", f"Bearer {admin}"),),
-        timeout=10)
+        credentials_pb2.RevokeCredentialRequest(id="agent-2"),
+        metadata=(("authorization", f"Bearer {admin}"),),
+        timeout=10,
+    )
     assert code_on(workers[1], second) == grpc.StatusCode.UNAUTHENTICATED
     assert [code_on(w, admin) for w in workers] == ok

@@ -27,28 +27,36 @@ from memsvc.v1 import settings_pb2 as spb
 @pytest.fixture
 def workers(tmp_path):
     """(process, [(memory stub, engine stub)] per worker) of a two-worker server, memory on."""
-    process = ServeProcess(tmp_path / "data", 0, 0, extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1",
-                                                                 "--metrics-port", "0"))
+    process = ServeProcess(
+        tmp_path / "data",
+        0,
+        0,
+        extra_args=("--processes", "2", "--no-gateway", "--mcp-port", "-1", "--metrics-port", "0"),
+    )
     opened = []
     try:
         port = process.wait_for("server.started")["grpc_port"]
         channels = list(channel_per_process(process, port, 2, opened).values())
         settings_pb2_grpc.SettingsServiceStub(channels[0]).UpdateMemorySettings(
-            spb.UpdateMemorySettingsRequest(settings=struct({"enabled": True})), timeout=30)
+            spb.UpdateMemorySettingsRequest(settings=struct({"enabled": True})), timeout=30
+        )
         yield process, [(memory_pb2_grpc.MemoryServiceStub(c), engine_pb2_grpc.EngineServiceStub(c)) for c in channels]
     finally:
         for channel in opened:
             channel.close()
         process.stop()
 
+
 def _found(engine, owner: str, query: str) -> list[str]:
     response = engine.Retrieve(epb.RetrieveRequest(api_key_id=owner, query=query, strategy="hybrid"), timeout=30)
     return [m.content for m in response.memories]
 
+
 def test_a_write_through_one_worker_is_in_the_next_retrieve_through_the_other(workers):
     _, ((memory_a, engine_a), (memory_b, engine_b)) = workers
-    first = memory_a.CreateMemory(pb.CreateMemoryRequest(api_key_id="mia-user", content="The spare key is in the blue vase"),
-                                  timeout=30)
+    first = memory_a.CreateMemory(
+        pb.CreateMemoryRequest(api_key_id="mia-user", content="The spare key is in the blue vase"), timeout=30
+    )
     # Both workers build the owner's set now: every later step is an update to a built set.
     assert _found(engine_a, "mia-user", "where is the spare key") == ["The spare key is in the blue vase"]
     assert _found(engine_b, "mia-user", "where is the spare key") == ["The spare key is in the blue vase"]
@@ -57,20 +65,24 @@ def test_a_write_through_one_worker_is_in_the_next_retrieve_through_the_other(wo
     assert _found(engine_b, "mia-user", "spare key doormat") == ["The spare key is under the doormat"]
     assert _found(engine_b, "mia-user", "blue vase") == []
 
-    second = memory_b.CreateMemory(pb.CreateMemoryRequest(api_key_id="mia-user", content="The garage code is 4512"),
-                                   timeout=30)
+    second = memory_b.CreateMemory(
+        pb.CreateMemoryRequest(api_key_id="mia-user", content="The garage code is 4512"), timeout=30
+    )
     assert _found(engine_a, "mia-user", "garage code") == ["The garage code is 4512"]
     memory_b.DeleteMemory(pb.DeleteMemoryRequest(id=second.id), timeout=30)
     assert _found(engine_a, "mia-user", "garage code") == []
 
     soon = Timestamp()
     soon.FromDatetime(utcnow() + timedelta(seconds=2))
-    memory_a.CreateMemory(pb.CreateMemoryRequest(api_key_id="mia-user", content="The parcel locker pin is 7781",
-                                                 expires_at=soon), timeout=30)
+    memory_a.CreateMemory(
+        pb.CreateMemoryRequest(api_key_id="mia-user", content="The parcel locker pin is 7781", expires_at=soon),
+        timeout=30,
+    )
     assert _found(engine_b, "mia-user", "parcel locker pin") == ["The parcel locker pin is 7781"]
     deadline = soon.ToDatetime().replace(tzinfo=utcnow().tzinfo) + timedelta(seconds=30)
     while _found(engine_b, "mia-user", "parcel locker pin"):  # expiry is a time, compared on every request
         assert utcnow() < deadline, "an expired memory was still retrieved"
+
 
 def test_an_owners_working_set_never_answers_another_owner(workers):
     _, ((memory_a, engine_a), (_, engine_b)) = workers
@@ -79,6 +91,7 @@ def test_an_owners_working_set_never_answers_another_owner(workers):
     for engine in (engine_a, engine_b):
         for owner in ("tenant-a", "tenant-b"):
             assert _found(engine, owner, "where do I park") == [f"{owner} parks on level 3"]
+
 
 def test_engine_status_shows_the_answering_workers_working_sets(workers):
     _, ((memory_a, engine_a), _) = workers
@@ -93,8 +106,12 @@ def test_engine_status_shows_the_answering_workers_working_sets(workers):
 def _working_set_gauges(port: int) -> dict[str, float]:
     with urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=30) as response:
         text = response.read().decode()
-    return {sample.labels["field"]: sample.value for family in text_string_to_metric_families(text)
-            if family.name == "memsvc_working_sets" for sample in family.samples}
+    return {
+        sample.labels["field"]: sample.value
+        for family in text_string_to_metric_families(text)
+        if family.name == "memsvc_working_sets"
+        for sample in family.samples
+    }
 
 
 def test_the_metrics_add_up_every_workers_working_sets(workers):
@@ -122,10 +139,12 @@ def test_a_restarted_server_rebuilds_from_the_store(tmp_path):
                 memory = memory_pb2_grpc.MemoryServiceStub(channel)
                 engine = engine_pb2_grpc.EngineServiceStub(channel)
                 settings_pb2_grpc.SettingsServiceStub(channel).UpdateMemorySettings(
-                    spb.UpdateMemorySettingsRequest(settings=struct({"enabled": True})), timeout=30)
+                    spb.UpdateMemorySettingsRequest(settings=struct({"enabled": True})), timeout=30
+                )
                 if round_ == 0:
-                    memory.CreateMemory(pb.CreateMemoryRequest(api_key_id="owner", content="Dentist on Friday at 9"),
-                                        timeout=30)
+                    memory.CreateMemory(
+                        pb.CreateMemoryRequest(api_key_id="owner", content="Dentist on Friday at 9"), timeout=30
+                    )
                 assert _found(engine, "owner", "when is the dentist") == ["Dentist on Friday at 9"]
         finally:
             process.stop()

@@ -36,8 +36,7 @@ def test_the_descriptor_walk_sees_every_generated_service():
 
 @pytest.fixture(scope="module")
 def matrix_server(tmp_path_factory):
-    handle = start_server(make_config(tmp_path_factory.mktemp("matrix"), recent_flush_s=3600.0,
-                                      access_flush_s=0.0))
+    handle = start_server(make_config(tmp_path_factory.mktemp("matrix"), recent_flush_s=3600.0, access_flush_s=0.0))
     yield handle
     handle.stop()
 

@@ -15,8 +15,11 @@ from memsvc.server import SERVICE_NAMES
 from memsvc.v1 import engine_pb2, memory_pb2, settings_pb2
 
 TOKEN = "s3cret-token"
-MODULES = {"memsvc.v1.MemoryService": memory_pb2, "memsvc.v1.EngineService": engine_pb2,
-           "memsvc.v1.SettingsService": settings_pb2}
+MODULES = {
+    "memsvc.v1.MemoryService": memory_pb2,
+    "memsvc.v1.EngineService": engine_pb2,
+    "memsvc.v1.SettingsService": settings_pb2,
+}
 
 
 def _all_methods():
@@ -46,9 +49,11 @@ def _call(channel: grpc.Channel, path: str, streaming: bool, metadata=()) -> grp
     return grpc.StatusCode.OK
 
 
-@pytest.mark.parametrize("metadata", [(), (("authorization", "Bearer wrong"),), (("authorization", TOKEN),),
-                                      (("authorization", f"Basic {TOKEN}"),)],
-                         ids=["no-token", "wrong-token", "no-scheme", "basic-scheme"])
+@pytest.mark.parametrize(
+    "metadata",
+    [(), (("authorization", "Bearer wrong"),), (("authorization", TOKEN),), (("authorization", f"Basic {TOKEN}"),)],
+    ids=["no-token", "wrong-token", "no-scheme", "basic-scheme"],
+)
 def test_every_rpc_requires_a_valid_token(secured, metadata):
     channel = secured.channel()
     codes = {path: _call(channel, path, streaming, metadata) for path, streaming in _all_methods()}
@@ -58,13 +63,17 @@ def test_every_rpc_requires_a_valid_token(secured, metadata):
 
 def test_the_right_token_passes(secured):
     channel = secured.channel()
-    codes = {path: _call(channel, path, streaming, (("authorization", f"Bearer {TOKEN}"),))
-             for path, streaming in _all_methods()}
+    codes = {
+        path: _call(channel, path, streaming, (("authorization", f"Bearer {TOKEN}"),))
+        for path, streaming in _all_methods()
+    }
     assert grpc.StatusCode.UNAUTHENTICATED not in codes.values()
     assert codes["/memsvc.v1.MemoryService/ListMemories"] == grpc.StatusCode.OK
     assert codes["/memsvc.v1.MemoryService/CheckHealth"] == grpc.StatusCode.OK
-    assert _call(channel, "/memsvc.v1.MemoryService/ListMemories", False,
-                 (("authorization", "bearer other-token"),)) == grpc.StatusCode.OK
+    assert (
+        _call(channel, "/memsvc.v1.MemoryService/ListMemories", False, (("authorization", "bearer other-token"),))
+        == grpc.StatusCode.OK
+    )
 
 
 def test_health_and_reflection_need_no_token(secured):
@@ -79,8 +88,9 @@ def test_no_token_configured_means_open_on_loopback(server):
     assert _call(server.channel(), "/memsvc.v1.MemoryService/ListMemories", False) == grpc.StatusCode.OK
 
 
-@pytest.mark.parametrize("overrides", [{"grpc_host": "0.0.0.0"}, {"grpc_host": "192.0.2.10"},
-                                       {"rest_host": "0.0.0.0"}, {"grpc_host": "::"}])
+@pytest.mark.parametrize(
+    "overrides", [{"grpc_host": "0.0.0.0"}, {"grpc_host": "192.0.2.10"}, {"rest_host": "0.0.0.0"}, {"grpc_host": "::"}]
+)
 def test_non_loopback_bind_without_tokens_is_refused(overrides):
     with pytest.raises(ConfigError, match="MEMSVC_API_TOKENS"):
         Config(**overrides).validate()
@@ -92,9 +102,25 @@ def test_rest_host_is_irrelevant_without_the_gateway():
 
 
 def test_serve_refuses_to_start_on_a_public_address(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "memsvc", "serve", "--grpc-host", "0.0.0.0", "--grpc-port", "0",
-                             "--no-gateway", "--data-dir", str(tmp_path)],
-                            capture_output=True, text=True, timeout=60, env={"PATH": "/usr/bin:/bin"})
+    result = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "memsvc",
+            "serve",
+            "--grpc-host",
+            "0.0.0.0",
+            "--grpc-port",
+            "0",
+            "--no-gateway",
+            "--data-dir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={"PATH": "/usr/bin:/bin"},
+    )
     assert result.returncode == 2
     assert "refusing to bind 0.0.0.0 without authentication" in result.stderr
     assert not (tmp_path / "memsvc.db").exists()
@@ -117,9 +143,15 @@ def test_a_method_taking_a_request_stream_is_refused_rather_than_passed_unchecke
             async for _ in requests:
                 pass
             return b"stored"
+
         server = grpc.aio.server(interceptors=[AuthInterceptor((TOKEN,))])
-        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
-            "test.Uploads", {"Upload": grpc.stream_unary_rpc_method_handler(upload)}),))
+        server.add_generic_rpc_handlers(
+            (
+                grpc.method_handlers_generic_handler(
+                    "test.Uploads", {"Upload": grpc.stream_unary_rpc_method_handler(upload)}
+                ),
+            )
+        )
         port = server.add_insecure_port("127.0.0.1:0")
         await server.start()
         return server, port
@@ -127,8 +159,9 @@ def test_a_method_taking_a_request_stream_is_refused_rather_than_passed_unchecke
     server, port = asyncio.run_coroutine_threadsafe(boot(), loop).result(10)
     try:
         with grpc.insecure_channel(f"127.0.0.1:{port}") as channel:
-            upload = channel.stream_unary("/test.Uploads/Upload", request_serializer=lambda b: b,
-                                          response_deserializer=lambda b: b)
+            upload = channel.stream_unary(
+                "/test.Uploads/Upload", request_serializer=lambda b: b, response_deserializer=lambda b: b
+            )
             codes = []
             for metadata in ((), (("authorization", f"Bearer {TOKEN}"),)):
                 try:

@@ -33,9 +33,14 @@ def test_a_tenants_clear_leaves_other_tenants_rows_on_a_remote_that_ignores_api_
     admin = handle.stubs(ADMIN)
     mine = {_create(admin, "alice", f"alice note {i}") for i in range(3)}
     # More than a page of bob's rows, newer than alice's: the remote lists them first.
-    admin.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=[
-        mpb.CreateMemoryRequest(api_key_id="bob", content=f"bob note {i}") for i in range(CLEAR_PAGE + 20)]),
-        timeout=60)
+    admin.memory.CreateMemories(
+        mpb.CreateMemoriesRequest(
+            memories=[
+                mpb.CreateMemoryRequest(api_key_id="bob", content=f"bob note {i}") for i in range(CLEAR_PAGE + 20)
+            ]
+        ),
+        timeout=60,
+    )
     assert _owners(api) == {"alice": 3, "bob": CLEAR_PAGE + 20}
     cleared = _tenant(handle, "alice").memory.ClearMemories(mpb.ClearMemoriesRequest(api_key_id="alice"), timeout=60)
     assert cleared.deleted_count == 3
@@ -47,16 +52,17 @@ def test_a_clear_by_session_or_age_keeps_the_rest_of_the_tenants_rows(remote):  
     handle, api = remote
     admin = handle.stubs(ADMIN)
     alice = _tenant(handle, "alice")
-    s1 = admin.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="alice", session_id="s1", content="in s1"),
-                                   timeout=10).id
-    s2 = admin.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="alice", session_id="s2", content="in s2"),
-                                   timeout=10).id
+    s1 = admin.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="alice", session_id="s1", content="in s1"), timeout=10
+    ).id
+    s2 = admin.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="alice", session_id="s2", content="in s2"), timeout=10
+    ).id
     old, new = _create(admin, "alice", "an old note"), _create(admin, "alice", "a new note")
     bob_old = _create(admin, "bob", "bob's old note")
     for memory_id in (old, bob_old):
         api.memories[memory_id]["createdAt"] = OLD
-    by_session = alice.memory.ClearMemories(mpb.ClearMemoriesRequest(api_key_id="alice", session_id="s1"),
-                                            timeout=10)
+    by_session = alice.memory.ClearMemories(mpb.ClearMemoriesRequest(api_key_id="alice", session_id="s1"), timeout=10)
     assert by_session.deleted_count == 1 and s1 not in api.memories and s2 in api.memories
     cutoff = timestamp_pb2.Timestamp()
     cutoff.FromDatetime(datetime(2021, 1, 1, tzinfo=UTC))

@@ -30,16 +30,18 @@ def remote(tmp_path) -> Iterator[tuple[ServerHandle, FakeMemoryApi]]:
             settings = struct_pb2.Struct()
             settings.update({"enabled": True, "primaryBackend": "remote"})
             settings["backendConfigs"] = configs
-            handle.stubs(ADMIN).settings.UpdateMemorySettings(spb.UpdateMemorySettingsRequest(settings=settings),
-                                                              timeout=10)
+            handle.stubs(ADMIN).settings.UpdateMemorySettings(
+                spb.UpdateMemorySettingsRequest(settings=settings), timeout=10
+            )
             yield handle, api
         finally:
             handle.stop()
 
 
 def _create(stubs, owner: str, content: str, kind: str = "factual") -> str:
-    return stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id=owner, content=content, type=kind),
-                                     timeout=10).id
+    return stubs.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id=owner, content=content, type=kind), timeout=10
+    ).id
 
 
 def test_a_remote_that_ignores_api_key_id_never_leaks_other_tenants(remote):
@@ -70,9 +72,11 @@ def test_a_remote_that_ignores_api_key_id_never_leaks_other_tenants(remote):
 def test_a_session_listing_keeps_only_that_session(remote):
     handle, _ = remote
     admin = handle.stubs(ADMIN)
-    kept = admin.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="alice", session_id="s1",
-                                                             content="said in s1"), timeout=10).id
-    admin.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="alice", session_id="s2", content="said in s2"),
-                              timeout=10)
+    kept = admin.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="alice", session_id="s1", content="said in s1"), timeout=10
+    ).id
+    admin.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="alice", session_id="s2", content="said in s2"), timeout=10
+    )
     listing = admin.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="alice", session_id="s1"), timeout=10)
     assert [m.id for m in listing.data] == [kept] and listing.total == 1

@@ -59,11 +59,16 @@ def notion_config(api: FakeNotion, **extra: Any) -> dict[str, Any]:
     return {"baseUrl": api.base_url, "apiKey": api.token, "databaseId": api.database_id, "timeoutMs": 2000, **extra}
 
 
-def use(stubs, obsidian: FakeObsidian, notion: FakeNotion, primary: str, fallbacks: list[str],
-        **values: Any) -> dict[str, Any]:
-    return put_settings(stubs, primaryBackend=primary, fallbackBackends=fallbacks,
-                        backendConfigs={"obsidian": obsidian_config(obsidian), "notion": notion_config(notion)},
-                        **values)
+def use(
+    stubs, obsidian: FakeObsidian, notion: FakeNotion, primary: str, fallbacks: list[str], **values: Any
+) -> dict[str, Any]:
+    return put_settings(
+        stubs,
+        primaryBackend=primary,
+        fallbackBackends=fallbacks,
+        backendConfigs={"obsidian": obsidian_config(obsidian), "notion": notion_config(notion)},
+        **values,
+    )
 
 
 def create(stubs, content: str, owner: str = OWNER, **fields: Any) -> str:
@@ -86,9 +91,10 @@ def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = 20.0) -
 
 def note_for(memory_id: str, owner: str, content: str) -> str:
     """A memory note as a vault holds it (what a mirror of the memory would have written)."""
-    return (f"---\nmemsvc: 1\nid: {memory_id}\napiKeyId: {owner}\ntype: factual\nmetadata: '{{}}'\n"
-            f"createdAt: '2026-01-01T00:00:00Z'\n---\n{content}")
-
+    return (
+        f"---\nmemsvc: 1\nid: {memory_id}\napiKeyId: {owner}\ntype: factual\nmetadata: '{{}}'\n"
+        f"createdAt: '2026-01-01T00:00:00Z'\n---\n{content}"
+    )
 
 
 @pytest.fixture
@@ -104,7 +110,9 @@ def server(tmp_path):
 def test_a_backend_key_is_write_only_masked_and_kept_when_left_out(stubs, obsidian, notion):
     answer = use(stubs, obsidian, notion, "obsidian", [])
     shown = answer["backendConfigs"]["obsidian"]
-    assert "apiKey" not in shown and shown["hasApiKey"] is True and shown["apiKeyMasked"] == "***" + obsidian.api_key[-4:]
+    assert (
+        "apiKey" not in shown and shown["hasApiKey"] is True and shown["apiKeyMasked"] == "***" + obsidian.api_key[-4:]
+    )
     got = json_format.MessageToDict(stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest()))
     assert got["backendConfigs"] == answer["backendConfigs"] and obsidian.api_key not in str(got)
     # Sending back what GET returned keeps the key: the vault still accepts the calls.
@@ -117,18 +125,42 @@ def test_a_backend_key_is_write_only_masked_and_kept_when_left_out(stubs, obsidi
 
 def test_invalid_backend_settings_list_every_violation_and_save_nothing(stubs, obsidian):
     before = stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest())
-    err = error(stubs.settings.UpdateMemorySettings, spb.UpdateMemorySettingsRequest(settings=struct({
-        "primaryBackend": "vault", "fallbackBackends": ["notion", "nowhere"], "backendConfigs": {
-            "obsidian": {"baseUrl": "http://169.254.169.254/", "apiKey": "has space", "timeoutMs": 1, "bogus": 1},
-            "notion": {"databaseId": "not-an-id"},
-            "custom": {"type": "http", "endpoints": {"get": "memories"}, "queryParams": {"limit": "a b"}},
-            "other": {"type": "ftp"}}})))
+    err = error(
+        stubs.settings.UpdateMemorySettings,
+        spb.UpdateMemorySettingsRequest(
+            settings=struct(
+                {
+                    "primaryBackend": "vault",
+                    "fallbackBackends": ["notion", "nowhere"],
+                    "backendConfigs": {
+                        "obsidian": {
+                            "baseUrl": "http://169.254.169.254/",
+                            "apiKey": "has space",
+                            "timeoutMs": 1,
+                            "bogus": 1,
+                        },
+                        "notion": {"databaseId": "not-an-id"},
+                        "custom": {"type": "http", "endpoints": {"get": "memories"}, "queryParams": {"limit": "a b"}},
+                        "other": {"type": "ftp"},
+                    },
+                }
+            )
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT
     assert violated_fields(err) >= {
-        "primaryBackend", "fallbackBackends", "backendConfigs.obsidian.baseUrl", "backendConfigs.obsidian.apiKey",
-        "backendConfigs.obsidian.timeoutMs", "backendConfigs.obsidian.bogus", "backendConfigs.notion.databaseId",
-        "backendConfigs.custom.baseUrl", "backendConfigs.custom.endpoints.get", "backendConfigs.custom.queryParams.limit",
-        "backendConfigs.other.type"}
+        "primaryBackend",
+        "fallbackBackends",
+        "backendConfigs.obsidian.baseUrl",
+        "backendConfigs.obsidian.apiKey",
+        "backendConfigs.obsidian.timeoutMs",
+        "backendConfigs.obsidian.bogus",
+        "backendConfigs.notion.databaseId",
+        "backendConfigs.custom.baseUrl",
+        "backendConfigs.custom.endpoints.get",
+        "backendConfigs.custom.queryParams.limit",
+        "backendConfigs.other.type",
+    }
     assert "has space" not in err.details()
     assert stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest()) == before
     assert not obsidian.requests
@@ -146,8 +178,9 @@ def test_create_and_list_go_to_the_primary_only(stubs, obsidian, notion):
     listed = stubs.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id=OWNER))
     assert [m.id for m in listed.data] == [memory_id] and listed.total == 1 and listed.data[0].session_id == "s1"
     # The same key upserts the same note.
-    again = stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id=OWNER, content="User prefers light mode",
-                                                              key="pref:theme"))
+    again = stubs.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id=OWNER, content="User prefers light mode", key="pref:theme")
+    )
     assert again.id == memory_id and not again.created
     assert stubs.memory.GetMemory(mpb.GetMemoryRequest(id=memory_id)).content == "User prefers light mode"
 
@@ -189,7 +222,9 @@ def test_a_fallback_down_during_a_delete_receives_it_when_it_comes_back(stubs, o
     assert not status.healthy and status.pending_syncs == 1 and "could not reach" in status.error
     assert obsidian.note(f"memsvc/{memory_id}.md") is not None
     obsidian.up()
-    wait_for(lambda: obsidian.note(f"memsvc/{memory_id}.md") is None, "the delete replayed after the fallback came back")
+    wait_for(
+        lambda: obsidian.note(f"memsvc/{memory_id}.md") is None, "the delete replayed after the fallback came back"
+    )
     status = statuses(stubs)["obsidian"]
     assert status.healthy and status.pending_syncs == 0
 
@@ -201,14 +236,22 @@ def test_retrieve_and_inject_use_the_primary_search_then_the_fallbacks(stubs, ob
     in_vault = create(stubs, "The user likes jasmine tea")
     answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="which tea does the user like"))
     assert [m.id for m in answer.memories] == [in_vault] and answer.memories[0].tier == "backend"
-    assert (answer.resolution.backend, answer.resolution.strategy_used, answer.resolution.fallback_reason) == \
-        ("obsidian", "backend-search", "")
+    assert (answer.resolution.backend, answer.resolution.strategy_used, answer.resolution.fallback_reason) == (
+        "obsidian",
+        "backend-search",
+        "",
+    )
     obsidian.fault = "500"
     answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="green tea"))
     assert [m.content for m in answer.memories] == ["The user likes green tea in the morning"]
     assert answer.resolution.backend == "notion" and "'obsidian' failed" in answer.resolution.fallback_reason
-    injected = stubs.engine.Inject(epb.InjectRequest(api_key_id=OWNER, provider="openai", request=struct(
-        {"model": "gpt-4o", "messages": [{"role": "user", "content": "recommend me a green tea"}]})))
+    injected = stubs.engine.Inject(
+        epb.InjectRequest(
+            api_key_id=OWNER,
+            provider="openai",
+            request=struct({"model": "gpt-4o", "messages": [{"role": "user", "content": "recommend me a green tea"}]}),
+        )
+    )
     assert injected.injected and "green tea in the morning" in json_format.MessageToJson(injected.request)
     notion.down()
     answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="green tea"))
@@ -232,8 +275,12 @@ def test_extracted_facts_are_stored_on_the_primary(stubs, obsidian, notion):
 def test_a_primary_that_times_out_leaves_retrieval_to_the_sqlite_fallback(stubs, obsidian):
     put_settings(stubs, enabled=True, primaryBackend="sqlite", backendConfigs={"obsidian": obsidian_config(obsidian)})
     kept = create(stubs, "The user rides a red bicycle")
-    put_settings(stubs, primaryBackend="obsidian", fallbackBackends=["sqlite"],
-                 backendConfigs={"obsidian": obsidian_config(obsidian, timeoutMs=300)})
+    put_settings(
+        stubs,
+        primaryBackend="obsidian",
+        fallbackBackends=["sqlite"],
+        backendConfigs={"obsidian": obsidian_config(obsidian, timeoutMs=300)},
+    )
     obsidian.fault = "timeout"
     answer = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="red bicycle"))
     assert [m.id for m in answer.memories] == [kept] and answer.resolution.backend == "sqlite"
@@ -355,8 +402,9 @@ def test_occurred_at_round_trips_through_a_pluggable_primary(stubs, obsidian, no
     assert stored_occurred_at(kind, obsidian, notion, said) == "2023-12-31T18:30:00Z"
     assert stored_occurred_at(kind, obsidian, notion, unknown) is None
     listed = stubs.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id=OWNER)).data
-    assert {m.id: m.occurred_at.ToJsonString() for m in listed if m.HasField("occurred_at")} == \
-        {said: "2023-12-31T18:30:00Z"}
+    assert {m.id: m.occurred_at.ToJsonString() for m in listed if m.HasField("occurred_at")} == {
+        said: "2023-12-31T18:30:00Z"
+    }
 
     create(stubs, "Ada said she adopted a black cat", key="turn:1")
     assert get(stubs, said).occurred_at.ToJsonString() == "2023-12-31T18:30:00Z", "an upsert without it keeps it"
@@ -371,7 +419,8 @@ def test_a_note_written_by_hand_may_say_keep_and_occurred_at_in_either_spelling(
     use(stubs, obsidian, notion, "obsidian", [])
     memory_id = "hand-written-note"
     note = note_for(memory_id, OWNER, "Ada adopted a cat").replace(
-        "\n---\n", "\nkeep: true\noccurred_at: '2023-12-31T18:30:00Z'\n---\n", 1)
+        "\n---\n", "\nkeep: true\noccurred_at: '2023-12-31T18:30:00Z'\n---\n", 1
+    )
     obsidian.put_note(f"memsvc/{memory_id}.md", note)
     got = get(stubs, memory_id)
     assert got.keep and got.occurred_at.ToJsonString() == "2023-12-31T18:30:00Z"
@@ -382,9 +431,28 @@ def test_a_note_written_by_hand_may_say_keep_and_occurred_at_in_either_spelling(
 
 def self_signed(folder: Path) -> tuple[Path, Path]:
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj",
-                    "/CN=Obsidian Local REST API", "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key),
-                    "-out", str(cert)], check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            "/CN=Obsidian Local REST API",
+            "-addext",
+            "subjectAltName=IP:127.0.0.1",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 
@@ -410,8 +478,10 @@ def test_engine_status_shows_each_backends_health(stubs, obsidian, notion):
     use(stubs, obsidian, notion, "obsidian", ["notion", "sqlite"])
     status = statuses(stubs)
     assert [(b.name, b.type, b.role, b.healthy) for b in status.values()] == [
-        ("obsidian", "obsidian", "primary", True), ("notion", "notion", "fallback", True),
-        ("sqlite", "sqlite", "fallback", True)]
+        ("obsidian", "obsidian", "primary", True),
+        ("notion", "notion", "fallback", True),
+        ("sqlite", "sqlite", "fallback", True),
+    ]
     assert all(b.latency_ms > 0 and b.checked_at.seconds > 0 for b in status.values())
     notion.fault = "timeout"
     obsidian.fault = "500"

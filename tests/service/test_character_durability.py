@@ -51,8 +51,15 @@ def servers() -> Iterator[Servers]:
         s.cleanup()
 
 
-def _appender(port: int, character: str, acked: list[str], stop: threading.Event, kill_after: int,
-              killed: threading.Event, server: ServerProcess) -> None:
+def _appender(
+    port: int,
+    character: str,
+    acked: list[str],
+    stop: threading.Event,
+    kill_after: int,
+    killed: threading.Event,
+    server: ServerProcess,
+) -> None:
     channel = grpc.insecure_channel(f"127.0.0.1:{port}")
     stub = memory_pb2_grpc.MemoryServiceStub(channel)
     try:
@@ -60,9 +67,12 @@ def _appender(port: int, character: str, acked: list[str], stop: threading.Event
         while not stop.is_set():
             text = f"{character} message {i} ✓ 日本語"
             try:
-                stub.AppendRecentMessages(pb.AppendRecentMessagesRequest(
-                    character=character, messages=[pb.ChatItem(role="human" if i % 2 == 0 else "ai", text=text)]),
-                    timeout=CALL_TIMEOUT_S)
+                stub.AppendRecentMessages(
+                    pb.AppendRecentMessagesRequest(
+                        character=character, messages=[pb.ChatItem(role="human" if i % 2 == 0 else "ai", text=text)]
+                    ),
+                    timeout=CALL_TIMEOUT_S,
+                )
             except grpc.RpcError:
                 return
             acked.append(text)
@@ -81,8 +91,12 @@ def test_sigkill_after_append_loses_no_accepted_message(servers: Servers, tmp_pa
     characters = ["Alpha", "Beta", "小天", "Gamma"]
     acked: dict[str, list[str]] = {c: [] for c in characters}
     stop, killed = threading.Event(), threading.Event()
-    threads = [threading.Thread(target=_appender, args=(server.port, c, acked[c], stop, 150 if c == "Alpha" else 10**9,
-                                                        killed, server)) for c in characters]
+    threads = [
+        threading.Thread(
+            target=_appender, args=(server.port, c, acked[c], stop, 150 if c == "Alpha" else 10**9, killed, server)
+        )
+        for c in characters
+    ]
     for t in threads:
         t.start()
     assert wait_exit(server, 60) == -signal.SIGKILL
@@ -98,11 +112,12 @@ def test_sigkill_after_append_loses_no_accepted_message(servers: Servers, tmp_pa
     try:
         stub = memory_pb2_grpc.MemoryServiceStub(channel)
         for character in characters:
-            content = stub.GetRecentFile(pb.GetRecentFileRequest(filename=f"recent_{character}.json"),
-                                         timeout=CALL_TIMEOUT_S).content
+            content = stub.GetRecentFile(
+                pb.GetRecentFileRequest(filename=f"recent_{character}.json"), timeout=CALL_TIMEOUT_S
+            ).content
             texts = [m["data"]["content"] for m in json.loads(content)]
             # Every acknowledged message, in order; at most the one in flight beyond them.
-            assert texts[:len(acked[character])] == acked[character], character
+            assert texts[: len(acked[character])] == acked[character], character
             assert len(texts) - len(acked[character]) <= 1
     finally:
         channel.close()
@@ -111,4 +126,4 @@ def test_sigkill_after_append_loses_no_accepted_message(servers: Servers, tmp_pa
     # The graceful stop flushed the recovered messages to the files.
     for character in characters:
         stored = json.loads((data_dir / "memory" / character / "recent.json").read_text(encoding="utf-8"))
-        assert [m["data"]["content"] for m in stored][:len(acked[character])] == acked[character]
+        assert [m["data"]["content"] for m in stored][: len(acked[character])] == acked[character]

@@ -87,8 +87,7 @@ def swap_for_link(folder: Path, target: Path) -> None:
 def test_an_append_for_a_character_whose_folder_is_a_link_is_refused_and_changes_nothing(handle, mem, outside):
     (runtime(handle) / "Evil").symlink_to(outside, target_is_directory=True)
     before = snapshot_files(outside)
-    refused(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character="Evil",
-                                                                     messages=items(("human", "hi"))))
+    refused(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character="Evil", messages=items(("human", "hi"))))
     assert "Evil" not in registered(handle)  # refused before anything was registered or accepted
     assert handle.app.characters.store.pending("Evil") == []
     handle.app.characters.flush_now()
@@ -102,8 +101,9 @@ def test_links_at_the_other_levels_are_never_written_through(handle, mem, outsid
         (runtime(handle) / "Mia").mkdir()
         (runtime(handle) / "Mia" / "recent.json").symlink_to(outside / "recent.json")
         before = snapshot_files(outside)
-        refused(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character="Mia",
-                                                                         messages=items(("human", "hi"))))
+        refused(
+            mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character="Mia", messages=items(("human", "hi")))
+        )
         assert (runtime(handle) / "Mia" / "recent.json").is_symlink()  # the link is not replaced either
     else:
         # A linked project folder does not count: the history is created in the runtime root.
@@ -166,7 +166,8 @@ def test_pending_appends_behind_a_link_survive_a_restart(tmp_path, outside):
     try:
         second.app.characters.flush_now()  # (or the flush at start got there first)
         assert json.loads((config.runtime_memory_dir / "Late" / "recent.json").read_text()) == [
-            message("human", "kept")]
+            message("human", "kept")
+        ]
     finally:
         second.stop()
 
@@ -183,9 +184,15 @@ def test_a_save_whose_folder_is_swapped_for_a_link_is_refused(handle, mem, outsi
             swap_for_link(folder, outside)
 
     handle.app.characters.step_hook = swap
-    refused(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Edit.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=[pb.ChatItem(role="human", text="edited")]))
+    refused(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Edit.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=[pb.ChatItem(role="human", text="edited")],
+        ),
+    )
     handle.app.characters.step_hook = None
     assert snapshot_files(outside) == before
     assert json.loads((folder.with_name("Edit.moved-away") / "recent.json").read_text()) == [message("human", "one")]
@@ -214,8 +221,7 @@ def test_config_files_that_are_links_are_refused_not_replaced(handle, mem, outsi
     (config / "characters.json").symlink_to(outside / "characters.json")
     (config / "core_config.json").symlink_to(outside / "core_config.json")
     before = snapshot_files(outside)
-    refused(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character="New",
-                                                                     messages=items(("human", "hi"))))
+    refused(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character="New", messages=items(("human", "hi"))))
     assert handle.app.characters.store.pending("New") == []
     settings = handle.stubs().settings
     refused(settings.SetReviewConfig, spb.SetToggleRequest(enabled=struct_pb2.Value(bool_value=False)))
@@ -248,8 +254,9 @@ def test_a_legacy_purge_never_follows_a_folder_swapped_for_a_link(tmp_path, outs
                 swap_for_link(legacy / "A", outside)
 
         h.app.characters.step_hook = swap
-        response = h.stubs().memory.PurgeLegacy(pb.PurgeLegacyRequest(
-            paths=[struct_pb2.Value(string_value=str(legacy / "A" / "B"))]))
+        response = h.stubs().memory.PurgeLegacy(
+            pb.PurgeLegacyRequest(paths=[struct_pb2.Value(string_value=str(legacy / "A" / "B"))])
+        )
         h.app.characters.step_hook = None
         assert list(response.removed) == [] and len(response.errors) == 1
         assert "symbolic link" in response.errors[0].error
@@ -264,9 +271,13 @@ def test_a_legacy_purge_never_follows_a_folder_swapped_for_a_link(tmp_path, outs
 def test_temp_files_of_killed_writes_are_removed_at_start_and_nothing_else(tmp_path, outside):
     config = make_config(tmp_path, project_memory_dir=tmp_path / "project", recent_flush_s=3600.0)
     runtime_root, project, conf = config.runtime_memory_dir, tmp_path / "project", config.config_dir
-    leftovers = [runtime_root / "Mia" / ".tmp-recent.json-abc123_z", runtime_root / ".tmp-recent_Old.json-k2j4h5g6",
-                 project / "Nia" / ".tmp-recent.json-00000000", conf / ".tmp-characters.json-qwertyui",
-                 conf / ".tmp-core_config.json-asdfghjk"]
+    leftovers = [
+        runtime_root / "Mia" / ".tmp-recent.json-abc123_z",
+        runtime_root / ".tmp-recent_Old.json-k2j4h5g6",
+        project / "Nia" / ".tmp-recent.json-00000000",
+        conf / ".tmp-characters.json-qwertyui",
+        conf / ".tmp-core_config.json-asdfghjk",
+    ]
     for path in leftovers:
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text("torn", encoding="utf-8")
@@ -303,9 +314,14 @@ def test_a_saved_history_keeps_its_mode(handle, mem, mode):
     path.write_text(render([message("human", "hi")]), encoding="utf-8")
     os.chmod(path, mode)
     snap = get(mem, "Mia")
-    mem.SaveRecentFile(pb.SaveRecentFileRequest(filename="recent_Mia.json", fingerprint=snap.fingerprint,
-                                                identity_token=snap.identity_token,
-                                                chat=[pb.ChatItem(role="human", text="edited")]))
+    mem.SaveRecentFile(
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=[pb.ChatItem(role="human", text="edited")],
+        )
+    )
     assert json.loads(path.read_text()) == [message("human", "edited")]
     assert stat.S_IMODE(path.stat().st_mode) == mode
     append(mem, "Mia", ("ai", "flushed"))

@@ -15,17 +15,50 @@ from memsvc.v1 import memory_pb2 as pb
 C = grpc.StatusCode
 ALLOWED = {None, C.INVALID_ARGUMENT, C.NOT_FOUND, C.ABORTED}
 NAMES = st.one_of(
-    st.sampled_from(["Mia", "小天", "api", "CON", "a/b", "..", ".", "x.", " Mia ", "a\x00b", "中" * 31, "a" * 300,
-                     "recent_", "semantic_memory_x", "\u202e", "🧠", "O'Neil", "a\\b", "\n", ""]),
-    st.text(max_size=20))
-FILENAMES = st.one_of(NAMES.map(lambda n: f"recent_{n}.json"), st.text(max_size=30),
-                      st.sampled_from(["recent_Mia.json", "recent_../x.json", "recent_.json", "/etc/passwd"]))
-ITEMS = st.lists(st.builds(lambda role, text, index, theater: pb.ChatItem(
-    **{k: v for k, v in dict(role=role, text=text, source_index=index).items() if v is not None}, theater=theater),
-    st.one_of(st.none(), st.sampled_from(["human", "ai", "system", ""]), st.text(max_size=5)),
-    st.one_of(st.none(), st.text(max_size=40)),
-    st.one_of(st.none(), st.integers(-2**31, 2**31 - 1)),
-    st.booleans()), max_size=8)
+    st.sampled_from(
+        [
+            "Mia",
+            "小天",
+            "api",
+            "CON",
+            "a/b",
+            "..",
+            ".",
+            "x.",
+            " Mia ",
+            "a\x00b",
+            "中" * 31,
+            "a" * 300,
+            "recent_",
+            "semantic_memory_x",
+            "\u202e",
+            "🧠",
+            "O'Neil",
+            "a\\b",
+            "\n",
+            "",
+        ]
+    ),
+    st.text(max_size=20),
+)
+FILENAMES = st.one_of(
+    NAMES.map(lambda n: f"recent_{n}.json"),
+    st.text(max_size=30),
+    st.sampled_from(["recent_Mia.json", "recent_../x.json", "recent_.json", "/etc/passwd"]),
+)
+ITEMS = st.lists(
+    st.builds(
+        lambda role, text, index, theater: pb.ChatItem(
+            **{k: v for k, v in dict(role=role, text=text, source_index=index).items() if v is not None},
+            theater=theater,
+        ),
+        st.one_of(st.none(), st.sampled_from(["human", "ai", "system", ""]), st.text(max_size=5)),
+        st.one_of(st.none(), st.text(max_size=40)),
+        st.one_of(st.none(), st.integers(-(2**31), 2**31 - 1)),
+        st.booleans(),
+    ),
+    max_size=8,
+)
 
 
 def _call(fn, request):
@@ -44,8 +77,14 @@ def test_fuzz_recent_files(server, stubs, tmp_path):
     mem = stubs.memory
     runtime = server.config.runtime_memory_dir
     (runtime / "Mia").mkdir(parents=True)
-    (runtime / "Mia" / "recent.json").write_text(json.dumps([{"type": "ai", "data": {
-        "content": "scene", "additional_kwargs": {"theater": {}}}}, {"type": "human", "data": {"content": "x"}}]))
+    (runtime / "Mia" / "recent.json").write_text(
+        json.dumps(
+            [
+                {"type": "ai", "data": {"content": "scene", "additional_kwargs": {"theater": {}}}},
+                {"type": "human", "data": {"content": "x"}},
+            ]
+        )
+    )
 
     @_fuzz_settings(200)
     @given(filename=FILENAMES, chat=ITEMS, character=NAMES, tokens=st.booleans())
@@ -61,8 +100,9 @@ def test_fuzz_recent_files(server, stubs, tmp_path):
                 request.fingerprint, request.identity_token = "f", "i"
         code, details = _call(mem.SaveRecentFile, request)
         assert code in ALLOWED, (code, details)
-        code, details = _call(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character=character,
-                                                                                      messages=chat))
+        code, details = _call(
+            mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character=character, messages=chat)
+        )
         assert code in ALLOWED, (code, details)
 
     run()
@@ -79,11 +119,16 @@ def test_fuzz_rename_and_purge(server, stubs):
     (server.config.config_dir / "characters.json").write_text(json.dumps({"猫娘": {"Mia": {}, "v1.api": {}}}))
 
     @_fuzz_settings(150)
-    @given(old=NAMES, new=NAMES, alias=st.booleans(),
-           paths=st.lists(st.one_of(st.text(max_size=20), st.sampled_from(["/", "/tmp", "..", "C:\\x"])), max_size=3))
+    @given(
+        old=NAMES,
+        new=NAMES,
+        alias=st.booleans(),
+        paths=st.lists(st.one_of(st.text(max_size=20), st.sampled_from(["/", "/tmp", "..", "C:\\x"])), max_size=3),
+    )
     def run(old, new, alias, paths):
-        code, details = _call(mem.RenameCharacter, pb.RenameCharacterRequest(old_name=old, new_name=new,
-                                                                             compat_alias=alias))
+        code, details = _call(
+            mem.RenameCharacter, pb.RenameCharacterRequest(old_name=old, new_name=new, compat_alias=alias)
+        )
         assert code in ALLOWED, (code, details)
         values = [struct_pb2.Value(string_value=p) for p in paths]
         code, details = _call(mem.PurgeLegacy, pb.PurgeLegacyRequest(paths=values))

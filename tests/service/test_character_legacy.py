@@ -45,8 +45,13 @@ def layout(tmp_path: Path) -> dict[str, Path]:
 @pytest.fixture
 def handle(tmp_path: Path, layout) -> Iterator[ServerHandle]:
     data = tmp_path / "data"
-    roots = (str(layout["app_a"]), str(layout["app_a"]) + "/", str(tmp_path / "alias-of-old-app"),
-             str(layout["app_b"]), str(data))  # data/memory is the runtime root: excluded
+    roots = (
+        str(layout["app_a"]),
+        str(layout["app_a"]) + "/",
+        str(tmp_path / "alias-of-old-app"),
+        str(layout["app_b"]),
+        str(data),
+    )  # data/memory is the runtime root: excluded
     h = start_server(make_config(tmp_path, legacy_app_roots=roots))
     h.config.runtime_memory_dir.mkdir(parents=True, exist_ok=True)
     (h.config.runtime_memory_dir / "小天").mkdir()
@@ -84,7 +89,8 @@ def test_scan_lists_roots_and_entries(handle, mem, layout):
     assert scan.runtime_memory_dir == str(handle.config.runtime_memory_dir.resolve())
     assert [(r.root, r.source, r.exists) for r in scan.legacy_roots] == [
         (str(layout["legacy"]), "legacy_app_root", True),
-        (str(layout["app_b"] / "memory"), "legacy_app_root", False)]
+        (str(layout["app_b"] / "memory"), "legacy_app_root", False),
+    ]
     entries = {e.name: e for e in scan.legacy_roots[0].entries}
     assert list(entries) == ["recent_Gone.json", "小天"]  # no ".", "_" or symlinked entries
     tian = entries["小天"]

@@ -24,8 +24,7 @@ def _listed(stubs) -> list[str]:
 
 def _refusal(stubs, character: str) -> tuple[grpc.StatusCode, str, str, dict[str, str]]:
     """What a refused read tells, with the character's name taken out."""
-    err = error(stubs.memory.GetRecentFile, pb.GetRecentFileRequest(filename=f"recent_{character}.json"),
-                timeout=10)
+    err = error(stubs.memory.GetRecentFile, pb.GetRecentFileRequest(filename=f"recent_{character}.json"), timeout=10)
     _assert_denied(err, f"character:{character}")
     info = error_info(err)
     return err.code(), err.details().replace(character, "<name>"), info.reason, dict(info.metadata)
@@ -35,8 +34,10 @@ def test_reading_a_characters_chat_needs_its_owner(handle):
     admin = handle.stubs(ADMIN)
     _append(admin, "Mia", "I love green tea")
     other = _stubs(handle, "other", ["character:Other", "Mia"])
-    _assert_denied(error(other.memory.GetRecentFile, pb.GetRecentFileRequest(filename="recent_Mia.json"),
-                         timeout=10), "character:Mia")
+    _assert_denied(
+        error(other.memory.GetRecentFile, pb.GetRecentFileRequest(filename="recent_Mia.json"), timeout=10),
+        "character:Mia",
+    )
     mia = _stubs(handle, "mia", ["character:Mia"])
     assert "I love green tea" in _get(mia, "Mia").content
     everyone = _stubs(handle, "everyone", ["*"])
@@ -70,5 +71,7 @@ def test_the_listing_names_only_the_characters_the_token_covers(handle):
     assert _listed(admin) == everything
     assert _listed(_stubs(handle, "everyone", ["*"])) == everything
     assert _listed(_stubs(handle, "two", ["character:Mia", "character:Mio", "Nia"])) == [
-        "recent_Mia.json", "recent_Mio.json"]
+        "recent_Mia.json",
+        "recent_Mio.json",
+    ]
     assert _listed(_stubs(handle, "none", ["alice"])) == []

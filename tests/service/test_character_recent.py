@@ -43,8 +43,12 @@ def get(mem, name: str) -> pb.GetRecentFileResponse:
 
 
 def save(mem, name: str, snap, chat, **kwargs) -> pb.SaveRecentFileResponse:
-    return mem.SaveRecentFile(pb.SaveRecentFileRequest(filename=f"recent_{name}.json", fingerprint=snap.fingerprint,
-                                                       identity_token=snap.identity_token, chat=chat), **kwargs)
+    return mem.SaveRecentFile(
+        pb.SaveRecentFileRequest(
+            filename=f"recent_{name}.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token, chat=chat
+        ),
+        **kwargs,
+    )
 
 
 def append(mem, name: str, *pairs) -> pb.AppendRecentMessagesResponse:
@@ -91,9 +95,23 @@ def test_generations_persist_across_restarts(tmp_path):
         second.stop()
 
 
-@pytest.mark.parametrize("filename", ["", "a/recent_x.json", "recent_a\\b.json", "recent_..json", "recent_a..b.json",
-                                      "x.json", "recent_.txt", "recent_x.json.bak", "Recent_x.json", "recent_.json",
-                                      "recent_x\x00.json", "../recent_x.json"])
+@pytest.mark.parametrize(
+    "filename",
+    [
+        "",
+        "a/recent_x.json",
+        "recent_a\\b.json",
+        "recent_..json",
+        "recent_a..b.json",
+        "x.json",
+        "recent_.txt",
+        "recent_x.json.bak",
+        "Recent_x.json",
+        "recent_.json",
+        "recent_x\x00.json",
+        "../recent_x.json",
+    ],
+)
 def test_bad_filenames_are_400(mem, filename):
     err = error(mem.GetRecentFile, pb.GetRecentFileRequest(filename=filename))
     assert err.code() == C.INVALID_ARGUMENT, err.details()
@@ -180,23 +198,42 @@ def test_ai_messages_carry_the_tool_call_fields_in_order(handle, mem):
     seed(handle, "Mia", [])
     save(mem, "Mia", get(mem, "Mia"), items(("ai", "x"), ("user", "y")))
     stored = json.loads(get(mem, "Mia").content)
-    assert list(stored[0]["data"]) == ["content", "additional_kwargs", "response_metadata", "type", "name", "id",
-                                       "example", "tool_calls", "invalid_tool_calls", "usage_metadata"]
+    assert list(stored[0]["data"]) == [
+        "content",
+        "additional_kwargs",
+        "response_metadata",
+        "type",
+        "name",
+        "id",
+        "example",
+        "tool_calls",
+        "invalid_tool_calls",
+        "usage_metadata",
+    ]
     assert list(stored[0]) == ["type", "data"]
     assert stored[1]["type"] == "user" and "tool_calls" not in stored[1]["data"]  # roles stored as given
 
 
 def _save_chat(mem, name, snap, chat):
-    return mem.SaveRecentFile(pb.SaveRecentFileRequest(filename=f"recent_{name}.json", fingerprint=snap.fingerprint,
-                                                       identity_token=snap.identity_token, chat=chat))
+    return mem.SaveRecentFile(
+        pb.SaveRecentFileRequest(
+            filename=f"recent_{name}.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token, chat=chat
+        )
+    )
 
 
 def test_text_limits_are_inclusive(handle, mem):
     seed(handle, "Mia", [])
     snap = get(mem, "Mia")
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(("human", "x" * 32_769))))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(("human", "x" * 32_769)),
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"chat[0].text"}
     assert "32768" in err.details()
     saved = _save_chat(mem, "Mia", snap, items(("human", "é" * 32_768)))
@@ -207,15 +244,25 @@ def test_text_limits_are_inclusive(handle, mem):
 def test_item_count_and_total_limits(handle, mem):
     seed(handle, "Mia", [])
     snap = get(mem, "Mia")
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(*[("human", "")] * 10_001)))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(*[("human", "")] * 10_001),
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"chat"} and "10000" in err.details()
     # 64 texts of 32,768 = 2,097,152 exactly passes; one more character fails.
     exact = items(*[("human", "t" * 32_768)] * 64)
     over = items(*[("human", "t" * 32_768)] * 64, ("ai", "t"))
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token, chat=over))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token, chat=over
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"chat"} and "2097152" in err.details()
     assert get(mem, "Mia").fingerprint == snap.fingerprint  # nothing written
     _save_chat(mem, "Mia", snap, exact)
@@ -236,15 +283,22 @@ def test_empty_chat_and_a_role_without_text_pass(handle, mem):
 def test_a_missing_role_is_400(handle, mem):
     seed(handle, "Mia", [])
     snap = get(mem, "Mia")
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=[pb.ChatItem(role="human", text="a"), pb.ChatItem(text="no role")]))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=[pb.ChatItem(role="human", text="a"), pb.ChatItem(text="no role")],
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"chat[1].role"}
 
 
 def test_validation_comes_before_the_token_check(handle, mem):
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(filename="recent_Mia.json",
-                                                             chat=items(("human", "x" * 32_769))))
+    err = error(
+        mem.SaveRecentFile, pb.SaveRecentFileRequest(filename="recent_Mia.json", chat=items(("human", "x" * 32_769)))
+    )
     assert err.code() == C.INVALID_ARGUMENT
 
 
@@ -270,9 +324,15 @@ def test_conflict_after_an_append_keeps_the_pending_batch(handle, mem):
     current = get(mem, "Mia")
     assert json.loads(current.content) == [message("human", "one"), message("human", "two"), message("ai", "three")]
     assert current.identity_token == snap.identity_token and current.fingerprint != snap.fingerprint
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(("human", "edited"))))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(("human", "edited")),
+        ),
+    )
     assert err.code() == C.ABORTED
     info = error_info(err)
     assert info.reason == "RECENT_FILE_CONFLICT"
@@ -305,9 +365,15 @@ def test_same_bytes_under_a_new_identity_is_a_conflict(handle, mem):
     path.write_bytes(original)  # re-activated with the very same bytes
     again = get(mem, "Mia")
     assert again.fingerprint == snap.fingerprint and again.identity_token != snap.identity_token
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(("human", "stale"))))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(("human", "stale")),
+        ),
+    )
     assert err.code() == C.ABORTED and error_info(err).reason == "RECENT_FILE_CONFLICT"
     assert error_info(err).metadata["identity_token"] == again.identity_token
     assert path.read_bytes() == original
@@ -320,9 +386,15 @@ def test_a_file_replaced_by_another_writer_changes_identity(handle, mem):
     tmp = path.with_name("other")
     tmp.write_bytes(original)
     os.replace(tmp, path)  # same bytes, another file
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(("human", "stale"))))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(("human", "stale")),
+        ),
+    )
     assert error_info(err).reason == "RECENT_FILE_CONFLICT"
 
 
@@ -332,9 +404,15 @@ def test_a_stale_save_does_not_recreate_a_deleted_character(handle, mem):
     import shutil
 
     shutil.rmtree(path.parent)
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(("human", "zombie"))))
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(("human", "zombie")),
+        ),
+    )
     assert err.code() == C.ABORTED and error_info(err).reason == "RECENT_FILE_CONFLICT"
     assert not path.parent.exists()
 
@@ -372,11 +450,17 @@ def test_storage_read_only_or_maintenance_is_409(tmp_path):
             seed(h, "Mia", [message("human", "x")])
             stub = h.stubs().memory
             snap = get(stub, "Mia")  # reads still work
-            err = error(stub.SaveRecentFile, pb.SaveRecentFileRequest(
-                filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token))
+            err = error(
+                stub.SaveRecentFile,
+                pb.SaveRecentFileRequest(
+                    filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token
+                ),
+            )
             assert err.code() == C.ABORTED and error_info(err).reason == reason
-            err = error(stub.AppendRecentMessages, pb.AppendRecentMessagesRequest(
-                character="Mia", messages=items(("human", "x"))))
+            err = error(
+                stub.AppendRecentMessages,
+                pb.AppendRecentMessagesRequest(character="Mia", messages=items(("human", "x"))),
+            )
             assert err.code() == C.ABORTED and error_info(err).reason == reason
         finally:
             h.stop()
@@ -392,16 +476,25 @@ def capsule(text: str) -> dict:
 
 
 def test_an_omitted_capsule_is_restored_in_place(handle, mem):
-    stored = [message("human", "h0"), message("ai", "a1"), capsule("🎭 scene"), message("human", "h3"),
-              message("ai", "a4")]
+    stored = [
+        message("human", "h0"),
+        message("ai", "a1"),
+        capsule("🎭 scene"),
+        message("human", "h3"),
+        message("ai", "a4"),
+    ]
     path = seed(handle, "Mia", stored)
     snap = get(mem, "Mia")
     chat = items(("human", "h0"), ("ai", "a1 edited"), ("human", "h3"), ("ai", "a4"))
     chat[1].source_index = 1
     save(mem, "Mia", snap, chat)
     assert json.loads(path.read_text(encoding="utf-8")) == [
-        message("human", "h0"), message("ai", "a1 edited"), capsule("🎭 scene"), message("human", "h3"),
-        message("ai", "a4")]
+        message("human", "h0"),
+        message("ai", "a1 edited"),
+        capsule("🎭 scene"),
+        message("human", "h3"),
+        message("ai", "a4"),
+    ]
 
 
 def test_a_capsule_sent_back_unchanged_is_kept_verbatim(handle, mem):
@@ -422,8 +515,12 @@ def test_editing_a_capsule_is_409_and_changes_nothing(handle, mem):
         chat = items(("human", "h0"), ("ai", "rewritten scene"), ("ai", "a2"))
         for key, value in edit.items():
             setattr(chat[1], key, value)
-        err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-            filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token, chat=chat))
+        err = error(
+            mem.SaveRecentFile,
+            pb.SaveRecentFileRequest(
+                filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token, chat=chat
+            ),
+        )
         assert err.code() == C.ABORTED and error_info(err).reason == "RECENT_FILE_THEATER_READONLY", edit
         assert path.read_bytes() == before
 
@@ -542,9 +639,16 @@ def test_a_cancelled_save_still_completes(handle, mem):
             time.sleep(1.0)
 
     handle.app.characters.step_hook = slow
-    err = error(mem.SaveRecentFile, pb.SaveRecentFileRequest(
-        filename="recent_Mia.json", fingerprint=snap.fingerprint, identity_token=snap.identity_token,
-        chat=items(("human", "committed anyway"))), timeout=0.3)
+    err = error(
+        mem.SaveRecentFile,
+        pb.SaveRecentFileRequest(
+            filename="recent_Mia.json",
+            fingerprint=snap.fingerprint,
+            identity_token=snap.identity_token,
+            chat=items(("human", "committed anyway")),
+        ),
+        timeout=0.3,
+    )
     assert err.code() == C.DEADLINE_EXCEEDED and entered.is_set()
     deadline = time.monotonic() + 10
     while json.loads(path.read_text(encoding="utf-8"))[0]["data"]["content"] != "committed anyway":

@@ -17,8 +17,17 @@ from conftest import ServerHandle, make_config, start_server
 from memsvc.v1 import memory_pb2 as pb
 
 C = grpc.StatusCode
-STEPS = ["backup", "move_folder", "move_flat_files", "memories", "reflections", "pending", "generations",
-         "registry", "reload"]
+STEPS = [
+    "backup",
+    "move_folder",
+    "move_flat_files",
+    "memories",
+    "reflections",
+    "pending",
+    "generations",
+    "registry",
+    "reload",
+]
 
 
 def registry_path(handle: ServerHandle) -> Path:
@@ -41,10 +50,22 @@ def populate(handle: ServerHandle, mem, name: str = "Old") -> None:
     memories rows, reflections, pending appends; registered and current."""
     runtime = handle.config.runtime_memory_dir
     registry_path(handle).parent.mkdir(parents=True, exist_ok=True)
-    registry_path(handle).write_text(json.dumps({"猫娘": {name: {"档案名": name}, "Other": {}}, "当前猫娘": name,
-                                                  "keep": [1, 2]}, ensure_ascii=False, indent=2), encoding="utf-8")
-    mem.AppendRecentMessages(pb.AppendRecentMessagesRequest(character=name, messages=items(
-        ("human", "I love green tea"), ("ai", "Noted."), ("human", "I love green tea. I prefer quiet evenings"))))
+    registry_path(handle).write_text(
+        json.dumps(
+            {"猫娘": {name: {"档案名": name}, "Other": {}}, "当前猫娘": name, "keep": [1, 2]},
+            ensure_ascii=False,
+            indent=2,
+        ),
+        encoding="utf-8",
+    )
+    mem.AppendRecentMessages(
+        pb.AppendRecentMessagesRequest(
+            character=name,
+            messages=items(
+                ("human", "I love green tea"), ("ai", "Noted."), ("human", "I love green tea. I prefer quiet evenings")
+            ),
+        )
+    )
     handle.app.characters.flush_now()
     wait_reviews(handle, name)
     (runtime / f"settings_{name}.json").write_text('{"voice": "soft"}', encoding="utf-8")
@@ -90,7 +111,9 @@ def test_rename_moves_everything(handle, mem):
     rows = sql_rows(handle)
     owners = sorted(r[2] for r in rows["memories"])
     assert owners == ["character:New"] * 3 + ["someone-else"]
-    assert [r.id for r in handle.app.characters.reflections.store.of_character("New")] == [r.id for r in before_reflections]
+    assert [r.id for r in handle.app.characters.reflections.store.of_character("New")] == [
+        r.id for r in before_reflections
+    ]
     assert handle.app.characters.reflections.store.of_character("Old") == []
 
     data = registry(handle)
@@ -102,8 +125,9 @@ def test_rename_moves_everything(handle, mem):
     assert mem.GetRecentFile(pb.GetRecentFileRequest(filename="recent_New.json")).content == old_content
     assert error(mem.GetRecentFile, pb.GetRecentFileRequest(filename="recent_Old.json")).code() == C.NOT_FOUND
     # A writer still using the old name is redirected to the new one.
-    redirected = mem.AppendRecentMessages(pb.AppendRecentMessagesRequest(character="Old",
-                                                                         messages=items(("ai", "late"))))
+    redirected = mem.AppendRecentMessages(
+        pb.AppendRecentMessagesRequest(character="Old", messages=items(("ai", "late")))
+    )
     assert redirected.pending == 2
     content = json.loads(mem.GetRecentFile(pb.GetRecentFileRequest(filename="recent_New.json")).content)
     assert content[-2:] == [message("human", "still pending"), message("ai", "late")]
@@ -141,8 +165,9 @@ def test_a_failure_at_any_step_leaves_everything_as_it_was(handle, mem, step):
     assert after[0] == before[0]  # every file, byte for byte (registry included)
     assert after[1] == before[1]  # memories, reflections, pending rows
     # Still fully usable under the old name; the rename can be retried.
-    assert json.loads(mem.GetRecentFile(pb.GetRecentFileRequest(filename="recent_Old.json")).content)[-1] == \
-        message("human", "still pending")
+    assert json.loads(mem.GetRecentFile(pb.GetRecentFileRequest(filename="recent_Old.json")).content)[-1] == message(
+        "human", "still pending"
+    )
     assert rename(mem, "Old", "New").memory_renamed
 
 
@@ -175,8 +200,9 @@ def test_drain_failure_is_503_and_the_reviews_resume(handle, mem):
     assert err.code() == C.UNAVAILABLE and error_info(err).reason == "MEMORY_SERVER_RELEASE_FAILED"
     assert state(handle) == before
     # Reviews of Old run again: a new flushed message becomes a reflection.
-    mem.AppendRecentMessages(pb.AppendRecentMessagesRequest(character="Old",
-                                                            messages=items(("human", "I prefer rainy days"))))
+    mem.AppendRecentMessages(
+        pb.AppendRecentMessagesRequest(character="Old", messages=items(("human", "I prefer rainy days")))
+    )
     handle.app.characters.flush_now()
     wait_reviews(handle, "Old")
     keys = {r.fact_key for r in handle.app.characters.reflections.store.of_character("Old")}
@@ -222,8 +248,30 @@ def test_config_renamed_but_old_storage_left_is_409(handle, mem, leftover):
     assert "/api/characters/catgirl/" in err.details()
 
 
-@pytest.mark.parametrize("new_name", ["api", "API", "CON", "con.txt", "COM1", "LPT9", "CLOCK$", "a/b", "a\\b", "x.",
-                                      ".", "a..b", "中" * 31, "a" * 61, "bad!", "tab\tname", "  ", "health", "ws"])
+@pytest.mark.parametrize(
+    "new_name",
+    [
+        "api",
+        "API",
+        "CON",
+        "con.txt",
+        "COM1",
+        "LPT9",
+        "CLOCK$",
+        "a/b",
+        "a\\b",
+        "x.",
+        ".",
+        "a..b",
+        "中" * 31,
+        "a" * 61,
+        "bad!",
+        "tab\tname",
+        "  ",
+        "health",
+        "ws",
+    ],
+)
 def test_bad_new_names_are_400(handle, mem, new_name):
     populate(handle, mem)
     before = state(handle)
@@ -241,8 +289,9 @@ def test_good_new_names(handle, mem, new_name):
 
 def test_names_are_trimmed_and_the_alias_caps_at_100(handle, mem):
     populate(handle, mem)
-    err = error(mem.RenameCharacter, pb.RenameCharacterRequest(old_name="Old", new_name=" " * 95 + "abcdef",
-                                                               compat_alias=True))
+    err = error(
+        mem.RenameCharacter, pb.RenameCharacterRequest(old_name="Old", new_name=" " * 95 + "abcdef", compat_alias=True)
+    )
     assert err.code() == C.INVALID_ARGUMENT and "100" in err.details()
     assert rename(mem, "Old", "  Trimmed  ").memory_renamed
     assert "Trimmed" in registry(handle)["猫娘"]

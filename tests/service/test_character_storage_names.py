@@ -45,7 +45,8 @@ def historical(handle: ServerHandle, *names: str) -> None:
     """Characters an older version registered, each with a history in its folder."""
     handle.config.config_dir.mkdir(parents=True, exist_ok=True)
     (handle.config.config_dir / "characters.json").write_text(
-        json.dumps({"猫娘": {n: {} for n in names}, "当前猫娘": names[0]}, ensure_ascii=False), encoding="utf-8")
+        json.dumps({"猫娘": {n: {} for n in names}, "当前猫娘": names[0]}, ensure_ascii=False), encoding="utf-8"
+    )
     for name in names:
         path = runtime(handle) / name / "recent.json"
         path.parent.mkdir(parents=True)
@@ -62,8 +63,9 @@ def rename(mem, old: str, new: str) -> pb.RenameCharacterResponse:
 
 @pytest.mark.parametrize("name", NEIGHBOURS + ["Time_Indexed_Mia"])
 def test_names_of_another_characters_storage_are_refused_for_appends(handle, mem, name):
-    err = error(mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character=name,
-                                                                         messages=items(("human", "hi"))))
+    err = error(
+        mem.AppendRecentMessages, pb.AppendRecentMessagesRequest(character=name, messages=items(("human", "hi")))
+    )
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"character"}
     assert "must not start with 'semantic_memory_' or 'time_indexed_'" in err.details()
     assert not (handle.config.config_dir / "characters.json").exists()

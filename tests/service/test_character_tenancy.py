@@ -36,14 +36,16 @@ def _stubs(handle: ServerHandle, name: str, tenants: list[str]):
 
 
 def _append(stubs, character: str, text: str) -> pb.AppendRecentMessagesResponse:
-    return stubs.memory.AppendRecentMessages(pb.AppendRecentMessagesRequest(
-        character=character, messages=items(("human", text))), timeout=10)
+    return stubs.memory.AppendRecentMessages(
+        pb.AppendRecentMessagesRequest(character=character, messages=items(("human", text))), timeout=10
+    )
 
 
 def _content(admin, character: str) -> str | None:
     try:
-        return admin.memory.GetRecentFile(pb.GetRecentFileRequest(filename=f"recent_{character}.json"),
-                                          timeout=10).content
+        return admin.memory.GetRecentFile(
+            pb.GetRecentFileRequest(filename=f"recent_{character}.json"), timeout=10
+        ).content
     except grpc.RpcError as err:
         assert err.code() is grpc.StatusCode.NOT_FOUND, err
         return None
@@ -61,8 +63,11 @@ def test_an_append_needs_the_characters_owner_among_the_tokens_tenants(handle, c
     other = _stubs(handle, "other", ["character:Other"])
     caplog.set_level(logging.INFO, logger="memsvc.audit")
     for name in ("Mia", " Mia "):
-        err = error(other.memory.AppendRecentMessages, pb.AppendRecentMessagesRequest(
-            character=name, messages=items(("human", "I love green tea"))), timeout=10)
+        err = error(
+            other.memory.AppendRecentMessages,
+            pb.AppendRecentMessagesRequest(character=name, messages=items(("human", "I love green tea"))),
+            timeout=10,
+        )
         _assert_denied(err, "character:Mia")
     audited = [(r.token_id, r.tenant, r.status) for r in caplog.records if r.name == "memsvc.audit"]
     assert audited == [("other", "character:Mia", "PERMISSION_DENIED")] * 2
@@ -78,8 +83,12 @@ def test_a_save_needs_the_characters_owner_among_the_tokens_tenants(handle):
     admin = handle.stubs(ADMIN)
     _append(admin, "Mia", "the original line")
     snap = admin.memory.GetRecentFile(pb.GetRecentFileRequest(filename="recent_Mia.json"), timeout=10)
-    request = pb.SaveRecentFileRequest(filename="recent_Mia.json", fingerprint=snap.fingerprint,
-                                       identity_token=snap.identity_token, chat=items(("human", "rewritten")))
+    request = pb.SaveRecentFileRequest(
+        filename="recent_Mia.json",
+        fingerprint=snap.fingerprint,
+        identity_token=snap.identity_token,
+        chat=items(("human", "rewritten")),
+    )
     other = _stubs(handle, "other", ["character:Other", "Mia"])
     _assert_denied(error(other.memory.SaveRecentFile, request, timeout=10), "character:Mia")
     assert _content(admin, "Mia") == snap.content
@@ -97,8 +106,14 @@ def test_an_append_to_an_old_name_is_checked_against_the_character_it_lands_on(h
     admin.memory.RenameCharacter(pb.RenameCharacterRequest(old_name="Old", new_name="Mia"), timeout=10)
     before = _content(admin, "Mia")
     old = _stubs(handle, "old", ["character:Old"])
-    _assert_denied(error(old.memory.AppendRecentMessages, pb.AppendRecentMessagesRequest(
-        character="Old", messages=items(("human", "smuggled"))), timeout=10), "character:Mia")
+    _assert_denied(
+        error(
+            old.memory.AppendRecentMessages,
+            pb.AppendRecentMessagesRequest(character="Old", messages=items(("human", "smuggled"))),
+            timeout=10,
+        ),
+        "character:Mia",
+    )
     assert _content(admin, "Mia") == before and "smuggled" not in before
     both = _stubs(handle, "both", ["character:Old", "character:Mia"])
     assert _append(both, "Old", "allowed now").accepted == 1
@@ -127,8 +142,11 @@ def test_refused_appends_never_become_the_characters_memories(handle):
     handle.app.characters.clock = lambda: clock["now"]
     other = _stubs(handle, "other", ["character:Other"])
     for _ in range(3):
-        err = error(other.memory.AppendRecentMessages, pb.AppendRecentMessagesRequest(
-            character="Mia", messages=items(("human", "I love green tea"))), timeout=10)
+        err = error(
+            other.memory.AppendRecentMessages,
+            pb.AppendRecentMessagesRequest(character="Mia", messages=items(("human", "I love green tea"))),
+            timeout=10,
+        )
         _assert_denied(err, "character:Mia")
         handle.app.characters.flush_now()
     assert handle.app.characters.reflections.store.of_character("Mia") == []

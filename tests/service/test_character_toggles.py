@@ -65,8 +65,9 @@ def clock(handle: ServerHandle) -> Clock:
 def say(handle: ServerHandle, stubs, character: str, *texts: str) -> None:
     """Human messages through the real path: append, flush, wait for the review."""
     for text in texts:
-        stubs.memory.AppendRecentMessages(pb.AppendRecentMessagesRequest(character=character,
-                                                                         messages=items(("human", text))))
+        stubs.memory.AppendRecentMessages(
+            pb.AppendRecentMessagesRequest(character=character, messages=items(("human", text)))
+        )
         handle.app.characters.flush_now()
         deadline = time.monotonic() + 10
         while handle.app.characters.reviews.busy(character):
@@ -93,22 +94,35 @@ def test_switches_default_to_true(stubs, handle):
 
 def test_set_writes_the_key_and_keeps_the_others(stubs, handle):
     core_config(handle).parent.mkdir(parents=True)
-    core_config(handle).write_text(json.dumps({"api_key": "x", "nested": {"a": [1, "二"]},
-                                               "powerful_memory_enabled": True}), encoding="utf-8")
+    core_config(handle).write_text(
+        json.dumps({"api_key": "x", "nested": {"a": [1, "二"]}, "powerful_memory_enabled": True}), encoding="utf-8"
+    )
     response = stubs.settings.SetReviewConfig(spb.SetToggleRequest(enabled=value(bool_value=False)))
     assert response.success is True and response.enabled is False
     assert stubs.settings.GetReviewConfig(spb.GetToggleRequest()).enabled is False
     assert json.loads(core_config(handle).read_text(encoding="utf-8")) == {
-        "api_key": "x", "nested": {"a": [1, "二"]}, "powerful_memory_enabled": True,
-        "recent_memory_auto_review": False}
+        "api_key": "x",
+        "nested": {"a": [1, "二"]},
+        "powerful_memory_enabled": True,
+        "recent_memory_auto_review": False,
+    }
     set_powerful(stubs, False)
     assert stubs.settings.GetPowerfulMemoryConfig(spb.GetToggleRequest()).enabled is False
     assert json.loads(core_config(handle).read_text(encoding="utf-8"))["api_key"] == "x"
 
 
-@pytest.mark.parametrize("bad", [dict(string_value="yes"), dict(string_value="true"), dict(number_value=1),
-                                 dict(number_value=0), dict(null_value=0), None,
-                                 dict(list_value=struct_pb2.ListValue())])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        dict(string_value="yes"),
+        dict(string_value="true"),
+        dict(number_value=1),
+        dict(number_value=0),
+        dict(null_value=0),
+        None,
+        dict(list_value=struct_pb2.ListValue()),
+    ],
+)
 def test_enabled_must_be_a_json_boolean(stubs, handle, bad):
     core_config(handle).parent.mkdir(parents=True)
     core_config(handle).write_bytes(b'{"recent_memory_auto_review": true, "other": 1}')
@@ -175,7 +189,11 @@ def test_pending_then_confirmed_then_promoted_by_evidence(handle, stubs, clock):
     assert r.status == "promoted" and r.memory_id
     [memory] = memories_of(stubs, "Mia")
     assert (memory.id, memory.key, memory.content, memory.type) == (
-        r.memory_id, "preference:green_tea", "User loves green tea", "factual")
+        r.memory_id,
+        "preference:green_tea",
+        "User loves green tea",
+        "factual",
+    )
     assert memory.metadata["source"] == "reflection" and memory.metadata["polarity"] == "positive"
 
 
@@ -186,8 +204,9 @@ def test_the_memory_type_comes_from_the_fact(handle, stubs, clock):
 
 
 def test_ai_messages_are_not_reviewed(handle, stubs):
-    stubs.memory.AppendRecentMessages(pb.AppendRecentMessagesRequest(character="Mia", messages=items(
-        ("ai", "I love green tea"))))
+    stubs.memory.AppendRecentMessages(
+        pb.AppendRecentMessagesRequest(character="Mia", messages=items(("ai", "I love green tea")))
+    )
     handle.app.characters.flush_now()
     time.sleep(0.2)
     assert reflections(handle, "Mia") == {}
@@ -235,8 +254,15 @@ def test_a_contradiction_denies_the_older_reflection(handle, stubs, clock):
     assert memory.content == "Actually I hate cilantro" and memory.metadata["polarity"] == "negative"
 
 
-@pytest.mark.parametrize("first, second", [("私は緑茶が好き", "私は緑茶が嫌い"), ("我喜欢香菜", "我不喜欢香菜"),
-                                           ("Я люблю чай", "Я не люблю чай"), ("I like tabs", "I don't like tabs")])
+@pytest.mark.parametrize(
+    "first, second",
+    [
+        ("私は緑茶が好き", "私は緑茶が嫌い"),
+        ("我喜欢香菜", "我不喜欢香菜"),
+        ("Я люблю чай", "Я не люблю чай"),
+        ("I like tabs", "I don't like tabs"),
+    ],
+)
 def test_contradictions_in_other_languages(handle, stubs, first, second):
     say(handle, stubs, "Mia", first, second)
     statuses = sorted((r.polarity, r.status) for r in reflections(handle, "Mia").values())

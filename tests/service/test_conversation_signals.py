@@ -30,8 +30,10 @@ def turn(stubs, content: str, session: str, moment: datetime, type_: str = "epis
 def kate_fillers(stubs, n: int = 4) -> list[str]:
     """Turns that share only "Kate" with the questions below, in other sessions, stored last
     (so, without a signal, they win every tie as the newest)."""
-    return [turn(stubs, f"Kate: the weather is nice over here, day {i}", f"other-{i}",
-                 JAN_7 - timedelta(days=3 + i)) for i in range(n)]
+    return [
+        turn(stubs, f"Kate: the weather is nice over here, day {i}", f"other-{i}", JAN_7 - timedelta(days=3 + i))
+        for i in range(n)
+    ]
 
 
 def test_the_answer_next_to_a_matching_question_turn_is_lent_its_score(server, stubs):
@@ -79,8 +81,14 @@ def test_a_named_date_favours_what_happened_that_day(server, stubs):
     assert resp.memories[1].score == pytest.approx(own[cake], rel=0.01)
 
 
-@pytest.mark.parametrize("question", ["What did Elise buy on 7 Jan 2024?", "What did Elise buy on 07.01.2024?",
-                                      "What did Elise buy on January 7th, 2024?"])
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What did Elise buy on 7 Jan 2024?",
+        "What did Elise buy on 07.01.2024?",
+        "What did Elise buy on January 7th, 2024?",
+    ],
+)
 def test_a_memory_of_the_named_day_is_found_without_a_shared_word(server, stubs, question):
     enable(stubs)
     bought = turn(stubs, "Kate: finally got that new lamp", "d7", JAN_7)
@@ -97,8 +105,13 @@ def test_a_relative_date_counts_from_the_request_and_reads_when_it_happened(serv
     enable(stubs)
     now = datetime.now(UTC)
     yesterday = turn(stubs, "Kevin: pizza night with the team", "a", now - timedelta(days=1))
-    create(stubs, "Kevin: pizza at the old place", session_id="b", type="episodic",
-           occurred_at=at(now - timedelta(days=30)))
+    create(
+        stubs,
+        "Kevin: pizza at the old place",
+        session_id="b",
+        type="episodic",
+        occurred_at=at(now - timedelta(days=30)),
+    )
     resp = retrieve(stubs, "Where did Kevin eat pizza yesterday?", strategy="hybrid")
     assert ids(resp)[0] == yesterday
 
@@ -156,12 +169,19 @@ def test_the_speaker_of_a_turn_is_the_name_its_content_starts_with(server, stubs
     assert scores[fahim] - scores[akib] > 0.8 * SPEAKER_WEIGHT * scores[akib]
 
 
-@pytest.mark.parametrize("question", ["What do they play every weekend?",          # names nobody
-                                      "What do Kevin and Paola play every weekend?"])  # names everyone
+@pytest.mark.parametrize(
+    "question",
+    [
+        "What do they play every weekend?",  # names nobody
+        "What do Kevin and Paola play every weekend?",
+    ],
+)  # names everyone
 def test_no_speaker_gains_when_the_question_names_none_or_all_of_them(server, stubs, question):
     enable(stubs)
-    said = [create(stubs, "I play tennis every weekend", metadata=struct({"speaker": name, "with": "Kevin Paola"}))
-            for name in ("Kevin", "Paola")]
+    said = [
+        create(stubs, "I play tennis every weekend", metadata=struct({"speaker": name, "with": "Kevin Paola"}))
+        for name in ("Kevin", "Paola")
+    ]
     # As many of the names as the others' metadata holds, but said by nobody.
     unsaid = create(stubs, "I play tennis every weekend", metadata=struct({"with": "Kevin Paola", "by": "Kevin"}))
     scores = {m.id: m.score for m in retrieve(stubs, question, strategy="hybrid").memories}

@@ -45,7 +45,9 @@ def static_server(boot, static_model):  # noqa: F811 - the fixture imported abov
     handle, stubs = boot(static_model=str(static_model))
     set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True)
     warm(handle)
-    stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="warm", content="the first write makes the vector table"))
+    stubs.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="warm", content="the first write makes the vector table")
+    )
     return handle, stubs
 
 
@@ -91,10 +93,10 @@ def test_a_mixed_batch_answers_each_item_and_stores_the_valid_ones_in_one_transa
     owner = "batch-mixed"
     items = [
         item(owner, "I prefer dark mode in my editor"),
-        item(owner, "   "),                                            # empty content
+        item(owner, "   "),  # empty content
         item(owner, "My cat is called Miso", key="pet", metadata=struct({"source": "import"})),
-        item(owner, "a fact of an unknown kind", type="gossip"),      # unknown type
-        item("", "a fact without an owner"),                          # no apiKeyId
+        item(owner, "a fact of an unknown kind", type="gossip"),  # unknown type
+        item("", "a fact without an owner"),  # no apiKeyId
         item(owner, "metadata nested too deep", metadata=struct(_too_deep(32))),  # 33 objects deep: refused while read
         item(owner, "I usually run in the morning", session_id="s1", type="episodic"),
     ]
@@ -111,7 +113,11 @@ def test_a_mixed_batch_answers_each_item_and_stores_the_valid_ones_in_one_transa
         assert not result.id and not result.created
         assert result.error == _alone(stubs, items[index]), index
     assert {index: status_violated_fields(answer.results[index].error) for index in (1, 3, 4, 5)} == {
-        1: {"content"}, 3: {"type"}, 4: {"apiKeyId"}, 5: {"metadata"}}
+        1: {"content"},
+        3: {"type"},
+        4: {"apiKeyId"},
+        5: {"metadata"},
+    }
     assert all(answer.results[i].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0] for i in (1, 3, 4, 5))
 
     stored = [answer.results[i] for i in (0, 2, 6)]
@@ -130,10 +136,19 @@ def test_a_mixed_batch_answers_each_item_and_stores_the_valid_ones_in_one_transa
 def test_a_database_refusal_of_one_item_fails_that_item_alone(static_server):
     server, stubs = static_server
     # Valid for the API, refused by the database: the kind of failure validation cannot see.
-    sql(server, "CREATE TRIGGER refuse_poison BEFORE INSERT ON memories WHEN NEW.content LIKE '%poison%' "
-                "BEGIN SELECT RAISE(ABORT, 'refused by the database'); END")
-    answer = batch(stubs, [item("batch-poison", "healthy fact one"), item("batch-poison", "a poison pill"),
-                           item("batch-poison", "healthy fact two")])
+    sql(
+        server,
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON memories WHEN NEW.content LIKE '%poison%' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the database'); END",
+    )
+    answer = batch(
+        stubs,
+        [
+            item("batch-poison", "healthy fact one"),
+            item("batch-poison", "a poison pill"),
+            item("batch-poison", "healthy fact two"),
+        ],
+    )
     assert [r.success for r in answer.results] == [True, False, True]
     assert answer.results[1].error.code == grpc.StatusCode.INTERNAL.value[0]
     assert "refused by the database" not in answer.results[1].error.message  # sanitized, as any INTERNAL
@@ -144,10 +159,12 @@ def test_a_database_refusal_of_one_item_fails_that_item_alone(static_server):
 
 
 def _upsert_items(owner: str) -> list[mpb.CreateMemoryRequest]:
-    return [item(owner, "I live in Lisbon", key="home", metadata=struct({"from": "batch", "a": 1})),
-            item(owner, "I moved to Porto", key="home", metadata=struct({"b": 2}), type="episodic"),
-            item(owner, "I like figs", key="fruit"),
-            item(owner, "no key: always a new row")]
+    return [
+        item(owner, "I live in Lisbon", key="home", metadata=struct({"from": "batch", "a": 1})),
+        item(owner, "I moved to Porto", key="home", metadata=struct({"b": 2}), type="episodic"),
+        item(owner, "I like figs", key="fruit"),
+        item(owner, "no key: always a new row"),
+    ]
 
 
 def test_upserts_by_key_within_a_batch_and_against_stored_rows_behave_as_create_memory(static_server):
@@ -208,8 +225,9 @@ def test_an_item_naming_a_foreign_owner_refuses_the_whole_call(boot):
     alone = error(tenant.memory.CreateMemory, mixed[1])
     assert err.code() == alone.code() == C.PERMISSION_DENIED
     assert err.details() == alone.details()  # the same refusal as CreateMemory for that owner
-    assert error(reader.memory.CreateMemories, mpb.CreateMemoriesRequest(memories=mixed[:1])).code() == \
-        C.PERMISSION_DENIED  # write permission needed, as for CreateMemory
+    assert (
+        error(reader.memory.CreateMemories, mpb.CreateMemoriesRequest(memories=mixed[:1])).code() == C.PERMISSION_DENIED
+    )  # write permission needed, as for CreateMemory
     assert server.app.database.commits == commits
     assert read(server, "SELECT count(*) FROM memories") == [(0,)]
 

@@ -88,8 +88,12 @@ def _two_batches(server, stubs, first: mpb.CreateMemoryRequest, rest: list[mpb.C
 def test_concurrent_creates_are_all_acknowledged_stored_and_embedded(static_server):
     server, stubs = static_server
     items_before = server.app.memories.creates.items
-    requests = [mpb.CreateMemoryRequest(api_key_id=f"key-many-{i % 4}", content=f"concurrent fact number {i}",
-                                        key=f"fact:{i}" if i % 3 == 0 else "") for i in range(96)]
+    requests = [
+        mpb.CreateMemoryRequest(
+            api_key_id=f"key-many-{i % 4}", content=f"concurrent fact number {i}", key=f"fact:{i}" if i % 3 == 0 else ""
+        )
+        for i in range(96)
+    ]
     start = threading.Barrier(8)
 
     def writer(part: list[mpb.CreateMemoryRequest]) -> list[str]:
@@ -112,12 +116,15 @@ def test_creates_that_arrive_together_commit_in_one_transaction_with_their_vecto
     server, stubs = static_server
     creates = server.app.memories.creates
     batches, generation = creates.batches, _generation(server)
-    requests = [mpb.CreateMemoryRequest(api_key_id="key-together", content=f"fact arriving together {i}")
-                for i in range(8)]
+    requests = [
+        mpb.CreateMemoryRequest(api_key_id="key-together", content=f"fact arriving together {i}") for i in range(8)
+    ]
     # The same owner and key twice in one batch: one row, and the draft written second (the
     # one answered created=false) is what it holds, vector included.
-    requests += [mpb.CreateMemoryRequest(api_key_id="key-together", key="pref:editor", content=text)
-                 for text in ("I prefer light mode", "I prefer dark mode in my editor")]
+    requests += [
+        mpb.CreateMemoryRequest(api_key_id="key-together", key="pref:editor", content=text)
+        for text in ("I prefer light mode", "I prefer dark mode in my editor")
+    ]
 
     answers = _two_batches(server, stubs, requests[0], requests[1:])
 
@@ -138,8 +145,11 @@ def test_creates_that_arrive_together_commit_in_one_transaction_with_their_vecto
 def test_a_draft_the_database_refuses_fails_alone_and_the_rest_of_its_batch_commits(static_server):
     server, stubs = static_server
     # Valid for the API, refused by the database: the kind of failure validation cannot see.
-    sql(server, "CREATE TRIGGER refuse_poison BEFORE INSERT ON memories WHEN NEW.content LIKE '%poison%' "
-                "BEGIN SELECT RAISE(ABORT, 'refused by the database'); END")
+    sql(
+        server,
+        "CREATE TRIGGER refuse_poison BEFORE INSERT ON memories WHEN NEW.content LIKE '%poison%' "
+        "BEGIN SELECT RAISE(ABORT, 'refused by the database'); END",
+    )
     batches, generation = server.app.memories.creates.batches, _generation(server)
     requests = [mpb.CreateMemoryRequest(api_key_id="key-poison", content=f"healthy fact {i}") for i in range(7)]
     requests.insert(4, mpb.CreateMemoryRequest(api_key_id="key-poison", content="a poison pill"))

@@ -35,8 +35,11 @@ def served(tmp_path):
 def _code(server, token: str, owner: str = "A") -> grpc.StatusCode:
     stub = memory_pb2_grpc.MemoryServiceStub(server.channels[0] if server.channels else server.channel())
     try:
-        stub.ListMemories(memory_pb2.ListMemoriesRequest(api_key_id=owner), timeout=10,
-                          metadata=(("authorization", f"Bearer {token}"),))
+        stub.ListMemories(
+            memory_pb2.ListMemoriesRequest(api_key_id=owner),
+            timeout=10,
+            metadata=(("authorization", f"Bearer {token}"),),
+        )
     except grpc.RpcError as err:
         return err.code()
     return grpc.StatusCode.OK

@@ -37,8 +37,7 @@ def _code(fn, request) -> grpc.StatusCode:
 
 
 def _create(stubs, owner: str, content: str) -> str:
-    return stubs.memory.CreateMemory(memory_pb2.CreateMemoryRequest(api_key_id=owner, content=content),
-                                     timeout=10).id
+    return stubs.memory.CreateMemory(memory_pb2.CreateMemoryRequest(api_key_id=owner, content=content), timeout=10).id
 
 
 def test_a_tenant_token_reads_and_writes_only_its_tenants(secured):
@@ -93,40 +92,57 @@ def test_global_scope_and_empty_owner_searches_need_admin(secured):
     admin = secured.stubs(ADMIN_ENV)
     _create(admin, "t4-B", "the password is swordfish")
     star = secured.stubs(_token(secured, "t4-star", ["read:memory", "write:memory"], ["*"]))
-    assert _code(star.engine.Retrieve, engine_pb2.RetrieveRequest(api_key_id="t4-A", query="password",
-                                                                  scope="global")) is grpc.StatusCode.PERMISSION_DENIED
-    assert _code(star.engine.RetrievePreview,
-                 engine_pb2.RetrievePreviewRequest(query="password")) is grpc.StatusCode.PERMISSION_DENIED
-    assert _code(star.engine.Summarize,
-                 engine_pb2.SummarizeRequest(all_tenants=True, dry_run=True)) is grpc.StatusCode.PERMISSION_DENIED
-    admin.settings.UpdateMemorySettings(settings_pb2.UpdateMemorySettingsRequest(
-        settings={"enabled": True, "scope": "global"}), timeout=10)
+    assert (
+        _code(star.engine.Retrieve, engine_pb2.RetrieveRequest(api_key_id="t4-A", query="password", scope="global"))
+        is grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (
+        _code(star.engine.RetrievePreview, engine_pb2.RetrievePreviewRequest(query="password"))
+        is grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (
+        _code(star.engine.Summarize, engine_pb2.SummarizeRequest(all_tenants=True, dry_run=True))
+        is grpc.StatusCode.PERMISSION_DENIED
+    )
+    admin.settings.UpdateMemorySettings(
+        settings_pb2.UpdateMemorySettingsRequest(settings={"enabled": True, "scope": "global"}), timeout=10
+    )
     try:
         # The settings say global; a non-admin still reads only the apiKeyId it names.
         found = star.engine.Retrieve(engine_pb2.RetrieveRequest(api_key_id="t4-A", query="password"), timeout=10)
         assert not found.memories
-        preview = star.engine.RetrievePreview(engine_pb2.RetrievePreviewRequest(api_key_id="t4-A", query="password"),
-                                              timeout=10)
+        preview = star.engine.RetrievePreview(
+            engine_pb2.RetrievePreviewRequest(api_key_id="t4-A", query="password"), timeout=10
+        )
         assert not preview.memories
         everyone = admin.engine.Retrieve(engine_pb2.RetrieveRequest(api_key_id="t4-A", query="password"), timeout=10)
         assert [m.content for m in everyone.memories] == ["the password is swordfish"]
     finally:
-        admin.settings.UpdateMemorySettings(settings_pb2.UpdateMemorySettingsRequest(
-            settings={"scope": "apiKey"}), timeout=10)
+        admin.settings.UpdateMemorySettings(
+            settings_pb2.UpdateMemorySettingsRequest(settings={"scope": "apiKey"}), timeout=10
+        )
 
 
 def test_permissions_and_character_access(secured):
     reader = secured.stubs(_token(secured, "t5-read", ["read:memory"], ["t5-A"]))
     assert _code(reader.memory.ListMemories, memory_pb2.ListMemoriesRequest(api_key_id="t5-A")) is grpc.StatusCode.OK
-    assert _code(reader.memory.CreateMemory, memory_pb2.CreateMemoryRequest(
-        api_key_id="t5-A", content="x")) is grpc.StatusCode.PERMISSION_DENIED
-    assert _code(reader.memory.ListRecentFiles, memory_pb2.ListRecentFilesRequest()) is grpc.StatusCode.PERMISSION_DENIED
-    assert _code(reader.settings.GetMemorySettings,
-                 settings_pb2.GetMemorySettingsRequest()) is grpc.StatusCode.PERMISSION_DENIED
+    assert (
+        _code(reader.memory.CreateMemory, memory_pb2.CreateMemoryRequest(api_key_id="t5-A", content="x"))
+        is grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (
+        _code(reader.memory.ListRecentFiles, memory_pb2.ListRecentFilesRequest()) is grpc.StatusCode.PERMISSION_DENIED
+    )
+    assert (
+        _code(reader.settings.GetMemorySettings, settings_pb2.GetMemorySettingsRequest())
+        is grpc.StatusCode.PERMISSION_DENIED
+    )
     chars = secured.stubs(_token(secured, "t5-chars", ["read:memory"], characters=True))
     assert _code(chars.memory.ListRecentFiles, memory_pb2.ListRecentFilesRequest()) is grpc.StatusCode.OK
-    assert _code(chars.memory.ListMemories, memory_pb2.ListMemoriesRequest(
-        api_key_id="t5-A")) is grpc.StatusCode.PERMISSION_DENIED
+    assert (
+        _code(chars.memory.ListMemories, memory_pb2.ListMemoriesRequest(api_key_id="t5-A"))
+        is grpc.StatusCode.PERMISSION_DENIED
+    )
     admin = secured.stubs(_token(secured, "t5-admin", ["admin"]))
     assert _code(admin.settings.GetMemorySettings, settings_pb2.GetMemorySettingsRequest()) is grpc.StatusCode.OK
     assert _code(admin.memory.ListRecentFiles, memory_pb2.ListRecentFilesRequest()) is grpc.StatusCode.OK
@@ -190,16 +206,42 @@ def test_refused_and_admin_calls_are_audited_without_secrets(secured, audit_line
     _code(a.memory.DeleteMemory, memory_pb2.DeleteMemoryRequest(id=b_id))
     _code(secured.stubs("msk_000000000000_" + "x" * 43).memory.ListMemories, memory_pb2.ListMemoriesRequest())
     secured.stubs(ADMIN_ENV).settings.GetMemorySettings(settings_pb2.GetMemorySettingsRequest(), timeout=10)
-    audit = [{k: line[k] for k in ("logger", "event", "token_id", "method", "tenant", "status")} for line in audit_lines]
+    audit = [
+        {k: line[k] for k in ("logger", "event", "token_id", "method", "tenant", "status")} for line in audit_lines
+    ]
     assert audit == [
-        {"logger": "memsvc.audit", "event": "audit", "token_id": "t7-a", "method": "/memsvc.v1.MemoryService/CreateMemory",
-         "tenant": "t7-B", "status": "PERMISSION_DENIED"},
-        {"logger": "memsvc.audit", "event": "audit", "token_id": "t7-a", "method": "/memsvc.v1.MemoryService/DeleteMemory",
-         "tenant": "t7-B", "status": "NOT_FOUND"},
-        {"logger": "memsvc.audit", "event": "audit", "token_id": None, "method": "/memsvc.v1.MemoryService/ListMemories",
-         "tenant": None, "status": "UNAUTHENTICATED"},
-        {"logger": "memsvc.audit", "event": "audit", "token_id": "env:1",
-         "method": "/memsvc.v1.SettingsService/GetMemorySettings", "tenant": None, "status": "OK"},
+        {
+            "logger": "memsvc.audit",
+            "event": "audit",
+            "token_id": "t7-a",
+            "method": "/memsvc.v1.MemoryService/CreateMemory",
+            "tenant": "t7-B",
+            "status": "PERMISSION_DENIED",
+        },
+        {
+            "logger": "memsvc.audit",
+            "event": "audit",
+            "token_id": "t7-a",
+            "method": "/memsvc.v1.MemoryService/DeleteMemory",
+            "tenant": "t7-B",
+            "status": "NOT_FOUND",
+        },
+        {
+            "logger": "memsvc.audit",
+            "event": "audit",
+            "token_id": None,
+            "method": "/memsvc.v1.MemoryService/ListMemories",
+            "tenant": None,
+            "status": "UNAUTHENTICATED",
+        },
+        {
+            "logger": "memsvc.audit",
+            "event": "audit",
+            "token_id": "env:1",
+            "method": "/memsvc.v1.SettingsService/GetMemorySettings",
+            "tenant": None,
+            "status": "OK",
+        },
     ]
     text = json.dumps(audit_lines)
     assert token not in text and token.split("_", 2)[2] not in text  # the secret may hold "_" itself
@@ -213,15 +255,19 @@ def test_an_invalid_update_of_another_tenants_memory_is_answered_like_one_of_a_m
     admin = secured.stubs(ADMIN_ENV)
     b_id = _create(admin, "t8-B", "B's memory")
     a = secured.stubs(_token(secured, "t8-a", ["read:memory", "write:memory"], ["t8-A"]))
-    for request_for in (lambda i: memory_pb2.UpdateMemoryRequest(id=i),
-                        lambda i: memory_pb2.UpdateMemoryRequest(id=i, content="x" * 40_000),
-                        lambda i: memory_pb2.UpdateMemoryRequest(id=i, type="no-such-type")):
+    for request_for in (
+        lambda i: memory_pb2.UpdateMemoryRequest(id=i),
+        lambda i: memory_pb2.UpdateMemoryRequest(id=i, content="x" * 40_000),
+        lambda i: memory_pb2.UpdateMemoryRequest(id=i, type="no-such-type"),
+    ):
         with pytest.raises(grpc.RpcError) as theirs:
             a.memory.UpdateMemory(request_for(b_id), timeout=10)
         with pytest.raises(grpc.RpcError) as missing:
             a.memory.UpdateMemory(request_for("no-such-id"), timeout=10)
-        assert (theirs.value.code(), error_info(theirs.value).reason) == \
-            (missing.value.code(), error_info(missing.value).reason)
+        assert (theirs.value.code(), error_info(theirs.value).reason) == (
+            missing.value.code(),
+            error_info(missing.value).reason,
+        )
         assert theirs.value.details() == missing.value.details().replace("no-such-id", b_id)
     assert admin.memory.GetMemory(memory_pb2.GetMemoryRequest(id=b_id), timeout=10).content == "B's memory"
 
@@ -238,8 +284,12 @@ def test_a_listing_without_api_key_id_stays_confined_on_an_http_primary_backend(
             admin = handle.stubs(ADMIN_ENV)
             configs = struct_pb2.Struct()
             configs.update({"remote": {"type": "http", "baseUrl": api.base_url, "apiKey": "remote-key"}})
-            admin.settings.UpdateMemorySettings(settings_pb2.UpdateMemorySettingsRequest(settings={
-                "primaryBackend": "remote", "backendConfigs": configs}), timeout=10)
+            admin.settings.UpdateMemorySettings(
+                settings_pb2.UpdateMemorySettingsRequest(
+                    settings={"primaryBackend": "remote", "backendConfigs": configs}
+                ),
+                timeout=10,
+            )
             for owner in ("t9-A", "t9-B", "t9-C"):
                 _create(admin, owner, f"note of {owner}")
             one = handle.stubs(_token(handle, "t9-a", ["read:memory"], ["t9-A"]))
@@ -248,8 +298,10 @@ def test_a_listing_without_api_key_id_stays_confined_on_an_http_primary_backend(
             two = handle.stubs(_token(handle, "t9-ab", ["read:memory"], ["t9-A", "t9-B"]))
             listing = two.memory.ListMemories(memory_pb2.ListMemoriesRequest(), timeout=10)
             assert sorted(m.api_key_id for m in listing.data) == ["t9-A", "t9-B"] and listing.total == 2
-            paged = [two.memory.ListMemories(memory_pb2.ListMemoriesRequest(limit=1, offset=n), timeout=10)
-                     for n in (0, 1, 2)]
+            paged = [
+                two.memory.ListMemories(memory_pb2.ListMemoriesRequest(limit=1, offset=n), timeout=10)
+                for n in (0, 1, 2)
+            ]
             assert [[m.api_key_id for m in p.data] for p in paged] == [["t9-B"], ["t9-A"], []]
             everything = admin.memory.ListMemories(memory_pb2.ListMemoriesRequest(), timeout=10)
             assert everything.total == 3

@@ -30,13 +30,17 @@ def small_disk(tmp_path: Path):
 
 
 def _create(stubs, i: int) -> str:
-    return stubs.memory.CreateMemory(memory_pb2.CreateMemoryRequest(
-        api_key_id="full", content=f"fact {i} " + "x" * 2000)).id
+    return stubs.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(api_key_id="full", content=f"fact {i} " + "x" * 2000)
+    ).id
 
 
 def _append(stubs, character: str, i: int) -> None:
-    stubs.memory.AppendRecentMessages(memory_pb2.AppendRecentMessagesRequest(
-        character=character, messages=[memory_pb2.ChatItem(role="human", text=f"turn {i} " + "y" * 2000)]))
+    stubs.memory.AppendRecentMessages(
+        memory_pb2.AppendRecentMessagesRequest(
+            character=character, messages=[memory_pb2.ChatItem(role="human", text=f"turn {i} " + "y" * 2000)]
+        )
+    )
 
 
 def test_a_full_disk_is_resource_exhausted_and_the_server_recovers(small_disk, caplog):
@@ -113,9 +117,14 @@ print("written", flush=True)
 def test_a_workers_preallocated_metrics_files_take_every_series_on_a_full_disk(small_disk):
     directory = small_disk / "metrics"
     directory.mkdir()
-    worker = subprocess.Popen([sys.executable, "-c", WORKER_METRICS, str(directory)], text=True,
-                              stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                              env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)})
+    worker = subprocess.Popen(
+        [sys.executable, "-c", WORKER_METRICS, str(directory)],
+        text=True,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PROMETHEUS_MULTIPROC_DIR": str(directory)},
+    )
     try:
         assert worker.stdout.readline() == "allocated\n", worker.stderr.read()
         sizes = {path.name: path.stat().st_size for path in directory.iterdir()}

@@ -84,8 +84,14 @@ def _server_env() -> dict[str, str]:
     # One process: the SIGKILL must hit the process that holds the writes. With several, it
     # would hit the parent, and its workers drain gracefully (they are told by the kernel when
     # the parent dies), which is the shutdown path, not a crash.
-    env.update(MEMSVC_LOG_LEVEL="INFO", MEMSVC_SHUTDOWN_GRACE_S=str(GRACE_S), PYTHONUNBUFFERED="1",
-               MEMSVC_METRICS_PORT="-1", MEMSVC_MCP_PORT="-1", MEMSVC_PROCESSES="1")
+    env.update(
+        MEMSVC_LOG_LEVEL="INFO",
+        MEMSVC_SHUTDOWN_GRACE_S=str(GRACE_S),
+        PYTHONUNBUFFERED="1",
+        MEMSVC_METRICS_PORT="-1",
+        MEMSVC_MCP_PORT="-1",
+        MEMSVC_PROCESSES="1",
+    )
     return env
 
 
@@ -113,10 +119,10 @@ class Servers:
         self.all: list[ServerProcess] = []
 
     def start(self, data_dir: Path) -> ServerProcess:
-        cmd = [sys.executable, "-m", "memsvc", "serve", "--no-gateway", "--grpc-port", "0",
-               "--data-dir", str(data_dir)]
-        proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.PIPE, env=_server_env())
+        cmd = [sys.executable, "-m", "memsvc", "serve", "--no-gateway", "--grpc-port", "0", "--data-dir", str(data_dir)]
+        proc = subprocess.Popen(
+            cmd, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=_server_env()
+        )
         server = ServerProcess(proc, data_dir)
         self.all.append(server)
         server.reader = threading.Thread(target=_drain, args=(server,), name="memsvc-stderr", daemon=True)
@@ -206,9 +212,10 @@ class Writers:
                     self.sent[sent.key] = sent
                     self.in_flight += 1
                 try:
-                    response = stub.CreateMemory(pb.CreateMemoryRequest(
-                        api_key_id=OWNER, key=sent.key, content=sent.content, metadata=metadata),
-                        timeout=CALL_TIMEOUT_S)
+                    response = stub.CreateMemory(
+                        pb.CreateMemoryRequest(api_key_id=OWNER, key=sent.key, content=sent.content, metadata=metadata),
+                        timeout=CALL_TIMEOUT_S,
+                    )
                 except grpc.RpcError as err:
                     with self.lock:
                         self.in_flight -= 1
@@ -259,8 +266,9 @@ def list_all(server: ServerProcess) -> dict[str, pb.Memory]:
         rows: dict[str, pb.Memory] = {}
         page = 1
         while True:
-            response = stub.ListMemories(pb.ListMemoriesRequest(api_key_id=OWNER, limit=200, page=page),
-                                         timeout=CALL_TIMEOUT_S)
+            response = stub.ListMemories(
+                pb.ListMemoriesRequest(api_key_id=OWNER, limit=200, page=page), timeout=CALL_TIMEOUT_S
+            )
             for memory in response.data:
                 assert memory.id not in rows, f"{memory.id} listed twice"
                 rows[memory.id] = memory
@@ -282,7 +290,8 @@ def assert_rows_intact(rows: dict[str, pb.Memory], sent: dict[str, Sent], acked:
             assert acked[memory_id].key == memory.key, f"acknowledged id {memory_id} now holds {memory.key!r}"
         assert memory.content == expected.content, (
             f"row {memory_id} ({memory.key}) is not what was sent: {len(memory.content)} chars stored, "
-            f"{len(expected.content)} sent")
+            f"{len(expected.content)} sent"
+        )
         assert json_format.MessageToDict(memory.metadata) == expected.metadata, f"row {memory_id}: metadata differs"
         assert memory.api_key_id == OWNER and memory.type == "factual"
     assert len(rows) <= len(sent)
@@ -310,8 +319,11 @@ def assert_database_file_ok(db_path: Path, acked: dict[str, Sent]) -> None:
         # And the index actually finds each acknowledged row by its unique token.
         for memory_id, sent in acked.items():
             token = "tok" + sent.key.replace("-", "x")
-            found = conn.execute("SELECT m.id FROM memory_fts JOIN memories m ON m.memory_id = memory_fts.rowid "
-                                 "WHERE memory_fts MATCH ?", (token,)).fetchall()
+            found = conn.execute(
+                "SELECT m.id FROM memory_fts JOIN memories m ON m.memory_id = memory_fts.rowid "
+                "WHERE memory_fts MATCH ?",
+                (token,),
+            ).fetchall()
             assert found == [(memory_id,)], f"FTS lookup of {token} gave {found}"
     finally:
         conn.close()
@@ -362,7 +374,10 @@ def test_acknowledged_writes_survive_sigkill(servers: Servers, tmp_path: Path, t
     try:
         stub = memory_pb2_grpc.MemoryServiceStub(channel)
         for memory_id in random.Random(0).sample(sorted(acked), 25):
-            assert stub.GetMemory(pb.GetMemoryRequest(id=memory_id), timeout=CALL_TIMEOUT_S).content == acked[memory_id].content
+            assert (
+                stub.GetMemory(pb.GetMemoryRequest(id=memory_id), timeout=CALL_TIMEOUT_S).content
+                == acked[memory_id].content
+            )
         health = stub.CheckHealth(pb.CheckHealthRequest(), timeout=CALL_TIMEOUT_S)
         assert health.working, health.error
     finally:

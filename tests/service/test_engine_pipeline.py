@@ -58,14 +58,17 @@ def enable(stubs, **values: Any) -> spb.MemorySettings:
 
 def extract(stubs, text: str = FACTS_TEXT, api_key_id: str = OWNER, metadata=None, **fields) -> epb.ExtractResponse:
     fields.setdefault("wait", True)
-    return stubs.engine.Extract(epb.ExtractRequest(user_message=text, api_key_id=api_key_id, **fields),
-                                metadata=metadata)
+    return stubs.engine.Extract(
+        epb.ExtractRequest(user_message=text, api_key_id=api_key_id, **fields), metadata=metadata
+    )
 
 
-def inject(stubs, body: dict[str, Any] = CHAT, api_key_id: str = OWNER, provider: str = "openai",
-           metadata=None, **fields) -> epb.InjectResponse:
-    return stubs.engine.Inject(epb.InjectRequest(request=struct(body), provider=provider, api_key_id=api_key_id,
-                                                 **fields), metadata=metadata)
+def inject(
+    stubs, body: dict[str, Any] = CHAT, api_key_id: str = OWNER, provider: str = "openai", metadata=None, **fields
+) -> epb.InjectResponse:
+    return stubs.engine.Inject(
+        epb.InjectRequest(request=struct(body), provider=provider, api_key_id=api_key_id, **fields), metadata=metadata
+    )
 
 
 def listing(stubs, api_key_id: str = OWNER) -> mpb.ListMemoriesResponse:
@@ -163,8 +166,11 @@ def test_a_contradiction_replaces_the_old_fact_instead_of_adding_one(server, stu
     enable(stubs)
     assert extract(stubs, "I like tea.").stored == 1
     [before] = listing(stubs).data
-    assert (before.key, before.content, dict(before.metadata)["polarity"]) == ("preference:tea", "User likes tea",
-                                                                               "positive")
+    assert (before.key, before.content, dict(before.metadata)["polarity"]) == (
+        "preference:tea",
+        "User likes tea",
+        "positive",
+    )
     assert extract(stubs, "I don't like tea anymore.").stored == 1
     [after] = listing(stubs).data
     assert after.id == before.id and after.key == "preference:tea"
@@ -207,12 +213,16 @@ def test_extract_stores_self_contained_everyday_facts_and_nothing_else(server, s
     assert "User does not like long answers" in messages[0]["content"]
 
 
-@pytest.mark.parametrize("text", [
-    "Do I like jazz? If I liked coffee, I would say so. My wife prefers tea. My husband says I love sushi.",
-    "猫が好きですか？もし東京に住んでいたら楽しい。彼はVimが好きだと言っています。",
-    "我喜欢茶吗？如果我喜欢猫，我就会养一只。他说我喜欢吃辣。",
-    "Я люблю джаз? Если бы я любил кошек, я бы завёл кошку. Жена думает, что я люблю сладкое.",
-], ids=["en", "ja", "zh", "ru"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Do I like jazz? If I liked coffee, I would say so. My wife prefers tea. My husband says I love sushi.",
+        "猫が好きですか？もし東京に住んでいたら楽しい。彼はVimが好きだと言っています。",
+        "我喜欢茶吗？如果我喜欢猫，我就会养一只。他说我喜欢吃辣。",
+        "Я люблю джаз? Если бы я любил кошек, я бы завёл кошку. Жена думает, что я люблю сладкое.",
+    ],
+    ids=["en", "ja", "zh", "ru"],
+)
 def test_questions_hypotheticals_and_reported_speech_store_nothing(server, stubs, text):
     enable(stubs)
     out = extract(stubs, text)
@@ -220,17 +230,39 @@ def test_questions_hypotheticals_and_reported_speech_store_nothing(server, stubs
     assert listing(stubs).total == 0
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("私の名前は田中です。東京に住んでいます。子供が二人います。日本語で返事してください。もし猫が好きなら教えて。",
-     {"name:user": "ユーザーの名前は田中", "location:home": "ユーザーは東京に住んでいる",
-      "family:children": "ユーザーには子供が二人いる", "language:reply": "ユーザーは日本語での返答を希望している"}),
-    ("我叫李明。我住在北京。我是素食者。请用中文回答。他说我喜欢茶。",
-     {"name:user": "用户的名字是李明", "location:home": "用户住在北京", "diet:vegetarian": "用户是素食者",
-      "language:reply": "用户希望用中文回复"}),
-    ("Меня зовут Анна. Я живу в Москве. Я работаю врачом. Отвечай на русском. Я люблю чай?",
-     {"name:user": "Пользователя зовут Анна", "location:home": "Пользователь живёт в Москве",
-      "profession:job": "Пользователь работает врачом", "language:reply": "Пользователь просит отвечать на русском"}),
-], ids=["ja", "zh", "ru"])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        (
+            "私の名前は田中です。東京に住んでいます。子供が二人います。日本語で返事してください。もし猫が好きなら教えて。",
+            {
+                "name:user": "ユーザーの名前は田中",
+                "location:home": "ユーザーは東京に住んでいる",
+                "family:children": "ユーザーには子供が二人いる",
+                "language:reply": "ユーザーは日本語での返答を希望している",
+            },
+        ),
+        (
+            "我叫李明。我住在北京。我是素食者。请用中文回答。他说我喜欢茶。",
+            {
+                "name:user": "用户的名字是李明",
+                "location:home": "用户住在北京",
+                "diet:vegetarian": "用户是素食者",
+                "language:reply": "用户希望用中文回复",
+            },
+        ),
+        (
+            "Меня зовут Анна. Я живу в Москве. Я работаю врачом. Отвечай на русском. Я люблю чай?",
+            {
+                "name:user": "Пользователя зовут Анна",
+                "location:home": "Пользователь живёт в Москве",
+                "profession:job": "Пользователь работает врачом",
+                "language:reply": "Пользователь просит отвечать на русском",
+            },
+        ),
+    ],
+    ids=["ja", "zh", "ru"],
+)
 def test_extract_stores_everyday_facts_in_every_language(server, stubs, text, expected):
     enable(stubs)
     assert extract(stubs, text).stored == len(expected)
@@ -240,7 +272,7 @@ def test_extract_stores_everyday_facts_in_every_language(server, stubs, text, ex
 def test_inject_fits_the_max_tokens_setting(server, stubs):
     enable(stubs)
     big = "concise answers " * 7  # 112 characters → 28 tokens: never fits 20
-    small = "concise answers"     # 4 tokens
+    small = "concise answers"  # 4 tokens
     big_id, small_id = create(stubs, big, key="big"), create(stubs, small, key="small")
 
     both = inject(stubs)  # default budget 2000: both fit
@@ -253,7 +285,7 @@ def test_inject_fits_the_max_tokens_setting(server, stubs):
     assert list(resp.memory_ids) == [small_id], "the big one is skipped, the smaller one after it still fits"
     content = as_dict(resp.request)["messages"][0]["content"]
     assert content == "Memory context: concise answers"
-    assert tokens(content[len("Memory context: "):]) <= 20
+    assert tokens(content[len("Memory context: ") :]) <= 20
 
 
 def test_max_tokens_zero_injects_nothing(enabled, server):
@@ -363,8 +395,10 @@ def test_extract_without_wait_acknowledges_then_stores(server, stubs):
     resp = extract(stubs, wait=False)
     assert resp.accepted is True and resp.stored == 0 and len(resp.facts) == 2
     wait_until(lambda: listing(stubs).total == 2, what="background extraction to store 2 memories")
-    assert {m.content for m in listing(stubs).data} == {"User prefers concise answers",
-                                                         "User usually answers in bullet points"}
+    assert {m.content for m in listing(stubs).data} == {
+        "User prefers concise answers",
+        "User usually answers in bullet points",
+    }
 
 
 def test_background_extraction_failure_is_logged_never_returned(server, stubs, caplog):
@@ -481,14 +515,26 @@ def test_every_other_field_of_the_body_survives(enabled):
         "max_tokens": 256,
         "stream": True,
         "stop": None,
-        "tools": [{"type": "function", "function": {"name": "lookup", "parameters": {
-            "type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]}}}],
+        "tools": [
+            {
+                "type": "function",
+                "function": {
+                    "name": "lookup",
+                    "parameters": {"type": "object", "properties": {"q": {"type": "string"}}, "required": ["q"]},
+                },
+            }
+        ],
         "tool_choice": "auto",
         "x_vendor_extension": {"nested": [1, "two", False, None, {"deep": "yes"}]},
         "messages": [
             {"role": "system", "content": "Be brief.", "name": "sys"},
-            {"role": "user", "content": [{"type": "text", "text": QUESTION},
-                                         {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "text", "text": QUESTION},
+                    {"type": "image_url", "image_url": {"url": "https://example.com/a.png"}},
+                ],
+            },
         ],
     }
     for options in (epb.InjectOptions(), epb.InjectOptions(cache_safe=True)):
@@ -496,13 +542,17 @@ def test_every_other_field_of_the_body_survives(enabled):
         assert resp.injected is True
         out, sent = as_dict(resp.request), as_dict(struct(body))
         assert {k: v for k, v in out.items() if k != "messages"} == {k: v for k, v in sent.items() if k != "messages"}
-        assert [m for m in out["messages"] if not str(m.get("content", "")).startswith("Memory context: ")] \
-            == sent["messages"]
+        assert [m for m in out["messages"] if not str(m.get("content", "")).startswith("Memory context: ")] == sent[
+            "messages"
+        ]
         assert len(out["messages"]) == 3
 
 
-@pytest.mark.parametrize("body", [{"prompt": "concise answers?"}, {"messages": "concise answers?"},
-                                  {"messages": None}], ids=["no-messages", "messages-string", "messages-null"])
+@pytest.mark.parametrize(
+    "body",
+    [{"prompt": "concise answers?"}, {"messages": "concise answers?"}, {"messages": None}],
+    ids=["no-messages", "messages-string", "messages-null"],
+)
 def test_nothing_injected_reports_no_memories_and_a_reason(enabled, body):
     resp = inject(enabled, body)
     assert resp.injected is False
@@ -515,8 +565,11 @@ def test_nothing_injected_reports_no_memories_and_a_reason(enabled, body):
 
 
 def make_old(server, api_key_id: str, days: int = 60) -> None:
-    sql(server, "UPDATE memories SET created_at = ? WHERE api_key_id = ?",
-        (iso(datetime.now(UTC) - timedelta(days=days)), api_key_id))
+    sql(
+        server,
+        "UPDATE memories SET created_at = ? WHERE api_key_id = ?",
+        (iso(datetime.now(UTC) - timedelta(days=days)), api_key_id),
+    )
 
 
 def four_sentences(i: int) -> str:
@@ -650,41 +703,67 @@ def test_summarize_budget_violation_names_budget_tokens(server, stubs):
 
 # ---- robustness: no request shape makes Inject or Extract fail -------------------------------
 
-JSON_SCALARS = st.one_of(st.none(), st.booleans(), st.integers(-(2**40), 2**40),
-                         st.floats(allow_nan=False, allow_infinity=False), st.text(max_size=40))
-JSON = st.recursive(JSON_SCALARS, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)), max_leaves=20)
+JSON_SCALARS = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(-(2**40), 2**40),
+    st.floats(allow_nan=False, allow_infinity=False),
+    st.text(max_size=40),
+)
+JSON = st.recursive(
+    JSON_SCALARS,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=10), inner, max_size=4)),
+    max_leaves=20,
+)
 ROLES = st.sampled_from(["user", "system", "assistant", "tool", "developer", "", "USER"])
 CONTENT = st.one_of(
     st.text(max_size=200),
     st.sampled_from(["concise answers?", "How should you format answers? concise?", "bullet points"]),
-    st.lists(st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=50)}), JSON),
-             max_size=3),
+    st.lists(
+        st.one_of(st.fixed_dictionaries({"type": st.just("text"), "text": st.text(max_size=50)}), JSON), max_size=3
+    ),
     JSON,
 )
 MESSAGE = st.one_of(st.fixed_dictionaries({"role": ROLES, "content": CONTENT}), JSON)
 BODIES = st.one_of(
     st.dictionaries(st.text(max_size=10), JSON, max_size=5),
-    st.fixed_dictionaries({"messages": st.one_of(st.lists(MESSAGE, max_size=5), JSON)},
-                          optional={"model": st.one_of(st.text(max_size=20), JSON), "temperature": JSON,
-                                    "tools": JSON, "stream": JSON}),
+    st.fixed_dictionaries(
+        {"messages": st.one_of(st.lists(MESSAGE, max_size=5), JSON)},
+        optional={"model": st.one_of(st.text(max_size=20), JSON), "temperature": JSON, "tools": JSON, "stream": JSON},
+    ),
 )
 PROVIDERS = st.one_of(st.sampled_from(["openai", "o1", "glm", "zai", "anthropic", ""]), st.text(max_size=30))
 TEXT = st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
 CUES = st.sampled_from(["I prefer ", "I like ", "I'll use ", "I usually ", "我喜欢", "Я предпочитаю ", "", "私は"])
-IDS = st.one_of(st.just(OWNER), st.just(""), st.text(alphabet=st.characters(blacklist_categories=("Cs",)),
-                                                      max_size=300))
-EXTRACT_TEXTS = st.one_of(TEXT, st.builds(lambda cue, t, end: cue + t + end, CUES, TEXT,
-                                          st.sampled_from([".", "", "。", "\n", ", and"])))
+IDS = st.one_of(
+    st.just(OWNER), st.just(""), st.text(alphabet=st.characters(blacklist_categories=("Cs",)), max_size=300)
+)
+EXTRACT_TEXTS = st.one_of(
+    TEXT, st.builds(lambda cue, t, end: cue + t + end, CUES, TEXT, st.sampled_from([".", "", "。", "\n", ", and"]))
+)
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(body=BODIES, provider=PROVIDERS, model=st.text(max_size=20), cache_safe=st.booleans(),
-       first=st.booleans(), owner=IDS, session=st.one_of(st.sampled_from(["", "s1"]), IDS))
+@given(
+    body=BODIES,
+    provider=PROVIDERS,
+    model=st.text(max_size=20),
+    cache_safe=st.booleans(),
+    first=st.booleans(),
+    owner=IDS,
+    session=st.one_of(st.sampled_from(["", "s1"]), IDS),
+)
 def test_inject_never_fails_on_any_body(enabled, body, provider, model, cache_safe, first, owner, session):
     try:
-        resp = inject(enabled, body, api_key_id=owner, provider=provider, model=model, session_id=session,
-                      options=epb.InjectOptions(cache_safe=cache_safe, system_message_must_be_first=first))
+        resp = inject(
+            enabled,
+            body,
+            api_key_id=owner,
+            provider=provider,
+            model=model,
+            session_id=session,
+            options=epb.InjectOptions(cache_safe=cache_safe, system_message_must_be_first=first),
+        )
     except grpc.RpcError as err:  # pragma: no cover - the failure report
         pytest.fail(f"Inject failed with {err.code()}: {err.details()} for {body!r}")
     sent = as_dict(struct(body))
@@ -698,15 +777,23 @@ def test_inject_never_fails_on_any_body(enabled, body, provider, model, cache_sa
 
 
 @settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(text=EXTRACT_TEXTS, user=st.one_of(st.just(""), EXTRACT_TEXTS), wait=st.booleans(), dry=st.booleans(),
-       owner=IDS, session=st.one_of(st.sampled_from(["", "s1", "sess-2"]), IDS))
+@given(
+    text=EXTRACT_TEXTS,
+    user=st.one_of(st.just(""), EXTRACT_TEXTS),
+    wait=st.booleans(),
+    dry=st.booleans(),
+    owner=IDS,
+    session=st.one_of(st.sampled_from(["", "s1", "sess-2"]), IDS),
+)
 def test_extract_never_fails_on_any_text(enabled, text, user, wait, dry, owner, session):
     """OK, or INVALID_ARGUMENT for an owner/session id CreateMemory would refuse (too long,
     reserved); never INTERNAL or UNKNOWN."""
     try:
-        resp = enabled.engine.Extract(epb.ExtractRequest(
-            assistant_message=text, user_message=user, api_key_id=owner, session_id=session, wait=wait,
-            dry_run=dry))
+        resp = enabled.engine.Extract(
+            epb.ExtractRequest(
+                assistant_message=text, user_message=user, api_key_id=owner, session_id=session, wait=wait, dry_run=dry
+            )
+        )
     except grpc.RpcError as err:
         if err.code() is C.INVALID_ARGUMENT and violated_fields(err) <= {"apiKeyId", "sessionId"}:
             return
@@ -734,6 +821,8 @@ def test_inject_with_non_finite_number_in_body_does_not_fail(enabled, bad):
         assert err.code() is C.INVALID_ARGUMENT, (err.code(), err.details())
         return
     assert resp.injected is True
-    for value in (resp.request.fields["temperature"].number_value,
-                  resp.request.fields["nested"].struct_value.fields["x"].number_value):
+    for value in (
+        resp.request.fields["temperature"].number_value,
+        resp.request.fields["nested"].struct_value.fields["x"].number_value,
+    ):
         assert (math.isnan(value) and math.isnan(bad)) or value == bad

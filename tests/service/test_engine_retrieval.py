@@ -25,9 +25,30 @@ from memsvc.v1 import settings_pb2 as spb
 C = grpc.StatusCode
 OWNER = "key-retrieval"
 STRATEGIES = ("recent", "semantic", "hybrid")
-ODD_QUERIES = ['C++ language', 'Johnson & Johnson', 'parens(test)', 'asterisk*wildcard', "single'quote",
-               '"quoted phrase"', '"', 'AND OR NOT NEAR(', 'NEAR(a b, 2)', 'col:umn', '^start', '-minus +plus',
-               '***', "''", '()', '{}[]', 'a OR', '"unbalanced', 'AND', '\\', '%_', '; DROP TABLE memories; --']
+ODD_QUERIES = [
+    "C++ language",
+    "Johnson & Johnson",
+    "parens(test)",
+    "asterisk*wildcard",
+    "single'quote",
+    '"quoted phrase"',
+    '"',
+    "AND OR NOT NEAR(",
+    "NEAR(a b, 2)",
+    "col:umn",
+    "^start",
+    "-minus +plus",
+    "***",
+    "''",
+    "()",
+    "{}[]",
+    "a OR",
+    '"unbalanced',
+    "AND",
+    "\\",
+    "%_",
+    "; DROP TABLE memories; --",
+]
 
 
 # ---- helpers ---------------------------------------------------------------------------------
@@ -111,9 +132,16 @@ def test_odd_query_text_never_raises(stubs, corpus, strategy, query):
 
 
 @pytest.mark.parametrize("strategy", ["semantic", "hybrid"])
-@pytest.mark.parametrize("query,expected", [("C++ language", "cpp"), ("Johnson & Johnson", "jj"),
-                                            ("parens(test)", "parens"), ("asterisk*wildcard", "star"),
-                                            ('"quoted phrase"', "phrase")])
+@pytest.mark.parametrize(
+    "query,expected",
+    [
+        ("C++ language", "cpp"),
+        ("Johnson & Johnson", "jj"),
+        ("parens(test)", "parens"),
+        ("asterisk*wildcard", "star"),
+        ('"quoted phrase"', "phrase"),
+    ],
+)
 def test_odd_query_text_still_finds_its_memory(stubs, corpus, strategy, query, expected):
     resp = retrieve(stubs, query, strategy=strategy)
     assert ids(resp) and ids(resp)[0] == corpus[expected], [m.content for m in resp.memories]
@@ -138,8 +166,7 @@ def test_typescript_query_ranks_the_typescript_memory_first(server, stubs, strat
     enable(stubs)
     typescript = create(stubs, "User writes TypeScript for the frontend", key="lang:typescript")
     old = create(stubs, "User likes long walks on the beach", key="hobby")
-    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(UTC) - timedelta(days=5)), old))
+    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?", (iso(datetime.now(UTC) - timedelta(days=5)), old))
     for language in ("Python", "Rust", "Go", "Java", "Kotlin"):  # all newer than the TypeScript one
         create(stubs, f"User writes {language} for the backend", key=f"lang:{language.lower()}")
 
@@ -187,8 +214,11 @@ def test_budget_out_of_range_is_invalid_argument(server, stubs, budget):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(budget=st.integers(1, 600), sizes=st.lists(st.integers(10, 2400), min_size=1, max_size=8),
-       strategy=st.sampled_from(STRATEGIES))
+@given(
+    budget=st.integers(1, 600),
+    sizes=st.lists(st.integers(10, 2400), min_size=1, max_size=8),
+    strategy=st.sampled_from(STRATEGIES),
+)
 def test_budget_property(server, stubs, budget, sizes, strategy):
     """Total ≤ budget; tokens = ceil(chars / 4); and greedy: every memory left out could not
     have fitted even in what remains (so nothing was left out after an oversized one)."""
@@ -237,8 +267,7 @@ def test_out_of_retention_memories_never_come_back(server, stubs, strategy):
     enable(stubs, retentionDays=30)
     old = create(stubs, "ancient fact about otters")
     kept = create(stubs, "fresh fact about otters")
-    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(UTC) - timedelta(days=40)), old))
+    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?", (iso(datetime.now(UTC) - timedelta(days=40)), old))
 
     for query in ("otters", "ancient fact", ""):
         assert old not in ids(retrieve(stubs, query, strategy=strategy)), query
@@ -306,11 +335,14 @@ def test_retrieve_with_memory_disabled_returns_nothing(server, stubs):
 
 
 @pytest.mark.parametrize("strategy", ["semantic", "hybrid"])
-@pytest.mark.parametrize("fact,query,other", [
-    ("我喜欢深色模式", "深色模式是什么", "我喜欢喝绿茶"),
-    ("私はダークモードが好きです", "ダークモードについて教えて", "私は猫を飼っています"),
-    ("Я предпочитаю тёмную тему в редакторе", "Какую тёмную тему я люблю?", "Я живу в Москве"),
-])
+@pytest.mark.parametrize(
+    "fact,query,other",
+    [
+        ("我喜欢深色模式", "深色模式是什么", "我喜欢喝绿茶"),
+        ("私はダークモードが好きです", "ダークモードについて教えて", "私は猫を飼っています"),
+        ("Я предпочитаю тёмную тему в редакторе", "Какую тёмную тему я люблю?", "Я живу в Москве"),
+    ],
+)
 def test_cjk_and_russian_facts_are_found_by_their_language(server, stubs, strategy, fact, query, other):
     enable(stubs)
     wanted = create(stubs, fact)

@@ -25,12 +25,14 @@ ASSISTANT_SELF = [
 RESTATED = [
     ("You mentioned you live in Paris, so here are three cafés nearby.", "location:home", "User lives in Paris"),
     ("Since you're vegetarian, the lentil soup is a good pick.", "diet:vegetarian", "User is vegetarian"),
-    ("As you said, you're allergic to peanuts, so I left them out.", "diet:allergy_peanuts",
-     "User is allergic to peanuts"),
+    (
+        "As you said, you're allergic to peanuts, so I left them out.",
+        "diet:allergy_peanuts",
+        "User is allergic to peanuts",
+    ),
     ("パリにお住まいとのことですが、おすすめのカフェを紹介しますね。", "location:home", "ユーザーはパリに住んでいる"),
     ("你说过你住在巴黎，所以我推荐这几家咖啡馆。", "location:home", "用户住在巴黎"),
-    ("Вы упоминали, что живёте в Париже, поэтому вот несколько кафе.", "location:home",
-     "Пользователь живёт в Париже"),
+    ("Вы упоминали, что живёте в Париже, поэтому вот несколько кафе.", "location:home", "Пользователь живёт в Париже"),
 ]
 
 
@@ -64,8 +66,9 @@ def test_assistant_restatement_stores_the_user_fact(stubs, reply, key, content):
 
 def test_restatement_stored_in_the_background(stubs):
     enable(stubs)
-    out = stubs.engine.Extract(epb.ExtractRequest(
-        assistant_message="You told me your name is Anna, so hello Anna!", api_key_id=OWNER))
+    out = stubs.engine.Extract(
+        epb.ExtractRequest(assistant_message="You told me your name is Anna, so hello Anna!", api_key_id=OWNER)
+    )
     assert out.accepted is True
     deadline = time.monotonic() + 10
     while contents(stubs, OWNER) != {"name:user": "User's name is Anna"}:
@@ -77,18 +80,31 @@ def test_one_exchange_keeps_the_user_facts_and_drops_the_assistants(stubs):
     """The user's words give the user's facts; the reply's own likes give none; the user's
     statement wins over the reply's restatement of the same key."""
     enable(stubs)
-    out = stubs.engine.Extract(epb.ExtractRequest(
-        user_message="I live in Lisbon. I prefer tea.",
-        assistant_message="I love coffee myself! You mentioned you live in Porto, right? Since you like tea, try oolong.",
-        api_key_id=OWNER, wait=True))
+    out = stubs.engine.Extract(
+        epb.ExtractRequest(
+            user_message="I live in Lisbon. I prefer tea.",
+            assistant_message="I love coffee myself! You mentioned you live in Porto, right? Since you like tea, try oolong.",
+            api_key_id=OWNER,
+            wait=True,
+        )
+    )
     assert out.stored == 2
     assert contents(stubs, OWNER) == {"location:home": "User lives in Lisbon", "preference:tea": "User prefers tea"}
 
 
-@pytest.mark.parametrize("reply", [
-    "Do you like tea?", "You might like jazz.", "You should try sushi.", "If you live in Paris, visit the Louvre.",
-    "You mentioned you live in Paris, right?", "你喜欢茶吗？", "Вы любите чай?", "猫がお好きですか？",
-])
+@pytest.mark.parametrize(
+    "reply",
+    [
+        "Do you like tea?",
+        "You might like jazz.",
+        "You should try sushi.",
+        "If you live in Paris, visit the Louvre.",
+        "You mentioned you live in Paris, right?",
+        "你喜欢茶吗？",
+        "Вы любите чай?",
+        "猫がお好きですか？",
+    ],
+)
 def test_questions_suggestions_and_hypotheticals_store_nothing(stubs, reply):
     enable(stubs)
     out = stubs.engine.Extract(epb.ExtractRequest(assistant_message=reply, api_key_id=OWNER, wait=True))

@@ -47,8 +47,15 @@ CALL_TIMEOUT_S = 10.0
 ALLOWED = frozenset({C.INVALID_ARGUMENT, C.NOT_FOUND, C.ABORTED})
 # What memsvc answers for request bytes the request type cannot decode (with auth off).
 UNDECODABLE = frozenset({C.INVALID_ARGUMENT})
-IMPLEMENTED = ("ListMemories", "CreateMemory", "ClearMemories", "GetMemory", "UpdateMemory",
-               "DeleteMemory", "CheckHealth")
+IMPLEMENTED = (
+    "ListMemories",
+    "CreateMemory",
+    "ClearMemories",
+    "GetMemory",
+    "UpdateMemory",
+    "DeleteMemory",
+    "CheckHealth",
+)
 # Extra codes the contract documents for RPCs built later (engine, Qdrant): precondition
 # failures and a dependency that is down. Only used for RPCs that are not IMPLEMENTED here.
 LATER_ALLOWED = ALLOWED | {C.FAILED_PRECONDITION, C.UNAVAILABLE}
@@ -65,23 +72,65 @@ def fuzz_settings(n: int) -> settings:
 # ---- strategies ------------------------------------------------------------------------------
 
 SPECIAL_TEXT = [
-    "", " ", "\t\r\n", "\x00", "a\x00b", "\x00" * 8, "\x7f\x1b[31m", "NULL", "null", "None",
-    "factual", "FACTUAL", "semantic ", "__memsvc", "__memsvc_health__", "__extraction_test__",
-    "%", "_", "%_%", "\\", "'", '"', "' OR 1=1 --", '"; DROP TABLE memories; --',
-    "memory_fts", "content:x", "NEAR(a b)", "*", "a OR b", "\u202e\u200b\ufeff", "ß", "İ",
-    "ﬁ", "🧠🧠🧠", "\ufffd", "\uffff", "\U0010ffff", "é" * 100,
-    "a" * 256, "a" * 257, "a" * 512, "a" * 513, "🧠" * 512, "q" * 1024, "q" * 1025,
+    "",
+    " ",
+    "\t\r\n",
+    "\x00",
+    "a\x00b",
+    "\x00" * 8,
+    "\x7f\x1b[31m",
+    "NULL",
+    "null",
+    "None",
+    "factual",
+    "FACTUAL",
+    "semantic ",
+    "__memsvc",
+    "__memsvc_health__",
+    "__extraction_test__",
+    "%",
+    "_",
+    "%_%",
+    "\\",
+    "'",
+    '"',
+    "' OR 1=1 --",
+    '"; DROP TABLE memories; --',
+    "memory_fts",
+    "content:x",
+    "NEAR(a b)",
+    "*",
+    "a OR b",
+    "\u202e\u200b\ufeff",
+    "ß",
+    "İ",
+    "ﬁ",
+    "🧠🧠🧠",
+    "\ufffd",
+    "\uffff",
+    "\U0010ffff",
+    "é" * 100,
+    "a" * 256,
+    "a" * 257,
+    "a" * 512,
+    "a" * 513,
+    "🧠" * 512,
+    "q" * 1024,
+    "q" * 1025,
 ]
 SMALL_TEXT = st.one_of(st.text(st.characters(codec="utf-8"), max_size=24), st.sampled_from(SPECIAL_TEXT[:40]))
 # Up to 1 MB per string (250k astral characters), so a request stays far below the
 # server's 16 MiB message limit even with several huge fields.
-HUGE_TEXT = st.builds(lambda ch, n: ch * n, st.sampled_from(["a", "é", "🧠", "\x00", " ", "%"]),
-                      st.sampled_from([2048, 3000, 8 * 1024, 16 * 1024 + 1, 32 * 1024, 32 * 1024 + 1,
-                                       100_000, 250_000]))
+HUGE_TEXT = st.builds(
+    lambda ch, n: ch * n,
+    st.sampled_from(["a", "é", "🧠", "\x00", " ", "%"]),
+    st.sampled_from([2048, 3000, 8 * 1024, 16 * 1024 + 1, 32 * 1024, 32 * 1024 + 1, 100_000, 250_000]),
+)
 TEXT = st.one_of(st.text(st.characters(codec="utf-8"), max_size=60), st.sampled_from(SPECIAL_TEXT), HUGE_TEXT)
-INT32 = st.one_of(st.integers(INT32_MIN, INT32_MAX),
-                  st.sampled_from([INT32_MIN, INT32_MIN + 1, -1, 0, 1, 2, 50, 199, 200, 201, INT32_MAX - 1,
-                                   INT32_MAX]))
+INT32 = st.one_of(
+    st.integers(INT32_MIN, INT32_MAX),
+    st.sampled_from([INT32_MIN, INT32_MIN + 1, -1, 0, 1, 2, 50, 199, 200, 201, INT32_MAX - 1, INT32_MAX]),
+)
 
 
 def _optional(strategy: st.SearchStrategy) -> st.SearchStrategy:
@@ -92,13 +141,17 @@ OWNER = st.one_of(st.sampled_from(["fuzz-a", "fuzz-b", "fuzz-c"]), TEXT)
 MEMORY_TYPE = st.one_of(st.sampled_from([*MEMORY_TYPES, ""]), TEXT)
 
 JSON_LEAF = st.one_of(
-    st.none(), st.booleans(),
+    st.none(),
+    st.booleans(),
     st.floats(allow_nan=True, allow_infinity=True),
     st.integers(-(2**64), 2**64),
     SMALL_TEXT,
 )
-JSON_VALUE = st.recursive(JSON_LEAF, lambda inner: st.one_of(
-    st.lists(inner, max_size=4), st.dictionaries(SMALL_TEXT, inner, max_size=4)), max_leaves=16)
+JSON_VALUE = st.recursive(
+    JSON_LEAF,
+    lambda inner: st.one_of(st.lists(inner, max_size=4), st.dictionaries(SMALL_TEXT, inner, max_size=4)),
+    max_leaves=16,
+)
 METADATA_DICT = st.one_of(
     st.dictionaries(SMALL_TEXT, JSON_VALUE, max_size=6),
     # Around the 16 KiB serialized limit.
@@ -123,8 +176,11 @@ def _ts(seconds: int, nanos: int) -> timestamp_pb2.Timestamp:
 TIMESTAMP = st.one_of(
     st.builds(_ts, st.integers(MIN_TS, MAX_TS), st.integers(0, 999_999_999)),
     st.builds(_ts, st.sampled_from([MIN_TS, MAX_TS, 0, -1]), st.sampled_from([0, 999_999_999])),
-    st.builds(lambda delta, nanos: _ts(int(time.time()) + delta, nanos),
-              st.integers(-3 * 86400, 3 * 86400), st.integers(0, 999_999_999)),
+    st.builds(
+        lambda delta, nanos: _ts(int(time.time()) + delta, nanos),
+        st.integers(-3 * 86400, 3 * 86400),
+        st.integers(0, 999_999_999),
+    ),
 )
 
 
@@ -146,30 +202,53 @@ def _message(cls, **fields: Any):
 
 LIST_REQUEST = st.builds(
     lambda **f: _message(pb.ListMemoriesRequest, **f),
-    api_key_id=_optional(OWNER), type=_optional(MEMORY_TYPE), session_id=_optional(TEXT), q=_optional(TEXT),
-    limit=_optional(INT32), page=_optional(INT32), offset=_optional(INT32),
+    api_key_id=_optional(OWNER),
+    type=_optional(MEMORY_TYPE),
+    session_id=_optional(TEXT),
+    q=_optional(TEXT),
+    limit=_optional(INT32),
+    page=_optional(INT32),
+    offset=_optional(INT32),
 )
 CREATE_REQUEST = st.builds(
     lambda **f: _message(pb.CreateMemoryRequest, **f),
-    api_key_id=_optional(OWNER), session_id=_optional(TEXT), type=_optional(MEMORY_TYPE),
+    api_key_id=_optional(OWNER),
+    session_id=_optional(TEXT),
+    type=_optional(MEMORY_TYPE),
     key=_optional(st.one_of(st.sampled_from(["k1", "k2", "k3"]), TEXT)),
-    content=_optional(st.one_of(SMALL_TEXT, TEXT)), metadata=_optional(METADATA),
+    content=_optional(st.one_of(SMALL_TEXT, TEXT)),
+    metadata=_optional(METADATA),
     expires_at=_optional(TIMESTAMP),
 )
 CLEAR_REQUEST = st.builds(
     lambda **f: _message(pb.ClearMemoriesRequest, **f),
-    api_key_id=_optional(OWNER), type=_optional(MEMORY_TYPE), session_id=_optional(TEXT),
+    api_key_id=_optional(OWNER),
+    type=_optional(MEMORY_TYPE),
+    session_id=_optional(TEXT),
     older_than=_optional(TIMESTAMP),
 )
 # The fields UpdateMemory must refuse (anything but type/key/content/metadata), sometimes set.
-FORBIDDEN_UPDATE = st.fixed_dictionaries({}, optional={
-    "api_key_id": TEXT, "session_id": TEXT, "expires_at": TIMESTAMP, "created_at": TIMESTAMP,
-    "updated_at": TIMESTAMP, "access_count": INT32, "last_accessed_at": TIMESTAMP,
-})
-UPDATE_FIELDS = st.fixed_dictionaries({}, optional={
-    "type": MEMORY_TYPE, "key": st.one_of(st.sampled_from(["k1", "k2"]), TEXT),
-    "content": st.one_of(SMALL_TEXT, TEXT), "metadata": METADATA,
-})
+FORBIDDEN_UPDATE = st.fixed_dictionaries(
+    {},
+    optional={
+        "api_key_id": TEXT,
+        "session_id": TEXT,
+        "expires_at": TIMESTAMP,
+        "created_at": TIMESTAMP,
+        "updated_at": TIMESTAMP,
+        "access_count": INT32,
+        "last_accessed_at": TIMESTAMP,
+    },
+)
+UPDATE_FIELDS = st.fixed_dictionaries(
+    {},
+    optional={
+        "type": MEMORY_TYPE,
+        "key": st.one_of(st.sampled_from(["k1", "k2"]), TEXT),
+        "content": st.one_of(SMALL_TEXT, TEXT),
+        "metadata": METADATA,
+    },
+)
 
 
 # ---- wire-level strategies ---------------------------------------------------------------------
@@ -197,9 +276,13 @@ PAYLOAD_TEXT = st.one_of(SMALL_TEXT.map(lambda s: s.encode("utf-8")), st.binary(
 
 def _wire_message(children: st.SearchStrategy[bytes]) -> st.SearchStrategy[bytes]:
     one = st.one_of(
-        st.builds(lambda n, v: _field(n, 0, _varint(v)), FIELD_NUMBER,
-                  st.one_of(st.integers(0, 2**64 - 1),
-                            st.sampled_from([0, 1, 200, INT32_MAX, 2**32 - 1, 2**64 - 2**31, 2**64 - 1]))),
+        st.builds(
+            lambda n, v: _field(n, 0, _varint(v)),
+            FIELD_NUMBER,
+            st.one_of(
+                st.integers(0, 2**64 - 1), st.sampled_from([0, 1, 200, INT32_MAX, 2**32 - 1, 2**64 - 2**31, 2**64 - 1])
+            ),
+        ),
         st.builds(lambda n, b: _field(n, 1, b), FIELD_NUMBER, st.binary(min_size=8, max_size=8)),
         st.builds(lambda n, b: _field(n, 5, b), FIELD_NUMBER, st.binary(min_size=4, max_size=4)),
         st.builds(lambda n, b: _field(n, 2, _varint(len(b)) + b), FIELD_NUMBER, st.one_of(PAYLOAD_TEXT, children)),
@@ -214,8 +297,12 @@ WIRE = st.recursive(st.just(b""), _wire_message, max_leaves=12)
 RAW_BYTES = st.one_of(
     WIRE,
     st.binary(max_size=300),
-    st.builds(lambda b, i, x: b[: i % (len(b) + 1)] + bytes([x]) + b[i % (len(b) + 1) + 1:], WIRE,
-              st.integers(0, 10_000), st.integers(0, 255)),
+    st.builds(
+        lambda b, i, x: b[: i % (len(b) + 1)] + bytes([x]) + b[i % (len(b) + 1) + 1 :],
+        WIRE,
+        st.integers(0, 10_000),
+        st.integers(0, 255),
+    ),
     st.builds(lambda b, i: b[: i % (len(b) + 1)], WIRE, st.integers(0, 10_000)),
 )
 
@@ -225,8 +312,13 @@ METHODS: list[tuple[str, type, bool]] = []
 for _module in _MODULES:
     for _service in _module.DESCRIPTOR.services_by_name.values():
         for _method in _service.methods:
-            METHODS.append((f"/{_service.full_name}/{_method.name}",
-                            getattr(_module, _method.input_type.name), _method.server_streaming))
+            METHODS.append(
+                (
+                    f"/{_service.full_name}/{_method.name}",
+                    getattr(_module, _method.input_type.name),
+                    _method.server_streaming,
+                )
+            )
 METHODS.sort()
 
 
@@ -263,8 +355,10 @@ def row_count(server) -> int:
 
 def row_snapshot(server, memory_id: str) -> tuple | None:
     with server.app.database.read() as conn:
-        rows = conn.execute("SELECT type, key, content, metadata, session_id, expires_at, updated_at "
-                            "FROM memories WHERE id = ?", (memory_id,)).fetchall()
+        rows = conn.execute(
+            "SELECT type, key, content, metadata, session_id, expires_at, updated_at FROM memories WHERE id = ?",
+            (memory_id,),
+        ).fetchall()
     return tuple(rows[0]) if rows else None
 
 
@@ -370,9 +464,15 @@ def test_fuzz_clear_memories(server, stubs):
     def run(request, seed):
         if seed and request.api_key_id:
             # Something to delete for this owner (when the owner is valid at all).
-            call(stubs.memory.CreateMemory, pb.CreateMemoryRequest(
-                api_key_id=request.api_key_id, content="to be cleared", session_id=request.session_id or None,
-                type=request.type if request.type in MEMORY_TYPES else None))
+            call(
+                stubs.memory.CreateMemory,
+                pb.CreateMemoryRequest(
+                    api_key_id=request.api_key_id,
+                    content="to be cleared",
+                    session_id=request.session_id or None,
+                    type=request.type if request.type in MEMORY_TYPES else None,
+                ),
+            )
         before = row_count(server)
         response, code, details = call(stubs.memory.ClearMemories, request)
         assert_allowed(code, details, request)
@@ -382,8 +482,10 @@ def test_fuzz_clear_memories(server, stubs):
         assert response.success and 0 <= response.deleted_count <= before
         assert row_count(server) == before - response.deleted_count
         if not request.HasField("older_than"):
-            left, code, details = call(stubs.memory.ListMemories, pb.ListMemoriesRequest(
-                api_key_id=request.api_key_id, type=request.type, session_id=request.session_id))
+            left, code, details = call(
+                stubs.memory.ListMemories,
+                pb.ListMemoriesRequest(api_key_id=request.api_key_id, type=request.type, session_id=request.session_id),
+            )
             assert code is None, f"{code}: {details}"
             assert left.total == 0, "ClearMemories left matching rows behind"
 
@@ -482,24 +584,40 @@ def test_invalid_creates_change_nothing(server, stubs):
     """A batch of creates that are each invalid in at least one way: every one is
     INVALID_ARGUMENT, the row count is the same afterwards, and the row owning the
     (apiKeyId, key) they target is untouched (no partial upsert)."""
-    target_id = create_existing(stubs, "the original", api_key_id="owner", key="shared",
-                                metadata=_struct({"keep": 1}))
+    target_id = create_existing(stubs, "the original", api_key_id="owner", key="shared", metadata=_struct({"keep": 1}))
     target_before = row_snapshot(server, target_id)
     past = _ts(int(time.time()) - 3600, 0)
-    breakers = st.sampled_from([
-        {"api_key_id": ""}, {"api_key_id": "__memsvc_x"}, {"api_key_id": "o" * 257},
-        {"session_id": "s" * 257}, {"content": ""}, {"content": " \t\n"}, {"content": "c" * (32 * 1024 + 1)},
-        {"content": "🧠" * (8 * 1024 + 1)}, {"type": "FACTUAL"}, {"type": "fact"}, {"key": "k" * 513},
-        {"metadata": _struct({"blob": "m" * (16 * 1024)})}, {"expires_at": past},
-    ])
+    breakers = st.sampled_from(
+        [
+            {"api_key_id": ""},
+            {"api_key_id": "__memsvc_x"},
+            {"api_key_id": "o" * 257},
+            {"session_id": "s" * 257},
+            {"content": ""},
+            {"content": " \t\n"},
+            {"content": "c" * (32 * 1024 + 1)},
+            {"content": "🧠" * (8 * 1024 + 1)},
+            {"type": "FACTUAL"},
+            {"type": "fact"},
+            {"key": "k" * 513},
+            {"metadata": _struct({"blob": "m" * (16 * 1024)})},
+            {"expires_at": past},
+        ]
+    )
 
     @fuzz_settings(60)
-    @given(breaks=st.lists(breakers, min_size=1, max_size=3),
-           content=st.text(st.characters(codec="utf-8"), min_size=1, max_size=40).filter(str.strip),
-           metadata=st.dictionaries(SMALL_TEXT, st.one_of(st.integers(-1000, 1000), SMALL_TEXT), max_size=3))
+    @given(
+        breaks=st.lists(breakers, min_size=1, max_size=3),
+        content=st.text(st.characters(codec="utf-8"), min_size=1, max_size=40).filter(str.strip),
+        metadata=st.dictionaries(SMALL_TEXT, st.one_of(st.integers(-1000, 1000), SMALL_TEXT), max_size=3),
+    )
     def run(breaks, content, metadata):
-        fields: dict[str, Any] = {"api_key_id": "owner", "key": "shared", "content": content,
-                                  "metadata": _struct(metadata)}
+        fields: dict[str, Any] = {
+            "api_key_id": "owner",
+            "key": "shared",
+            "content": content,
+            "metadata": _struct(metadata),
+        }
         for b in breaks:
             fields.update(b)
         request = pb.CreateMemoryRequest(**fields)
@@ -528,8 +646,7 @@ def _raw_call(channel: grpc.Channel, path: str, streaming: bool, data: bytes) ->
         return err.code(), err.details() or ""
 
 
-def _expected_codes(is_unimplemented: Callable[[str], bool], path: str, request_cls: type,
-                    data: bytes) -> frozenset:
+def _expected_codes(is_unimplemented: Callable[[str], bool], path: str, request_cls: type, data: bytes) -> frozenset:
     try:
         request_cls.FromString(data)
     except DecodeError:
@@ -560,9 +677,22 @@ def raw_channel(server):
 
 
 FIXED_RAW = [
-    b"", b"\x00", b"\xff", b"\x08", b"\x0a", b"\x0a\x05ab", b"\x0a\x02\xff\xfe", b"\x0b\x0c",
-    b"\x0f", b"\xff" * 11, b"\x80" * 10 + b"\x01", b"\x0a\x7f" + b"x" * 10, b"\x12\x00",
-    b"\x3a\x04\x08\x01\x10\x01", b"\x0a\x00\x0a\x00", bytes(range(256)),
+    b"",
+    b"\x00",
+    b"\xff",
+    b"\x08",
+    b"\x0a",
+    b"\x0a\x05ab",
+    b"\x0a\x02\xff\xfe",
+    b"\x0b\x0c",
+    b"\x0f",
+    b"\xff" * 11,
+    b"\x80" * 10 + b"\x01",
+    b"\x0a\x7f" + b"x" * 10,
+    b"\x12\x00",
+    b"\x3a\x04\x08\x01\x10\x01",
+    b"\x0a\x00\x0a\x00",
+    bytes(range(256)),
 ]
 
 
@@ -604,8 +734,9 @@ def test_non_finite_metadata_is_invalid_argument(server, stubs, bad):
     metadata is then unrepresentable as JSON and must be refused as INVALID_ARGUMENT."""
     metadata = _struct({"n": 1})
     metadata.fields["n"].number_value = bad
-    _, code, details = call(stubs.memory.CreateMemory,
-                            pb.CreateMemoryRequest(api_key_id="k", content="c", metadata=metadata))
+    _, code, details = call(
+        stubs.memory.CreateMemory, pb.CreateMemoryRequest(api_key_id="k", content="c", metadata=metadata)
+    )
     assert code is C.INVALID_ARGUMENT, f"CreateMemory: {code} {details}"
     memory_id = create_existing(stubs)
     _, code, details = call(stubs.memory.UpdateMemory, pb.UpdateMemoryRequest(id=memory_id, metadata=metadata))
@@ -639,9 +770,11 @@ def test_list_paging_extremes(server, stubs, limit, offset, page):
         assert response.data == [] and 1 <= response.page <= INT32_MAX
 
 
-@pytest.mark.parametrize("make_id", [lambda: "x" * 1000, lambda: "x" * 20_000, lambda: "é" * 3000,
-                                     lambda: "🧠" * 2000],
-                         ids=["ascii-1000", "ascii-20000", "latin-3000", "astral-2000"])
+@pytest.mark.parametrize(
+    "make_id",
+    [lambda: "x" * 1000, lambda: "x" * 20_000, lambda: "é" * 3000, lambda: "🧠" * 2000],
+    ids=["ascii-1000", "ascii-20000", "latin-3000", "astral-2000"],
+)
 def test_long_unknown_id_is_not_found(server, stubs, make_id):
     """An unknown id answers NOT_FOUND (or INVALID_ARGUMENT for an over-long id) whatever its
     length. Echoing the whole id in the error message (grpc-message and the details trailer)
@@ -664,8 +797,7 @@ def test_duplicate_key_conflict_reaches_client(server, stubs):
     key = "🧠" * 512
     create_existing(stubs, "holder", api_key_id="owner", key=key)
     other = create_existing(stubs, "mover", api_key_id="owner", key="other")
-    codes = Counter(call(stubs.memory.UpdateMemory, pb.UpdateMemoryRequest(id=other, key=key))[1]
-                    for _ in range(20))
+    codes = Counter(call(stubs.memory.UpdateMemory, pb.UpdateMemoryRequest(id=other, key=key))[1] for _ in range(20))
     assert codes == Counter({C.ABORTED: 20}), codes
 
 

@@ -19,8 +19,9 @@ def _generator():
 
 
 def test_committed_generated_files_match_a_fresh_generation():
-    result = subprocess.run([sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"],
-                            capture_output=True, text=True, timeout=120)
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "generate.py"), "--check"], capture_output=True, text=True, timeout=120
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 
@@ -29,7 +30,9 @@ def test_the_drift_check_catches_a_changed_file(tmp_path):
     generate.generate(tmp_path)
     assert generate._differences(tmp_path) == []
     envoy = tmp_path / "deploy" / "envoy.yaml"
-    envoy.write_text(envoy.read_text().replace("reject_unknown_query_parameters: true", "reject_unknown_query_parameters: false"))
+    envoy.write_text(
+        envoy.read_text().replace("reject_unknown_query_parameters: true", "reject_unknown_query_parameters: false")
+    )
     replicas = tmp_path / "deploy" / "envoy.three-replicas.yaml"
     replicas.write_text(replicas.read_text().replace("address: 10.0.0.3", "address: 10.0.0.4"))
     stub = tmp_path / "gen" / "memsvc" / "v1" / "memory_pb2.py"
@@ -42,8 +45,10 @@ def test_the_drift_check_catches_a_changed_file(tmp_path):
 
 
 def test_stubs_import_from_the_package_without_shadowing_memsvc():
-    code = ("import memsvc, memsvc.v1.memory_pb2 as m, memsvc.server; "
-            "assert memsvc.server.__file__.endswith('memsvc/server.py'); print(m.DESCRIPTOR.package)")
+    code = (
+        "import memsvc, memsvc.v1.memory_pb2 as m, memsvc.server; "
+        "assert memsvc.server.__file__.endswith('memsvc/server.py'); print(m.DESCRIPTOR.package)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd="/", timeout=60)
     assert result.returncode == 0, result.stderr
     assert result.stdout.strip() == "memsvc.v1"

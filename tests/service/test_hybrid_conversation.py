@@ -32,16 +32,21 @@ def test_a_neighbour_of_a_keyword_style_query_ranks_on_the_fused_scale(boot, sta
     warm(server)
     # The question has no function word (a keyword-style query): a neighbour's own relevance
     # is counted in points (健太 occurs in it), the fused items' scores near 0..1.
-    said = turns(stubs, "s1", ["健太: 実は4月から大阪の支社に異動することになった",
-                               "健太: 慎重に決めなよ",
-                               "美咲: えっ、急だね"])
-    resp = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="健太は4月からどこの支社に異動する？",
-                                                     strategy="hybrid", max_tokens=4000))
+    said = turns(
+        stubs, "s1", ["健太: 実は4月から大阪の支社に異動することになった", "健太: 慎重に決めなよ", "美咲: えっ、急だね"]
+    )
+    resp = stubs.engine.Retrieve(
+        epb.RetrieveRequest(
+            api_key_id=OWNER, query="健太は4月からどこの支社に異動する？", strategy="hybrid", max_tokens=4000
+        )
+    )
     assert resp.resolution.strategy_used == "hybrid-gated-convex", resp.resolution.fallback_reason
     order = [m.id for m in resp.memories]
     assert order[0] == said[0], [(m.content, m.score, m.tier) for m in resp.memories]
     scores = {m.id: m.score for m in resp.memories}
-    assert {m.tier for m in resp.memories if m.id == said[1]} == {"context"}, [(m.content, m.score, m.tier) for m in resp.memories]
+    assert {m.tier for m in resp.memories if m.id == said[1]} == {"context"}, [
+        (m.content, m.score, m.tier) for m in resp.memories
+    ]
     # The neighbour's own score is a share of the answer's, not points: it stays below
     # what the answer lends plus the answer's own score.
     assert scores[said[1]] < (1 + NEIGHBOUR_WEIGHT) * scores[said[0]]

@@ -96,9 +96,11 @@ def stored(server, stubs):
 BLOCKS = [{"type": "text", "text": "You are terse.", "cache_control": {"type": "ephemeral"}}]
 
 
-@pytest.mark.parametrize("system,provider", [("You are terse.", "anthropic"), (BLOCKS, "anthropic"),
-                                             (None, "anthropic"), ("You are terse.", ""), (BLOCKS, "")],
-                         ids=["string", "blocks", "absent", "string-by-shape", "blocks-by-shape"])
+@pytest.mark.parametrize(
+    "system,provider",
+    [("You are terse.", "anthropic"), (BLOCKS, "anthropic"), (None, "anthropic"), ("You are terse.", ""), (BLOCKS, "")],
+    ids=["string", "blocks", "absent", "string-by-shape", "blocks-by-shape"],
+)
 def test_anthropic_gets_top_level_system_never_a_system_message(stored, system, provider):
     """Without a provider, the top-level `system` shows the format (a body without it looks
     exactly like an OpenAI chat body)."""
@@ -125,8 +127,10 @@ def test_gemini_gets_system_instruction_and_contents_keep_user_and_model_roles(s
     out = valid("gemini", as_dict(resp.request))
     assert out["contents"] == sent(body)["contents"]
     assert out["generationConfig"] == sent(body)["generationConfig"]
-    assert out["systemInstruction"]["parts"] == [{"text": MEMORY_PREFIX + DB_MEMORY},
-                                                 {"text": "You are a careful assistant."}]
+    assert out["systemInstruction"]["parts"] == [
+        {"text": MEMORY_PREFIX + DB_MEMORY},
+        {"text": "You are a careful assistant."},
+    ]
 
 
 @pytest.mark.parametrize("as_items", [False, True], ids=["input-string", "input-items"])
@@ -245,16 +249,23 @@ def test_limit_keeps_the_best_ranked_items(server, stubs):
 
 # ---- bad values --------------------------------------------------------------------------------
 
-BAD_VALUES = [({"limit": 0}, "limit"), ({"limit": 101}, "limit"), ({"min_score": -0.01}, "minScore"),
-              ({"min_score": 1.5}, "minScore"), ({"min_score": math.nan}, "minScore"),
-              ({"min_score": math.inf}, "minScore")]
+BAD_VALUES = [
+    ({"limit": 0}, "limit"),
+    ({"limit": 101}, "limit"),
+    ({"min_score": -0.01}, "minScore"),
+    ({"min_score": 1.5}, "minScore"),
+    ({"min_score": math.nan}, "minScore"),
+    ({"min_score": math.inf}, "minScore"),
+]
 
 
 @pytest.mark.parametrize("fields,name", BAD_VALUES, ids=[f"{n}={list(f.values())[0]}" for f, n in BAD_VALUES])
 def test_out_of_range_limit_or_min_score_is_invalid_argument_naming_the_field(stored, fields, name):
     stubs, _ = stored
-    calls = [lambda: retrieve(stubs, DB_QUESTION, **fields),
-             lambda: inject(stubs, chat_body(DB_QUESTION), "openai", **fields)]
+    calls = [
+        lambda: retrieve(stubs, DB_QUESTION, **fields),
+        lambda: inject(stubs, chat_body(DB_QUESTION), "openai", **fields),
+    ]
     for call in calls:
         with pytest.raises(grpc.RpcError) as info:
             call()

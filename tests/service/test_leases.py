@@ -58,9 +58,11 @@ class Worker:
         self.process = ServeProcess(data_dir, 0, 0, env_extra=env, extra_args=("--no-gateway", "--mcp-port", "-1"))
         self.port = self.process.wait_for("server.started")["grpc_port"]
         self.channel = grpc.insecure_channel(f"127.0.0.1:{self.port}")
-        self.stubs = Stubs(memory_pb2_grpc.MemoryServiceStub(self.channel),
-                           engine_pb2_grpc.EngineServiceStub(self.channel),
-                           settings_pb2_grpc.SettingsServiceStub(self.channel))
+        self.stubs = Stubs(
+            memory_pb2_grpc.MemoryServiceStub(self.channel),
+            engine_pb2_grpc.EngineServiceStub(self.channel),
+            settings_pb2_grpc.SettingsServiceStub(self.channel),
+        )
 
     @property
     def pid(self) -> int:
@@ -110,11 +112,15 @@ def _reindex_held_in_a(workers, gated: GatedModels):
 
 
 def test_a_reindex_through_one_process_is_single_flight_in_the_other_and_survives_its_holder_killed(
-        workers, gated, tmp_path):
+    workers, gated, tmp_path
+):
     a, b, running = _reindex_held_in_a(workers, gated)
 
-    seen = wait_for(lambda: (s := status(b.stubs).reindex).progress.processed == 128 and s, 30,
-                    what="A's first batch in B's engine status")
+    seen = wait_for(
+        lambda: (s := status(b.stubs).reindex).progress.processed == 128 and s,
+        30,
+        what="A's first batch in B's engine status",
+    )
     assert seen.running and seen.target == "sqlite-vec" and seen.holder.startswith(f"{a.pid}-")
     assert seen.progress.state == "running" and seen.progress.pending == ROWS - 128
 
@@ -159,8 +165,10 @@ APPENDS = 120
 
 
 def _append(worker: Worker, text: str) -> None:
-    worker.stubs.memory.AppendRecentMessages(mpb.AppendRecentMessagesRequest(
-        character=CHARACTER, messages=[mpb.ChatItem(role="human", text=text)]), timeout=30)
+    worker.stubs.memory.AppendRecentMessages(
+        mpb.AppendRecentMessagesRequest(character=CHARACTER, messages=[mpb.ChatItem(role="human", text=text)]),
+        timeout=30,
+    )
 
 
 def _history(data_dir: Path) -> list[str]:
@@ -207,12 +215,16 @@ def test_a_job_whose_lease_another_process_took_over_stops_and_leaves_that_holde
     call = stubs.engine.Reindex(epb.ReindexRequest(), timeout=60)
     assert next(call).pending == 5
     wait_for(lambda: models.embed_calls == 1, what="the job's first embedding call")
-    sql(server, "UPDATE leases SET holder = 'another-process', expires_at = ? WHERE name = 'reindex'",
-        (time.time() + 60,))
+    sql(
+        server,
+        "UPDATE leases SET holder = 'another-process', expires_at = ? WHERE name = 'reindex'",
+        (time.time() + 60,),
+    )
     models.reset()
     last = list(call)[-1]
     assert last.state == "failed" and "took over" in last.error
     assert sql(server, "SELECT holder, expires_at > ? FROM leases WHERE name = 'reindex'", (time.time(),)) == [
-        ("another-process", 1)]
+        ("another-process", 1)
+    ]
     now = status(stubs).reindex
     assert now.running and now.holder == "another-process"

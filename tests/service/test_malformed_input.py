@@ -32,12 +32,18 @@ UNDECODABLE = [
 ]
 # field 1 is a string in each of these requests; the bytes are not UTF-8
 BAD_UTF8 = b"\x0a\x02\xff\xfe"
-UTF8_FIELDS = {"/memsvc.v1.MemoryService/ListMemories": "apiKeyId",
-               "/memsvc.v1.MemoryService/GetMemory": "id",
-               "/memsvc.v1.EngineService/Retrieve": "apiKeyId"}
-UNARY = ("/memsvc.v1.MemoryService/ListMemories", "/memsvc.v1.MemoryService/CreateMemory",
-         "/memsvc.v1.MemoryService/GetMemory", "/memsvc.v1.EngineService/Retrieve",
-         "/memsvc.v1.SettingsService/UpdateMemorySettings")
+UTF8_FIELDS = {
+    "/memsvc.v1.MemoryService/ListMemories": "apiKeyId",
+    "/memsvc.v1.MemoryService/GetMemory": "id",
+    "/memsvc.v1.EngineService/Retrieve": "apiKeyId",
+}
+UNARY = (
+    "/memsvc.v1.MemoryService/ListMemories",
+    "/memsvc.v1.MemoryService/CreateMemory",
+    "/memsvc.v1.MemoryService/GetMemory",
+    "/memsvc.v1.EngineService/Retrieve",
+    "/memsvc.v1.SettingsService/UpdateMemorySettings",
+)
 STREAM = "/memsvc.v1.EngineService/Reindex"
 
 
@@ -64,8 +70,9 @@ def _errors_logged(caplog) -> list[str]:
     return [f"{r.name}: {r.getMessage()}" for r in caplog.records if r.levelno >= logging.ERROR or r.exc_info]
 
 
-@pytest.mark.parametrize("payload", [p for _, p in UNDECODABLE] + [BAD_UTF8],
-                         ids=[n for n, _ in UNDECODABLE] + ["bad-utf8"])
+@pytest.mark.parametrize(
+    "payload", [p for _, p in UNDECODABLE] + [BAD_UTF8], ids=[n for n, _ in UNDECODABLE] + ["bad-utf8"]
+)
 def test_undecodable_request_without_a_token_is_unauthenticated(secured, caplog, payload):
     channel = secured.channel()
     codes = {path: _raw_code(channel, path, payload)[0] for path in UNARY}
@@ -99,15 +106,17 @@ def test_undecodable_request_with_auth_off_is_invalid_argument(server, caplog):
     assert _errors_logged(caplog) == []
 
 
-@pytest.mark.parametrize("path,stream", [("/grpc.health.v1.Health/Check", False),
-                                         ("/grpc.health.v1.Health/Watch", True)])
+@pytest.mark.parametrize(
+    "path,stream", [("/grpc.health.v1.Health/Check", False), ("/grpc.health.v1.Health/Watch", True)]
+)
 def test_health_refuses_undecodable_requests_quietly(secured, caplog, path, stream):
     code, _ = _raw_code(secured.channel(), path, b"\xff\xff", stream=stream)
     assert code is grpc.StatusCode.INVALID_ARGUMENT
     assert _errors_logged(caplog) == []
     # and still answers a well-formed request
     reply = secured.channel().unary_unary(path.replace("Watch", "Check"), **RAW)(
-        health_pb2.HealthCheckRequest().SerializeToString(), timeout=10)
+        health_pb2.HealthCheckRequest().SerializeToString(), timeout=10
+    )
     assert health_pb2.HealthCheckResponse.FromString(reply).status == health_pb2.HealthCheckResponse.SERVING
 
 
@@ -121,6 +130,7 @@ def test_reflection_refuses_undecodable_requests_quietly(secured, caplog):
 
 # ---- depth ----
 
+
 def _nested(depth: int, arrays: bool = False):
     """`depth` levels of objects (or arrays inside one object) around a number."""
     value: object = 1
@@ -131,8 +141,9 @@ def _nested(depth: int, arrays: bool = False):
 
 def test_metadata_32_levels_deep_is_stored_and_read_back(server, stubs):
     metadata = _nested(32)
-    created = stubs.memory.CreateMemory(memory_pb2.CreateMemoryRequest(
-        api_key_id="deep", content="c", metadata=dict_to_struct(metadata)))
+    created = stubs.memory.CreateMemory(
+        memory_pb2.CreateMemoryRequest(api_key_id="deep", content="c", metadata=dict_to_struct(metadata))
+    )
     got = stubs.memory.GetMemory(memory_pb2.GetMemoryRequest(id=created.id))
     listed = stubs.memory.ListMemories(memory_pb2.ListMemoriesRequest(api_key_id="deep"))
     assert got.metadata == dict_to_struct(metadata) and listed.data[0].metadata == dict_to_struct(metadata)
@@ -159,11 +170,13 @@ def _raw(server, path: str):
     return server.channel().unary_unary(path, **RAW)
 
 
-@pytest.mark.parametrize("depth,arrays", [(33, False), (34, False), (60, False), (99, False), (33, True), (49, True),
-                                          (60, True)])
+@pytest.mark.parametrize(
+    "depth,arrays", [(33, False), (34, False), (60, False), (99, False), (33, True), (49, True), (60, True)]
+)
 def test_metadata_deeper_than_32_levels_is_invalid_argument(server, stubs, caplog, depth, arrays):
-    request = _with_json(memory_pb2.CreateMemoryRequest(api_key_id="deep", content="c"), "metadata",
-                         _nested(depth, arrays))
+    request = _with_json(
+        memory_pb2.CreateMemoryRequest(api_key_id="deep", content="c"), "metadata", _nested(depth, arrays)
+    )
     err = error(_raw(server, "/memsvc.v1.MemoryService/CreateMemory"), request)
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT
     assert violated_fields(err) == {"metadata"} and "32 levels" in err.details(), err.details()

@@ -37,6 +37,7 @@ def run(server_port, token, scenario, tmp_path):
     async def main():
         async with stdio_session(server_port, token, tmp_path / "mcp-stderr.log") as session:
             await scenario(session)
+
     anyio.run(main)
 
 
@@ -63,6 +64,7 @@ def test_a_refused_token_is_a_clear_tool_error(authed, tmp_path, token):
         assert "not authorized" in await failure(session, "memory_get", id="any")
         # Without apiKeyId the tool first asks the server who the caller is: refused alike.
         assert "not authorized" in await failure(session, "memory_list")
+
     run(authed.port, token, scenario, tmp_path)
     assert authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest()).total == 0
 
@@ -70,6 +72,7 @@ def test_a_refused_token_is_a_clear_tool_error(authed, tmp_path, token):
 def test_a_server_that_is_down_is_a_clear_tool_error(tmp_path):
     async def scenario(session):
         assert "memsvc is unavailable at 127.0.0.1:" in await failure(session, "memory_get", id="x")
+
     run(free_port(), TOKEN, scenario, tmp_path)
 
 
@@ -84,6 +87,7 @@ def test_clear_removes_the_vectors_too(tmp_path, models):
                 await ok(session, "memory_add", apiKeyId="tenant-vec", content=text, type="factual")
             assert vec_rows(handle) == before + 2
             assert (await ok(session, "memory_clear", apiKeyId="tenant-vec"))["deletedCount"] == 2
+
         run(handle.port, TOKEN, scenario, tmp_path)
         assert vec_rows(handle) == before
     finally:
@@ -107,19 +111,25 @@ def test_a_read_only_token_cannot_write(authed, tmp_path):
         text = await failure(session, "memory_add", apiKeyId="tenant-R", content="x", type="factual")
         assert "permission denied" in text and "write:memory" in text
         assert (await ok(session, "memory_list", apiKeyId="tenant-R"))["total"] == 0
+
     run(authed.port, token, scenario, tmp_path)
 
 
 def test_a_token_of_several_tenants_must_name_one(authed, tmp_path):
-    token = authed.app.credentials.create("mcp-two", ["read:memory", "write:memory"], ["tenant-X", "tenant-Y"],
-                                          False).token
+    token = authed.app.credentials.create(
+        "mcp-two", ["read:memory", "write:memory"], ["tenant-X", "tenant-Y"], False
+    ).token
 
     async def scenario(session):
-        for name, arguments in [("memory_add", {"content": "x", "type": "factual"}), ("memory_list", {}),
-                                ("memory_clear", {})]:
+        for name, arguments in [
+            ("memory_add", {"content": "x", "type": "factual"}),
+            ("memory_list", {}),
+            ("memory_clear", {}),
+        ]:
             text = await failure(session, name, **arguments)
             assert "apiKeyId: is required, since this token may address 2 tenants (tenant-X, tenant-Y)" in text
         assert (await ok(session, "memory_add", apiKeyId="tenant-Y", content="y", type="factual"))["created"]
+
     run(authed.port, token, scenario, tmp_path)
     assert authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="tenant-Y")).total == 1
 
@@ -127,5 +137,11 @@ def test_a_token_of_several_tenants_must_name_one(authed, tmp_path):
 def test_add_and_update_keep_and_search_limit(authed, tmp_path):
     """keep on memory_add and memory_update reaches the server (a kept old memory is still
     found), and memory_search's limit is Retrieve's own (only what is returned is accessed)."""
-    run(authed.port, TOKEN, lambda session: check_keep_and_limit(
-        session, "tenant-keep", lambda memory_id: age(authed, memory_id, 90), lambda: access_counts(authed)), tmp_path)
+    run(
+        authed.port,
+        TOKEN,
+        lambda session: check_keep_and_limit(
+            session, "tenant-keep", lambda memory_id: age(authed, memory_id, 90), lambda: access_counts(authed)
+        ),
+        tmp_path,
+    )

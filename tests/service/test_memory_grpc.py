@@ -64,19 +64,32 @@ def _row_count(server) -> int:
 
 def test_crud_round_trip(stubs):
     expires = datetime.now(UTC) + timedelta(days=3)
-    created = _create(stubs, session_id="s1", type="episodic", key="decision:bun", content="I'm going to use Bun",
-                      metadata=_struct(category="decision", n=2), expires_at=_ts(expires))
+    created = _create(
+        stubs,
+        session_id="s1",
+        type="episodic",
+        key="decision:bun",
+        content="I'm going to use Bun",
+        metadata=_struct(category="decision", n=2),
+        expires_at=_ts(expires),
+    )
     assert created.success and created.created and created.id
 
     got = stubs.memory.GetMemory(pb.GetMemoryRequest(id=created.id))
     assert (got.api_key_id, got.session_id, got.type, got.key, got.content) == (
-        "key-a", "s1", "episodic", "decision:bun", "I'm going to use Bun")
+        "key-a",
+        "s1",
+        "episodic",
+        "decision:bun",
+        "I'm going to use Bun",
+    )
     assert dict(got.metadata) == {"category": "decision", "n": 2}
     assert got.expires_at.ToDatetime(UTC) == expires.replace(microsecond=expires.microsecond)
     assert got.created_at.seconds > 0 and got.created_at == got.updated_at
 
-    updated = stubs.memory.UpdateMemory(pb.UpdateMemoryRequest(id=created.id, content="I'm going to use Deno",
-                                                               metadata=_struct(category="decision")))
+    updated = stubs.memory.UpdateMemory(
+        pb.UpdateMemoryRequest(id=created.id, content="I'm going to use Deno", metadata=_struct(category="decision"))
+    )
     assert updated.success and updated.memory.content == "I'm going to use Deno"
     assert dict(updated.memory.metadata) == {"category": "decision"}
     assert stubs.memory.GetMemory(pb.GetMemoryRequest(id=created.id)).content == "I'm going to use Deno"
@@ -89,16 +102,19 @@ def test_crud_round_trip(stubs):
 
 
 def test_missing_ids_are_not_found(stubs):
-    for call, request in ((stubs.memory.GetMemory, pb.GetMemoryRequest(id="nope")),
-                          (stubs.memory.DeleteMemory, pb.DeleteMemoryRequest(id="nope")),
-                          (stubs.memory.UpdateMemory, pb.UpdateMemoryRequest(id="nope", content="x y z"))):
+    for call, request in (
+        (stubs.memory.GetMemory, pb.GetMemoryRequest(id="nope")),
+        (stubs.memory.DeleteMemory, pb.DeleteMemoryRequest(id="nope")),
+        (stubs.memory.UpdateMemory, pb.UpdateMemoryRequest(id="nope", content="x y z")),
+    ):
         assert _error(call, request).code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_upsert_on_api_key_and_key_merges_metadata(server, stubs):
     first = _create(stubs, key="preference:tabs", content="tabs", metadata=_struct(a=1, b="old"))
-    second = _create(stubs, key="preference:tabs", content="tabs, always", type="procedural",
-                     metadata=_struct(b="new", c=True))
+    second = _create(
+        stubs, key="preference:tabs", content="tabs, always", type="procedural", metadata=_struct(b="new", c=True)
+    )
     assert second.id == first.id and first.created and not second.created
     other_owner = _create(stubs, api_key_id="key-b", key="preference:tabs", content="tabs")
     assert other_owner.id != first.id
@@ -108,18 +124,25 @@ def test_upsert_on_api_key_and_key_merges_metadata(server, stubs):
     assert _row_count(server) == 2
 
 
-@pytest.mark.parametrize("fields, violated", [
-    ({"expires_at": _ts(datetime(2031, 1, 1, tzinfo=UTC))}, {"expiresAt"}),
-    ({"type": "bogus"}, {"type"}),
-    ({"api_key_id": "key-b"}, {"apiKeyId"}),
-    ({"session_id": "s2", "access_count": 5}, {"sessionId", "accessCount"}),
-    ({}, {"body"}),
-])
+@pytest.mark.parametrize(
+    "fields, violated",
+    [
+        ({"expires_at": _ts(datetime(2031, 1, 1, tzinfo=UTC))}, {"expiresAt"}),
+        ({"type": "bogus"}, {"type"}),
+        ({"api_key_id": "key-b"}, {"apiKeyId"}),
+        ({"session_id": "s2", "access_count": 5}, {"sessionId", "accessCount"}),
+        ({}, {"body"}),
+    ],
+)
 def test_update_refuses_other_fields_and_changes_nothing(stubs, fields, violated):
     created = _create(stubs, key="k", content="original content")
     before = stubs.memory.GetMemory(pb.GetMemoryRequest(id=created.id))
-    err = _error(stubs.memory.UpdateMemory, pb.UpdateMemoryRequest(id=created.id, content="changed", **fields)
-                 if fields else pb.UpdateMemoryRequest(id=created.id))
+    err = _error(
+        stubs.memory.UpdateMemory,
+        pb.UpdateMemoryRequest(id=created.id, content="changed", **fields)
+        if fields
+        else pb.UpdateMemoryRequest(id=created.id),
+    )
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert violated <= _violated_fields(err)
     assert stubs.memory.GetMemory(pb.GetMemoryRequest(id=created.id)) == before
@@ -133,18 +156,21 @@ def test_update_to_a_key_the_owner_already_uses_is_a_conflict(stubs):
     assert [i.reason for i in _details(err)[0]] == ["DUPLICATE_KEY"]
 
 
-@pytest.mark.parametrize("fields, violated", [
-    ({"api_key_id": ""}, {"apiKeyId"}),
-    ({"content": "   "}, {"content"}),
-    ({"content": "x" * (32 * 1024 + 1)}, {"content"}),
-    ({"content": "é" * (16 * 1024 + 1)}, {"content"}),  # 32 KiB is measured in UTF-8 bytes
-    ({"key": "k" * 513}, {"key"}),
-    ({"type": "opinion"}, {"type"}),
-    ({"metadata": _struct(blob="m" * (16 * 1024))}, {"metadata"}),
-    ({"expires_at": _ts(datetime(2001, 1, 1, tzinfo=UTC))}, {"expiresAt"}),
-    ({"api_key_id": HEALTH_OWNER}, {"apiKeyId"}),
-    ({"api_key_id": "", "type": "opinion", "content": ""}, {"apiKeyId", "type", "content"}),
-])
+@pytest.mark.parametrize(
+    "fields, violated",
+    [
+        ({"api_key_id": ""}, {"apiKeyId"}),
+        ({"content": "   "}, {"content"}),
+        ({"content": "x" * (32 * 1024 + 1)}, {"content"}),
+        ({"content": "é" * (16 * 1024 + 1)}, {"content"}),  # 32 KiB is measured in UTF-8 bytes
+        ({"key": "k" * 513}, {"key"}),
+        ({"type": "opinion"}, {"type"}),
+        ({"metadata": _struct(blob="m" * (16 * 1024))}, {"metadata"}),
+        ({"expires_at": _ts(datetime(2001, 1, 1, tzinfo=UTC))}, {"expiresAt"}),
+        ({"api_key_id": HEALTH_OWNER}, {"apiKeyId"}),
+        ({"api_key_id": "", "type": "opinion", "content": ""}, {"apiKeyId", "type", "content"}),
+    ],
+)
 def test_create_validation_lists_every_violation_and_stores_nothing(server, stubs, fields, violated):
     request = {"api_key_id": "key-a", "content": "valid content", **fields}
     err = _error(stubs.memory.CreateMemory, pb.CreateMemoryRequest(**request))
@@ -176,9 +202,16 @@ def test_list_filters_before_stats_and_pages(stubs):
     assert stubs.memory.ListMemories(pb.ListMemoriesRequest(session_id="none")).total == 0
 
 
-@pytest.mark.parametrize("fields, field", [({"limit": 201}, "limit"), ({"limit": 0}, "limit"),
-                                           ({"page": 0}, "page"), ({"offset": -1}, "offset"),
-                                           ({"type": "x"}, "type")])
+@pytest.mark.parametrize(
+    "fields, field",
+    [
+        ({"limit": 201}, "limit"),
+        ({"limit": 0}, "limit"),
+        ({"page": 0}, "page"),
+        ({"offset": -1}, "offset"),
+        ({"type": "x"}, "type"),
+    ],
+)
 def test_list_rejects_bad_paging(stubs, fields, field):
     err = _error(stubs.memory.ListMemories, pb.ListMemoriesRequest(**fields))
     assert err.code() == grpc.StatusCode.INVALID_ARGUMENT and _violated_fields(err) == {field}
@@ -240,9 +273,11 @@ def test_fts_index_follows_insert_update_delete(server, stubs):
 
 def test_request_id_is_returned_in_trailers_of_errors(server):
     channel = server.channel()
-    call = channel.unary_unary("/memsvc.v1.MemoryService/GetMemory",
-                               request_serializer=pb.GetMemoryRequest.SerializeToString,
-                               response_deserializer=pb.Memory.FromString)
+    call = channel.unary_unary(
+        "/memsvc.v1.MemoryService/GetMemory",
+        request_serializer=pb.GetMemoryRequest.SerializeToString,
+        response_deserializer=pb.Memory.FromString,
+    )
     with pytest.raises(grpc.RpcError) as info:
         call(pb.GetMemoryRequest(id="missing"), metadata=(("x-request-id", "req-123"),))
     assert ("x-request-id", "req-123") in tuple(info.value.trailing_metadata())

@@ -45,8 +45,9 @@ def test_a_database_from_a_newer_version_is_refused(tmp_path):
 
 def test_cli_migrate_and_refusal(tmp_path):
     data = tmp_path / "data"
-    run = lambda: subprocess.run([sys.executable, "-m", "memsvc", "migrate", "--data-dir", str(data)],
-                                 capture_output=True, text=True, timeout=60)
+    run = lambda: subprocess.run(
+        [sys.executable, "-m", "memsvc", "migrate", "--data-dir", str(data)], capture_output=True, text=True, timeout=60
+    )
     first = run()
     assert first.returncode == 0 and f"schema version {latest_version()}" in first.stdout and "applied" in first.stdout
     again = run()

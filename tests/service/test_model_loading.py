@@ -56,8 +56,10 @@ def test_status_says_loading_until_the_model_can_answer(tmp_path, static_model):
         assert status(stubs).embedding.state == "loading"  # it waits for the lock we hold
         meanwhile = preview(stubs, "dark mode editor", "key-loading", strategy="semantic")
         assert meanwhile.resolution.strategy_used == "keyword" and meanwhile.memories[0].id == memory_id
-        assert "still loading (waiting for another process that is building the static model" \
-            in meanwhile.resolution.fallback_reason  # every fallback says what the model is doing
+        assert (
+            "still loading (waiting for another process that is building the static model"
+            in meanwhile.resolution.fallback_reason
+        )  # every fallback says what the model is doing
 
         finished = cache / STATIC_DEFAULT_MODEL
         shutil.copytree(static_model, cache / ".finished")

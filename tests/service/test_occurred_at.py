@@ -55,8 +55,9 @@ def test_a_little_ahead_of_now_is_accepted(stubs):
 
 
 def test_more_than_a_day_in_the_future_is_invalid_argument_and_stores_nothing(server, stubs):
-    err = _error(stubs.memory.CreateMemory, pb.CreateMemoryRequest(api_key_id="key-a", content="x",
-                                                                   occurred_at=_future()))
+    err = _error(
+        stubs.memory.CreateMemory, pb.CreateMemoryRequest(api_key_id="key-a", content="x", occurred_at=_future())
+    )
     assert err.code() is grpc.StatusCode.INVALID_ARGUMENT and _violated_fields(err) == {"occurredAt"}
     assert "occurredAt" in err.details() and "is in the future" in err.details()
     assert _row_count(server) == 0
@@ -70,10 +71,12 @@ def test_a_timestamp_that_is_no_instant_is_invalid_argument_and_stores_nothing(s
 
 
 def test_a_batch_stores_each_items_time_and_refuses_a_bad_one_alone(server, stubs):
-    items = [pb.CreateMemoryRequest(api_key_id="key-b", content="turn one", occurred_at=_ts(SAID)),
-             pb.CreateMemoryRequest(api_key_id="key-b", content="turn two, no time"),
-             pb.CreateMemoryRequest(api_key_id="key-b", content="from the future", occurred_at=_future()),
-             pb.CreateMemoryRequest(api_key_id="key-b", content="no instant", occurred_at=UNREADABLE[0])]
+    items = [
+        pb.CreateMemoryRequest(api_key_id="key-b", content="turn one", occurred_at=_ts(SAID)),
+        pb.CreateMemoryRequest(api_key_id="key-b", content="turn two, no time"),
+        pb.CreateMemoryRequest(api_key_id="key-b", content="from the future", occurred_at=_future()),
+        pb.CreateMemoryRequest(api_key_id="key-b", content="no instant", occurred_at=UNREADABLE[0]),
+    ]
     answer = stubs.memory.CreateMemories(pb.CreateMemoriesRequest(memories=items))
     assert [r.success for r in answer.results] == [True, True, False, False]
     for refused in answer.results[2:]:
@@ -120,8 +123,9 @@ def test_an_imported_memory_with_an_old_occurred_at_is_retrieved_under_default_r
     """Retention is measured on createdAt: a chat history imported today with times of 2023
     is not hidden by the 30-day window."""
     enable(stubs)
-    old_turn = _create(stubs, api_key_id=OWNER, content="Mira: I finally visited the lighthouse in Sagres",
-                       occurred_at=_ts(SAID)).id
+    old_turn = _create(
+        stubs, api_key_id=OWNER, content="Mira: I finally visited the lighthouse in Sagres", occurred_at=_ts(SAID)
+    ).id
     found = retrieve(stubs, "lighthouse Sagres")
     assert ids(found) == [old_turn] and found.resolution.skipped_for_age == 0
 
@@ -131,7 +135,9 @@ def test_retrieve_and_preview_return_occurred_at_when_known_and_leave_it_unset_o
     """A ranked result says when its memory happened, so a caller can tell an old chat turn
     from a fresh one; a memory with no known time has no occurredAt (not createdAt in its place)."""
     enable(stubs)
-    said = _create(stubs, api_key_id=OWNER, content="Mira: the lighthouse in Sagres was closed", occurred_at=_ts(SAID)).id
+    said = _create(
+        stubs, api_key_id=OWNER, content="Mira: the lighthouse in Sagres was closed", occurred_at=_ts(SAID)
+    ).id
     unknown = _create(stubs, api_key_id=OWNER, content="Mira: the lighthouse keeper waved").id
     found = retrieve(stubs, "lighthouse", strategy=strategy)
     shown = preview(stubs, "lighthouse", api_key_id=OWNER, strategy=strategy or "hybrid")

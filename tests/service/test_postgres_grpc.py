@@ -39,8 +39,12 @@ def replicas(tmp_path: Path, postgres_db_url: str) -> Iterator[Callable[..., Ser
     handles: list[ServerHandle] = []
 
     def start(**overrides: Any) -> ServerHandle:
-        config = make_config(tmp_path / f"replica{len(handles)}", database_url=with_password(postgres_db_url),
-                             database_pool_size=4, **overrides)
+        config = make_config(
+            tmp_path / f"replica{len(handles)}",
+            database_url=with_password(postgres_db_url),
+            database_pool_size=4,
+            **overrides,
+        )
         handles.append(start_server(config))
         return handles[-1]
 
@@ -63,10 +67,12 @@ def refused(call: Callable[[], Any]) -> grpc.RpcError:
 def test_memories_are_created_read_listed_updated_and_deleted_in_postgres(replicas, postgres_db_url):
     server = replicas()
     stubs = server.stubs()
-    made = stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="pg-owner", content="I drink green tea",
-                                                             key="drink"), timeout=10)
+    made = stubs.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="pg-owner", content="I drink green tea", key="drink"), timeout=10
+    )
     assert rows(postgres_db_url, "SELECT content, key FROM memories WHERE id = %s", (made.id,)) == [
-        ("I drink green tea", "drink")]
+        ("I drink green tea", "drink")
+    ]
     assert not (server.config.data_dir / "memsvc.db").exists()  # nothing went to SQLite
 
     assert stubs.memory.GetMemory(mpb.GetMemoryRequest(id=made.id), timeout=10).content == "I drink green tea"
@@ -86,8 +92,9 @@ def test_keyword_retrieval_and_engine_status_name_postgresql(replicas):
     create(stubs, "pg-kw", "The weather was cold on Monday")
     create(stubs, "pg-other", "My sister lives in Lisbon too")  # another owner: never returned
     # No embedding source: hybrid is answered by PostgreSQL's full-text search alone.
-    found = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="pg-kw", query="where does my sister live",
-                                                      strategy="hybrid"), timeout=10)
+    found = stubs.engine.Retrieve(
+        epb.RetrieveRequest(api_key_id="pg-kw", query="where does my sister live", strategy="hybrid"), timeout=10
+    )
     assert [m.id for m in found.memories] == [wanted]
     assert found.resolution.strategy_used == "keyword+recent" and found.resolution.embedding_source == "none"
     st = status(stubs)
@@ -112,8 +119,9 @@ def test_hybrid_retrieval_with_the_static_model_and_reindex_on_pgvector(replicas
     assert (st.backend, st.row_count, st.needs_reindex) == ("pgvector", 3, 0)
     assert rows(postgres_db_url, "SELECT count(*) FROM memory_vectors") == [(3,)]
 
-    found = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="pg-hybrid", query="what is my cat's name",
-                                                      strategy="hybrid"), timeout=30)
+    found = stubs.engine.Retrieve(
+        epb.RetrieveRequest(api_key_id="pg-hybrid", query="what is my cat's name", strategy="hybrid"), timeout=30
+    )
     assert found.memories[0].id == ids[1]
     assert found.resolution.strategy_used == "hybrid-gated-convex" and not found.resolution.fallback_reason
 
@@ -136,8 +144,12 @@ def test_a_write_and_a_settings_change_through_one_replica_are_seen_through_the_
 def test_credentials_with_auth_on_live_in_postgres_and_hold_on_every_replica(replicas, postgres_db_url):
     a, b = replicas(api_tokens=(ADMIN,)), replicas(api_tokens=(ADMIN,))
     admin = credentials_pb2_grpc.CredentialServiceStub(a.channel(ADMIN))
-    issued = admin.CreateCredential(credentials_pb2.CreateCredentialRequest(
-        id="pg-tenant", permissions=["read:memory", "write:memory"], tenants=["pg-t1"]), timeout=10)
+    issued = admin.CreateCredential(
+        credentials_pb2.CreateCredentialRequest(
+            id="pg-tenant", permissions=["read:memory", "write:memory"], tenants=["pg-t1"]
+        ),
+        timeout=10,
+    )
     assert rows(postgres_db_url, "SELECT id FROM credentials") == [("pg-tenant",)]
 
     tenant = b.stubs(issued.token)  # the other replica knows the token from the shared database
@@ -153,17 +165,23 @@ def test_credentials_with_auth_on_live_in_postgres_and_hold_on_every_replica(rep
     admin.RevokeCredential(credentials_pb2.RevokeCredentialRequest(id="pg-tenant"), timeout=10)
     revoked = refused(lambda: create(tenant, "pg-t1", "after revocation"))
     assert revoked.code() is grpc.StatusCode.UNAUTHENTICATED
-    again = admin.CreateCredential(credentials_pb2.CreateCredentialRequest(
-        id="pg-tenant-2", permissions=["read:memory"], tenants=["pg-t1"]), timeout=10)
+    again = admin.CreateCredential(
+        credentials_pb2.CreateCredentialRequest(id="pg-tenant-2", permissions=["read:memory"], tenants=["pg-t1"]),
+        timeout=10,
+    )
     assert b.stubs(again.token).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="pg-t1"), timeout=10).data
 
 
-@pytest.mark.parametrize("call", [
-    lambda s: s.memory.ListRecentFiles(mpb.ListRecentFilesRequest(), timeout=10),
-    lambda s: s.memory.GetRecentFile(mpb.GetRecentFileRequest(filename="Alice.json"), timeout=10),
-    lambda s: s.memory.ScanLegacy(mpb.ScanLegacyRequest(), timeout=10),
-    lambda s: s.settings.GetReviewConfig(spb.GetToggleRequest(), timeout=10),
-], ids=["ListRecentFiles", "GetRecentFile", "ScanLegacy", "GetReviewConfig"])
+@pytest.mark.parametrize(
+    "call",
+    [
+        lambda s: s.memory.ListRecentFiles(mpb.ListRecentFilesRequest(), timeout=10),
+        lambda s: s.memory.GetRecentFile(mpb.GetRecentFileRequest(filename="Alice.json"), timeout=10),
+        lambda s: s.memory.ScanLegacy(mpb.ScanLegacyRequest(), timeout=10),
+        lambda s: s.settings.GetReviewConfig(spb.GetToggleRequest(), timeout=10),
+    ],
+    ids=["ListRecentFiles", "GetRecentFile", "ScanLegacy", "GetReviewConfig"],
+)
 def test_character_memory_is_refused_as_per_node_with_a_shared_store(replicas, call):
     server = replicas()
     err = refused(lambda: call(server.stubs()))
@@ -193,8 +211,11 @@ def test_the_password_of_the_url_is_in_no_answer(replicas):
     server = replicas()
     stubs = server.stubs()
     create(stubs, "pg-pw", "a memory")
-    answers = [status(stubs), stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest(), timeout=10),
-               stubs.memory.CheckHealth(mpb.CheckHealthRequest(), timeout=10)]
+    answers = [
+        status(stubs),
+        stubs.settings.GetMemorySettings(spb.GetMemorySettingsRequest(), timeout=10),
+        stubs.memory.CheckHealth(mpb.CheckHealthRequest(), timeout=10),
+    ]
     assert all(PASSWORD not in str(answer) for answer in answers)
     assert PASSWORD not in repr(server.config) and PASSWORD not in server.app.stores.info.location
     assert server.app.stores.info.location.startswith("postgresql://postgres:***@127.0.0.1:")
@@ -202,14 +223,24 @@ def test_the_password_of_the_url_is_in_no_answer(replicas):
 
 def test_batches_summarize_candidates_and_clear_run_on_postgres(replicas, postgres_db_url):
     stubs = replicas().stubs()
-    batch = stubs.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=[
-        mpb.CreateMemoryRequest(api_key_id="pg-batch", content=f"batch memory {i}", type="episodic")
-        for i in range(3)]), timeout=10)
+    batch = stubs.memory.CreateMemories(
+        mpb.CreateMemoriesRequest(
+            memories=[
+                mpb.CreateMemoryRequest(api_key_id="pg-batch", content=f"batch memory {i}", type="episodic")
+                for i in range(3)
+            ]
+        ),
+        timeout=10,
+    )
     assert (batch.stored_count, batch.failed_count) == (3, 0)
-    rows(postgres_db_url, "UPDATE memories SET created_at = now() - interval '30 days', "
-                          "updated_at = now() - interval '30 days' RETURNING id")
-    dry = stubs.engine.Summarize(epb.SummarizeRequest(api_key_id="pg-batch", older_than_days=7, dry_run=True),
-                                 timeout=30)
+    rows(
+        postgres_db_url,
+        "UPDATE memories SET created_at = now() - interval '30 days', "
+        "updated_at = now() - interval '30 days' RETURNING id",
+    )
+    dry = stubs.engine.Summarize(
+        epb.SummarizeRequest(api_key_id="pg-batch", older_than_days=7, dry_run=True), timeout=30
+    )
     assert sorted(c.id for c in dry.candidates) == sorted(r.id for r in batch.results) and dry.deleted_count == 0
     assert rows(postgres_db_url, "SELECT count(*) FROM memories WHERE api_key_id = 'pg-batch'") == [(3,)]
     cleared = stubs.memory.ClearMemories(mpb.ClearMemoriesRequest(api_key_id="pg-batch"), timeout=10)

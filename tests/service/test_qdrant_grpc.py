@@ -45,9 +45,11 @@ from tests.support.vectors import (
     warm,
 )
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning"),
+]
 
 EDITOR = "I prefer dark mode in my editor"
 QDRANT_KEY = "qd-secret-api-key-5678"
@@ -154,8 +156,10 @@ def test_writes_after_enabling_are_dual_written_and_search_filters_by_owner_and_
     assert a1 not in {h.id for h in search(stubs, "editor theme", api_key_id="key-q-a").results}
 
 
-@pytest.mark.parametrize("fields,field", [({"query": ""}, "query"), ({"query": "x", "top_k": 21}, "topK"),
-                                          ({"query": "x", "top_k": 0}, "topK")])
+@pytest.mark.parametrize(
+    "fields,field",
+    [({"query": ""}, "query"), ({"query": "x", "top_k": 21}, "topK"), ({"query": "x", "top_k": 0}, "topK")],
+)
 def test_search_qdrant_validates_its_arguments(remote, fields, field):
     server, stubs = remote
     set_qdrant(stubs, enabled=True, localPath=":memory:")
@@ -180,8 +184,7 @@ def test_cleanup_deletes_expired_and_old_points_and_returns_the_count(remote):
     create(stubs, "key-q-clean", "a memory that expires at once", expires_at=timestamp(expires))
     old = create(stubs, "key-q-clean", "a memory from long ago")
     points_become(server, 3)
-    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(UTC) - timedelta(days=40)), old))
+    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?", (iso(datetime.now(UTC) - timedelta(days=40)), old))
     copied = reindex(stubs, target="qdrant")  # rewrites every point's payload from SQLite
     assert copied[0].pending == 3 and copied[-1].state == "done" and copied[-1].processed == 3
     # expiresAtUnix is rounded up to the second: wait until it is surely past.
@@ -241,12 +244,15 @@ def test_the_api_key_is_write_only_and_masked(boot):
     assert not removed.has_api_key and removed.api_key_masked == ""
 
 
-@pytest.mark.parametrize("patch,fields", [
-    ({"port": 65536}, {"port"}),
-    ({"port": 0}, {"port"}),
-    ({"collection": ""}, {"collection"}),
-    ({"enabled": True, "port": 65536, "collection": ""}, {"port", "collection"}),
-])
+@pytest.mark.parametrize(
+    "patch,fields",
+    [
+        ({"port": 65536}, {"port"}),
+        ({"port": 0}, {"port"}),
+        ({"collection": ""}, {"collection"}),
+        ({"enabled": True, "port": 65536, "collection": ""}, {"port", "collection"}),
+    ],
+)
 def test_invalid_qdrant_settings_are_refused_and_nothing_is_saved(boot, patch, fields):
     server, stubs = boot()
     before_q, before_m = qdrant_settings(stubs), memory_settings(stubs)
@@ -261,8 +267,15 @@ def test_invalid_qdrant_settings_are_refused_and_nothing_is_saved(boot, patch, f
 
 def test_reindex_target_qdrant_backfills_memories_written_before_it_was_enabled(remote):
     server, stubs = remote
-    made = [create(stubs, "key-q-backfill", text) for text in
-            (EDITOR, "My cat is called Miso", "I will use PostgreSQL for this project", "I usually run in the morning")]
+    made = [
+        create(stubs, "key-q-backfill", text)
+        for text in (
+            EDITOR,
+            "My cat is called Miso",
+            "I will use PostgreSQL for this project",
+            "I usually run in the morning",
+        )
+    ]
     set_qdrant(stubs, enabled=True, localPath="qdrant")
     assert qdrant_points(server) == 0
     messages = reindex(stubs, target="qdrant")
@@ -291,16 +304,20 @@ def test_an_unreachable_qdrant_is_unhealthy_and_retrieval_falls_back_to_sqlite_v
     assert resp.resolution.vector_store == "sqlite-vec" and resp.resolution.strategy_used == "vector"
     assert "qdrant failed" in resp.resolution.fallback_reason
     assert resp.memories[0].id == editor and len(resp.memories) == 3
-    hot = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id="key-q-down", query="What editor theme do I like?",
-                                                    strategy="hybrid"))
+    hot = stubs.engine.Retrieve(
+        epb.RetrieveRequest(api_key_id="key-q-down", query="What editor theme do I like?", strategy="hybrid")
+    )
     assert hot.memories[0].id == editor and hot.resolution.vector_store == "sqlite-vec"
     err = error(stubs.settings.SearchQdrant, spb.SearchQdrantRequest(query="editor"))
     assert err.code() == C.UNAVAILABLE
 
 
 def test_list_qdrant_embedding_models(boot, models, static_model):
-    server, stubs = boot(static_model=str(static_model), embedding_providers=(("local", models.base_url),),
-                         embedding_api_keys=(("openai", "sk-never-shown-qdrant-models"),))
+    server, stubs = boot(
+        static_model=str(static_model),
+        embedding_providers=(("local", models.base_url),),
+        embedding_api_keys=(("openai", "sk-never-shown-qdrant-models"),),
+    )
     resp = stubs.settings.ListQdrantEmbeddingModels(spb.ListQdrantEmbeddingModelsRequest())
     by_id = {m.id: m for m in resp.models}
     small = by_id["openai/text-embedding-3-small"]

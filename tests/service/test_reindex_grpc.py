@@ -37,8 +37,13 @@ from tests.support.vectors import (
     warm,
 )
 
-FACTS = ["I prefer dark mode in my editor", "I will use PostgreSQL for this project", "My cat is called Miso",
-         "I usually run in the morning", "I always write tests first"]
+FACTS = [
+    "I prefer dark mode in my editor",
+    "I will use PostgreSQL for this project",
+    "My cat is called Miso",
+    "I usually run in the morning",
+    "I always write tests first",
+]
 
 
 def assert_progress(messages: list[epb.ReindexProgress], total: int) -> None:

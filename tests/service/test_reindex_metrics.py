@@ -35,8 +35,13 @@ def test_a_reindex_through_one_server_shows_in_the_other_servers_gauges(tmp_path
         assert _gauges(b) == {}  # no reindex has run on this database
         messages = list(stubs.engine.Reindex(epb.ReindexRequest(), timeout=120))
         assert messages[-1].state == "done" and messages[-1].processed == TOTAL
-        assert _gauges(b) == {"pending": 0.0, "processed": float(TOTAL), "errors": 0.0,
-                              "rate_per_second": messages[-1].rate_per_second, "running": 0.0}
+        assert _gauges(b) == {
+            "pending": 0.0,
+            "processed": float(TOTAL),
+            "errors": 0.0,
+            "rate_per_second": messages[-1].rate_per_second,
+            "running": 0.0,
+        }
     finally:
         b.stop()
         a.stop()

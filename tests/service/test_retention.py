@@ -29,8 +29,11 @@ from tests.service.test_engine_retrieval import (
 
 
 def age(server, memory_id: str, days: int) -> None:
-    sql(server, "UPDATE memories SET created_at = ? WHERE id = ?",
-        (iso(datetime.now(UTC) - timedelta(days=days)), memory_id))
+    sql(
+        server,
+        "UPDATE memories SET created_at = ? WHERE id = ?",
+        (iso(datetime.now(UTC) - timedelta(days=days)), memory_id),
+    )
 
 
 @pytest.mark.parametrize("strategy", STRATEGIES)

@@ -19,9 +19,11 @@ from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from tests.service.test_engine_retrieval import OWNER, STRATEGIES, create, enable, retrieve, sql
 
-USER_SAYS = ("My name is Ada. I'm allergic to peanuts. I have two daughters. I have a cat named Miso. "
-             "Please always reply in French. I work as a nurse. I live in Lyon. I prefer short answers. "
-             "I decided to use PostgreSQL for this project.")
+USER_SAYS = (
+    "My name is Ada. I'm allergic to peanuts. I have two daughters. I have a cat named Miso. "
+    "Please always reply in French. I work as a nurse. I live in Lyon. I prefer short answers. "
+    "I decided to use PostgreSQL for this project."
+)
 DURABLE = {"name", "diet", "family", "pet", "language", "profession", "location", "preference"}
 BACKDATE_DAYS = 40
 
@@ -43,8 +45,9 @@ def recent_keys(stubs, strategy: str = "recent", query: str = "") -> tuple[set[s
     """The keys (category part) Retrieve returns, and how many it skipped for their age."""
     resp = retrieve(stubs, query, strategy=strategy, limit=100, max_tokens=16000, min_score=0)  # retention alone
     by_id = {m.id: m for m in stored(stubs)}
-    return {by_id[m.id].key.split(":")[0] if by_id[m.id].key else m.id for m in resp.memories}, \
-        resp.resolution.skipped_for_age
+    return {
+        by_id[m.id].key.split(":")[0] if by_id[m.id].key else m.id for m in resp.memories
+    }, resp.resolution.skipped_for_age
 
 
 def test_the_table_names_every_everyday_category_extraction_stores():
@@ -76,8 +79,12 @@ def test_the_writers_keep_false_and_an_expiry_still_apply_to_a_durable_fact(serv
     enable(stubs)
     released = create(stubs, "User's name is Ada", key="name:user", keep=False)
     soon = datetime.now(UTC) + timedelta(days=1)
-    expiring = create(stubs, "User is allergic to peanuts", key="diet:allergy_peanuts",
-                      expires_at=timestamp_pb2.Timestamp(seconds=int(soon.timestamp())))
+    expiring = create(
+        stubs,
+        "User is allergic to peanuts",
+        key="diet:allergy_peanuts",
+        expires_at=timestamp_pb2.Timestamp(seconds=int(soon.timestamp())),
+    )
     kept = create(stubs, "User has a cat named Miso", key="pet:miso")
     by_id = {m.id: m for m in stored(stubs)}
     assert not by_id[released].keep and by_id[expiring].keep and by_id[kept].keep

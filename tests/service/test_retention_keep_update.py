@@ -50,8 +50,10 @@ def age_with_vector(server, memory_id: str, days: int) -> None:
     age(server, memory_id, days)
     created_us = int((datetime.now(UTC) - timedelta(days=days)).timestamp() * 1_000_000)
     with server.app.database.write() as conn:
-        conn.execute(f"UPDATE {TABLE} SET created_us = ? WHERE rowid = (SELECT memory_id FROM memories WHERE id = ?)",
-                     (created_us, memory_id))
+        conn.execute(
+            f"UPDATE {TABLE} SET created_us = ? WHERE rowid = (SELECT memory_id FROM memories WHERE id = ?)",
+            (created_us, memory_id),
+        )
         bump_vec_generation(conn)
 
 
@@ -93,8 +95,13 @@ def test_keep_alone_is_an_update_and_keep_false_on_a_fresh_memory_changes_nothin
     enable(stubs, retentionDays=30)
     note = create(stubs, NOTE, key="note:dentist", metadata=struct({"source": "chat"}))
     got = update(stubs, note, keep=False)
-    assert (got.content, got.key, dict(got.metadata), got.type, got.keep) == (NOTE, "note:dentist",
-                                                                               {"source": "chat"}, "factual", False)
+    assert (got.content, got.key, dict(got.metadata), got.type, got.keep) == (
+        NOTE,
+        "note:dentist",
+        {"source": "chat"},
+        "factual",
+        False,
+    )
     assert ids(retrieve(stubs, "dentist")) == [note]
 
 
@@ -120,8 +127,9 @@ def test_update_keep_reaches_the_vector_tier_and_its_cache(boot, static_model, s
     after = retrieve(stubs, question, strategy=strategy)
     assert ids(after) == [name] and after.resolution.skipped_for_age == 1
     assert after.memories[0].vec_score > 0, "found by its vector, not only by its words"
-    assert sql(server, f"SELECT created_us FROM {TABLE} WHERE rowid = (SELECT memory_id FROM memories WHERE id = ?)",
-               (name,)) == [(NEVER_US,)]
+    assert sql(
+        server, f"SELECT created_us FROM {TABLE} WHERE rowid = (SELECT memory_id FROM memories WHERE id = ?)", (name,)
+    ) == [(NEVER_US,)]
 
     update(stubs, name, keep=False)
     again = retrieve(stubs, question, strategy=strategy)

@@ -57,12 +57,19 @@ def _use_remote(stubs) -> None:
 
 def test_a_backend_key_is_not_sent_to_a_changed_base_url(stubs, listeners):
     old, new = listeners
-    _memory_settings(stubs, primaryBackend="remote", backendConfigs={
-        "remote": {"type": "http", "baseUrl": old.base_url, "apiKey": OLD_SECRET}})
+    _memory_settings(
+        stubs,
+        primaryBackend="remote",
+        backendConfigs={"remote": {"type": "http", "baseUrl": old.base_url, "apiKey": OLD_SECRET}},
+    )
     _use_remote(stubs)
     assert old.carried(OLD_SECRET), "the stored key reaches the address it was given for"
-    err = error(stubs.settings.UpdateMemorySettings, spb.UpdateMemorySettingsRequest(settings=struct({
-        "backendConfigs": {"remote": {"type": "http", "baseUrl": new.base_url + "/"}}})))
+    err = error(
+        stubs.settings.UpdateMemorySettings,
+        spb.UpdateMemorySettingsRequest(
+            settings=struct({"backendConfigs": {"remote": {"type": "http", "baseUrl": new.base_url + "/"}}})
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"backendConfigs.remote.apiKey"}
     assert "given again" in err.details() and OLD_SECRET not in err.details()
     assert _backend(stubs)["baseUrl"] == old.base_url and _backend(stubs)["hasApiKey"] is True
@@ -79,10 +86,13 @@ def test_a_backend_key_is_not_sent_to_a_changed_base_url(stubs, listeners):
 
 def test_a_type_change_that_moves_the_default_base_url_needs_the_key(stubs, listeners):
     old, _ = listeners
-    _memory_settings(stubs, backendConfigs={"remote": {"type": "obsidian", "baseUrl": old.base_url,
-                                                       "apiKey": OLD_SECRET}})
-    err = error(stubs.settings.UpdateMemorySettings, spb.UpdateMemorySettingsRequest(settings=struct({
-        "backendConfigs": {"remote": {"type": "obsidian"}}})))  # the default https://127.0.0.1:27124
+    _memory_settings(
+        stubs, backendConfigs={"remote": {"type": "obsidian", "baseUrl": old.base_url, "apiKey": OLD_SECRET}}
+    )
+    err = error(
+        stubs.settings.UpdateMemorySettings,
+        spb.UpdateMemorySettingsRequest(settings=struct({"backendConfigs": {"remote": {"type": "obsidian"}}})),
+    )  # the default https://127.0.0.1:27124
     assert err.code() == C.INVALID_ARGUMENT and violated_fields(err) == {"backendConfigs.remote.apiKey"}
     # The same address, sent back as read (masked fields and all), keeps the key.
     _memory_settings(stubs, backendConfigs={"remote": {**_backend(stubs), "folder": "notes"}})

@@ -44,8 +44,13 @@ def test_a_word_in_most_of_the_owners_memories_weighs_nothing_beside_another_own
     from memsvc.v1 import memory_pb2 as mpb
 
     enable(stubs)
-    stubs.memory.CreateMemories(mpb.CreateMemoriesRequest(memories=[
-        mpb.CreateMemoryRequest(api_key_id="key-other", content=f"Bob: note number {i}") for i in range(1000)]))
+    stubs.memory.CreateMemories(
+        mpb.CreateMemoriesRequest(
+            memories=[
+                mpb.CreateMemoryRequest(api_key_id="key-other", content=f"Bob: note number {i}") for i in range(1000)
+            ]
+        )
+    )
     for i in range(8):
         create(stubs, f"Kate: filler line {i}")
     chatty = create(stubs, "Kate: Kate said Kate is Kate")

@@ -95,10 +95,15 @@ def write_raw(server, rows: dict[str, str]) -> None:
     bumping the settings version as every writer does."""
     with server.app.database.write() as conn:
         for name, value in rows.items():
-            conn.execute("INSERT INTO settings (key, value, updated_at) VALUES (?, ?, NULL) "
-                         "ON CONFLICT(key) DO UPDATE SET value = excluded.value", (f"memory.{name}", value))
-        conn.execute("INSERT INTO sequences (name, value) VALUES ('settings_version', 1) "
-                     "ON CONFLICT(name) DO UPDATE SET value = value + 1")
+            conn.execute(
+                "INSERT INTO settings (key, value, updated_at) VALUES (?, ?, NULL) "
+                "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+                (f"memory.{name}", value),
+            )
+        conn.execute(
+            "INSERT INTO sequences (name, value) VALUES ('settings_version', 1) "
+            "ON CONFLICT(name) DO UPDATE SET value = value + 1"
+        )
 
 
 def stored_rows(server) -> dict[str, str]:
@@ -116,19 +121,37 @@ def test_get_returns_every_field_with_its_default(stubs):
 def test_put_returns_every_field_normalized(stubs):
     got = put(stubs, enabled=True, maxTokens=1500, strategy="recent", scope="session", customModelId="  m1  ")
     assert set(got) == set(DEFAULTS)
-    assert got == {**DEFAULTS, "enabled": True, "maxTokens": 1500, "strategy": "recent", "scope": "session",
-                   "customModelId": "m1"}
+    assert got == {
+        **DEFAULTS,
+        "enabled": True,
+        "maxTokens": 1500,
+        "strategy": "recent",
+        "scope": "session",
+        "customModelId": "m1",
+    }
     assert get(stubs) == got
 
 
 def test_every_writable_field_round_trips(stubs):
     values = {
-        "enabled": True, "maxTokens": 16000, "retentionDays": 365, "strategy": "semantic", "scope": "global",
-        "skillsEnabled": True, "embeddingSource": "static", "embeddingProviderModel": "openai/text-embedding-3-small",
-        "customBaseUrl": "https://embeddings.example.com/v1", "customModelId": "my-model",
-        "transformersEnabled": True, "staticEnabled": True, "rerankEnabled": True,
-        "rerankProviderModel": "cohere/rerank-v3", "vectorStore": "sqlite-vec", "primaryBackend": "sqlite",
-        "fallbackBackends": ["sqlite"], "backendConfigs": {"sqlite": {"path": "x", "n": 2}},
+        "enabled": True,
+        "maxTokens": 16000,
+        "retentionDays": 365,
+        "strategy": "semantic",
+        "scope": "global",
+        "skillsEnabled": True,
+        "embeddingSource": "static",
+        "embeddingProviderModel": "openai/text-embedding-3-small",
+        "customBaseUrl": "https://embeddings.example.com/v1",
+        "customModelId": "my-model",
+        "transformersEnabled": True,
+        "staticEnabled": True,
+        "rerankEnabled": True,
+        "rerankProviderModel": "cohere/rerank-v3",
+        "vectorStore": "sqlite-vec",
+        "primaryBackend": "sqlite",
+        "fallbackBackends": ["sqlite"],
+        "backendConfigs": {"sqlite": {"path": "x", "n": 2}},
     }
     assert set(values) == set(DEFAULTS)
     assert put(stubs, **values) == values
@@ -138,18 +161,38 @@ def test_every_writable_field_round_trips(stubs):
 # ---- strict writes ---------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("field,value", [
-    ("maxTokens", 20001), ("maxTokens", -1), ("maxTokens", 1.5), ("maxTokens", "2000"), ("maxTokens", True),
-    ("retentionDays", -1), ("retentionDays", 366), ("enabled", "yes"), ("enabled", 1), ("enabled", None),
-    ("strategy", "x"), ("strategy", "exact"), ("scope", "tenant"), ("embeddingSource", "cloud"),
-    ("vectorStore", "pinecone"), ("primaryBackend", "redis"), ("fallbackBackends", ["redis"]),
-    ("fallbackBackends", "sqlite"), ("backendConfigs", []), ("embeddingProviderModel", "no-slash"),
-    ("customModelId", 5), ("bogus", 1),
-])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("maxTokens", 20001),
+        ("maxTokens", -1),
+        ("maxTokens", 1.5),
+        ("maxTokens", "2000"),
+        ("maxTokens", True),
+        ("retentionDays", -1),
+        ("retentionDays", 366),
+        ("enabled", "yes"),
+        ("enabled", 1),
+        ("enabled", None),
+        ("strategy", "x"),
+        ("strategy", "exact"),
+        ("scope", "tenant"),
+        ("embeddingSource", "cloud"),
+        ("vectorStore", "pinecone"),
+        ("primaryBackend", "redis"),
+        ("fallbackBackends", ["redis"]),
+        ("fallbackBackends", "sqlite"),
+        ("backendConfigs", []),
+        ("embeddingProviderModel", "no-slash"),
+        ("customModelId", 5),
+        ("bogus", 1),
+    ],
+)
 def test_a_bad_field_is_invalid_argument_and_nothing_is_saved(server, stubs, field, value):
     before = get(stubs)
-    err = put_error(stubs, {field: value, "retentionDays": 7} if field != "retentionDays" else {field: value,
-                                                                                               "maxTokens": 7})
+    err = put_error(
+        stubs, {field: value, "retentionDays": 7} if field != "retentionDays" else {field: value, "maxTokens": 7}
+    )
     assert err.code() is C.INVALID_ARGUMENT
     assert field in violations(err), violations(err)
     assert len(violations(err)) == 1, "the valid field beside it is not a violation"
@@ -188,14 +231,30 @@ def test_stored_junk_is_normalized_on_read(server, stubs):
     assert (got["enabled"], got["maxTokens"], got["retentionDays"]) == (True, 16000, 0)
 
 
-@pytest.mark.parametrize("name,raw,expected", [
-    ("maxTokens", "-5", 0), ("maxTokens", "1500.6", 1501), ("maxTokens", '"300"', 300), ("maxTokens", '"x"', 2000),
-    ("retentionDays", "400", 365), ("retentionDays", "12.4", 12), ("enabled", "1", True), ("enabled", '"off"', False),
-    ("enabled", "[]", False), ("strategy", '"bogus"', "hybrid"), ("strategy", '"exact"', "recent"),
-    ("scope", '"nope"', "apiKey"), ("embeddingSource", "3", "auto"), ("vectorStore", '"QDRANT!"', "auto"),
-    ("customBaseUrl", '""', None), ("customModelId", '"   "', None), ("customModelId", "7", None),
-    ("fallbackBackends", '["sqlite", "nope", 3]', ["sqlite"]), ("backendConfigs", '"str"', {}),
-])
+@pytest.mark.parametrize(
+    "name,raw,expected",
+    [
+        ("maxTokens", "-5", 0),
+        ("maxTokens", "1500.6", 1501),
+        ("maxTokens", '"300"', 300),
+        ("maxTokens", '"x"', 2000),
+        ("retentionDays", "400", 365),
+        ("retentionDays", "12.4", 12),
+        ("enabled", "1", True),
+        ("enabled", '"off"', False),
+        ("enabled", "[]", False),
+        ("strategy", '"bogus"', "hybrid"),
+        ("strategy", '"exact"', "recent"),
+        ("scope", '"nope"', "apiKey"),
+        ("embeddingSource", "3", "auto"),
+        ("vectorStore", '"QDRANT!"', "auto"),
+        ("customBaseUrl", '""', None),
+        ("customModelId", '"   "', None),
+        ("customModelId", "7", None),
+        ("fallbackBackends", '["sqlite", "nope", 3]', ["sqlite"]),
+        ("backendConfigs", '"str"', {}),
+    ],
+)
 def test_each_kind_of_junk_normalizes(server, stubs, name, raw, expected):
     write_raw(server, {name: raw})
     assert get(stubs)[name] == expected
@@ -213,19 +272,22 @@ def test_unparsable_row_falls_back_to_default(server, stubs):
 # ---- customBaseUrl URL policy ----------------------------------------------------------------
 
 
-@pytest.mark.parametrize("url", [
-    "https://user:pass@example.com/v1",
-    "https://alice:S3cr3tZ@example.com/v1",
-    "https://example.com/v1?api_key=S3cr3tZ",
-    "file:///etc/passwd",
-    "http://169.254.169.254/",
-    "http://169.254.169.254/latest/meta-data/",
-    "http://metadata.google.internal/computeMetadata/v1",
-    "http://[fd00:ec2::254]/",
-    "ftp://example.com/",
-    "https://",
-    "not a url",
-])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://user:pass@example.com/v1",
+        "https://alice:S3cr3tZ@example.com/v1",
+        "https://example.com/v1?api_key=S3cr3tZ",
+        "file:///etc/passwd",
+        "http://169.254.169.254/",
+        "http://169.254.169.254/latest/meta-data/",
+        "http://metadata.google.internal/computeMetadata/v1",
+        "http://[fd00:ec2::254]/",
+        "ftp://example.com/",
+        "https://",
+        "not a url",
+    ],
+)
 def test_custom_base_url_policy(server, stubs, url):
     err = put_error(stubs, {"customBaseUrl": url})
     assert err.code() is C.INVALID_ARGUMENT
@@ -241,9 +303,15 @@ def test_acceptable_custom_base_url(stubs, url):
     assert get(stubs)["customBaseUrl"] == url
 
 
-@pytest.mark.parametrize("field,value", [("customBaseUrl", "https://api.example.com/v1"), ("customModelId", "m1"),
-                                         ("embeddingProviderModel", "openai/text-embedding-3-small"),
-                                         ("rerankProviderModel", "cohere/rerank-v3")])
+@pytest.mark.parametrize(
+    "field,value",
+    [
+        ("customBaseUrl", "https://api.example.com/v1"),
+        ("customModelId", "m1"),
+        ("embeddingProviderModel", "openai/text-embedding-3-small"),
+        ("rerankProviderModel", "cohere/rerank-v3"),
+    ],
+)
 def test_empty_string_sets_a_nullable_string_back_to_null(stubs, field, value):
     assert put(stubs, **{field: value})[field] == value
     assert put(stubs, **{field: ""})[field] is None

@@ -11,15 +11,19 @@ from memsvc.core.engine import InjectCall
 from tests.support.vectors import create, set_memory, sql, static_model, warm  # noqa: F401 - fixture
 
 OWNER = "key-snapshot"
-FACTS = ["I prefer dark mode in my editor", "My cat is called Miso", "I usually run in the morning",
-         "I will use PostgreSQL for this project", "My sister lives in Lisbon"]
+FACTS = [
+    "I prefer dark mode in my editor",
+    "My cat is called Miso",
+    "I usually run in the morning",
+    "I will use PostgreSQL for this project",
+    "My sister lives in Lisbon",
+]
 
 
 @pytest.fixture
 def hybrid(boot, static_model):
     server, stubs = boot(static_model=str(static_model))
-    set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True, strategy="hybrid",
-               retentionDays=30)
+    set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True, strategy="hybrid", retentionDays=30)
     warm(server)
     for fact in FACTS:
         create(stubs, OWNER, fact)
@@ -65,5 +69,8 @@ def test_a_backfill_inside_the_snapshot_is_seen_by_the_same_search(hybrid):
     result = server.app.engine.retrieve(OWNER, "where does my sister live", strategy="semantic")
     assert result.items[0].memory.content == "My sister lives in Lisbon"
     assert result.items[0].vec_score is not None
-    assert sql(server, "SELECT count(*) FROM vec_memories WHERE rowid = "
-                       "(SELECT memory_id FROM memories WHERE content LIKE '%Lisbon%')") == [(1,)]
+    assert sql(
+        server,
+        "SELECT count(*) FROM vec_memories WHERE rowid = "
+        "(SELECT memory_id FROM memories WHERE content LIKE '%Lisbon%')",
+    ) == [(1,)]

@@ -29,8 +29,9 @@ def store(request: pytest.FixtureRequest, tmp_path: Path, static_model: Path) ->
 
 
 def _retrieve(handle: ServerHandle, strategy: str) -> epb.RetrieveResponse:
-    return handle.stubs().engine.Retrieve(epb.RetrieveRequest(api_key_id="names", query="what is my cat's name",
-                                                              strategy=strategy), timeout=30)
+    return handle.stubs().engine.Retrieve(
+        epb.RetrieveRequest(api_key_id="names", query="what is my cat's name", strategy=strategy), timeout=30
+    )
 
 
 def test_retrieve_and_engine_status_name_the_store_that_served(store: tuple[str, ServerHandle]) -> None:

@@ -112,8 +112,14 @@ BAD_URLS = [
 @pytest.mark.parametrize("url", BAD_URLS)
 def test_a_forbidden_custom_base_url_is_refused_and_nothing_is_stored(server, stubs, url):
     before = settings_of(stubs)
-    err = error(stubs.settings.UpdateMemorySettings, spb.UpdateMemorySettingsRequest(settings=struct(
-        {"enabled": True, "embeddingSource": "remote", "customBaseUrl": url, "customModelId": "minilm"})))
+    err = error(
+        stubs.settings.UpdateMemorySettings,
+        spb.UpdateMemorySettingsRequest(
+            settings=struct(
+                {"enabled": True, "embeddingSource": "remote", "customBaseUrl": url, "customModelId": "minilm"}
+            )
+        ),
+    )
     assert err.code() == C.INVALID_ARGUMENT, err
     assert "customBaseUrl" in violated_fields(err)
     assert "hunter2pw" not in error_text(err)  # the credential is never echoed
@@ -124,16 +130,25 @@ def test_a_forbidden_custom_base_url_is_refused_and_nothing_is_stored(server, st
 def test_the_provider_api_key_never_appears_in_a_response_an_error_or_a_log(boot, models, caplog):
     caplog.set_level(logging.DEBUG)
     models.api_key = PROVIDER_KEY
-    server, stubs = boot(embedding_providers=(("local", models.base_url),),
-                         embedding_api_keys=(("local", PROVIDER_KEY),))
+    server, stubs = boot(
+        embedding_providers=(("local", models.base_url),), embedding_api_keys=(("local", PROVIDER_KEY),)
+    )
     seen: list[str] = []
 
     def collect(message: Any) -> Any:
         seen.append(str(message))
         return message
 
-    collect(set_memory(stubs, enabled=True, embeddingSource="remote", embeddingProviderModel="local/minilm",
-                       rerankEnabled=True, rerankProviderModel="local/minilm"))
+    collect(
+        set_memory(
+            stubs,
+            enabled=True,
+            embeddingSource="remote",
+            embeddingProviderModel="local/minilm",
+            rerankEnabled=True,
+            rerankProviderModel="local/minilm",
+        )
+    )
     memory_id = create(stubs, "key-secret", "my cat is called Miso")
     assert vec_rows(server) == 1
     assert f"Bearer {PROVIDER_KEY}" in models.auth_headers  # the key is really used...
@@ -182,8 +197,9 @@ def test_semantic_ranks_the_editor_preference_above_facts_that_share_no_words(tf
     top = resp.memories[0]
     assert top.vec_score == pytest.approx(top.score) and 0.5 < top.vec_score <= 1.0  # 1/(1+distance)
     assert all(top.vec_score > m.vec_score for m in resp.memories[1:])
-    hot = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=owner, query="What editor theme do I like?",
-                                                    strategy="semantic"))
+    hot = stubs.engine.Retrieve(
+        epb.RetrieveRequest(api_key_id=owner, query="What editor theme do I like?", strategy="semantic")
+    )
     assert hot.memories[0].id == editor and hot.memories[0].tier == "vector"
 
 
@@ -284,8 +300,11 @@ def test_budgets_still_hold_with_vector_tiers(tf):
             assert all(m.tokens == math.ceil(len(m.content) / 4) for m in resp.memories)
             if budget == 60:  # the big one does not fit and does not hide the smaller ones
                 assert big not in [m.id for m in resp.memories] and set(small) <= {m.id for m in resp.memories}
-        hot = stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=owner, query="What editor theme do I like?",
-                                                        strategy=strategy, max_tokens=20))
+        hot = stubs.engine.Retrieve(
+            epb.RetrieveRequest(
+                api_key_id=owner, query="What editor theme do I like?", strategy=strategy, max_tokens=20
+            )
+        )
         assert 0 < hot.total_tokens == sum(m.tokens for m in hot.memories) <= 20
 
 
@@ -313,8 +332,10 @@ def test_deleting_a_memory_removes_its_vector_in_the_same_request(tf):
     stubs.memory.DeleteMemory(mpb.DeleteMemoryRequest(id=gone))
     assert vec_rows(server) == rows - 1
     with server.app.database.read() as conn:
-        orphans = conn.execute("SELECT count(*) FROM vec_memories v WHERE NOT EXISTS "
-                               "(SELECT 1 FROM memories m WHERE m.memory_id = v.rowid)").fetchone()[0]
+        orphans = conn.execute(
+            "SELECT count(*) FROM vec_memories v WHERE NOT EXISTS "
+            "(SELECT 1 FROM memories m WHERE m.memory_id = v.rowid)"
+        ).fetchone()[0]
     assert orphans == 0
     resp = preview(stubs, "old git branches", owner, strategy="semantic")
     assert [m.id for m in resp.memories] == [keep]
@@ -356,9 +377,17 @@ def test_an_upsert_into_another_session_moves_the_vector_with_it(boot, models):
     assert moved == first and models.embed_calls == calls  # no new embedding for the same text
 
     def semantic(session: str) -> list[str]:
-        return [m.id for m in stubs.engine.Retrieve(epb.RetrieveRequest(
-            api_key_id="key-session", session_id=session, query="What editor theme do I like?",
-            strategy="semantic")).memories]
+        return [
+            m.id
+            for m in stubs.engine.Retrieve(
+                epb.RetrieveRequest(
+                    api_key_id="key-session",
+                    session_id=session,
+                    query="What editor theme do I like?",
+                    strategy="semantic",
+                )
+            ).memories
+        ]
 
     assert semantic("s2") == [first]
     assert first not in semantic("s1")
@@ -452,14 +481,19 @@ def test_the_cache_respects_its_size_and_ttl(boot, models):
 
 
 RERANK_QUERY = "note about my pet animal"
-RERANK_DOCS = ["note note: I will use PostgreSQL for this project", "note note: I usually run in the morning",
-               "note: my cat is called Miso", "note note note: the build takes four minutes"]
+RERANK_DOCS = [
+    "note note: I will use PostgreSQL for this project",
+    "note note: I usually run in the morning",
+    "note: my cat is called Miso",
+    "note note note: the build takes four minutes",
+]
 
 
 def test_rerank_reorders_by_the_loopback_scores_and_fails_open(boot, models):
     models.api_key = PROVIDER_KEY
-    server, stubs = boot(embedding_providers=(("local", models.base_url),),
-                         embedding_api_keys=(("local", PROVIDER_KEY),))
+    server, stubs = boot(
+        embedding_providers=(("local", models.base_url),), embedding_api_keys=(("local", PROVIDER_KEY),)
+    )
     set_memory(stubs, enabled=True)
     for text in RERANK_DOCS:
         create(stubs, "key-rerank", text)
@@ -560,9 +594,11 @@ def test_engine_status_with_the_remote_source_before_and_after_one_embed(boot, m
 
 def test_list_embedding_providers(boot, models, static_model):
     openai_key = "sk-openai-should-never-show-0042"
-    server, stubs = boot(embedding_providers=(("local", models.base_url), ("nokey", "http://127.0.0.1:9/v1")),
-                         embedding_api_keys=(("local", PROVIDER_KEY), ("openai", openai_key)),
-                         static_model=str(static_model))
+    server, stubs = boot(
+        embedding_providers=(("local", models.base_url), ("nokey", "http://127.0.0.1:9/v1")),
+        embedding_api_keys=(("local", PROVIDER_KEY), ("openai", openai_key)),
+        static_model=str(static_model),
+    )
     resp = stubs.engine.ListEmbeddingProviders(epb.ListEmbeddingProvidersRequest())
     by_name = {p.provider: p for p in resp.providers}
     assert set(by_name) == {"local", "nokey", "openai", "static", "transformers"}

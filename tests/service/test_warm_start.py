@@ -18,5 +18,7 @@ def test_the_extraction_rules_are_compiled_once_the_server_serves(boot):
         time.sleep(0.01)
     assert extraction.rule_sets.cache_info().currsize == 1, "the server did not compile the rules in the background"
     misses = extraction.rule_sets.cache_info().misses
-    reply = stubs.engine.Extract(epb.ExtractRequest(api_key_id="key-warm", text="I prefer dark mode in my editor", dry_run=True))
+    reply = stubs.engine.Extract(
+        epb.ExtractRequest(api_key_id="key-warm", text="I prefer dark mode in my editor", dry_run=True)
+    )
     assert reply.facts and extraction.rule_sets.cache_info().misses == misses  # no compile on the request path

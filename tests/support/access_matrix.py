@@ -31,26 +31,45 @@ MODULES = (memory_pb2, engine_pb2, settings_pb2, credentials_pb2)
 # admin: admin only; self: the caller asking about itself, which anyone may do (a token
 # sent must be valid).
 KINDS = {
-    "MemoryService/ListMemories": "tenant-read", "MemoryService/CreateMemory": "tenant-write",
+    "MemoryService/ListMemories": "tenant-read",
+    "MemoryService/CreateMemory": "tenant-write",
     "MemoryService/CreateMemories": "tenant-write",
-    "MemoryService/ClearMemories": "tenant-write", "MemoryService/CheckHealth": "open-read",
-    "MemoryService/GetMemory": "byid-read", "MemoryService/UpdateMemory": "byid-write",
-    "MemoryService/DeleteMemory": "byid-write", "MemoryService/ListRecentFiles": "char-read",
-    "MemoryService/GetRecentFile": "char-owner-read", "MemoryService/SaveRecentFile": "char-write",
-    "MemoryService/AppendRecentMessages": "char-write", "MemoryService/RenameCharacter": "admin",
-    "MemoryService/ScanLegacy": "admin", "MemoryService/PurgeLegacy": "admin",
-    "EngineService/Retrieve": "tenant-read", "EngineService/Inject": "tenant-read",
-    "EngineService/Extract": "tenant-write", "EngineService/RetrievePreview": "tenant-read",
-    "EngineService/ListEmbeddingProviders": "open-read", "EngineService/GetEngineStatus": "admin",
-    "EngineService/Summarize": "tenant-write", "EngineService/Reindex": "admin",
-    "SettingsService/GetMemorySettings": "admin", "SettingsService/UpdateMemorySettings": "admin",
-    "SettingsService/GetQdrantSettings": "admin", "SettingsService/UpdateQdrantSettings": "admin",
-    "SettingsService/CheckQdrantHealth": "admin", "SettingsService/SearchQdrant": "admin",
-    "SettingsService/CleanupQdrant": "admin", "SettingsService/ListQdrantEmbeddingModels": "admin",
-    "SettingsService/GetReviewConfig": "char-read", "SettingsService/SetReviewConfig": "admin",
-    "SettingsService/GetPowerfulMemoryConfig": "char-read", "SettingsService/SetPowerfulMemoryConfig": "admin",
-    "CredentialService/CreateCredential": "admin", "CredentialService/ListCredentials": "admin",
-    "CredentialService/RevokeCredential": "admin", "CredentialService/GetCaller": "self",
+    "MemoryService/ClearMemories": "tenant-write",
+    "MemoryService/CheckHealth": "open-read",
+    "MemoryService/GetMemory": "byid-read",
+    "MemoryService/UpdateMemory": "byid-write",
+    "MemoryService/DeleteMemory": "byid-write",
+    "MemoryService/ListRecentFiles": "char-read",
+    "MemoryService/GetRecentFile": "char-owner-read",
+    "MemoryService/SaveRecentFile": "char-write",
+    "MemoryService/AppendRecentMessages": "char-write",
+    "MemoryService/RenameCharacter": "admin",
+    "MemoryService/ScanLegacy": "admin",
+    "MemoryService/PurgeLegacy": "admin",
+    "EngineService/Retrieve": "tenant-read",
+    "EngineService/Inject": "tenant-read",
+    "EngineService/Extract": "tenant-write",
+    "EngineService/RetrievePreview": "tenant-read",
+    "EngineService/ListEmbeddingProviders": "open-read",
+    "EngineService/GetEngineStatus": "admin",
+    "EngineService/Summarize": "tenant-write",
+    "EngineService/Reindex": "admin",
+    "SettingsService/GetMemorySettings": "admin",
+    "SettingsService/UpdateMemorySettings": "admin",
+    "SettingsService/GetQdrantSettings": "admin",
+    "SettingsService/UpdateQdrantSettings": "admin",
+    "SettingsService/CheckQdrantHealth": "admin",
+    "SettingsService/SearchQdrant": "admin",
+    "SettingsService/CleanupQdrant": "admin",
+    "SettingsService/ListQdrantEmbeddingModels": "admin",
+    "SettingsService/GetReviewConfig": "char-read",
+    "SettingsService/SetReviewConfig": "admin",
+    "SettingsService/GetPowerfulMemoryConfig": "char-read",
+    "SettingsService/SetPowerfulMemoryConfig": "admin",
+    "CredentialService/CreateCredential": "admin",
+    "CredentialService/ListCredentials": "admin",
+    "CredentialService/RevokeCredential": "admin",
+    "CredentialService/GetCaller": "self",
 }
 
 # Refusals first: the admin case last, since what an admin call starts (a reindex) may
@@ -83,9 +102,12 @@ def expected(kind: str, case: str) -> str:
 
 def methods() -> list[tuple[str, MethodDescriptor]]:
     """("/memsvc.v1.Service/Method", descriptor) of every RPC of every memsvc service."""
-    return [(f"/{service.full_name}/{method.name}", method)
-            for module in MODULES for service in module.DESCRIPTOR.services_by_name.values()
-            for method in service.methods]
+    return [
+        (f"/{service.full_name}/{method.name}", method)
+        for module in MODULES
+        for service in module.DESCRIPTOR.services_by_name.values()
+        for method in service.methods
+    ]
 
 
 def short(path: str) -> str:
@@ -111,17 +133,28 @@ class World:
         creds.revoke("matrix-revoked")
         lookup = tenant.split("_")[1]
         world = cls(handle.app, handle.stubs(admin))
-        world.tokens = {"no-token": None, "wrong-token": f"msk_{lookup}_{'w' * 43}", "revoked-token": revoked,
-                        "tenant-A-on-A": tenant, "tenant-A-on-B": tenant, "read-only-on-A": reader, "admin": admin}
-        world.admin_stubs.settings.UpdateMemorySettings(settings_pb2.UpdateMemorySettingsRequest(
-            settings=_struct({"enabled": True})), timeout=10)
+        world.tokens = {
+            "no-token": None,
+            "wrong-token": f"msk_{lookup}_{'w' * 43}",
+            "revoked-token": revoked,
+            "tenant-A-on-A": tenant,
+            "tenant-A-on-B": tenant,
+            "read-only-on-A": reader,
+            "admin": admin,
+        }
+        world.admin_stubs.settings.UpdateMemorySettings(
+            settings_pb2.UpdateMemorySettingsRequest(settings=_struct({"enabled": True})), timeout=10
+        )
         return world
 
     def memory_of(self, tenant: str) -> str:
         """A fresh memory of `tenant` (by-id calls may delete theirs)."""
-        return self.admin_stubs.memory.CreateMemory(memory_pb2.CreateMemoryRequest(
-            api_key_id=tenant, content=f"matrix memory {next(self._serial)} of {tenant}: I like green tea"),
-            timeout=10).id
+        return self.admin_stubs.memory.CreateMemory(
+            memory_pb2.CreateMemoryRequest(
+                api_key_id=tenant, content=f"matrix memory {next(self._serial)} of {tenant}: I like green tea"
+            ),
+            timeout=10,
+        ).id
 
     def request(self, name: str, case: str) -> Any:
         """The sample request of RPC `name` aimed at the case's tenant."""
@@ -130,33 +163,45 @@ class World:
         samples: dict[str, Callable[[], Any]] = {
             "ListMemories": lambda: memory_pb2.ListMemoriesRequest(api_key_id=tenant),
             "CreateMemory": lambda: memory_pb2.CreateMemoryRequest(api_key_id=tenant, content="matrix create"),
-            "CreateMemories": lambda: memory_pb2.CreateMemoriesRequest(memories=[
-                memory_pb2.CreateMemoryRequest(api_key_id=tenant, content="matrix batch create")]),
+            "CreateMemories": lambda: memory_pb2.CreateMemoriesRequest(
+                memories=[memory_pb2.CreateMemoryRequest(api_key_id=tenant, content="matrix batch create")]
+            ),
             "ClearMemories": lambda: memory_pb2.ClearMemoriesRequest(api_key_id=tenant, type="episodic"),
             "GetMemory": lambda: by_id(memory_pb2.GetMemoryRequest),
             "UpdateMemory": lambda: memory_pb2.UpdateMemoryRequest(id=self.memory_of(tenant), content="changed"),
             "DeleteMemory": lambda: by_id(memory_pb2.DeleteMemoryRequest),
             "GetRecentFile": lambda: memory_pb2.GetRecentFileRequest(filename="recent_Matrix.json"),
             "SaveRecentFile": lambda: memory_pb2.SaveRecentFileRequest(
-                filename="recent_Matrix.json", chat=[memory_pb2.ChatItem(role="user", text="hello")]),
+                filename="recent_Matrix.json", chat=[memory_pb2.ChatItem(role="user", text="hello")]
+            ),
             "AppendRecentMessages": lambda: memory_pb2.AppendRecentMessagesRequest(
-                character="Matrix", messages=[memory_pb2.ChatItem(role="user", text="hello")]),
+                character="Matrix", messages=[memory_pb2.ChatItem(role="user", text="hello")]
+            ),
             "RenameCharacter": lambda: memory_pb2.RenameCharacterRequest(old_name="Nobody", new_name="Somebody"),
             "Retrieve": lambda: engine_pb2.RetrieveRequest(api_key_id=tenant, query="green tea"),
             "Inject": lambda: engine_pb2.InjectRequest(
-                api_key_id=tenant, provider="openai", model="gpt-4o",
-                request=_struct({"messages": [{"role": "user", "content": "what tea do I like?"}]})),
-            "Extract": lambda: engine_pb2.ExtractRequest(api_key_id=tenant, text="My name is Alex. I prefer oolong.",
-                                                         wait=True),
+                api_key_id=tenant,
+                provider="openai",
+                model="gpt-4o",
+                request=_struct({"messages": [{"role": "user", "content": "what tea do I like?"}]}),
+            ),
+            "Extract": lambda: engine_pb2.ExtractRequest(
+                api_key_id=tenant, text="My name is Alex. I prefer oolong.", wait=True
+            ),
             "RetrievePreview": lambda: engine_pb2.RetrievePreviewRequest(api_key_id=tenant, query="green tea"),
             "Summarize": lambda: engine_pb2.SummarizeRequest(api_key_id=tenant, dry_run=True),
             "Reindex": lambda: engine_pb2.ReindexRequest(limit=1),
-            "UpdateMemorySettings": lambda: settings_pb2.UpdateMemorySettingsRequest(settings=_struct({"enabled": True})),
+            "UpdateMemorySettings": lambda: settings_pb2.UpdateMemorySettingsRequest(
+                settings=_struct({"enabled": True})
+            ),
             "SearchQdrant": lambda: settings_pb2.SearchQdrantRequest(query="tea", api_key_id=tenant),
             "SetReviewConfig": lambda: settings_pb2.SetToggleRequest(enabled=struct_pb2.Value(bool_value=False)),
-            "SetPowerfulMemoryConfig": lambda: settings_pb2.SetToggleRequest(enabled=struct_pb2.Value(bool_value=False)),
+            "SetPowerfulMemoryConfig": lambda: settings_pb2.SetToggleRequest(
+                enabled=struct_pb2.Value(bool_value=False)
+            ),
             "CreateCredential": lambda: credentials_pb2.CreateCredentialRequest(
-                id=f"made-{next(self._serial)}", permissions=["read:memory"], tenants=[tenant]),
+                id=f"made-{next(self._serial)}", permissions=["read:memory"], tenants=[tenant]
+            ),
             "RevokeCredential": lambda: credentials_pb2.RevokeCredentialRequest(id="nobody"),
         }
         return samples[name]() if name in samples else None
@@ -182,11 +227,13 @@ def snapshot(app: Any) -> str:
     files and the toggles' config files."""
     parts = []
     with app.database.read() as conn:
-        for sql in ("SELECT id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at,"
-                    " expires_at FROM memories ORDER BY id",
-                    "SELECT key, value FROM settings ORDER BY key",
-                    "SELECT id, revoked_at FROM credentials ORDER BY id",
-                    "SELECT id, character, text FROM recent_pending ORDER BY id"):
+        for sql in (
+            "SELECT id, api_key_id, session_id, type, key, content, metadata, created_at, updated_at,"
+            " expires_at FROM memories ORDER BY id",
+            "SELECT key, value FROM settings ORDER BY key",
+            "SELECT id, revoked_at FROM credentials ORDER BY id",
+            "SELECT id, character, text FROM recent_pending ORDER BY id",
+        ):
             parts.append(repr(conn.execute(sql).fetchall()))
     data_dir = Path(app.config.data_dir)
     for folder in (app.config.runtime_memory_dir, app.config.config_dir):

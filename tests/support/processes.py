@@ -37,7 +37,8 @@ def runs(line: str, name: str) -> bool:
     run's PostgreSQL lives in a folder called memsvc-pg-…, and it is not a memsvc process."""
     words = line.split()
     return any(os.path.basename(word).rstrip(":") == name for word in words) or any(
-        a == "-m" and b.split(".")[0] == name for a, b in zip(words, words[1:]))
+        a == "-m" and b.split(".")[0] == name for a, b in zip(words, words[1:])
+    )
 
 
 def listening_tcp_ports(pid: int) -> set[int]:
@@ -49,7 +50,7 @@ def listening_tcp_ports(pid: int) -> set[int]:
         except OSError:
             continue
         if target.startswith("socket:["):
-            inodes.add(target[len("socket:["):-1])
+            inodes.add(target[len("socket:[") : -1])
     ports = set()
     for table in ("tcp", "tcp6"):
         for row in Path(f"/proc/{pid}/net/{table}").read_text().splitlines()[1:]:

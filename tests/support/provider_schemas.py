@@ -33,11 +33,32 @@ RESPONSES_ROLES = {"user", "assistant", "system", "developer"}
 RESPONSES_INPUT_PARTS = {"input_text", "input_image", "input_file"}
 RESPONSES_OUTPUT_PARTS = {"output_text", "refusal"}
 ANTHROPIC_ROLES = {"user", "assistant"}
-ANTHROPIC_BLOCKS = {"text", "image", "document", "tool_use", "tool_result", "thinking", "redacted_thinking",
-                    "search_result", "server_tool_use", "web_search_tool_result"}
+ANTHROPIC_BLOCKS = {
+    "text",
+    "image",
+    "document",
+    "tool_use",
+    "tool_result",
+    "thinking",
+    "redacted_thinking",
+    "search_result",
+    "server_tool_use",
+    "web_search_tool_result",
+}
 GEMINI_ROLES = {"user", "model"}
-GEMINI_DATA = {"text", "inlineData", "fileData", "functionCall", "functionResponse", "executableCode",
-               "codeExecutionResult", "inline_data", "file_data", "function_call", "function_response"}
+GEMINI_DATA = {
+    "text",
+    "inlineData",
+    "fileData",
+    "functionCall",
+    "functionResponse",
+    "executableCode",
+    "codeExecutionResult",
+    "inline_data",
+    "file_data",
+    "function_call",
+    "function_response",
+}
 
 
 def chat_problems(body: dict[str, Any]) -> list[str]:
@@ -88,8 +109,11 @@ def _responses_item_problems(i: int, item: Any) -> list[str]:
     if not isinstance(content, list):
         return [f"input[{i}].content must be a string or an array of parts"]
     allowed = RESPONSES_OUTPUT_PARTS if item["role"] == "assistant" else RESPONSES_INPUT_PARTS
-    return [f"input[{i}].content[{j}].type must be one of {sorted(allowed)}"
-            for j, p in enumerate(content) if not isinstance(p, dict) or p.get("type") not in allowed]
+    return [
+        f"input[{i}].content[{j}].type must be one of {sorted(allowed)}"
+        for j, p in enumerate(content)
+        if not isinstance(p, dict) or p.get("type") not in allowed
+    ]
 
 
 def anthropic_problems(body: dict[str, Any]) -> list[str]:
@@ -111,8 +135,11 @@ def _anthropic_system_problems(system: Any) -> list[str]:
         return []
     if not isinstance(system, list):
         return ["system must be a string or an array of text blocks"]
-    return [f"system[{j}] must be a non-empty text block" for j, b in enumerate(system)
-            if not isinstance(b, dict) or b.get("type") != "text" or not b.get("text")]
+    return [
+        f"system[{j}] must be a non-empty text block"
+        for j, b in enumerate(system)
+        if not isinstance(b, dict) or b.get("type") != "text" or not b.get("text")
+    ]
 
 
 def _anthropic_content_problems(i: int, m: dict[str, Any]) -> list[str]:
@@ -169,18 +196,26 @@ def _gemini_parts_problems(where: str, parts: Any, allowed: set[str]) -> list[st
     return problems
 
 
-VALIDATORS = {"openai-chat": chat_problems, "openai-responses": responses_problems,
-              "anthropic": anthropic_problems, "gemini": gemini_problems}
+VALIDATORS = {
+    "openai-chat": chat_problems,
+    "openai-responses": responses_problems,
+    "anthropic": anthropic_problems,
+    "gemini": gemini_problems,
+}
 
 
 # ---- real bodies of each format ------------------------------------------------------------
 
+
 def anthropic_body(question: str, system: Any = "You are a careful assistant.") -> dict[str, Any]:
     body: dict[str, Any] = {
-        "model": "claude-sonnet-4-5", "max_tokens": 1024,
-        "messages": [{"role": "user", "content": "Hello"},
-                     {"role": "assistant", "content": "Hi! How can I help?"},
-                     {"role": "user", "content": question}],
+        "model": "claude-sonnet-4-5",
+        "max_tokens": 1024,
+        "messages": [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": "Hi! How can I help?"},
+            {"role": "user", "content": question},
+        ],
     }
     if system is not None:
         body["system"] = system
@@ -189,9 +224,11 @@ def anthropic_body(question: str, system: Any = "You are a careful assistant.") 
 
 def gemini_body(question: str, system: str | None = "You are a careful assistant.") -> dict[str, Any]:
     body: dict[str, Any] = {
-        "contents": [{"role": "user", "parts": [{"text": "Hello"}]},
-                     {"role": "model", "parts": [{"text": "Hi! How can I help?"}]},
-                     {"role": "user", "parts": [{"text": question}]}],
+        "contents": [
+            {"role": "user", "parts": [{"text": "Hello"}]},
+            {"role": "model", "parts": [{"text": "Hi! How can I help?"}]},
+            {"role": "user", "parts": [{"text": question}]},
+        ],
         "generationConfig": {"temperature": 0.2, "maxOutputTokens": 512},
     }
     if system is not None:
@@ -199,13 +236,16 @@ def gemini_body(question: str, system: str | None = "You are a careful assistant
     return body
 
 
-def responses_body(question: str, instructions: str | None = "You are a careful assistant.",
-                   as_items: bool = False) -> dict[str, Any]:
+def responses_body(
+    question: str, instructions: str | None = "You are a careful assistant.", as_items: bool = False
+) -> dict[str, Any]:
     body: dict[str, Any] = {"model": "gpt-4.1", "store": False}
     if as_items:
-        body["input"] = [{"role": "user", "content": "Hello"},
-                         {"role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
-                         {"type": "message", "role": "user", "content": [{"type": "input_text", "text": question}]}]
+        body["input"] = [
+            {"role": "user", "content": "Hello"},
+            {"role": "assistant", "content": [{"type": "output_text", "text": "Hi!"}]},
+            {"type": "message", "role": "user", "content": [{"type": "input_text", "text": question}]},
+        ]
     else:
         body["input"] = question
     if instructions is not None:
@@ -214,5 +254,10 @@ def responses_body(question: str, instructions: str | None = "You are a careful 
 
 
 def chat_body(question: str) -> dict[str, Any]:
-    return {"model": "gpt-4o", "messages": [{"role": "system", "content": "You are a careful assistant."},
-                                            {"role": "user", "content": question}]}
+    return {
+        "model": "gpt-4o",
+        "messages": [
+            {"role": "system", "content": "You are a careful assistant."},
+            {"role": "user", "content": question},
+        ],
+    }

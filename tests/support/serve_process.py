@@ -20,15 +20,44 @@ BIN = Path(sys.executable).parent
 class ServeProcess:
     """`memsvc serve` with its stderr collected line by line."""
 
-    def __init__(self, data_dir: Path, grpc_port: int, rest_port: int, env_extra: dict[str, str] | None = None,
-                 extra_args: tuple[str, ...] = ()):
-        env = {"PATH": f"{BIN}:/usr/bin:/bin", "HOME": str(data_dir), "MEMORY_AUTO_STATIC": "false",
-               **(env_extra or {})}
+    def __init__(
+        self,
+        data_dir: Path,
+        grpc_port: int,
+        rest_port: int,
+        env_extra: dict[str, str] | None = None,
+        extra_args: tuple[str, ...] = (),
+    ):
+        env = {
+            "PATH": f"{BIN}:/usr/bin:/bin",
+            "HOME": str(data_dir),
+            "MEMORY_AUTO_STATIC": "false",
+            **(env_extra or {}),
+        }
         self.data_dir = data_dir
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "memsvc", "serve", "--data-dir", str(data_dir), "--grpc-port", str(grpc_port),
-             "--rest-port", str(rest_port), "--metrics-port", "-1", "--mcp-port", "0", *extra_args],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+            [
+                sys.executable,
+                "-m",
+                "memsvc",
+                "serve",
+                "--data-dir",
+                str(data_dir),
+                "--grpc-port",
+                str(grpc_port),
+                "--rest-port",
+                str(rest_port),
+                "--metrics-port",
+                "-1",
+                "--mcp-port",
+                "0",
+                *extra_args,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            env=env,
+        )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()

@@ -20,13 +20,15 @@ def answered_by(process: ServeProcess, channel: grpc.Channel) -> int:
     """The pid of the process that serves `channel`'s connection (one call, found in the logs)."""
     request_id = uuid.uuid4().hex
     memory_pb2_grpc.MemoryServiceStub(channel).ListMemories(
-        pb.ListMemoriesRequest(api_key_id="probe"), metadata=(("x-request-id", request_id),), timeout=30)
+        pb.ListMemoriesRequest(api_key_id="probe"), metadata=(("x-request-id", request_id),), timeout=30
+    )
     line = process.wait_for_entry(lambda e: e.get("event") == "rpc" and e.get("request_id") == request_id)
     return line.get("process", process.proc.pid)
 
 
-def channel_per_process(process: ServeProcess, port: int, count: int,
-                        opened: list[grpc.Channel]) -> dict[int, grpc.Channel]:
+def channel_per_process(
+    process: ServeProcess, port: int, count: int, opened: list[grpc.Channel]
+) -> dict[int, grpc.Channel]:
     """One channel per serving pid, `count` of them: new channels (each appended to `opened`,
     for the caller to close) until each process answered one."""
     found: dict[int, grpc.Channel] = {}

@@ -23,8 +23,9 @@ def mounted(tmp_path: Path) -> Iterator[Path]:
     body of a fixture; skips the test when it cannot mount)."""
     mount_point = tmp_path / "disk"
     mount_point.mkdir()
-    done = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={SIZE}", "tmpfs", str(mount_point)], capture_output=True, text=True
+    )
     if done.returncode != 0:
         pytest.skip(f"cannot mount a tmpfs to fill (needs root / CAP_SYS_ADMIN): {done.stderr.strip()}")
     try:

@@ -178,8 +178,15 @@ def build_static_model(folder: Path) -> Path:
         _, _, vt = np.linalg.svd(centered[::4], full_matrices=False)
         reduced = np.ascontiguousarray(centered @ vt[:STATIC_DIM].T, dtype=np.float32)
         tokenizer = Tokenizer.from_file(str(source / "tokenizer.json"))
-        config = {"model_type": "model2vec", "architectures": ["StaticModel"], "tokenizer_name": "all-MiniLM-L6-v2",
-                  "apply_pca": STATIC_DIM, "hidden_dim": STATIC_DIM, "seq_length": 1000000, "normalize": True}
+        config = {
+            "model_type": "model2vec",
+            "architectures": ["StaticModel"],
+            "tokenizer_name": "all-MiniLM-L6-v2",
+            "apply_pca": STATIC_DIM,
+            "hidden_dim": STATIC_DIM,
+            "seq_length": 1000000,
+            "normalize": True,
+        }
         model = StaticModel(vectors=reduced, tokenizer=tokenizer, config=config, normalize=True)
         target = Path(folder)
         model.save_pretrained(target)
@@ -221,8 +228,9 @@ def create(stubs, owner: str, content: str, **fields: Any) -> str:
 
 
 def preview(stubs, query: str, owner: str, strategy: str = "semantic", **fields: Any) -> epb.RetrievePreviewResponse:
-    return stubs.engine.RetrievePreview(epb.RetrievePreviewRequest(query=query, api_key_id=owner, strategy=strategy,
-                                                                   **fields))
+    return stubs.engine.RetrievePreview(
+        epb.RetrievePreviewRequest(query=query, api_key_id=owner, strategy=strategy, **fields)
+    )
 
 
 def status(stubs) -> epb.EngineStatus:
@@ -235,8 +243,6 @@ def reindex(stubs, **fields: Any) -> list[epb.ReindexProgress]:
 
 def contents(resp) -> list[str]:
     return [m.content for m in resp.memories]
-
-
 
 
 def error_text(err: grpc.RpcError) -> str:

@@ -37,8 +37,16 @@ def backend_for(api: FakeMemoryApi, **config: Any) -> HttpBackend:
 
 def seed(api: FakeMemoryApi, **fields: Any) -> str:
     now = datetime.now(UTC).isoformat()
-    memory = {"id": fields.pop("id", "m-1"), "apiKeyId": "alice", "type": "factual", "content": "likes tea",
-              "metadata": {}, "createdAt": now, "updatedAt": now, **fields}
+    memory = {
+        "id": fields.pop("id", "m-1"),
+        "apiKeyId": "alice",
+        "type": "factual",
+        "content": "likes tea",
+        "metadata": {},
+        "createdAt": now,
+        "updatedAt": now,
+        **fields,
+    }
     api.memories[memory["id"]] = memory
     return memory["id"]
 
@@ -55,7 +63,9 @@ def test_factory_builds_an_http_backend_with_the_default_timeout_and_endpoints(a
     backend = backend_for(api)
     assert backend.name == "generic" and backend.kind == "http"
     assert backend.http.connection.timeout_s == 30.0
-    assert backend.config.endpoint("search") == "/memories/search" and backend.config.endpoint("get") == "/memories/{id}"
+    assert (
+        backend.config.endpoint("search") == "/memories/search" and backend.config.endpoint("get") == "/memories/{id}"
+    )
     assert backend_for(api, timeoutMs=1500).http.connection.timeout_s == 1.5
 
 
@@ -98,18 +108,26 @@ def test_initialize_succeeds_on_a_healthy_api_and_raises_on_a_failing_one(api):
 
 
 def test_create_posts_the_memory_to_the_default_endpoint(api):
-    result = backend_for(api).create(NewMemory(api_key_id="alice", content="likes tea", key="pref:tea",
-                                               session_id="s1", metadata={"a": 1}))
+    result = backend_for(api).create(
+        NewMemory(api_key_id="alice", content="likes tea", key="pref:tea", session_id="s1", metadata={"a": 1})
+    )
     assert result.created and result.id in api.memories and result.memory.content == "likes tea"
     (post,) = api.calls("POST", "/memories")
-    assert post.json() == {"apiKeyId": "alice", "type": "factual", "content": "likes tea", "metadata": {"a": 1},
-                           "sessionId": "s1", "key": "pref:tea"}
+    assert post.json() == {
+        "apiKeyId": "alice",
+        "type": "factual",
+        "content": "likes tea",
+        "metadata": {"a": 1},
+        "sessionId": "s1",
+        "key": "pref:tea",
+    }
 
 
 def test_create_uses_a_custom_endpoint():
     with FakeMemoryApi(endpoints={"create": "/api/v2/notes"}) as api:
         result = backend_for(api, endpoints={"create": "/api/v2/notes"}).create(
-            NewMemory(api_key_id="alice", content="x"))
+            NewMemory(api_key_id="alice", content="x")
+        )
         assert api.calls("POST", "/api/v2/notes") and result.id in api.memories
 
 
@@ -119,8 +137,14 @@ def test_create_uses_a_custom_endpoint():
 def test_get_returns_the_memory(api):
     memory_id = seed(api, sessionId="s1", key="k", metadata={"n": 2})
     got = backend_for(api).get(memory_id)
-    assert (got.id, got.api_key_id, got.session_id, got.key, got.content, got.metadata) == \
-        (memory_id, "alice", "s1", "k", "likes tea", {"n": 2})
+    assert (got.id, got.api_key_id, got.session_id, got.key, got.content, got.metadata) == (
+        memory_id,
+        "alice",
+        "s1",
+        "k",
+        "likes tea",
+        {"n": 2},
+    )
 
 
 def test_get_404_is_none(api):
@@ -174,8 +198,14 @@ def test_list_sends_the_filter_and_paging_as_query_parameters(api):
     seed(api, id="b", apiKeyId="bob")
     page = backend_for(api).list(MemoryFilter(api_key_id="alice", session_id="s", type="episodic", q="tea"), 10, 5)
     call = api.calls("GET", "/memories")[-1]
-    assert call.query == {"apiKeyId": "alice", "sessionId": "s", "type": "episodic", "query": "tea",
-                          "limit": "10", "offset": "5"}
+    assert call.query == {
+        "apiKeyId": "alice",
+        "sessionId": "s",
+        "type": "episodic",
+        "query": "tea",
+        "limit": "10",
+        "offset": "5",
+    }
     assert page.total == 0 and page.data == []
 
 
@@ -197,8 +227,13 @@ def test_search_sends_query_parameters_and_serialises_options(api):
     seed(api, id="b", content="owns a bike")
     found = backend_for(api).search(BackendSearch("green tea", scope(), limit=5, max_tokens=300, strategy="hybrid"))
     call = api.calls("GET", "/memories/search")[-1]
-    assert {k: call.query[k] for k in ("query", "apiKeyId", "limit", "strategy", "maxTokens")} == \
-        {"query": "green tea", "apiKeyId": "alice", "limit": "5", "strategy": "hybrid", "maxTokens": "300"}
+    assert {k: call.query[k] for k in ("query", "apiKeyId", "limit", "strategy", "maxTokens")} == {
+        "query": "green tea",
+        "apiKeyId": "alice",
+        "limit": "5",
+        "strategy": "hybrid",
+        "maxTokens": "300",
+    }
     options = json.loads(call.query["options"])
     assert options["scope"] == "apiKey" and options["createdAfter"].endswith("Z")
     assert [s.memory.id for s in found] == ["a"] and found[0].score == 2.0

@@ -52,15 +52,17 @@ def test_interleaved_n_alternates_leg_after_leg_for_each_item():
     assert out["a"]["calls_per_round"] == 3 and out["a"]["p50_ms"]["rounds"] == 2
 
 
-RAW = "\n".join([
-    'process 7:"python -m memsvc serve";run (/x/lib/python3.11/threading.py:1);'
-    'Retriever._hybrid (/work/main/memsvc/core/retrieval.py:300);search (/work/main/memsvc/storage/keyword.py:10) 6',
-    'process 7:"python -m memsvc serve";run (/x/lib/python3.11/threading.py:1);'
-    'Retriever._hybrid (/work/main/memsvc/core/retrieval.py:301);search (/work/main/memsvc/storage/keyword.py:12) 2',
-    'process 7:"python -m memsvc serve";_run (/x/lib/python3.11/asyncio/events.py:80);'
-    'unary (/v/lib/python3.11/site-packages/grpc/aio/_server.py:5) 2',
-    "not a stack line",
-])
+RAW = "\n".join(
+    [
+        'process 7:"python -m memsvc serve";run (/x/lib/python3.11/threading.py:1);'
+        "Retriever._hybrid (/work/main/memsvc/core/retrieval.py:300);search (/work/main/memsvc/storage/keyword.py:10) 6",
+        'process 7:"python -m memsvc serve";run (/x/lib/python3.11/threading.py:1);'
+        "Retriever._hybrid (/work/main/memsvc/core/retrieval.py:301);search (/work/main/memsvc/storage/keyword.py:12) 2",
+        'process 7:"python -m memsvc serve";_run (/x/lib/python3.11/asyncio/events.py:80);'
+        "unary (/v/lib/python3.11/site-packages/grpc/aio/_server.py:5) 2",
+        "not a stack line",
+    ]
+)
 
 
 def test_parse_raw_drops_the_process_frame_and_reads_counts():
@@ -73,8 +75,11 @@ def test_summarize_stacks_adds_a_functions_lines_and_scales_to_ms_per_call():
     # 10 samples at 100 Hz = 100 ms of CPU over 4 calls: 25 ms a call.
     out = summarize_stacks(parse_raw(RAW), ms_per_sample=10.0, calls=4, top=5)
     assert out["samples"] == 10
-    assert out["top_own"][0] == {"function": "search (memsvc/storage/keyword.py)", "samples": 8,
-                                 "own_ms_per_call": 20.0}
+    assert out["top_own"][0] == {
+        "function": "search (memsvc/storage/keyword.py)",
+        "samples": 8,
+        "own_ms_per_call": 20.0,
+    }
     cum = {r["function"]: r["samples"] for r in out["top_cumulative"]}
     assert cum["Retriever._hybrid (memsvc/core/retrieval.py)"] == 8
     assert out["categories_ms_per_call"] == {"SQL (SQLite calls, row mapping)": 20.0, "gRPC (C core, Cython)": 5.0}
@@ -83,8 +88,7 @@ def test_summarize_stacks_adds_a_functions_lines_and_scales_to_ms_per_call():
 def test_summarize_stacks_counts_a_thread_waiting_apart(tmp_path):
     source = tmp_path / "pool.py"
     source.write_text("def worker(q):\n    item = q.get(block=True)\n    return item.run()\n")
-    raw = (f"worker ({source}:2) 5\n"
-           f"worker ({source}:3);search (/work/main/memsvc/storage/keyword.py:10) 3\n")
+    raw = f"worker ({source}:2) 5\nworker ({source}:3);search (/work/main/memsvc/storage/keyword.py:10) 3\n"
     out = summarize_stacks(parse_raw(raw), ms_per_sample=10.0, calls=1, top=5)
     assert out["wait_samples"] == {f"worker ({source})": 5}
     assert out["categories_ms_per_call"] == {"SQL (SQLite calls, row mapping)": 30.0}
@@ -117,8 +121,13 @@ def test_the_summary_keeps_what_earlier_runs_left_and_shows_a_failure_not_old_fi
     steps = [("knn", "KNN"), ("hot_path", "Hot path"), ("writes", "Writes"), ("quality", "Quality")]
     shown = collect(tmp_path, steps, {"knn": "RuntimeError: boom"})
     assert [(name, when) for name, when, _, _ in shown] == [
-        ("knn", ""), ("hot_path", "2026-12-03T12:23:10Z"), ("writes", "2026-12-03T12:51:05Z")]
+        ("knn", ""),
+        ("hot_path", "2026-12-03T12:23:10Z"),
+        ("writes", "2026-12-03T12:51:05Z"),
+    ]
     assert shown[0][2] == [] and "FAILED: RuntimeError: boom" in shown[0][3]
     assert [(t.name, t.value, t.passed) for _, _, found, _ in shown for t in found] == [
-        ("hot_path speed", 0.5, False), ("writes speed", 2.0, True)]
+        ("hot_path speed", 0.5, False),
+        ("writes speed", 2.0, True),
+    ]
     assert shown[2][3] == "### writes\n\n| writes table |\n"

@@ -19,6 +19,7 @@ def _load(database: Database):
     def load() -> str:
         with database.read() as conn:
             return conn.execute("SELECT value FROM rows WHERE id = 'a'").fetchall()[0][0]
+
     return load
 
 

@@ -8,13 +8,19 @@ import pytest
 from memsvc.config import Config, ConfigError, load, mask_url
 
 
-@pytest.mark.parametrize("url, masked", [
-    ("postgresql://app:s3cret@db.internal:5432/memsvc", "postgresql://app:***@db.internal:5432/memsvc"),
-    ("postgres://app:s3cret@[::1]:5432/memsvc?sslmode=require", "postgres://app:***@[::1]:5432/memsvc?sslmode=require"),
-    ("postgresql://app@db/memsvc", "postgresql://app@db/memsvc"),  # no password: nothing to hide
-    ("postgresql://db/memsvc", "postgresql://db/memsvc"),
-    ("postgresql://app:s3cret@db:port/memsvc", "postgresql://***"),  # unparsable: the scheme only
-])
+@pytest.mark.parametrize(
+    "url, masked",
+    [
+        ("postgresql://app:s3cret@db.internal:5432/memsvc", "postgresql://app:***@db.internal:5432/memsvc"),
+        (
+            "postgres://app:s3cret@[::1]:5432/memsvc?sslmode=require",
+            "postgres://app:***@[::1]:5432/memsvc?sslmode=require",
+        ),
+        ("postgresql://app@db/memsvc", "postgresql://app@db/memsvc"),  # no password: nothing to hide
+        ("postgresql://db/memsvc", "postgresql://db/memsvc"),
+        ("postgresql://app:s3cret@db:port/memsvc", "postgresql://***"),  # unparsable: the scheme only
+    ],
+)
 def test_the_password_is_masked(url, masked):
     assert mask_url(url) == masked
     assert "s3cret" not in mask_url(url)
@@ -28,12 +34,15 @@ def test_postgresql_urls_are_accepted_and_never_in_the_repr(url):
     assert "s3cret" not in repr(config) and "s3cret" not in config.database_location
 
 
-@pytest.mark.parametrize("url, message", [
-    ("mysql://root:s3cret@db/memsvc", "got scheme 'mysql'"),
-    ("sqlite:///data/memsvc.db", "got scheme 'sqlite'"),
-    ("db.internal:5432/memsvc", "got no scheme"),
-    ("postgresql://app:s3cret@db:notaport/memsvc", "not a valid URL"),
-])
+@pytest.mark.parametrize(
+    "url, message",
+    [
+        ("mysql://root:s3cret@db/memsvc", "got scheme 'mysql'"),
+        ("sqlite:///data/memsvc.db", "got scheme 'sqlite'"),
+        ("db.internal:5432/memsvc", "got no scheme"),
+        ("postgresql://app:s3cret@db:notaport/memsvc", "not a valid URL"),
+    ],
+)
 def test_other_urls_are_refused_without_quoting_them(url, message):
     with pytest.raises(ConfigError) as refused:
         Config(database_url=url).validate()

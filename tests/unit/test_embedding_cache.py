@@ -66,8 +66,8 @@ def test_max_entries_evicts_the_least_recently_used():
     cache = EmbeddingCache(3, 60_000)
     for name in "abc":
         cache.put(name, vec(ord(name)))
-    assert cache.get("a") is not None      # a is now the most recently used
-    cache.put("d", vec(4))                 # evicts b, the least recently used
+    assert cache.get("a") is not None  # a is now the most recently used
+    cache.put("d", vec(4))  # evicts b, the least recently used
     assert len(cache) == 3
     assert cache.get("b") is None
     assert all(cache.get(name) is not None for name in "acd")
@@ -168,7 +168,7 @@ def test_max_size_evicts_and_the_evicted_text_is_embedded_again(server):
     server.reset()
     embeddings.embed(settings, ["three"])  # still cached
     assert server.inputs == 0
-    embeddings.embed(settings, ["one"])    # evicted
+    embeddings.embed(settings, ["one"])  # evicted
     assert server.inputs == 1
 
 

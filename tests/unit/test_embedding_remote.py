@@ -63,8 +63,9 @@ def test_rows_follow_the_index_field_not_the_answer_order(server):
 
 def test_real_vectors_rank_the_related_fact_first(server):
     source = RemoteSource(server.base_url, MODEL, KEY)
-    fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
-                                       "I will use PostgreSQL"])
+    fact, query, other = source.embed(
+        ["dark mode in my editor", "What editor theme do I like?", "I will use PostgreSQL"]
+    )
     assert float(query @ fact) > float(query @ other)
 
 
@@ -87,11 +88,14 @@ def test_missing_key_is_refused_by_a_server_that_wants_one(server):
     assert server.auth_headers == [None]
 
 
-@pytest.mark.parametrize("mode, fragment", [
-    ("fail", "HTTP 500"),
-    ("garbage", "wrong shape"),
-    ("short", "wrong shape"),
-])
+@pytest.mark.parametrize(
+    "mode, fragment",
+    [
+        ("fail", "HTTP 500"),
+        ("garbage", "wrong shape"),
+        ("short", "wrong shape"),
+    ],
+)
 def test_bad_answers_are_embedding_errors(server, mode, fragment):
     server.mode = mode
     source = RemoteSource(server.base_url, MODEL, KEY)
@@ -117,16 +121,19 @@ def test_a_closed_port_is_an_embedding_error():
         RemoteSource(f"http://127.0.0.1:{port}/v1", MODEL, KEY, timeout_s=2).embed(["a"])
 
 
-@pytest.mark.parametrize("url, problem", [
-    ("http://user:pass@127.0.0.1:{port}/v1", "credentials"),
-    ("http://127.0.0.1:{port}/v1?token=abc", "query string"),
-    ("file:///etc/passwd", "http or https"),
-    ("http://169.254.169.254/latest", "link-local or cloud metadata"),
-    ("http://metadata.google.internal/v1", "link-local or cloud metadata"),
-    ("http://[fe80::1]/v1", "link-local or cloud metadata"),
-    ("http://[::ffff:169.254.169.254]/v1", "link-local or cloud metadata"),
-    ("http://[fd00:ec2::254]/v1", "link-local or cloud metadata"),
-])
+@pytest.mark.parametrize(
+    "url, problem",
+    [
+        ("http://user:pass@127.0.0.1:{port}/v1", "credentials"),
+        ("http://127.0.0.1:{port}/v1?token=abc", "query string"),
+        ("file:///etc/passwd", "http or https"),
+        ("http://169.254.169.254/latest", "link-local or cloud metadata"),
+        ("http://metadata.google.internal/v1", "link-local or cloud metadata"),
+        ("http://[fe80::1]/v1", "link-local or cloud metadata"),
+        ("http://[::ffff:169.254.169.254]/v1", "link-local or cloud metadata"),
+        ("http://[fd00:ec2::254]/v1", "link-local or cloud metadata"),
+    ],
+)
 def test_url_policy_refuses_before_any_request(server, url, problem):
     url = url.format(port=server.port)
     source = RemoteSource(url, MODEL, KEY)
@@ -137,8 +144,9 @@ def test_url_policy_refuses_before_any_request(server, url, problem):
     assert server.requests["/v1/embeddings"] == 0
 
 
-@pytest.mark.parametrize("host", ["2852039166", "0xa9fea9fe", "169.254.43518", "0251.0376.0251.0376",
-                                  "169.254.169.254."])
+@pytest.mark.parametrize(
+    "host", ["2852039166", "0xa9fea9fe", "169.254.43518", "0251.0376.0251.0376", "169.254.169.254."]
+)
 def test_ambiguous_spellings_of_an_ipv4_address_are_refused_before_any_request(server, host):
     """Spellings of 169.254.169.254 that the C resolver turns into the metadata address, while
     httpx passes them on as names: refused as written, so the check and the connection can

@@ -17,8 +17,12 @@ from memsvc.kernel.embedding import apply_rerank
 from tests.support.model_server import shared
 
 KEY = "test-key-123"
-DOCS = ["I will use PostgreSQL for this project", "the weather is nice today",
-        "dark mode in my editor", "I usually drink tea"]
+DOCS = [
+    "I will use PostgreSQL for this project",
+    "the weather is nice today",
+    "dark mode in my editor",
+    "I usually drink tea",
+]
 QUERY = "What editor theme do I like?"
 
 
@@ -96,8 +100,16 @@ def test_a_wrong_shaped_answer_is_a_rerank_error(server, client):
         client.rerank(server.root_url, KEY, "m", QUERY, DOCS)
 
 
-@pytest.mark.parametrize("url", ["http://169.254.169.254", "http://u:p@127.0.0.1:1", "ftp://127.0.0.1",
-                                 "http://127.0.0.1:1/?x=1", "http://2852039166"])
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254",
+        "http://u:p@127.0.0.1:1",
+        "ftp://127.0.0.1",
+        "http://127.0.0.1:1/?x=1",
+        "http://2852039166",
+    ],
+)
 def test_url_policy_applies_to_rerank(client, url):
     with pytest.raises(RerankError, match="URL policy") as info:
         client.rerank(url, KEY, "m", QUERY, DOCS)
@@ -137,16 +149,24 @@ def test_rerank_target_uses_the_providers_own_key(server):
     assert target is not None and target.api_key == KEY and KEY not in repr(target)
     assert embeddings.rerank(settings, QUERY, DOCS)[0][0] == 2
     assert server.auth_headers == [f"Bearer {KEY}"]
-    assert embeddings.rerank_status(settings) == {"enabled": True, "provider": "local", "model": "minilm-rerank",
-                                                  "available": True, "reason": reason}
+    assert embeddings.rerank_status(settings) == {
+        "enabled": True,
+        "provider": "local",
+        "model": "minilm-rerank",
+        "available": True,
+        "reason": reason,
+    }
 
 
-@pytest.mark.parametrize("changes, reason", [
-    ({"rerank_enabled": False}, "rerankEnabled is false"),
-    ({"rerank_provider_model": None}, "rerankProviderModel is not set"),
-    ({"rerank_provider_model": "cohere/rerank-v3.5"}, "rerank provider cohere is not configured"),
-    ({"rerank_provider_model": "nokey/m"}, "rerank provider nokey has no API key"),
-])
+@pytest.mark.parametrize(
+    "changes, reason",
+    [
+        ({"rerank_enabled": False}, "rerankEnabled is false"),
+        ({"rerank_provider_model": None}, "rerankProviderModel is not set"),
+        ({"rerank_provider_model": "cohere/rerank-v3.5"}, "rerank provider cohere is not configured"),
+        ({"rerank_provider_model": "nokey/m"}, "rerank provider nokey has no API key"),
+    ],
+)
 def test_rerank_unavailable_reasons(changes, reason):
     embeddings = Embeddings(EmbeddingConfig(providers=(("nokey", "http://127.0.0.1:9"),)))
     settings = replace(MemorySettings(rerank_enabled=True, rerank_provider_model="nokey/m"), **changes)

@@ -83,8 +83,9 @@ def test_auto_uses_the_named_provider_and_model(tmp_path):
 
 def test_auto_skips_a_named_provider_without_a_key(tmp_path):
     embeddings = make(tmp_path, providers=(("openai", "https://api.openai.com/v1"),))
-    resolved = embeddings.resolve(replace(AUTO, embedding_provider_model="openai/text-embedding-3-small",
-                                          static_enabled=True))
+    resolved = embeddings.resolve(
+        replace(AUTO, embedding_provider_model="openai/text-embedding-3-small", static_enabled=True)
+    )
     assert isinstance(resolved.source, StaticSource)
     assert "provider openai has no API key" in resolved.reason
 
@@ -97,8 +98,7 @@ def test_auto_ignores_a_keyed_provider_with_no_known_model_unless_named(tmp_path
 
 
 def test_auto_uses_custom_base_url_and_model_id(tmp_path, server):
-    settings = replace(AUTO, custom_base_url=server.base_url, custom_model_id="all-MiniLM-L6-v2",
-                       static_enabled=True)
+    settings = replace(AUTO, custom_base_url=server.base_url, custom_model_id="all-MiniLM-L6-v2", static_enabled=True)
     resolved = make(tmp_path).resolve(settings)
     assert isinstance(resolved.source, RemoteSource)
     assert "customBaseUrl" in resolved.reason
@@ -114,11 +114,14 @@ def test_custom_url_needs_both_fields(tmp_path, server):
 # -- explicit sources ---------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("source, reason", [
-    ("static", "embeddingSource is static but staticEnabled is false"),
-    ("transformers", "embeddingSource is transformers but transformersEnabled is false"),
-    ("remote", "embeddingSource is remote but no provider with an API key is configured"),
-])
+@pytest.mark.parametrize(
+    "source, reason",
+    [
+        ("static", "embeddingSource is static but staticEnabled is false"),
+        ("transformers", "embeddingSource is transformers but transformersEnabled is false"),
+        ("remote", "embeddingSource is remote but no provider with an API key is configured"),
+    ],
+)
 def test_explicit_source_not_enabled_gives_none_with_the_reason(tmp_path, source, reason):
     resolved = make(tmp_path).resolve(replace(AUTO, embedding_source=source))
     assert resolved.source is None
@@ -139,15 +142,17 @@ def test_explicit_transformers_with_a_model_that_is_not_a_folder(tmp_path):
 
 
 def test_explicit_remote_with_an_unconfigured_provider(tmp_path):
-    resolved = make(tmp_path).resolve(replace(AUTO, embedding_source="remote",
-                                              embedding_provider_model="voyage/voyage-3"))
+    resolved = make(tmp_path).resolve(
+        replace(AUTO, embedding_source="remote", embedding_provider_model="voyage/voyage-3")
+    )
     assert resolved.source is None
     assert "provider voyage (embeddingProviderModel) is not configured" in resolved.reason
 
 
 def test_explicit_remote_refuses_a_bad_custom_url(tmp_path):
-    settings = replace(AUTO, embedding_source="remote", custom_base_url="http://169.254.169.254/v1",
-                       custom_model_id="m")
+    settings = replace(
+        AUTO, embedding_source="remote", custom_base_url="http://169.254.169.254/v1", custom_model_id="m"
+    )
     resolved = make(tmp_path).resolve(settings)
     assert resolved.source is None and "link-local" in resolved.reason
 
@@ -187,8 +192,9 @@ def test_remote_signature_appears_after_the_first_embedding(tmp_path, server):
 def test_int8_quantization_is_part_of_the_signature(tmp_path):
     settings = replace(AUTO, transformers_enabled=True)
     assert make(tmp_path).resolve(settings).signature == "transformers:all-MiniLM-L6-v2:384"
-    assert (make(tmp_path, vec_quantization="int8").resolve(settings).signature
-            == "transformers:all-MiniLM-L6-v2:384:int8")
+    assert (
+        make(tmp_path, vec_quantization="int8").resolve(settings).signature == "transformers:all-MiniLM-L6-v2:384:int8"
+    )
 
 
 def test_static_signature_is_none_until_the_model_exists(tmp_path):
@@ -229,10 +235,15 @@ def test_providers_lists_configured_remotes_with_has_key_and_local_sources(tmp_p
     assert by_name["local"]["has_key"] is False and by_name["local"]["models"] == []
     openai = by_name["openai"]
     assert openai["has_key"] is True
-    assert {"id": "openai/text-embedding-3-small", "name": "text-embedding-3-small", "dimensions": 1536} in openai["models"]
-    assert {"id": "openai/text-embedding-3-large", "name": "text-embedding-3-large", "dimensions": 3072} in openai["models"]
+    assert {"id": "openai/text-embedding-3-small", "name": "text-embedding-3-small", "dimensions": 1536} in openai[
+        "models"
+    ]
+    assert {"id": "openai/text-embedding-3-large", "name": "text-embedding-3-large", "dimensions": 3072} in openai[
+        "models"
+    ]
     assert by_name["transformers"]["models"] == [
-        {"id": "transformers/all-MiniLM-L6-v2", "name": "all-MiniLM-L6-v2", "dimensions": 384}]
+        {"id": "transformers/all-MiniLM-L6-v2", "name": "all-MiniLM-L6-v2", "dimensions": 384}
+    ]
     assert by_name["static"]["has_key"] is False
     assert by_name["static"]["models"][0]["dimensions"] == 256
     assert "mistral" not in by_name  # known but not configured
@@ -261,14 +272,20 @@ def test_split_provider_model_keeps_slashes_in_the_model():
 
 
 def test_config_options_reach_the_embedding_config(tmp_path):
-    cfg = config_module.load(env={
-        "MEMSVC_DATA_DIR": str(tmp_path),
-        "MEMSVC_EMBEDDING_PROVIDERS": "local=http://127.0.0.1:8000/v1, together=https://api.together.xyz/v1",
-        "MEMSVC_EMBEDDING_API_KEYS": f"openai={SECRET},local=abc=def",
-        "MEMORY_EMBEDDING_CACHE_TTL_MS": "1234", "MEMORY_EMBEDDING_CACHE_MAX": "7",
-        "MEMORY_VEC_QUANTIZATION": "int8", "MEMORY_VEC_TOP_K": "15", "MEMORY_RRF_K": "30",
-        "MEMORY_STATIC_MODEL": "", "MEMORY_TRANSFORMERS_MODEL": "/models/minilm",
-    })
+    cfg = config_module.load(
+        env={
+            "MEMSVC_DATA_DIR": str(tmp_path),
+            "MEMSVC_EMBEDDING_PROVIDERS": "local=http://127.0.0.1:8000/v1, together=https://api.together.xyz/v1",
+            "MEMSVC_EMBEDDING_API_KEYS": f"openai={SECRET},local=abc=def",
+            "MEMORY_EMBEDDING_CACHE_TTL_MS": "1234",
+            "MEMORY_EMBEDDING_CACHE_MAX": "7",
+            "MEMORY_VEC_QUANTIZATION": "int8",
+            "MEMORY_VEC_TOP_K": "15",
+            "MEMORY_RRF_K": "30",
+            "MEMORY_STATIC_MODEL": "",
+            "MEMORY_TRANSFORMERS_MODEL": "/models/minilm",
+        }
+    )
     cfg.validate()
     assert SECRET not in repr(cfg)
     ec = EmbeddingConfig.from_config(cfg)
@@ -283,23 +300,31 @@ def test_config_options_reach_the_embedding_config(tmp_path):
 
 def test_config_defaults():
     cfg = config_module.Config()
-    assert (cfg.embedding_cache_ttl_ms, cfg.embedding_cache_max, cfg.vec_top_k, cfg.rrf_k,
-            cfg.vec_quantization) == (300000, 1000, 20, 60, "none")
+    assert (cfg.embedding_cache_ttl_ms, cfg.embedding_cache_max, cfg.vec_top_k, cfg.rrf_k, cfg.vec_quantization) == (
+        300000,
+        1000,
+        20,
+        60,
+        "none",
+    )
     assert EmbeddingConfig.from_config(cfg).static_cache_dir == default_static_cache_dir()
     explicit = config_module.load(env={"MEMORY_STATIC_CACHE_DIR": "/srv/models"})
     assert EmbeddingConfig.from_config(explicit).static_cache_dir == Path("/srv/models")
 
 
-@pytest.mark.parametrize("env, fragment", [
-    ({"MEMORY_VEC_QUANTIZATION": "int4"}, "none or int8"),
-    ({"MEMORY_EMBEDDING_CACHE_MAX": "-1"}, "MEMORY_EMBEDDING_CACHE_MAX"),
-    ({"MEMORY_EMBEDDING_CACHE_TTL_MS": "-5"}, "MEMORY_EMBEDDING_CACHE_TTL_MS"),
-    ({"MEMORY_VEC_TOP_K": "0"}, "MEMORY_VEC_TOP_K"),
-    ({"MEMORY_RRF_K": "0"}, "MEMORY_RRF_K"),
-    ({"MEMSVC_EMBEDDING_PROVIDERS": "x=http://u:p@example.com/v1"}, "credentials"),
-    ({"MEMSVC_EMBEDDING_PROVIDERS": "x=http://169.254.169.254/v1"}, "link-local"),
-    ({"MEMSVC_EMBEDDING_API_KEYS": f"nowhere={SECRET}"}, "has no base URL"),
-])
+@pytest.mark.parametrize(
+    "env, fragment",
+    [
+        ({"MEMORY_VEC_QUANTIZATION": "int4"}, "none or int8"),
+        ({"MEMORY_EMBEDDING_CACHE_MAX": "-1"}, "MEMORY_EMBEDDING_CACHE_MAX"),
+        ({"MEMORY_EMBEDDING_CACHE_TTL_MS": "-5"}, "MEMORY_EMBEDDING_CACHE_TTL_MS"),
+        ({"MEMORY_VEC_TOP_K": "0"}, "MEMORY_VEC_TOP_K"),
+        ({"MEMORY_RRF_K": "0"}, "MEMORY_RRF_K"),
+        ({"MEMSVC_EMBEDDING_PROVIDERS": "x=http://u:p@example.com/v1"}, "credentials"),
+        ({"MEMSVC_EMBEDDING_PROVIDERS": "x=http://169.254.169.254/v1"}, "link-local"),
+        ({"MEMSVC_EMBEDDING_API_KEYS": f"nowhere={SECRET}"}, "has no base URL"),
+    ],
+)
 def test_config_validation_refuses_bad_values_without_echoing_keys(env, fragment):
     with pytest.raises(ConfigError) as info:
         config_module.load(env=env).validate()

@@ -67,13 +67,21 @@ def events(stderr: str) -> list[str]:
 
 def race(cache: Path, teacher: Path | None, processes: int = 2) -> dict:
     args = [str(cache)] + ([str(teacher), json.dumps(SMALL)] if teacher else [])
-    children = [subprocess.Popen([sys.executable, "-c", CHILD, *args], cwd=ROOT, text=True,
-                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in range(processes)]
+    children = [
+        subprocess.Popen(
+            [sys.executable, "-c", CHILD, *args], cwd=ROOT, text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for _ in range(processes)
+    ]
     results = [child.communicate(timeout=900) for child in children]
     for child, (_, stderr) in zip(children, results):
         assert child.returncode == 0, stderr[-2000:]
-    return {"cache": cache, "teacher": teacher, "answers": [json.loads(out.strip().splitlines()[-1]) for out, _ in results],
-            "stderr": [stderr for _, stderr in results]}
+    return {
+        "cache": cache,
+        "teacher": teacher,
+        "answers": [json.loads(out.strip().splitlines()[-1]) for out, _ in results],
+        "stderr": [stderr for _, stderr in results],
+    }
 
 
 @pytest.fixture(scope="module")
@@ -138,8 +146,9 @@ def test_embeddings_are_normalized_float32(source):
 
 
 def test_semantic_order_is_sane(source):
-    fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
-                                       "I will use PostgreSQL"])
+    fact, query, other = source.embed(
+        ["dark mode in my editor", "What editor theme do I like?", "I will use PostgreSQL"]
+    )
     assert float(query @ fact) > float(query @ other)
 
 
@@ -185,8 +194,9 @@ def test_a_hub_name_is_not_downloaded(tmp_path):
 
 
 def test_through_the_resolver_with_the_cached_model(built):
-    embeddings = Embeddings(EmbeddingConfig(static_cache_dir=built["cache"], vec_quantization="int8"),
-                            teacher_path=built["teacher"])
+    embeddings = Embeddings(
+        EmbeddingConfig(static_cache_dir=built["cache"], vec_quantization="int8"), teacher_path=built["teacher"]
+    )
     settings = MemorySettings(embedding_source="static", static_enabled=True)
     resolved = embeddings.resolve(settings)
     assert "cached" in resolved.reason
@@ -215,8 +225,9 @@ def test_status_and_providers_with_the_cached_model(built):
     status = embeddings.status(replace(MemorySettings(), static_enabled=True))
     assert status.source == "static" and status.dimensions == 256 and status.state in ("not_loaded", "ready")
     static = next(p for p in embeddings.providers() if p["provider"] == "static")
-    assert static["models"] == [{"id": f"static/{STATIC_DEFAULT_MODEL}", "name": STATIC_DEFAULT_MODEL,
-                                 "dimensions": 256}]
+    assert static["models"] == [
+        {"id": f"static/{STATIC_DEFAULT_MODEL}", "name": STATIC_DEFAULT_MODEL, "dimensions": 256}
+    ]
 
 
 def test_the_default_teacher_is_the_shipped_minilm(tmp_path):
@@ -239,10 +250,14 @@ def test_the_build_adds_ja_zh_ru_pieces_and_leaves_english_as_minilm_tokenizes_i
     minilm = Tokenizer.from_file(str(built["teacher"] / "tokenizer.json"))
     minilm.no_padding()
     minilm.no_truncation()
-    for text in ("I'm training for the Berlin marathon in September, e.g. 42 km!",
-                 "Which nuts make me sick? Peanuts & cashews."):
-        assert model.tokenizer.encode(text, add_special_tokens=False).tokens == \
-            minilm.encode(text, add_special_tokens=False).tokens
+    for text in (
+        "I'm training for the Berlin marathon in September, e.g. 42 km!",
+        "Which nuts make me sick? Peanuts & cashews.",
+    ):
+        assert (
+            model.tokenizer.encode(text, add_special_tokens=False).tokens
+            == minilm.encode(text, add_special_tokens=False).tokens
+        )
     # Frequent pieces only: this build embeds a few thousand per script at most (SMALL).
     for text in ("これは日本です", "我们是中国人", "это мы"):
         tokens = model.tokenizer.encode(text, add_special_tokens=False).tokens
@@ -250,21 +265,24 @@ def test_the_build_adds_ja_zh_ru_pieces_and_leaves_english_as_minilm_tokenizes_i
         assert np.linalg.norm(model.encode([text])[0]) > 0
 
 
-@pytest.mark.skipif(os.environ.get("MEMSVC_TEST_FULL_DISTILL") != "1",
-                    reason="one to three minutes here; set MEMSVC_TEST_FULL_DISTILL=1")
+@pytest.mark.skipif(
+    os.environ.get("MEMSVC_TEST_FULL_DISTILL") != "1",
+    reason="one to three minutes here; set MEMSVC_TEST_FULL_DISTILL=1",
+)
 def test_full_distillation_from_the_shipped_minilm(tmp_path):
     result = race(tmp_path / "cache", None, processes=1)
     assert result["answers"][0]["dimensions"] == 256
     source = StaticSource(None, tmp_path / "cache")
-    fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
-                                       "I will use PostgreSQL"])
+    fact, query, other = source.embed(
+        ["dark mode in my editor", "What editor theme do I like?", "I will use PostgreSQL"]
+    )
     assert float(query @ fact) > float(query @ other)
     # ja/zh/ru: a paraphrase in the same language, and across languages through the map.
     cat, pet, tax = source.embed(["猫を二匹飼っています", "ペットは何を飼っていますか？", "税金の申告は来月です"])
     assert float(pet @ cat) > float(pet @ tax)
     allergy, food, car = source.embed(["我对花生过敏", "有什么食物不能吃？", "我买了一辆新车"])
     assert float(food @ allergy) > float(food @ car)
-    english_cat, = source.embed(["I have two cats"])
+    (english_cat,) = source.embed(["I have two cats"])
     assert float(english_cat @ cat) > float(english_cat @ tax)
 
 
@@ -276,7 +294,9 @@ def _processes_naming(path: Path) -> list[int]:
             continue
         try:
             cmdline = (entry / "cmdline").read_bytes()
-            state = next((line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), "")
+            state = next(
+                (line for line in (entry / "status").read_text().splitlines() if line.startswith("State:")), ""
+            )
         except OSError:
             continue
         if str(path).encode() in cmdline and "zombie" not in state:
@@ -289,8 +309,12 @@ def test_a_build_killed_half_way_leaves_nothing_and_the_next_build_starts_cleanl
     from io import BytesIO
 
     cache = tmp_path / "cache"
-    builder = subprocess.Popen([sys.executable, "-c", CHILD, str(cache), str(teacher), json.dumps(SMALL)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    builder = subprocess.Popen(
+        [sys.executable, "-c", CHILD, str(cache), str(teacher), json.dumps(SMALL)],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         deadline = time.monotonic() + 120
         while not list(cache.glob(f".{STATIC_DEFAULT_MODEL}.building-*")) and time.monotonic() < deadline:

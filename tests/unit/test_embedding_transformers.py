@@ -31,8 +31,9 @@ def test_384_normalized_float32_dimensions(source):
 
 
 def test_semantic_order(source):
-    fact, query, other = source.embed(["dark mode in my editor", "What editor theme do I like?",
-                                       "I will use PostgreSQL"])
+    fact, query, other = source.embed(
+        ["dark mode in my editor", "What editor theme do I like?", "I will use PostgreSQL"]
+    )
     assert float(query @ fact) > float(query @ other)
 
 

@@ -55,8 +55,13 @@ def _probe_percent(config: dict[str, Any]) -> float:
 
 def _endpoints(cluster: dict[str, Any]) -> list[tuple[str, int]]:
     [locality] = cluster["load_assignment"]["endpoints"]
-    return [(e["endpoint"]["address"]["socket_address"]["address"], e["endpoint"]["address"]["socket_address"]["port_value"])
-            for e in locality["lb_endpoints"]]
+    return [
+        (
+            e["endpoint"]["address"]["socket_address"]["address"],
+            e["endpoint"]["address"]["socket_address"]["port_value"],
+        )
+        for e in locality["lb_endpoints"]
+    ]
 
 
 def test_three_replicas_are_one_round_robin_cluster_checked_over_grpc_health():
@@ -66,7 +71,12 @@ def test_three_replicas_are_one_round_robin_cluster_checked_over_grpc_health():
     [check] = cluster["health_checks"]
     # The standard grpc.health.v1 service, overall status (service name "").
     assert check["grpc_health_check"].get("service_name", "") == ""
-    assert (check["interval"], check["timeout"], check["unhealthy_threshold"], check["healthy_threshold"]) == ("1s", "2s", 2, 1)
+    assert (check["interval"], check["timeout"], check["unhealthy_threshold"], check["healthy_threshold"]) == (
+        "1s",
+        "2s",
+        2,
+        1,
+    )
     assert cluster["common_lb_config"] == {"healthy_panic_threshold": {"value": 0}}
     outlier = cluster["outlier_detection"]
     assert outlier["consecutive_gateway_failure"] == 3 and outlier["enforcing_consecutive_gateway_failure"] == 100
@@ -92,12 +102,20 @@ def test_a_write_is_retried_on_another_replica_only_when_it_never_reached_one():
 
 def test_a_read_is_retried_on_another_replica_also_when_it_was_cut_off():
     routes = _routes(build(replace(BASE, replicas=THREE)))
-    read_routes = {r["match"]["path"]: r["route"] for r in routes if "path" in r["match"] and "cluster" in r.get("route", {})
-                   and r["route"]["cluster"] == CLUSTER}
+    read_routes = {
+        r["match"]["path"]: r["route"]
+        for r in routes
+        if "path" in r["match"] and "cluster" in r.get("route", {}) and r["route"]["cluster"] == CLUSTER
+    }
     assert set(read_routes) == set(read_methods())
     for route in read_routes.values():
         policy = route["retry_policy"]
-        assert set(policy["retry_on"].split(",")) == {"connect-failure", "refused-stream", "reset-before-request", "reset"}
+        assert set(policy["retry_on"].split(",")) == {
+            "connect-failure",
+            "refused-stream",
+            "reset-before-request",
+            "reset",
+        }
         assert policy["num_retries"] == 2 and "retriable_status_codes" not in policy
     # They come before the catch-all, which would otherwise take them.
     assert routes.index(next(r for r in routes if r["match"] == {"prefix": "/"})) == len(routes) - 1
@@ -105,13 +123,21 @@ def test_a_read_is_retried_on_another_replica_also_when_it_was_cut_off():
 
 def test_the_reads_are_what_the_access_table_lets_a_read_only_credential_call():
     reads = set(read_methods())
-    assert {"/memsvc.v1.EngineService/Retrieve", "/memsvc.v1.EngineService/Inject",
-            "/memsvc.v1.EngineService/RetrievePreview", "/memsvc.v1.MemoryService/ListMemories",
-            "/memsvc.v1.MemoryService/GetMemory"} <= reads
+    assert {
+        "/memsvc.v1.EngineService/Retrieve",
+        "/memsvc.v1.EngineService/Inject",
+        "/memsvc.v1.EngineService/RetrievePreview",
+        "/memsvc.v1.MemoryService/ListMemories",
+        "/memsvc.v1.MemoryService/GetMemory",
+    } <= reads
     assert all(RULES[path].permission not in (WRITE, ADMIN) for path in reads)
     # A write, an upsert by key included, is never among them.
-    assert not reads & {"/memsvc.v1.MemoryService/CreateMemory", "/memsvc.v1.MemoryService/CreateMemories",
-                        "/memsvc.v1.EngineService/Extract", "/memsvc.v1.EngineService/Reindex"}
+    assert not reads & {
+        "/memsvc.v1.MemoryService/CreateMemory",
+        "/memsvc.v1.MemoryService/CreateMemories",
+        "/memsvc.v1.EngineService/Extract",
+        "/memsvc.v1.EngineService/Reindex",
+    }
 
 
 def test_no_retry_is_refused_for_want_of_retries_in_flight():
@@ -137,17 +163,33 @@ def test_the_rendered_yaml_lists_every_replica():
     assert _endpoints(_cluster(config)) == list(THREE)
 
 
-@pytest.mark.parametrize("text, expected", [
-    ("10.0.0.1:50051", ("10.0.0.1", 50051)),
-    ("memsvc-2.internal:1", ("memsvc-2.internal", 1)),
-    ("[::1]:65535", ("::1", 65535)),
-])
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("10.0.0.1:50051", ("10.0.0.1", 50051)),
+        ("memsvc-2.internal:1", ("memsvc-2.internal", 1)),
+        ("[::1]:65535", ("::1", 65535)),
+    ],
+)
 def test_a_replica_is_host_colon_port(text, expected):
     assert parse_replica(text) == expected
 
 
-@pytest.mark.parametrize("text", ["10.0.0.1", "10.0.0.1:", ":50051", "10.0.0.1:0", "10.0.0.1:65536", "host:http",
-                                  "::1:50051", "[::1]50051", "a b:1", "http://h:1"])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "10.0.0.1",
+        "10.0.0.1:",
+        ":50051",
+        "10.0.0.1:0",
+        "10.0.0.1:65536",
+        "host:http",
+        "::1:50051",
+        "[::1]50051",
+        "a b:1",
+        "http://h:1",
+    ],
+)
 def test_anything_else_is_refused_with_the_form_it_needs(text):
     with pytest.raises(ValueError, match="replica"):
         parse_replica(text)

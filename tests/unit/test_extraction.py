@@ -57,9 +57,7 @@ def test_only_the_newest_64_kib_is_scanned() -> None:
     filler = "lorem ipsum dolor sit amet " * (70 * 1024 // 27 + 1)
     text = "I prefer prefix-only-editor. " + filler + " I prefer tail-only-editor."
     assert len(text.encode()) > 70 * 1024
-    assert summary(text) == [
-        ("preference:tail_only_editor", "tail-only-editor", "factual", "preference")
-    ]
+    assert summary(text) == [("preference:tail_only_editor", "tail-only-editor", "factual", "preference")]
 
 
 def test_the_window_cuts_at_a_character_boundary() -> None:
@@ -138,9 +136,7 @@ def test_a_capture_stops_at_a_clause_end() -> None:
 
 def test_cues_do_not_swallow_each_other() -> None:
     assert summary("I really prefer tabs") == [("preference:tabs", "tabs", "factual", "preference")]
-    assert summary("I don't like cilantro") == [
-        ("preference:cilantro", "cilantro", "factual", "preference")
-    ]
+    assert summary("I don't like cilantro") == [("preference:cilantro", "cilantro", "factual", "preference")]
     assert [f.phrase for f in extract_facts("I'm going to use Bun")] == ["Bun"]
 
 
@@ -235,7 +231,11 @@ OTHER_LANGUAGES = [
 def test_other_language_rules(language: str, text: str, category: str, content: str) -> None:
     [fact] = extract_facts(text)
     assert (fact.category, fact.type, fact.key, fact.phrase, fact.language) == (
-        category, CATEGORY_TYPES[category], f"{category}:{slugify(content)}", content, language,
+        category,
+        CATEGORY_TYPES[category],
+        f"{category}:{slugify(content)}",
+        content,
+        language,
     )
 
 
@@ -335,9 +335,7 @@ def test_fact_metadata_shape() -> None:
         "language": "en",
         "polarity": "positive",
     }
-    assert datetime.fromisoformat(meta["extractedAt"].replace("Z", "+00:00")) == when.replace(
-        microsecond=123000
-    )
+    assert datetime.fromisoformat(meta["extractedAt"].replace("Z", "+00:00")) == when.replace(microsecond=123000)
 
 
 def test_fact_metadata_takes_a_naive_time_as_utc() -> None:
@@ -350,15 +348,82 @@ def test_fact_metadata_takes_a_naive_time_as_utc() -> None:
 # -- properties --------------------------------------------------------------------------------
 
 FRAGMENTS = [
-    "I prefer ", "I really like ", "I don't like ", "my favorite is ", "I'll use ", "I’m going to use ",
-    "I decided to ", "I usually ", "I always ", "vim", "dark mode", "Go", "it", " ", ".", ",", "!", "\n",
-    "私は", "が好きです", "を使うことにしました", "いつも", "コーヒー", "は", "。", "、",
-    "我", "喜欢", "不喜欢", "决定使用", "通常", "香菜", "，",
-    "Я ", "предпочитаю ", "не люблю ", "Мне нравится ", "решил использовать ", "обычно ", "кофе",
-    "My name is ", "Anna", "I live in ", "Paris", "I'm ", "vegetarian", "allergic to ", "I have ", "two ",
-    "kids", "a dog named ", "Rex", "Always reply in ", "French", "a nurse", "my wife ", "If ", "?", "anymore",
-    "我叫", "我住在", "北京", "我有两个孩子", "请用中文回答", "妻は", "医者です", "東京に住んでいます", "猫の名前は",
-    "Меня зовут ", "Анна", "Я живу в ", "Москве", "У меня ", "собака", "Отвечай на русском", "я работаю врачом",
+    "I prefer ",
+    "I really like ",
+    "I don't like ",
+    "my favorite is ",
+    "I'll use ",
+    "I’m going to use ",
+    "I decided to ",
+    "I usually ",
+    "I always ",
+    "vim",
+    "dark mode",
+    "Go",
+    "it",
+    " ",
+    ".",
+    ",",
+    "!",
+    "\n",
+    "私は",
+    "が好きです",
+    "を使うことにしました",
+    "いつも",
+    "コーヒー",
+    "は",
+    "。",
+    "、",
+    "我",
+    "喜欢",
+    "不喜欢",
+    "决定使用",
+    "通常",
+    "香菜",
+    "，",
+    "Я ",
+    "предпочитаю ",
+    "не люблю ",
+    "Мне нравится ",
+    "решил использовать ",
+    "обычно ",
+    "кофе",
+    "My name is ",
+    "Anna",
+    "I live in ",
+    "Paris",
+    "I'm ",
+    "vegetarian",
+    "allergic to ",
+    "I have ",
+    "two ",
+    "kids",
+    "a dog named ",
+    "Rex",
+    "Always reply in ",
+    "French",
+    "a nurse",
+    "my wife ",
+    "If ",
+    "?",
+    "anymore",
+    "我叫",
+    "我住在",
+    "北京",
+    "我有两个孩子",
+    "请用中文回答",
+    "妻は",
+    "医者です",
+    "東京に住んでいます",
+    "猫の名前は",
+    "Меня зовут ",
+    "Анна",
+    "Я живу в ",
+    "Москве",
+    "У меня ",
+    "собака",
+    "Отвечай на русском",
+    "я работаю врачом",
 ]
 texts = st.one_of(
     st.text(),
@@ -403,35 +468,45 @@ def statements(text: str) -> list[tuple[str, str, str]]:
     return [(f.key, f.content, f.polarity) for f in extract_facts(text)]
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("I don't like long answers.", ("preference:long_answers", "User does not like long answers", "negative")),
-    ("I do not enjoy small talk", ("preference:small_talk", "User does not enjoy small talk", "negative")),
-    ("I hate meetings", ("preference:meetings", "User hates meetings", "negative")),
-    ("I can't stand cilantro", ("preference:cilantro", "User cannot stand cilantro", "negative")),
-    ("I'm not a fan of jazz", ("preference:jazz", "User is not a fan of jazz", "negative")),
-    ("I never eat meat", ("pattern:eat_meat", "User never eats meat", "negative")),
-    ("I prefer concise answers.", ("preference:concise_answers", "User prefers concise answers", "positive")),
-    ("I really like Rust", ("preference:rust", "User really likes Rust", "positive")),
-    ("I usually answer in bullet points.",
-     ("pattern:answer_in_bullet_points", "User usually answers in bullet points", "positive")),
-    ("I tend to watch films", ("pattern:watch_films", "User tends to watch films", "positive")),
-    ("I'm going to use Bun", ("decision:bun", "User is going to use Bun", "positive")),
-    ("I have decided to use Redis", ("decision:use_redis", "User has decided to use Redis", "positive")),
-    ("I'll use PostgreSQL", ("decision:postgresql", "User will use PostgreSQL", "positive")),
-    ("My favorite is green tea", ("preference:green_tea", "User's favorite is green tea", "positive")),
-    ("I prefer dark mode in my editor.",
-     ("preference:dark_mode_in_my_editor", "User prefers dark mode in their editor", "positive")),
-    ("Python は好きではありません。", ("preference:python", "ユーザーはPythonが好きではない", "negative")),
-    ("辛い食べ物が嫌いです", ("preference:辛い食べ物", "ユーザーは辛い食べ物が嫌い", "negative")),
-    ("Vimを使うことに決めました", ("decision:vim", "ユーザーはVimを使うことに決めました", "positive")),
-    ("我不喜欢香菜", ("preference:香菜", "用户不喜欢香菜", "negative")),
-    ("我最喜欢的编辑器是Vim", ("preference:vim", "用户最喜欢的编辑器是Vim", "positive")),
-    ("Я не люблю кинзу", ("preference:кинзу", "Пользователь не любит кинзу", "negative")),
-    ("Мне нравится Python", ("preference:python", "Пользователю нравится Python", "positive")),
-    ("Мой любимый редактор — Vim", ("preference:vim", "Любимый редактор пользователя — Vim", "positive")),
-    ("Я обычно пью кофе по утрам.",
-     ("pattern:пью_кофе_по_утрам", "Пользователь обычно пьёт кофе по утрам", "positive")),
-], ids=lambda v: v if isinstance(v, str) else None)
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("I don't like long answers.", ("preference:long_answers", "User does not like long answers", "negative")),
+        ("I do not enjoy small talk", ("preference:small_talk", "User does not enjoy small talk", "negative")),
+        ("I hate meetings", ("preference:meetings", "User hates meetings", "negative")),
+        ("I can't stand cilantro", ("preference:cilantro", "User cannot stand cilantro", "negative")),
+        ("I'm not a fan of jazz", ("preference:jazz", "User is not a fan of jazz", "negative")),
+        ("I never eat meat", ("pattern:eat_meat", "User never eats meat", "negative")),
+        ("I prefer concise answers.", ("preference:concise_answers", "User prefers concise answers", "positive")),
+        ("I really like Rust", ("preference:rust", "User really likes Rust", "positive")),
+        (
+            "I usually answer in bullet points.",
+            ("pattern:answer_in_bullet_points", "User usually answers in bullet points", "positive"),
+        ),
+        ("I tend to watch films", ("pattern:watch_films", "User tends to watch films", "positive")),
+        ("I'm going to use Bun", ("decision:bun", "User is going to use Bun", "positive")),
+        ("I have decided to use Redis", ("decision:use_redis", "User has decided to use Redis", "positive")),
+        ("I'll use PostgreSQL", ("decision:postgresql", "User will use PostgreSQL", "positive")),
+        ("My favorite is green tea", ("preference:green_tea", "User's favorite is green tea", "positive")),
+        (
+            "I prefer dark mode in my editor.",
+            ("preference:dark_mode_in_my_editor", "User prefers dark mode in their editor", "positive"),
+        ),
+        ("Python は好きではありません。", ("preference:python", "ユーザーはPythonが好きではない", "negative")),
+        ("辛い食べ物が嫌いです", ("preference:辛い食べ物", "ユーザーは辛い食べ物が嫌い", "negative")),
+        ("Vimを使うことに決めました", ("decision:vim", "ユーザーはVimを使うことに決めました", "positive")),
+        ("我不喜欢香菜", ("preference:香菜", "用户不喜欢香菜", "negative")),
+        ("我最喜欢的编辑器是Vim", ("preference:vim", "用户最喜欢的编辑器是Vim", "positive")),
+        ("Я не люблю кинзу", ("preference:кинзу", "Пользователь не любит кинзу", "negative")),
+        ("Мне нравится Python", ("preference:python", "Пользователю нравится Python", "positive")),
+        ("Мой любимый редактор — Vim", ("preference:vim", "Любимый редактор пользователя — Vim", "positive")),
+        (
+            "Я обычно пью кофе по утрам.",
+            ("pattern:пью_кофе_по_утрам", "Пользователь обычно пьёт кофе по утрам", "positive"),
+        ),
+    ],
+    ids=lambda v: v if isinstance(v, str) else None,
+)
 def test_a_fact_is_a_statement_with_subject_verb_and_polarity(text, expected) -> None:
     assert statements(text) == [expected]
 
@@ -442,19 +517,22 @@ def test_a_russian_verb_that_cannot_be_conjugated_safely_is_quoted() -> None:
     assert [f.content for f in extract_facts("Я всегда ставлю будильник")] == ["Пользователь всегда ставит будильник"]
 
 
-@pytest.mark.parametrize(("first", "second", "key"), [
-    ("I like tea.", "I don't like tea anymore.", "preference:tea"),
-    ("I love the beach.", "I hate the beach.", "preference:the_beach"),
-    ("I always drink tea.", "I never drink tea.", "pattern:drink_tea"),
-    ("紅茶が好きです。", "紅茶が嫌いです。", "preference:紅茶"),
-    ("我喜欢咖啡。", "我不喜欢咖啡了。", "preference:咖啡"),
-    ("Я люблю чай.", "Я больше не люблю чай.", "preference:чай"),
-    ("I live in Paris.", "I moved to Berlin.", "location:home"),
-    ("My name is Anna.", "Call me Ann.", "name:user"),
-    ("I'm a nurse.", "I work as a teacher.", "profession:job"),
-    ("Always reply in French.", "Please answer in German.", "language:reply"),
-    ("I'm vegetarian.", "I'm no longer vegetarian.", "diet:vegetarian"),
-])
+@pytest.mark.parametrize(
+    ("first", "second", "key"),
+    [
+        ("I like tea.", "I don't like tea anymore.", "preference:tea"),
+        ("I love the beach.", "I hate the beach.", "preference:the_beach"),
+        ("I always drink tea.", "I never drink tea.", "pattern:drink_tea"),
+        ("紅茶が好きです。", "紅茶が嫌いです。", "preference:紅茶"),
+        ("我喜欢咖啡。", "我不喜欢咖啡了。", "preference:咖啡"),
+        ("Я люблю чай.", "Я больше не люблю чай.", "preference:чай"),
+        ("I live in Paris.", "I moved to Berlin.", "location:home"),
+        ("My name is Anna.", "Call me Ann.", "name:user"),
+        ("I'm a nurse.", "I work as a teacher.", "profession:job"),
+        ("Always reply in French.", "Please answer in German.", "language:reply"),
+        ("I'm vegetarian.", "I'm no longer vegetarian.", "diet:vegetarian"),
+    ],
+)
 def test_a_contradiction_or_update_has_the_key_of_the_fact_it_replaces(first, second, key) -> None:
     [old] = extract_facts(first)
     [new] = extract_facts(second)
@@ -522,13 +600,16 @@ def test_everyday_facts(text: str, key: str, content: str) -> None:
     assert fact.category == key.split(":")[0]
 
 
-@pytest.mark.parametrize(("text", "key", "content"), [
-    ("I don't eat pork.", "diet:pork", "User does not eat pork"),
-    ("肉は食べません。", "diet:肉", "ユーザーは肉を食べない"),
-    ("我不吃牛肉。", "diet:牛肉", "用户不吃牛肉"),
-    ("Я не ем мясо.", "diet:мясо", "Пользователь не ест мясо"),
-    ("I'm not married.", "family:marital", "User is not married"),
-])
+@pytest.mark.parametrize(
+    ("text", "key", "content"),
+    [
+        ("I don't eat pork.", "diet:pork", "User does not eat pork"),
+        ("肉は食べません。", "diet:肉", "ユーザーは肉を食べない"),
+        ("我不吃牛肉。", "diet:牛肉", "用户不吃牛肉"),
+        ("Я не ем мясо.", "diet:мясо", "Пользователь не ест мясо"),
+        ("I'm not married.", "family:marital", "User is not married"),
+    ],
+)
 def test_everyday_facts_that_say_what_the_user_does_not_do_are_negative(text, key, content) -> None:
     assert statements(text) == [(key, content, "negative")]
 
@@ -538,13 +619,16 @@ def test_a_list_after_i_have_goes_on() -> None:
     assert [f.key for f in extract_facts("My sister has a cat and a dog.")] == []
 
 
-@pytest.mark.parametrize("text", [
-    "Call me when you are done.",  # not a name: no capital
-    "I live in a small flat.",  # not a place
-    "I'm a big fan of doctors.",  # not a profession
-    "I'm a vegetarian restaurant owner's son.",
-    "I always reply in French to my clients.",  # the user's habit, not a request
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Call me when you are done.",  # not a name: no capital
+        "I live in a small flat.",  # not a place
+        "I'm a big fan of doctors.",  # not a profession
+        "I'm a vegetarian restaurant owner's son.",
+        "I always reply in French to my clients.",  # the user's habit, not a request
+    ],
+)
 def test_everyday_rules_need_the_shape_of_the_fact(text: str) -> None:
     assert all(f.category not in ("name", "location", "profession", "diet", "language") for f in extract_facts(text))
 
@@ -594,12 +678,15 @@ def test_hypotheticals_questions_and_reported_speech_give_no_fact(text: str) -> 
     assert extract_facts(text) == []
 
 
-@pytest.mark.parametrize(("text", "key", "content"), [
-    ("My wife is a doctor.", "family:wife_profession", "User's wife is a doctor"),
-    ("妻は医者です。", "family:wife_profession", "ユーザーの妻は医者"),
-    ("我妻子是医生。", "family:wife_profession", "用户的妻子是医生"),
-    ("Моя жена — врач.", "family:wife_profession", "Жена пользователя — врач"),
-])
+@pytest.mark.parametrize(
+    ("text", "key", "content"),
+    [
+        ("My wife is a doctor.", "family:wife_profession", "User's wife is a doctor"),
+        ("妻は医者です。", "family:wife_profession", "ユーザーの妻は医者"),
+        ("我妻子是医生。", "family:wife_profession", "用户的妻子是医生"),
+        ("Моя жена — врач.", "family:wife_profession", "Жена пользователя — врач"),
+    ],
+)
 def test_a_relatives_profession_is_a_family_fact_not_the_users(text, key, content) -> None:
     facts = extract_facts(text)
     assert [(f.key, f.content) for f in facts] == [(key, content)]
@@ -608,20 +695,27 @@ def test_a_relatives_profession_is_a_family_fact_not_the_users(text, key, conten
 
 def test_the_user_still_speaks_beside_someone_else() -> None:
     assert [f.key for f in extract_facts("My wife prefers tea, but I prefer coffee.")] == ["preference:coffee"]
-    assert [f.key for f in extract_facts("I always say I prefer tabs")] == ["pattern:say_i_prefer_tabs",
-                                                                             "preference:tabs"]
+    assert [f.key for f in extract_facts("I always say I prefer tabs")] == [
+        "pattern:say_i_prefer_tabs",
+        "preference:tabs",
+    ]
 
 
-@pytest.mark.parametrize(("text", "content"), [
-    ("Can you always reply in Spanish?", "User wants replies in Spanish"),
-    ("Could you answer in German from now on?", "User wants replies in German"),
-    ("可以用英语回答吗？", "用户希望用英语回复"),
-])
+@pytest.mark.parametrize(
+    ("text", "content"),
+    [
+        ("Can you always reply in Spanish?", "User wants replies in Spanish"),
+        ("Could you answer in German from now on?", "User wants replies in German"),
+        ("可以用英语回答吗？", "用户希望用英语回复"),
+    ],
+)
 def test_a_request_phrased_as_a_question_still_sets_the_reply_language(text: str, content: str) -> None:
     assert statements(text) == [("language:reply", content, "positive")]
 
 
-@pytest.mark.parametrize("text", ["Do you reply in French?", "Should I reply in French?", "Do I speak French?",
-                                  "If you can, reply in French."])
+@pytest.mark.parametrize(
+    "text",
+    ["Do you reply in French?", "Should I reply in French?", "Do I speak French?", "If you can, reply in French."],
+)
 def test_a_question_about_a_language_is_no_request(text: str) -> None:
     assert extract_facts(text) == []

@@ -11,7 +11,8 @@ from bench.extraction_bench import ASSISTANT_SET, load
 
 def test_committed_set_is_the_generators_output() -> None:
     assert ASSISTANT_SET.read_text(encoding="utf-8") == generated.render(), (
-        "regenerate with: .venv/bin/python bench/extraction_assistant_set.py")
+        "regenerate with: .venv/bin/python bench/extraction_assistant_set.py"
+    )
 
 
 def test_set_covers_every_language_and_kind() -> None:

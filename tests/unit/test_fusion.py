@@ -27,8 +27,18 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def _memory(content: str, key: str | None = None, metadata: dict | None = None) -> Memory:
-    return Memory(id="id1", memory_id=1, api_key_id="k", session_id=None, type="factual", key=key,
-                  content=content, metadata=metadata or {}, created_at=NOW, updated_at=NOW)
+    return Memory(
+        id="id1",
+        memory_id=1,
+        api_key_id="k",
+        session_id=None,
+        type="factual",
+        key=key,
+        content=content,
+        metadata=metadata or {},
+        created_at=NOW,
+        updated_at=NOW,
+    )
 
 
 def _strong(content: str, query: str, key: str | None = None) -> bool:
@@ -56,7 +66,8 @@ def test_gated_convex_weighs_each_list_by_its_share_of_the_best_score():
     keyword = [Candidate("b", 8.0, strong=True), Candidate("d", 4.0, strong=True)]
     vector = [Candidate("a", 0.5), Candidate("c", 0.25)]
     assert FUSIONS[FUSION_GATED_CONVEX].fuse(keyword, vector, 60) == pytest.approx(
-        {"a": 0.2 * 1.0, "b": 0.8 * 1.0, "c": 0.2 * 0.5, "d": 0.8 * 0.5})
+        {"a": 0.2 * 1.0, "b": 0.8 * 1.0, "c": 0.2 * 0.5, "d": 0.8 * 0.5}
+    )
 
 
 def test_gated_convex_counts_every_keyword_match_once_one_is_strong():
@@ -64,7 +75,8 @@ def test_gated_convex_counts_every_keyword_match_once_one_is_strong():
     keyword = [Candidate("a", 9.0, strong=False), Candidate("b", 8.0, strong=True)]
     vector = [Candidate("a", 0.5), Candidate("c", 0.25)]
     assert FUSIONS[FUSION_GATED_CONVEX].fuse(keyword, vector, 60) == pytest.approx(
-        {"a": 0.8 * 1.0 + 0.2 * 1.0, "b": 0.8 * 8 / 9, "c": 0.2 * 0.5})
+        {"a": 0.8 * 1.0 + 0.2 * 1.0, "b": 0.8 * 8 / 9, "c": 0.2 * 0.5}
+    )
     assert query_gate(keyword) == keyword
 
 
@@ -104,16 +116,19 @@ def test_gated_rrf_drops_weak_keyword_only_matches_and_uses_k():
     assert _fuse(FUSION_RRF, weak, ["c"], k=10) == pytest.approx({"x": 1 / 11, "y": 1 / 12, "c": 1 / 11})
 
 
-@pytest.mark.parametrize("content, query, key, strong", [
-    ("User prefers dark mode", "dark mode", None, True),                    # the phrase occurs
-    ("My cat is called Pixel", "Pixel", None, True),                         # a one-word query is its phrase
-    ("I drive a 2015 Subaru Outback", "Subaru Outback", None, True),
-    ("Our team standup is at 9:30 every weekday", "standup weekday time", None, True),  # two of three terms
-    ("tea", "oolong kettle", "oolong:kettle", True),                         # terms in the key count
-    ("I usually run in the morning", "What do I do in the morning to relax?", None, False),  # one shared word
-    ("I work night shifts at the hospital", "What is my job and when do I work?", None, False),
-    ("unrelated words", "dark mode", None, False),
-])
+@pytest.mark.parametrize(
+    "content, query, key, strong",
+    [
+        ("User prefers dark mode", "dark mode", None, True),  # the phrase occurs
+        ("My cat is called Pixel", "Pixel", None, True),  # a one-word query is its phrase
+        ("I drive a 2015 Subaru Outback", "Subaru Outback", None, True),
+        ("Our team standup is at 9:30 every weekday", "standup weekday time", None, True),  # two of three terms
+        ("tea", "oolong kettle", "oolong:kettle", True),  # terms in the key count
+        ("I usually run in the morning", "What do I do in the morning to relax?", None, False),  # one shared word
+        ("I work night shifts at the hospital", "What is my job and when do I work?", None, False),
+        ("unrelated words", "dark mode", None, False),
+    ],
+)
 def test_strong_match_is_the_phrase_or_two_distinct_query_terms(content, query, key, strong):
     assert _strong(content, query, key) is strong
 

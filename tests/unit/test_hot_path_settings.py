@@ -23,11 +23,14 @@ def test_every_connection_gets_the_configured_page_cache(tmp_path):
         Database(tmp_path / "other.db", cache_mb=0)
 
 
-@pytest.mark.parametrize("fields, message", [
-    ({"sqlite_cache_mb": 0}, "MEMSVC_SQLITE_CACHE_MB must be at least 1"),
-    ({"access_flush_s": -1.0}, "MEMSVC_ACCESS_FLUSH_S must be 0..3600"),
-    ({"access_flush_s": 3601.0}, "MEMSVC_ACCESS_FLUSH_S must be 0..3600"),
-])
+@pytest.mark.parametrize(
+    "fields, message",
+    [
+        ({"sqlite_cache_mb": 0}, "MEMSVC_SQLITE_CACHE_MB must be at least 1"),
+        ({"access_flush_s": -1.0}, "MEMSVC_ACCESS_FLUSH_S must be 0..3600"),
+        ({"access_flush_s": 3601.0}, "MEMSVC_ACCESS_FLUSH_S must be 0..3600"),
+    ],
+)
 def test_config_refuses_hot_path_values_out_of_range(fields, message):
     with pytest.raises(ConfigError, match=message):
         Config(**fields).validate()

@@ -32,9 +32,12 @@ from tests.support.provider_schemas import (
     responses_problems,
 )
 
-TOUCHED_KEYS = {"openai-chat": {"messages"}, "openai-responses": {"instructions", "input"},
-                "anthropic": {"system", "messages"},
-                "gemini": {"systemInstruction", "system_instruction", "contents"}}
+TOUCHED_KEYS = {
+    "openai-chat": {"messages"},
+    "openai-responses": {"instructions", "input"},
+    "anthropic": {"system", "messages"},
+    "gemini": {"systemInstruction", "system_instruction", "contents"},
+}
 
 MEMS = ["likes tea", "lives in Oslo"]
 TEXT = "Memory context: likes tea\nlives in Oslo"
@@ -200,8 +203,7 @@ def test_non_mapping_body_never_raises(body: Any) -> None:
 def test_non_dict_messages_are_kept_as_they_are() -> None:
     odd = ["raw string", 7, None, ["nested"], user()]
     result = run_unmutated(body_with(*odd), MEMS, "openai", options=CACHE_SAFE)
-    assert result.body["messages"] == ["raw string", 7, None, ["nested"],
-                                       {"role": "system", "content": TEXT}, user()]
+    assert result.body["messages"] == ["raw string", 7, None, ["nested"], {"role": "system", "content": TEXT}, user()]
 
 
 # -- other fields survive ---------------------------------------------------------------------
@@ -209,12 +211,14 @@ def test_non_dict_messages_are_kept_as_they_are() -> None:
 
 def test_every_other_field_survives() -> None:
     tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
-    body = body_with(sys(), user(), temperature=0.2, tools=tools, stream=True,
-                     x_unknown={"deep": [1, 2]})
+    body = body_with(sys(), user(), temperature=0.2, tools=tools, stream=True, x_unknown={"deep": [1, 2]})
     result = run_unmutated(body, MEMS, "openai")
     assert result.body is not body
     assert {k: v for k, v in result.body.items() if k != "messages"} == {
-        "model": "gpt-4o", "temperature": 0.2, "tools": tools, "stream": True,
+        "model": "gpt-4o",
+        "temperature": 0.2,
+        "tools": tools,
+        "stream": True,
         "x_unknown": {"deep": [1, 2]},
     }
     assert result.body["messages"] is not body["messages"]
@@ -236,9 +240,13 @@ def test_cache_safe_inserts_before_last_user_message() -> None:
 def test_cache_safe_last_user_not_last_message() -> None:
     history = [user("q1"), assistant("a1"), user("q2"), assistant("partial")]
     result = run_unmutated(body_with(*history), MEMS, "o1", options=CACHE_SAFE)
-    assert result.body["messages"] == [user("q1"), assistant("a1"),
-                                       {"role": "user", "content": TEXT},
-                                       user("q2"), assistant("partial")]
+    assert result.body["messages"] == [
+        user("q1"),
+        assistant("a1"),
+        {"role": "user", "content": TEXT},
+        user("q2"),
+        assistant("partial"),
+    ]
 
 
 def test_cache_safe_without_user_message_prepends() -> None:
@@ -301,8 +309,7 @@ def test_must_be_first_wins_over_cache_safe_for_system_role() -> None:
 def test_cache_safe_still_applies_for_user_role_with_both_options() -> None:
     history = [user("q1"), assistant("a1"), user("q2")]
     result = run_unmutated(body_with(*history), MEMS, "qianfan", options=BOTH)
-    assert result.body["messages"] == [user("q1"), assistant("a1"),
-                                       {"role": "user", "content": TEXT}, user("q2")]
+    assert result.body["messages"] == [user("q1"), assistant("a1"), {"role": "user", "content": TEXT}, user("q2")]
 
 
 # -- no-memory header --------------------------------------------------------------------------
@@ -346,14 +353,16 @@ def test_header_names_are_lowercase() -> None:
 json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text()
 json_values = st.recursive(
     json_scalars,
-    lambda children: st.lists(children, max_size=5)
-    | st.dictionaries(st.text(max_size=8), children, max_size=5),
+    lambda children: st.lists(children, max_size=5) | st.dictionaries(st.text(max_size=8), children, max_size=5),
     max_leaves=20,
 )
-message_like = st.fixed_dictionaries(
-    {"role": st.sampled_from(["system", "user", "assistant", "tool", "x"]) | json_values},
-    optional={"content": st.text() | st.lists(json_values, max_size=3) | json_values},
-) | json_values
+message_like = (
+    st.fixed_dictionaries(
+        {"role": st.sampled_from(["system", "user", "assistant", "tool", "x"]) | json_values},
+        optional={"content": st.text() | st.lists(json_values, max_size=3) | json_values},
+    )
+    | json_values
+)
 bodies = st.dictionaries(st.text(max_size=10), json_values, max_size=6) | st.fixed_dictionaries(
     {"messages": st.lists(message_like, max_size=6) | json_values},
     optional={"model": json_values, "stream": st.booleans(), "extra": json_values},
@@ -386,7 +395,7 @@ def test_inject_never_raises_and_never_mutates(
         memory_msg = {"role": result.role, "content": text}
         if len(new) == len(old) + 1:
             index = new.index(memory_msg)
-            assert new[:index] + new[index + 1:] == old
+            assert new[:index] + new[index + 1 :] == old
 
 
 # -- formats: every injected body is still valid for its API ----------------------------------
@@ -413,11 +422,24 @@ def valid(fmt: str, body: dict[str, Any]) -> dict[str, Any]:
 def test_the_sample_bodies_are_valid_and_the_validators_catch_what_injection_must_avoid() -> None:
     """The validators reject what each API rejects, so a passing check means something."""
     assert anthropic_problems(anthropic_body(QUESTION)) == []
-    assert anthropic_problems({**anthropic_body(QUESTION), "messages": [
-        {"role": "system", "content": "x"}, {"role": "user", "content": "q"}]})
+    assert anthropic_problems(
+        {**anthropic_body(QUESTION), "messages": [{"role": "system", "content": "x"}, {"role": "user", "content": "q"}]}
+    )
     assert anthropic_problems({**anthropic_body(QUESTION), "system": {"text": "x"}})
-    assert anthropic_problems({**anthropic_body(QUESTION), "messages": [{"role": "user", "content": [
-        {"type": "text", "text": "a"}, {"type": "tool_result", "tool_use_id": "t", "content": "r"}]}]})
+    assert anthropic_problems(
+        {
+            **anthropic_body(QUESTION),
+            "messages": [
+                {
+                    "role": "user",
+                    "content": [
+                        {"type": "text", "text": "a"},
+                        {"type": "tool_result", "tool_use_id": "t", "content": "r"},
+                    ],
+                }
+            ],
+        }
+    )
     assert gemini_problems(gemini_body(QUESTION)) == []
     assert gemini_problems({**gemini_body(QUESTION), "contents": [{"role": "system", "parts": [{"text": "x"}]}]})
     assert gemini_problems({**gemini_body(QUESTION), "systemInstruction": "just a string"})
@@ -431,26 +453,44 @@ def test_the_sample_bodies_are_valid_and_the_validators_catch_what_injection_mus
 
 
 @pytest.mark.parametrize("options", ALL_OPTIONS, ids=["default", "cache_safe", "must_be_first", "both"])
-@pytest.mark.parametrize("body,provider", [
-    (anthropic_body(QUESTION), "anthropic"),
-    (anthropic_body(QUESTION, system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]),
-     "anthropic"),
-    (anthropic_body(QUESTION, system=None), "anthropic"),
-    (anthropic_body(QUESTION), ""),
-    (anthropic_body(QUESTION), "anthropic-glm"),
-    (gemini_body(QUESTION), "gemini"),
-    (gemini_body(QUESTION, system=None), "google"),
-    (gemini_body(QUESTION), ""),
-    (responses_body(QUESTION), "openai"),
-    (responses_body(QUESTION, instructions=None), "openai"),
-    (responses_body(QUESTION, as_items=True), ""),
-    (chat_body(QUESTION), "openai"),
-], ids=["anthropic-string-system", "anthropic-block-system", "anthropic-no-system", "anthropic-by-shape",
-        "anthropic-unknown-provider", "gemini", "gemini-no-system", "gemini-by-shape", "responses-string",
-        "responses-no-instructions", "responses-items-by-shape", "chat"])
+@pytest.mark.parametrize(
+    "body,provider",
+    [
+        (anthropic_body(QUESTION), "anthropic"),
+        (
+            anthropic_body(QUESTION, system=[{"type": "text", "text": SYSTEM, "cache_control": {"type": "ephemeral"}}]),
+            "anthropic",
+        ),
+        (anthropic_body(QUESTION, system=None), "anthropic"),
+        (anthropic_body(QUESTION), ""),
+        (anthropic_body(QUESTION), "anthropic-glm"),
+        (gemini_body(QUESTION), "gemini"),
+        (gemini_body(QUESTION, system=None), "google"),
+        (gemini_body(QUESTION), ""),
+        (responses_body(QUESTION), "openai"),
+        (responses_body(QUESTION, instructions=None), "openai"),
+        (responses_body(QUESTION, as_items=True), ""),
+        (chat_body(QUESTION), "openai"),
+    ],
+    ids=[
+        "anthropic-string-system",
+        "anthropic-block-system",
+        "anthropic-no-system",
+        "anthropic-by-shape",
+        "anthropic-unknown-provider",
+        "gemini",
+        "gemini-no-system",
+        "gemini-by-shape",
+        "responses-string",
+        "responses-no-instructions",
+        "responses-items-by-shape",
+        "chat",
+    ],
+)
 @pytest.mark.parametrize("model", ["", "glm-4.7"], ids=["system-role", "user-role"])
-def test_every_format_stays_valid_for_its_api(body: dict[str, Any], provider: str, model: str,
-                                              options: InjectOptions) -> None:
+def test_every_format_stays_valid_for_its_api(
+    body: dict[str, Any], provider: str, model: str, options: InjectOptions
+) -> None:
     result = run_unmutated(body, MEMS, provider, model, options)
     assert result.injected and result.text == TEXT
     valid(result.format, result.body)
@@ -486,20 +526,34 @@ def test_anthropic_cache_safe_puts_a_text_block_into_the_last_user_turn() -> Non
     result = run_unmutated(body, MEMS, "anthropic", options=CACHE_SAFE)
     assert result.role == "user" and result.body["system"] == SYSTEM
     assert result.body["messages"][:2] == body["messages"][:2], "the cached prefix is unchanged"
-    assert result.body["messages"][2] == {"role": "user", "content": [
-        {"type": "text", "text": TEXT}, {"type": "text", "text": QUESTION}]}
+    assert result.body["messages"][2] == {
+        "role": "user",
+        "content": [{"type": "text", "text": TEXT}, {"type": "text", "text": QUESTION}],
+    }
 
 
 def test_anthropic_text_goes_after_the_tool_results_of_a_turn() -> None:
-    turn = {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"},
-                                        {"type": "text", "text": "And the database?"}]}
-    body = {**anthropic_body(QUESTION), "messages": [
-        {"role": "user", "content": "Compute it"},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {}}]},
-        turn]}
+    turn = {
+        "role": "user",
+        "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_1", "content": "42"},
+            {"type": "text", "text": "And the database?"},
+        ],
+    }
+    body = {
+        **anthropic_body(QUESTION),
+        "messages": [
+            {"role": "user", "content": "Compute it"},
+            {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_1", "name": "calc", "input": {}}]},
+            turn,
+        ],
+    }
     result = run_unmutated(body, MEMS, "anthropic", options=CACHE_SAFE)
-    assert result.body["messages"][2]["content"] == [turn["content"][0], {"type": "text", "text": TEXT},
-                                                     turn["content"][1]]
+    assert result.body["messages"][2]["content"] == [
+        turn["content"][0],
+        {"type": "text", "text": TEXT},
+        turn["content"][1],
+    ]
     valid("anthropic", result.body)
 
 
@@ -507,8 +561,10 @@ def test_anthropic_user_role_model_merges_into_the_first_user_turn() -> None:
     body = anthropic_body(QUESTION)
     result = run_unmutated(body, MEMS, "anthropic", "glm-4.7")
     assert result.role == "user" and result.body["system"] == SYSTEM
-    assert result.body["messages"][0] == {"role": "user", "content": [
-        {"type": "text", "text": TEXT}, {"type": "text", "text": "Hello"}]}
+    assert result.body["messages"][0] == {
+        "role": "user",
+        "content": [{"type": "text", "text": TEXT}, {"type": "text", "text": "Hello"}],
+    }
     assert result.body["messages"][1:] == body["messages"][1:]
 
 
@@ -540,7 +596,8 @@ def test_gemini_system_instruction_gets_a_text_part_first() -> None:
 
 def test_gemini_without_system_instruction_gets_one_and_snake_case_is_kept() -> None:
     assert run_unmutated(gemini_body(QUESTION, system=None), MEMS, "gemini").body["systemInstruction"] == {
-        "parts": [{"text": TEXT}]}
+        "parts": [{"text": TEXT}]
+    }
     snake = {**gemini_body(QUESTION, system=None), "system_instruction": {"parts": [{"text": SYSTEM}]}}
     result = run_unmutated(snake, MEMS, "gemini")
     assert "systemInstruction" not in result.body
@@ -561,9 +618,13 @@ def test_gemini_cache_safe_and_user_role_use_user_contents_never_a_system_role()
 
 def test_gemini_text_goes_after_function_responses() -> None:
     response = {"functionResponse": {"name": "lookup", "response": {"db": "?"}}}
-    body = {"contents": [{"role": "user", "parts": [{"text": QUESTION}]},
-                         {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}}]},
-                         {"role": "user", "parts": [response]}]}
+    body = {
+        "contents": [
+            {"role": "user", "parts": [{"text": QUESTION}]},
+            {"role": "model", "parts": [{"functionCall": {"name": "lookup", "args": {}}}]},
+            {"role": "user", "parts": [response]},
+        ]
+    }
     result = run_unmutated(body, MEMS, "gemini", options=CACHE_SAFE)
     assert result.body["contents"][2]["parts"] == [response, {"text": TEXT}]
     valid("gemini", result.body)
@@ -605,69 +666,116 @@ def test_responses_user_role_model_gets_a_user_item_first() -> None:
 # -- recognising the format --------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("body,provider,expected", [
-    (chat_body(QUESTION), "", "openai-chat"),
-    ({"messages": [{"role": "user", "content": "q"}]}, "", "openai-chat"),
-    ({"messages": [{"role": "user", "content": "q"}]}, "anthropic", "anthropic"),
-    ({"messages": [{"role": "user", "content": "q"}], "system": "s"}, "", "anthropic"),
-    ({"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}]}, "deepseek",
-     "anthropic"),
-    (chat_body(QUESTION), "anthropic", "openai-chat"),
-    (chat_body(QUESTION), "gemini", "openai-chat"),
-    (gemini_body(QUESTION), "", "gemini"),
-    (gemini_body(QUESTION), "openrouter", "gemini"),
-    (responses_body(QUESTION), "", "openai-responses"),
-    (responses_body(QUESTION), "openai", "openai-responses"),
-    ({"instructions": "be brief"}, "", "openai-responses"),
-    ({"prompt": "q"}, "", None),
-    ({"messages": "q"}, "anthropic", None),
-    ({"contents": "q"}, "gemini", None),
-])
+@pytest.mark.parametrize(
+    "body,provider,expected",
+    [
+        (chat_body(QUESTION), "", "openai-chat"),
+        ({"messages": [{"role": "user", "content": "q"}]}, "", "openai-chat"),
+        ({"messages": [{"role": "user", "content": "q"}]}, "anthropic", "anthropic"),
+        ({"messages": [{"role": "user", "content": "q"}], "system": "s"}, "", "anthropic"),
+        (
+            {"messages": [{"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t"}]}]},
+            "deepseek",
+            "anthropic",
+        ),
+        (chat_body(QUESTION), "anthropic", "openai-chat"),
+        (chat_body(QUESTION), "gemini", "openai-chat"),
+        (gemini_body(QUESTION), "", "gemini"),
+        (gemini_body(QUESTION), "openrouter", "gemini"),
+        (responses_body(QUESTION), "", "openai-responses"),
+        (responses_body(QUESTION), "openai", "openai-responses"),
+        ({"instructions": "be brief"}, "", "openai-responses"),
+        ({"prompt": "q"}, "", None),
+        ({"messages": "q"}, "anthropic", None),
+        ({"contents": "q"}, "gemini", None),
+    ],
+)
 def test_format_from_provider_then_shape(body: dict[str, Any], provider: str, expected: str | None) -> None:
     fmt = detect_format(body, provider)
     assert (fmt.name if fmt else None) == expected
 
 
-@pytest.mark.parametrize("body,expected", [
-    (chat_body(QUESTION), QUESTION),
-    (anthropic_body(QUESTION), QUESTION),
-    (gemini_body(QUESTION), QUESTION),
-    (responses_body(QUESTION), QUESTION),
-    (responses_body(QUESTION, as_items=True), QUESTION),
-    ({"model": "m", "max_tokens": 9, "messages": [
-        {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
-        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]}]}, QUESTION),
-    ({"contents": [{"role": "user", "parts": [{"text": "a"}, {"text": "b"}]},
-                   {"role": "model", "parts": [{"text": "c"}]}]}, "a\nb"),
-    ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, ""),
-    ({"prompt": QUESTION}, ""),
-])
+@pytest.mark.parametrize(
+    "body,expected",
+    [
+        (chat_body(QUESTION), QUESTION),
+        (anthropic_body(QUESTION), QUESTION),
+        (gemini_body(QUESTION), QUESTION),
+        (responses_body(QUESTION), QUESTION),
+        (responses_body(QUESTION, as_items=True), QUESTION),
+        (
+            {
+                "model": "m",
+                "max_tokens": 9,
+                "messages": [
+                    {"role": "user", "content": [{"type": "text", "text": QUESTION}]},
+                    {"role": "assistant", "content": [{"type": "tool_use", "id": "t", "name": "f", "input": {}}]},
+                    {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "t", "content": "x"}]},
+                ],
+            },
+            QUESTION,
+        ),
+        (
+            {
+                "contents": [
+                    {"role": "user", "parts": [{"text": "a"}, {"text": "b"}]},
+                    {"role": "model", "parts": [{"text": "c"}]},
+                ]
+            },
+            "a\nb",
+        ),
+        ({"input": [{"type": "function_call_output", "call_id": "c", "output": "x"}]}, ""),
+        ({"prompt": QUESTION}, ""),
+    ],
+)
 def test_the_query_is_the_last_user_text_of_each_format(body: dict[str, Any], expected: str) -> None:
     assert last_user_text(body) == expected
 
 
-@pytest.mark.parametrize("extra", [{"stop_sequences": ["\n\nHuman:"]}, {"top_k": 5}, {"anthropic_version": "x"},
-                                   {"thinking": {"type": "enabled", "budget_tokens": 2048}}])
+@pytest.mark.parametrize(
+    "extra",
+    [
+        {"stop_sequences": ["\n\nHuman:"]},
+        {"top_k": 5},
+        {"anthropic_version": "x"},
+        {"thinking": {"type": "enabled", "budget_tokens": 2048}},
+    ],
+)
 def test_anthropic_only_fields_show_the_format_without_a_provider(extra: dict[str, Any]) -> None:
     plain = {**anthropic_body(QUESTION, system=None)}
     assert detect_format(plain).name == "openai-chat", "without evidence it is indistinguishable from chat"
     assert detect_format({**plain, **extra}).name == "anthropic"
 
 
-format_bodies = st.fixed_dictionaries({}, optional={
-    "messages": st.lists(message_like, max_size=4) | json_values,
-    "system": st.text(max_size=10) | st.lists(json_values, max_size=3) | json_values,
-    "contents": st.lists(st.fixed_dictionaries({}, optional={
-        "role": st.sampled_from(["user", "model"]) | json_values,
-        "parts": st.lists(st.fixed_dictionaries({}, optional={"text": st.text(max_size=10) | json_values,
-                                                              "functionResponse": json_values}), max_size=3)
-        | json_values}) | json_values, max_size=4) | json_values,
-    "systemInstruction": json_values | st.fixed_dictionaries({"parts": st.lists(json_values, max_size=2)}),
-    "input": st.text(max_size=10) | st.lists(message_like, max_size=4) | json_values,
-    "instructions": st.text(max_size=10) | json_values,
-    "top_k": st.integers(),
-})
+format_bodies = st.fixed_dictionaries(
+    {},
+    optional={
+        "messages": st.lists(message_like, max_size=4) | json_values,
+        "system": st.text(max_size=10) | st.lists(json_values, max_size=3) | json_values,
+        "contents": st.lists(
+            st.fixed_dictionaries(
+                {},
+                optional={
+                    "role": st.sampled_from(["user", "model"]) | json_values,
+                    "parts": st.lists(
+                        st.fixed_dictionaries(
+                            {}, optional={"text": st.text(max_size=10) | json_values, "functionResponse": json_values}
+                        ),
+                        max_size=3,
+                    )
+                    | json_values,
+                },
+            )
+            | json_values,
+            max_size=4,
+        )
+        | json_values,
+        "systemInstruction": json_values | st.fixed_dictionaries({"parts": st.lists(json_values, max_size=2)}),
+        "input": st.text(max_size=10) | st.lists(message_like, max_size=4) | json_values,
+        "instructions": st.text(max_size=10) | json_values,
+        "top_k": st.integers(),
+    },
+)
 
 
 @settings(max_examples=400)
@@ -679,6 +787,7 @@ def test_every_format_handler_never_raises_and_never_mutates(
     assert last_user_text(body, provider) is not None
     if result.injected:
         touched = TOUCHED_KEYS[result.format]
-        assert {k: v for k, v in result.body.items() if k not in touched} == \
-            {k: v for k, v in body.items() if k not in touched}
+        assert {k: v for k, v in result.body.items() if k not in touched} == {
+            k: v for k, v in body.items() if k not in touched
+        }
         assert any(result.text in s for s in strings_in(result.body))

@@ -28,10 +28,29 @@ DOCS = [
     "先輩の佐々木さんは時々厳しい",
     "我喜欢喝绿茶和咖啡",
     "Мой любимый редактор — Vim",
-    "Johnson & Johnson parens(test) asterisk* \"quoted\"",
+    'Johnson & Johnson parens(test) asterisk* "quoted"',
 ]
-QUERIES = ["dark mode", "runs", "email", "e-mail", "cafe", "naive", "c++", "rust language", "東京タワー", "佐々木", "時々厳",
-           "绿茶", "喝绿茶和", "редактор", "johnson", "parens(test)", "asterisk*", '"quoted', "nothing here"]
+QUERIES = [
+    "dark mode",
+    "runs",
+    "email",
+    "e-mail",
+    "cafe",
+    "naive",
+    "c++",
+    "rust language",
+    "東京タワー",
+    "佐々木",
+    "時々厳",
+    "绿茶",
+    "喝绿茶和",
+    "редактор",
+    "johnson",
+    "parens(test)",
+    "asterisk*",
+    '"quoted',
+    "nothing here",
+]
 
 
 @pytest.fixture(params=["working-set", "store"])
@@ -67,15 +86,22 @@ def _shared_matches(backend, owner: str, query: str) -> set[int]:
             if q is None:
                 continue
             match = f"{{content key}} : ({q})" if table == "memory_fts" else q
-            found |= {r[0] for r in conn.execute(
-                f"SELECT f.rowid FROM {table} f JOIN memories m ON m.memory_id = f.rowid "
-                f"WHERE {table} MATCH ? AND m.api_key_id = ?", (match, owner))}
+            found |= {
+                r[0]
+                for r in conn.execute(
+                    f"SELECT f.rowid FROM {table} f JOIN memories m ON m.memory_id = f.rowid "
+                    f"WHERE {table} MATCH ? AND m.api_key_id = ?",
+                    (match, owner),
+                )
+            }
     return found
 
 
 def test_each_owner_finds_only_its_own_rows(backend):
-    ids = {o: backend.create(NewMemory(api_key_id=o, content=f"I prefer dark mode {i} 東京タワー")).id
-           for i, o in enumerate(OWNERS)}
+    ids = {
+        o: backend.create(NewMemory(api_key_id=o, content=f"I prefer dark mode {i} 東京タワー")).id
+        for i, o in enumerate(OWNERS)
+    }
     now = utcnow()
     for owner in OWNERS:
         for query in ("dark mode", "東京タワー"):
@@ -92,9 +118,11 @@ def test_a_write_calls_no_python_function_and_feeds_one_word_index(backend):
     assert "memory_owner_fts" not in names and "memory_fts" in names
     plain = apsw.Connection(str(backend.db.path))
     try:
-        plain.execute("INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
-                      "VALUES ('plain-1', 900001, 'key-plain', 'factual', 'I prefer dark mode', ?, ?)",
-                      (iso(utcnow()), iso(utcnow())))
+        plain.execute(
+            "INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
+            "VALUES ('plain-1', 900001, 'key-plain', 'factual', 'I prefer dark mode', ?, ?)",
+            (iso(utcnow()), iso(utcnow())),
+        )
     finally:
         plain.close()
     hits = backend.search_keyword(SearchScope("key-plain", utcnow()), "dark mode", 5)
@@ -112,8 +140,16 @@ def test_owner_search_matches_what_the_shared_index_matches(backend):
             assert ours == _shared_matches(backend, owner, query), (owner, query)
     # The cases the parity above must cover really match something (stemming, folding, CJK).
     owner = OWNERS[0]
-    for query, doc in (("runs", DOCS[1]), ("cafe", DOCS[2]), ("e-mail", DOCS[2]), ("東京タワー", DOCS[4]),
-                       ("佐々木", DOCS[5]), ("時々厳", DOCS[5]), ("喝绿茶和", DOCS[6]), ("редактор", DOCS[7])):
+    for query, doc in (
+        ("runs", DOCS[1]),
+        ("cafe", DOCS[2]),
+        ("e-mail", DOCS[2]),
+        ("東京タワー", DOCS[4]),
+        ("佐々木", DOCS[5]),
+        ("時々厳", DOCS[5]),
+        ("喝绿茶和", DOCS[6]),
+        ("редактор", DOCS[7]),
+    ):
         hits = backend.search_keyword(SearchScope(owner, now), query, 5)
         assert [made[owner][h.memory.id] for h in hits] == [doc], query
 
@@ -148,9 +184,11 @@ def test_migration_indexes_rows_written_before_it(tmp_path):
         old = [f"old-{i}" for i in range(3)]
         with db.write() as conn:  # rows as version 4 wrote them (later migrations add columns the backend writes)
             for i, (owner, memory_id) in enumerate(zip(OWNERS[:3], old), start=1):
-                conn.execute("INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
-                             "VALUES (?, ?, ?, 'factual', 'I prefer dark mode', ?, ?)",
-                             (memory_id, i, owner, iso(utcnow()), iso(utcnow())))
+                conn.execute(
+                    "INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
+                    "VALUES (?, ?, ?, 'factual', 'I prefer dark mode', ?, ?)",
+                    (memory_id, i, owner, iso(utcnow()), iso(utcnow())),
+                )
         assert migrations.apply_migrations(db)[0] == 5
         now = utcnow()
         for searcher in (backend, SqliteMemoryBackend(db, working_set_bytes=0)):
@@ -161,7 +199,7 @@ def test_migration_indexes_rows_written_before_it(tmp_path):
 
 
 def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
-    """"prefer" is in 603 of the owner's 604 memories: searching "prefer haskell" ranks only
+    """ "prefer" is in 603 of the owner's 604 memories: searching "prefer haskell" ranks only
     what "haskell" selects (and still counts "prefer" in their relevance), instead of
     reading 603 rows for a word that says nothing. Alone, beside other common words, or
     beside words the owner never used, the common words still search. The working set
@@ -172,8 +210,9 @@ def test_a_word_common_among_the_owners_memories_selects_no_candidates(backend):
     owner, other = "key-common", "key-small"
     common = COMMON_MIN_DOCS + 100
     backend.create_many([NewMemory(api_key_id=owner, content=f"User prefers option {i}") for i in range(common)])
-    haskell = {backend.create(NewMemory(api_key_id=owner, content=f"User prefers Haskell for tool {i}")).id
-               for i in range(3)}
+    haskell = {
+        backend.create(NewMemory(api_key_id=owner, content=f"User prefers Haskell for tool {i}")).id for i in range(3)
+    }
     tea = backend.create(NewMemory(api_key_id=owner, content="Green tea in the morning")).id
     for i in range(5):
         backend.create(NewMemory(api_key_id=other, content=f"User prefers plain text {i} and Haskell"))
@@ -204,8 +243,12 @@ def test_bm25_weighs_words_by_the_owners_own_document_frequencies(held):
     backend.create_many([NewMemory(api_key_id="key-other", content=f"Bob: note number {i}") for i in range(1000)])
     backend.create_many([NewMemory(api_key_id=owner, content=f"Kate: filler line {i}") for i in range(8)])
     chatty = backend.create(NewMemory(api_key_id=owner, content="Kate: Kate said Kate is Kate")).id
-    pasta = backend.create(NewMemory(api_key_id=owner, content="Bob: I cooked pasta with tomatoes and garlic "
-                                                               "for the whole family at dinner tonight")).id
+    pasta = backend.create(
+        NewMemory(
+            api_key_id=owner,
+            content="Bob: I cooked pasta with tomatoes and garlic for the whole family at dinner tonight",
+        )
+    ).id
     hits = backend.search_keyword(SearchScope(owner, utcnow()), "What pasta did Kate like?", 10)
     assert [h.memory.id for h in hits[:2]] == [pasta, chatty]
     assert len(hits) == 10

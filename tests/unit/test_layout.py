@@ -29,8 +29,12 @@ def _imports(path: Path) -> list[tuple[str, list[str]]]:
 
 
 def _offenders(folder: str, forbidden: tuple[str, ...]) -> list[str]:
-    return [f"{path.relative_to(PACKAGE)}: {module}" for path in _modules(folder) for module, _ in _imports(path)
-            if any(module == f or module.startswith(f + ".") for f in forbidden)]
+    return [
+        f"{path.relative_to(PACKAGE)}: {module}"
+        for path in _modules(folder)
+        for module, _ in _imports(path)
+        if any(module == f or module.startswith(f + ".") for f in forbidden)
+    ]
 
 
 def test_core_imports_no_grpc_and_no_sqlite() -> None:
@@ -43,15 +47,23 @@ def test_api_does_not_reach_sqlite() -> None:
 
 def test_only_storage_imports_the_sqlite_binding() -> None:
     outside = [p for p in _modules() if "storage" not in p.relative_to(PACKAGE).parts]
-    found = [f"{p.relative_to(PACKAGE)}: {m}" for p in outside for m, _ in _imports(p)
-             if m.split(".")[0] in ("apsw", "sqlite3")]
+    found = [
+        f"{p.relative_to(PACKAGE)}: {m}"
+        for p in outside
+        for m, _ in _imports(p)
+        if m.split(".")[0] in ("apsw", "sqlite3")
+    ]
     assert found == []
 
 
 def test_only_storage_imports_the_postgresql_driver() -> None:
     outside = [p for p in _modules() if "storage" not in p.relative_to(PACKAGE).parts]
-    found = [f"{p.relative_to(PACKAGE)}: {m}" for p in outside for m, _ in _imports(p)
-             if m.split(".")[0] in ("psycopg", "psycopg_pool", "pgvector")]
+    found = [
+        f"{p.relative_to(PACKAGE)}: {m}"
+        for p in outside
+        for m, _ in _imports(p)
+        if m.split(".")[0] in ("psycopg", "psycopg_pool", "pgvector")
+    ]
     assert found == []
 
 
@@ -60,9 +72,15 @@ def test_no_module_imports_another_modules_private_names(path: Path) -> None:
     """A private module (`memsvc.embedding._http`) may serve its own package; a private
     name of one module is that module's alone."""
     package = ".".join(("memsvc", *path.relative_to(PACKAGE).parent.parts))
-    private = [f"{module}.{name}" for module, names in _imports(path) if module.startswith("memsvc")
-               for name in names if name.startswith("_") and not name.startswith("__")
-               and not (module == package and (PACKAGE.parent / module.replace(".", "/") / f"{name}.py").is_file())]
+    private = [
+        f"{module}.{name}"
+        for module, names in _imports(path)
+        if module.startswith("memsvc")
+        for name in names
+        if name.startswith("_")
+        and not name.startswith("__")
+        and not (module == package and (PACKAGE.parent / module.replace(".", "/") / f"{name}.py").is_file())
+    ]
     assert private == []
 
 
@@ -71,9 +89,13 @@ def test_no_module_imports_a_private_module_of_another_package(path: Path) -> No
     """`memsvc.embedding._http` serves `memsvc.embedding` only; what another package needs
     from it belongs in a public module (the kernel, when every package needs it)."""
     own = ".".join(("memsvc", *path.relative_to(PACKAGE).parent.parts))
-    found = [module for module, _ in _imports(path) if module.startswith("memsvc.")
-             and any(part.startswith("_") and not part.startswith("__") for part in module.split("."))
-             and module.rsplit(".", 1)[0] != own]
+    found = [
+        module
+        for module, _ in _imports(path)
+        if module.startswith("memsvc.")
+        and any(part.startswith("_") and not part.startswith("__") for part in module.split("."))
+        and module.rsplit(".", 1)[0] != own
+    ]
     assert found == []
 
 
@@ -87,10 +109,14 @@ LAYERS: list[tuple[str, set[str]]] = [
     ("foundation", {"v1", "logs", "process_tree", "supervision", "outbound", "studio"}),
     ("use cases", {"core"}),
     ("configuration", {"config", "metrics"}),
-    ("adapters", {"storage", "working_set", "embedding", "vectors", "backends", "characters", "api", "gateway",
-                  "mcp", "client"}),
-    ("composition", {"app", "server", "processes", "cli", "cli_admin", "cli_cluster", "cli_models", "cli_tokens",
-                     "__main__"}),
+    (
+        "adapters",
+        {"storage", "working_set", "embedding", "vectors", "backends", "characters", "api", "gateway", "mcp", "client"},
+    ),
+    (
+        "composition",
+        {"app", "server", "processes", "cli", "cli_admin", "cli_cluster", "cli_models", "cli_tokens", "__main__"},
+    ),
 ]
 SIDEWAYS: dict[tuple[str, str], str] = {
     ("storage", "working_set"): "storage feeds the in-memory working set through its store port",
@@ -126,7 +152,7 @@ def package_graph(root: Path) -> dict[str, set[str]]:
             parts = module.split(".")
             if parts[0] != name:
                 continue
-            for target in ([parts[1]] if len(parts) > 1 else names):
+            for target in [parts[1]] if len(parts) > 1 else names:
                 if target != source and target != "__init__":
                     targets.add(target)
     return graph
@@ -142,7 +168,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
         stack.append(node)
         for nxt in sorted(graph.get(node, ())):
             if state.get(nxt) == 1:
-                return stack[stack.index(nxt):] + [nxt]
+                return stack[stack.index(nxt) :] + [nxt]
             if nxt not in state and (cycle := visit(nxt)) is not None:
                 return cycle
         stack.pop()
@@ -192,12 +218,15 @@ def _plant(root: Path, files: dict[str, str]) -> Path:
 def test_a_planted_cycle_is_found(tmp_path: Path) -> None:
     """The checks above would pass on a graph they cannot read: a cycle planted across three
     packages (one import inside a function, one type-only) must be reported."""
-    root = _plant(tmp_path / "memsvc", {
-        "core/a.py": "from memsvc.storage.b import B\n",
-        "storage/b.py": "def f():\n    from memsvc.embedding import c\n",
-        "embedding/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import memsvc.core.a\n",
-        "kernel/d.py": "X = 1\n",
-    })
+    root = _plant(
+        tmp_path / "memsvc",
+        {
+            "core/a.py": "from memsvc.storage.b import B\n",
+            "storage/b.py": "def f():\n    from memsvc.embedding import c\n",
+            "embedding/c.py": "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    import memsvc.core.a\n",
+            "kernel/d.py": "X = 1\n",
+        },
+    )
     graph = package_graph(root)
     assert graph == {"core": {"storage"}, "storage": {"embedding"}, "embedding": {"core"}, "kernel": set()}
     assert find_cycle(graph) == ["core", "storage", "embedding", "core"]
@@ -205,12 +234,15 @@ def test_a_planted_cycle_is_found(tmp_path: Path) -> None:
 
 
 def test_an_outward_import_and_an_unlisted_sideways_one_are_reported(tmp_path: Path) -> None:
-    root = _plant(tmp_path / "memsvc", {
-        "kernel/a.py": "from memsvc import config\n",
-        "vectors/b.py": "from memsvc.embedding.x import y\n",
-        "embedding/x.py": "y = 1\n",
-        "config.py": "",
-    })
+    root = _plant(
+        tmp_path / "memsvc",
+        {
+            "kernel/a.py": "from memsvc import config\n",
+            "vectors/b.py": "from memsvc.embedding.x import y\n",
+            "embedding/x.py": "y = 1\n",
+            "config.py": "",
+        },
+    )
     assert layer_violations(package_graph(root)) == [
         "kernel (kernel) imports config (configuration)",
         "vectors imports embedding, beside it in adapters, unlisted",

@@ -72,7 +72,11 @@ def test_renew_by_the_holder_extends_and_by_anyone_else_is_refused_changing_noth
     assert not b.renew("job", "holder-b", 60, payload="not mine")
     after = a.read("job")
     assert (after.holder, after.expires_at, after.payload, after.seq) == (
-        before.holder, before.expires_at, before.payload, before.seq)
+        before.holder,
+        before.expires_at,
+        before.payload,
+        before.seq,
+    )
     clock.now += 8
     assert a.renew("job", "holder-a", 10)
     clock.now += 8  # 16 s after acquiring, 8 after the renewal: still held
@@ -142,6 +146,7 @@ def _wait(predicate, timeout_s: float = 10.0) -> None:
 
 # ---- following another process's reindex from its lease row ----------------------------------
 
+
 def _publish(store: SqliteLeaseStore, holder: str, **progress) -> None:
     assert store.renew("reindex", holder, 10, encode_progress("sqlite-vec", Progress(**progress)))
 
@@ -187,6 +192,7 @@ def test_a_follower_that_missed_the_end_says_so_when_a_new_job_holds_the_row(sto
 
 
 # ---- the TTL option ----------------------------------------------------------------------------
+
 
 def test_the_lease_ttl_comes_from_the_environment_and_out_of_range_values_do_not_start():
     from memsvc.config import Config, ConfigError, load

@@ -11,8 +11,7 @@ from bench import multilingual_set as ml
 
 
 def test_committed_set_is_what_the_sources_give() -> None:
-    assert ml.SET.read_text(encoding="utf-8") == ml.render(), (
-        "rebuild with: .venv/bin/python bench/multilingual_set.py")
+    assert ml.SET.read_text(encoding="utf-8") == ml.render(), "rebuild with: .venv/bin/python bench/multilingual_set.py"
 
 
 def test_set_has_no_problems() -> None:

@@ -17,7 +17,7 @@ from memsvc import outbound
 from memsvc.embedding import _http
 from tests.support.http_recorder import Recorder
 
-NAME = "rebind.test"   # reserved TLD: never resolves for real, so only the seam can answer
+NAME = "rebind.test"  # reserved TLD: never resolves for real, so only the seam can answer
 
 
 @pytest.fixture
@@ -60,8 +60,16 @@ def test_a_new_connection_after_rebinding_is_refused_before_any_request(recorder
     assert len(recorder.hosts) == 1
 
 
-@pytest.mark.parametrize("answer", [["127.0.0.1", "169.254.169.254"], ["::ffff:169.254.169.254"],
-                                    ["64:ff9b::a9fe:a9fe"], ["fd00:ec2::254"], ["100.100.100.200"]])
+@pytest.mark.parametrize(
+    "answer",
+    [
+        ["127.0.0.1", "169.254.169.254"],
+        ["::ffff:169.254.169.254"],
+        ["64:ff9b::a9fe:a9fe"],
+        ["fd00:ec2::254"],
+        ["100.100.100.200"],
+    ],
+)
 def test_a_name_with_any_forbidden_address_is_refused(recorder, answer):
     with _http.make_client(5, lambda host, port: answer) as client, pytest.raises(_http.CallFailed) as info:
         _http.post_json(client, f"http://{NAME}:{recorder.port}/v1/embeddings", {}, None)
@@ -90,6 +98,7 @@ def test_a_name_that_does_not_resolve_is_a_connection_failure(recorder):
 def test_any_exception_in_the_call_path_is_a_call_failure(recorder):
     """Not only httpx.HTTPError: whatever the client stack raises ends as CallFailed, the one
     class every caller falls back on."""
+
     def broken(host, port):
         raise RuntimeError("resolver bug with a secret-token in its message")
 
@@ -116,9 +125,28 @@ def test_proxy_variables_are_ignored(recorder, monkeypatch):
 def certificate(tmp_path_factory) -> tuple[Path, Path]:
     folder = tmp_path_factory.mktemp("tls")
     cert, key = folder / "cert.pem", folder / "key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", f"/CN={NAME}",
-                    "-addext", f"subjectAltName=DNS:{NAME}", "-keyout", str(key), "-out", str(cert)],
-                   check=True, capture_output=True)
+    subprocess.run(
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "rsa:2048",
+            "-nodes",
+            "-days",
+            "1",
+            "-subj",
+            f"/CN={NAME}",
+            "-addext",
+            f"subjectAltName=DNS:{NAME}",
+            "-keyout",
+            str(key),
+            "-out",
+            str(cert),
+        ],
+        check=True,
+        capture_output=True,
+    )
     return cert, key
 
 

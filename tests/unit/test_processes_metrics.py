@@ -16,8 +16,9 @@ def _worker_file(directory, pid: int, value: float) -> None:
     """What a worker's counter writes: one sample in counter_<pid>.db."""
     store = MmapedDict(str(directory / f"counter_{pid}.db"))
     labels = {"method": "/memsvc.v1.MemoryService/CreateMemory", "code": "OK"}
-    store.write_value(mmap_key("memsvc_rpc_total", "memsvc_rpc_total", list(labels), list(labels.values()), ""),
-                      value, 0.0)
+    store.write_value(
+        mmap_key("memsvc_rpc_total", "memsvc_rpc_total", list(labels), list(labels.values()), ""), value, 0.0
+    )
     store.close()
 
 

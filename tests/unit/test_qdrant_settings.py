@@ -48,9 +48,15 @@ def _violations(patch) -> dict[str, str]:
 
 def test_defaults(manager):
     assert manager.get().to_api() == {
-        "enabled": False, "host": "localhost", "port": 6333, "collection": "omniroute_memory",
-        "embeddingModel": "openai/text-embedding-3-small", "quantization": "none", "localPath": None,
-        "hasApiKey": False, "apiKeyMasked": None,
+        "enabled": False,
+        "host": "localhost",
+        "port": 6333,
+        "collection": "omniroute_memory",
+        "embeddingModel": "openai/text-embedding-3-small",
+        "quantization": "none",
+        "localPath": None,
+        "hasApiKey": False,
+        "apiKeyMasked": None,
     }
 
 
@@ -77,8 +83,17 @@ def test_api_key_is_write_only_and_masked(manager, store, caplog):
 
 def test_violations_are_listed_together_and_nothing_is_saved(manager):
     with pytest.raises(ValidationError) as info:
-        manager.update({"port": 65536, "collection": "", "enabled": "yes", "quantization": "fp16", "bogus": 1,
-                        "host": "169.254.169.254", "apiKey": "has space " + KEY})
+        manager.update(
+            {
+                "port": 65536,
+                "collection": "",
+                "enabled": "yes",
+                "quantization": "fp16",
+                "bogus": 1,
+                "host": "169.254.169.254",
+                "apiKey": "has space " + KEY,
+            }
+        )
     found = {v.field: v.description for v in info.value.violations}
     assert set(found) == {"port", "collection", "enabled", "quantization", "bogus", "host", "apiKey"}
     assert "between 1 and 65535" in found["port"] and "empty" in found["collection"]
@@ -86,36 +101,86 @@ def test_violations_are_listed_together_and_nothing_is_saved(manager):
     assert manager.get() == QdrantSettings()
 
 
-@pytest.mark.parametrize("patch, field", [
-    ({"port": 0}, "port"), ({"port": 65536}, "port"), ({"port": 80.5}, "port"), ({"port": "6333"}, "port"),
-    ({"collection": ""}, "collection"), ({"collection": "   "}, "collection"), ({"collection": "a/b"}, "collection"),
-    ({"collection": "x" * 256}, "collection"), ({"host": ""}, "host"), ({"host": "http://u:p@h"}, "host"),
-    ({"host": "metadata.google.internal"}, "host"), ({"host": "bad host"}, "host"),
-    ({"host": "https://q.example.com/path"}, "host"), ({"embeddingModel": ""}, "embeddingModel"),
-    ({"localPath": "../outside"}, "localPath"), ({"localPath": 5}, "localPath"), ({"apiKey": 5}, "apiKey"),
-    ({}, "settings"), ({"hasApiKey": True}, "settings"),
-])
+@pytest.mark.parametrize(
+    "patch, field",
+    [
+        ({"port": 0}, "port"),
+        ({"port": 65536}, "port"),
+        ({"port": 80.5}, "port"),
+        ({"port": "6333"}, "port"),
+        ({"collection": ""}, "collection"),
+        ({"collection": "   "}, "collection"),
+        ({"collection": "a/b"}, "collection"),
+        ({"collection": "x" * 256}, "collection"),
+        ({"host": ""}, "host"),
+        ({"host": "http://u:p@h"}, "host"),
+        ({"host": "metadata.google.internal"}, "host"),
+        ({"host": "bad host"}, "host"),
+        ({"host": "https://q.example.com/path"}, "host"),
+        ({"embeddingModel": ""}, "embeddingModel"),
+        ({"localPath": "../outside"}, "localPath"),
+        ({"localPath": 5}, "localPath"),
+        ({"apiKey": 5}, "apiKey"),
+        ({}, "settings"),
+        ({"hasApiKey": True}, "settings"),
+    ],
+)
 def test_invalid_values(patch, field):
     assert field in _violations(patch)
 
 
 def test_valid_values_are_saved(manager):
-    saved = manager.update({"enabled": True, "host": "qdrant.internal", "port": 65535, "collection": "Mem_2-x",
-                            "embeddingModel": "openai/text-embedding-3-large", "quantization": "binary",
-                            "localPath": "  vectors  ", "hasApiKey": False, "apiKeyMasked": "***"}).settings
+    saved = manager.update(
+        {
+            "enabled": True,
+            "host": "qdrant.internal",
+            "port": 65535,
+            "collection": "Mem_2-x",
+            "embeddingModel": "openai/text-embedding-3-large",
+            "quantization": "binary",
+            "localPath": "  vectors  ",
+            "hasApiKey": False,
+            "apiKeyMasked": "***",
+        }
+    ).settings
     assert (saved.enabled, saved.host, saved.port, saved.collection, saved.quantization, saved.local_path) == (
-        True, "qdrant.internal", 65535, "Mem_2-x", "binary", "vectors")
+        True,
+        "qdrant.internal",
+        65535,
+        "Mem_2-x",
+        "binary",
+        "vectors",
+    )
     assert manager.update({"localPath": ""}).settings.local_path is None
     for host in ("10.0.0.5", "::1", "[::1]", "https://qdrant.example.com:6333", "q-1.example.com"):
         assert validate_update({"host": host}, DATA_DIR)["host"] == host
 
 
 def test_lenient_read_of_stored_junk(store, manager):
-    store.write_settings(NAMESPACE, {"enabled": "true", "port": 70000, "collection": "bad name", "quantization": "pq",
-                                     "host": "", "apiKey": 42, "localPath": "../x", "embeddingModel": None})
+    store.write_settings(
+        NAMESPACE,
+        {
+            "enabled": "true",
+            "port": 70000,
+            "collection": "bad name",
+            "quantization": "pq",
+            "host": "",
+            "apiKey": 42,
+            "localPath": "../x",
+            "embeddingModel": None,
+        },
+    )
     s = manager.get()
     assert (s.enabled, s.port, s.collection, s.quantization, s.host, s.api_key, s.local_path, s.embedding_model) == (
-        True, 65535, "omniroute_memory", "none", "localhost", None, None, "openai/text-embedding-3-small")
+        True,
+        65535,
+        "omniroute_memory",
+        "none",
+        "localhost",
+        None,
+        None,
+        "openai/text-embedding-3-small",
+    )
     assert normalize({"port": "6334"}).port == 6334
 
 
@@ -135,7 +200,8 @@ def test_enabling_and_disabling_set_the_vector_store(store, manager):
 def test_local_path_and_server_url(tmp_path: Path):
     assert QdrantSettings(local_path="q").resolved_local_path(tmp_path) == str(tmp_path / "q")
     assert QdrantSettings(local_path=str(tmp_path / "abs" / "q")).resolved_local_path(tmp_path) == str(
-        tmp_path / "abs" / "q")
+        tmp_path / "abs" / "q"
+    )
     assert QdrantSettings(local_path=":memory:").resolved_local_path(tmp_path) == ":memory:"
     assert QdrantSettings().resolved_local_path(tmp_path) is None
     assert QdrantSettings().server_url() == "http://localhost:6333"
@@ -147,14 +213,28 @@ def test_local_path_and_server_url(tmp_path: Path):
 # ---- localPath stays inside the data directory -------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/anywhere/qdrant", "~/qdrant", "~", "../outside", "q/../../outside",
-                                  "/srv/memsvc-data/../elsewhere", "/srv/memsvc-data", ".", "/srv/memsvc-data-2/q"])
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/anywhere/qdrant",
+        "~/qdrant",
+        "~",
+        "../outside",
+        "q/../../outside",
+        "/srv/memsvc-data/../elsewhere",
+        "/srv/memsvc-data",
+        ".",
+        "/srv/memsvc-data-2/q",
+    ],
+)
 def test_a_local_path_outside_the_data_dir_is_refused(path):
     assert "data directory" in _violations({"enabled": True, "localPath": path})["localPath"]
 
 
-@pytest.mark.parametrize("path, expected", [("qdrant", "qdrant"), ("/srv/memsvc-data/vectors/q", "/srv/memsvc-data/vectors/q"),
-                                            (":memory:", ":memory:")])
+@pytest.mark.parametrize(
+    "path, expected",
+    [("qdrant", "qdrant"), ("/srv/memsvc-data/vectors/q", "/srv/memsvc-data/vectors/q"), (":memory:", ":memory:")],
+)
 def test_a_local_path_inside_the_data_dir_is_accepted(path, expected):
     assert validate_update({"localPath": path}, DATA_DIR)["localPath"] == expected
 

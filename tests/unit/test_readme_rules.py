@@ -79,8 +79,9 @@ def test_the_readme_links_every_docs_page():
 
 def test_there_is_one_install_table_and_it_names_every_extra():
     pages = [path for path in documents() if INSTALL_HEADER in text(path)]
-    assert pages == [INSTALL_PAGE] and text(INSTALL_PAGE).count(INSTALL_HEADER) == 1, \
+    assert pages == [INSTALL_PAGE] and text(INSTALL_PAGE).count(INSTALL_HEADER) == 1, (
         "the install table appears more than once: link to it instead"
+    )
     table = text(INSTALL_PAGE).split(INSTALL_HEADER, 1)[1].split("\n\n", 1)[0]
     named = set(re.findall(r"^\| `memsvc\[(\w+)\]`", table, flags=re.MULTILINE))
     extras = set(tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["optional-dependencies"])
@@ -109,8 +110,9 @@ def test_the_configuration_table_is_the_configuration():
         assert documented_flag == expected_flag, env
         literal = re.fullmatch(r"`([^`]*)`", documented_default)
         if literal and default is not None and default != ():
-            value = {True: "true", False: "false"}.get(default, str(default)) if isinstance(default, bool) \
-                else str(default)
+            value = (
+                {True: "true", False: "false"}.get(default, str(default)) if isinstance(default, bool) else str(default)
+            )
             assert literal.group(1).removeprefix("./") == value, env
 
 
@@ -121,7 +123,9 @@ def test_the_auth_page_binds_loopback_first_and_warns_before_a_public_bind():
     public = next(i for i, command in enumerate(shell) if "0.0.0.0" in command)
     assert public > 0
     after = auth.split(shell[public], 1)[1]
-    assert re.search(r"Warning: `0\.0\.0\.0`.*every network interface.*no TLS", after.split("\n\n", 2)[1], flags=re.DOTALL)
+    assert re.search(
+        r"Warning: `0\.0\.0\.0`.*every network interface.*no TLS", after.split("\n\n", 2)[1], flags=re.DOTALL
+    )
 
 
 def test_the_readme_summarises_auth_and_errors_and_links_the_rest():
@@ -184,7 +188,7 @@ def _imports() -> dict[str, set[str]]:
             if isinstance(node, ast.Import):
                 names = [alias.name for alias in node.names]
             elif isinstance(node, ast.ImportFrom):
-                base = parts[:len(parts) - node.level] if node.level else ()
+                base = parts[: len(parts) - node.level] if node.level else ()
                 names = [".".join([*base, node.module] if node.module else base)] if node.level else [node.module or ""]
             else:
                 continue

@@ -28,8 +28,18 @@ from memsvc.kernel.text import scoring_tokens
 
 def memory(content: str, key: str = "") -> Memory:
     now = datetime.now(UTC)
-    return Memory(id=content[:20], memory_id=1, api_key_id="k", session_id=None, type="factual", key=key,
-                  content=content, metadata={}, created_at=now, updated_at=now)
+    return Memory(
+        id=content[:20],
+        memory_id=1,
+        api_key_id="k",
+        session_id=None,
+        type="factual",
+        key=key,
+        content=content,
+        metadata={},
+        created_at=now,
+        updated_at=now,
+    )
 
 
 def item(content: str, key: str = "", tier: str = "keyword", vec: float | None = None) -> RetrievedItem:
@@ -40,16 +50,22 @@ def overlap(query: str, content: str, key: str = "") -> float:
     return keyword_overlap(terms_of(query), item(content, key))
 
 
-@pytest.mark.parametrize("query,content,expected", [
-    ("Which database will I use for this project?", "I will use PostgreSQL for this project", 4 / 6),
-    ("Can you help me write a Python script to parse the logs of my project?",
-     "I will use PostgreSQL for this project", 2 / 10),
-    ("How should you format answers? concise?", "User prefers concise answers", 4 / 6),
-    ("Where do I live?", "User lives in Berlin", 2 / 3),          # live ~ lives
-    ("Which tool do I use?", "User prefers the terminal", 0.0),   # "use" is not "user"
-    ("What is the capital of France?", "User lives in Berlin", 0.0),
-    ("", "anything", 0.0),
-])
+@pytest.mark.parametrize(
+    "query,content,expected",
+    [
+        ("Which database will I use for this project?", "I will use PostgreSQL for this project", 4 / 6),
+        (
+            "Can you help me write a Python script to parse the logs of my project?",
+            "I will use PostgreSQL for this project",
+            2 / 10,
+        ),
+        ("How should you format answers? concise?", "User prefers concise answers", 4 / 6),
+        ("Where do I live?", "User lives in Berlin", 2 / 3),  # live ~ lives
+        ("Which tool do I use?", "User prefers the terminal", 0.0),  # "use" is not "user"
+        ("What is the capital of France?", "User lives in Berlin", 0.0),
+        ("", "anything", 0.0),
+    ],
+)
 def test_keyword_overlap_is_the_dice_coefficient_of_the_terms(query: str, content: str, expected: float) -> None:
     assert overlap(query, content) == pytest.approx(expected)
 
@@ -59,10 +75,14 @@ def test_a_question_naming_the_key_counts_as_shared() -> None:
 
 
 def test_the_default_keyword_floor_keeps_a_short_match_and_drops_one_word_of_a_long_question() -> None:
-    assert overlap("How should you format answers? concise?", "User usually answers in bullet points") \
-        >= KEYWORD_FLOOR
-    assert overlap("Can you help me write a Python script to parse the logs of my project?",
-                   "I will use PostgreSQL for this project") < KEYWORD_FLOOR
+    assert overlap("How should you format answers? concise?", "User usually answers in bullet points") >= KEYWORD_FLOOR
+    assert (
+        overlap(
+            "Can you help me write a Python script to parse the logs of my project?",
+            "I will use PostgreSQL for this project",
+        )
+        < KEYWORD_FLOOR
+    )
 
 
 def test_vector_similarity_is_cosine_in_every_tier() -> None:
@@ -89,14 +109,25 @@ def test_recency_only_items_never_pass_a_floor_and_pass_when_it_is_off() -> None
 
 
 def test_either_signal_passes() -> None:
-    by_vector = item("User has a dog named Rex", tier="hybrid-rrf", vec=1 / (1 + 0.5))   # cosine 0.5
+    by_vector = item("User has a dog named Rex", tier="hybrid-rrf", vec=1 / (1 + 0.5))  # cosine 0.5
     by_words = item("User lives in Berlin", tier="keyword")
     kept, dropped = above_floor([by_vector, by_words], "Where do I live? Any pet?", Floor(0.45, 0.45), "sqlite-vec")
     assert kept == [by_vector, by_words] and dropped == 0
 
 
-@pytest.mark.parametrize("value,ok", [(None, True), (0.0, True), (1.0, True), (0.5, True), (-0.01, False),
-                                      (1.01, False), (math.nan, False), (math.inf, False)])
+@pytest.mark.parametrize(
+    "value,ok",
+    [
+        (None, True),
+        (0.0, True),
+        (1.0, True),
+        (0.5, True),
+        (-0.01, False),
+        (1.01, False),
+        (math.nan, False),
+        (math.inf, False),
+    ],
+)
 def test_min_score_range(value: float | None, ok: bool) -> None:
     assert (min_score_problem(value) == "") is ok
 

@@ -19,8 +19,10 @@ from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.vector_index import LocalVectorIndex
 from memsvc.vectors.qdrant import QdrantIndex
 
-pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+]
 DIM = 8
 SIG = f"static:test-model:{DIM}"
 NOW = utcnow()
@@ -37,8 +39,9 @@ def test_sqlite_vec_finds_a_kept_memory_older_than_retention(tmp_path, cache_mb)
     try:
         backend = SqliteMemoryBackend(db)
         backend.initialize()
-        kept, aged = (backend.create(NewMemory(api_key_id="a", content=c, keep=k))
-                      for c, k in (("kept", True), ("aged", False)))
+        kept, aged = (
+            backend.create(NewMemory(api_key_id="a", content=c, keep=k)) for c, k in (("kept", True), ("aged", False))
+        )
         with db.write() as conn:
             conn.execute("UPDATE memories SET created_at = ?", (iso(NOW - timedelta(days=400)),))
         memories = [backend.get(kept.id), backend.get(aged.id)]
@@ -55,9 +58,19 @@ def test_sqlite_vec_finds_a_kept_memory_older_than_retention(tmp_path, cache_mb)
 
 
 def _row(vector, created, keep=False, expires=None) -> VectorRow:
-    return VectorRow(memory_id=int(uuid.uuid4().int % 10**9), id=str(uuid.uuid4()), api_key_id="a", session_id=None,
-                     key=None, content="text", metadata={}, created_at=created, expires_at=expires,
-                     vector=np.asarray(vector, dtype=np.float32), keep=keep)
+    return VectorRow(
+        memory_id=int(uuid.uuid4().int % 10**9),
+        id=str(uuid.uuid4()),
+        api_key_id="a",
+        session_id=None,
+        key=None,
+        content="text",
+        metadata={},
+        created_at=created,
+        expires_at=expires,
+        vector=np.asarray(vector, dtype=np.float32),
+        keep=keep,
+    )
 
 
 def test_qdrant_search_and_cleanup_respect_keep(tmp_path):

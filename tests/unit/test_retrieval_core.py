@@ -15,8 +15,18 @@ NOW = datetime(2026, 11, 30, tzinfo=UTC)
 
 
 def _memory(content: str, key: str | None = None, metadata: dict | None = None, n: int = 1) -> Memory:
-    return Memory(id=f"id{n}", memory_id=n, api_key_id="k", session_id=None, type="factual", key=key,
-                  content=content, metadata=metadata or {}, created_at=NOW, updated_at=NOW)
+    return Memory(
+        id=f"id{n}",
+        memory_id=n,
+        api_key_id="k",
+        session_id=None,
+        type="factual",
+        key=key,
+        content=content,
+        metadata=metadata or {},
+        created_at=NOW,
+        updated_at=NOW,
+    )
 
 
 def test_relevance_example_of_the_spec_is_38():
@@ -43,8 +53,11 @@ def test_budget_skips_an_oversized_item_and_keeps_filling():
     assert [i.tokens for i in taken] == [1, 2, 1]
 
 
-@given(st.lists(st.integers(min_value=0, max_value=4000), max_size=40), st.integers(min_value=1, max_value=16000),
-       st.none() | st.integers(min_value=1, max_value=100))
+@given(
+    st.lists(st.integers(min_value=0, max_value=4000), max_size=40),
+    st.integers(min_value=1, max_value=16000),
+    st.none() | st.integers(min_value=1, max_value=100),
+)
 def test_budget_is_never_exceeded_and_is_greedy(sizes, budget, limit):
     items = _items(sizes)
     taken = apply_budget(items, budget, limit)
@@ -70,7 +83,14 @@ def test_terms_drop_function_words_and_split_cjk_runs():
 
 
 def test_terms_never_contain_query_syntax():
-    for text in ['C++ language', 'Johnson & Johnson', 'parens(test)', 'asterisk*wildcard', "single'quote", '"quoted phrase"']:
+    for text in [
+        "C++ language",
+        "Johnson & Johnson",
+        "parens(test)",
+        "asterisk*wildcard",
+        "single'quote",
+        '"quoted phrase"',
+    ]:
         for word in terms(text).words:
             assert word.isalnum(), (text, word)
 

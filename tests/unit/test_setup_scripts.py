@@ -78,8 +78,13 @@ def test_test_sh_installs_everything_run_sh_does():
 def build_models(env_extra: dict[str, str]) -> subprocess.CompletedProcess[str]:
     """The installed `memsvc build-models`, as bootstrap.sh runs it."""
     env = {**os.environ, **env_extra}
-    return subprocess.run([str(Path(sys.executable).parent / "memsvc"), "build-models"], capture_output=True,
-                          text=True, env=env, timeout=120)
+    return subprocess.run(
+        [str(Path(sys.executable).parent / "memsvc"), "build-models"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
 
 
 def test_build_models_finds_a_built_model_and_leaves_it_alone(tmp_path, static_model):

@@ -46,9 +46,7 @@ def _new(content: str, api_key_id: str = "k1", **kw) -> NewMemory:
 
 def _fts_rowids(db: Database, query: str) -> list[int]:
     with db.read() as conn:
-        rows = conn.execute(
-            "SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid", (query,)
-        ).fetchall()
+        rows = conn.execute("SELECT rowid FROM memory_fts WHERE memory_fts MATCH ? ORDER BY rowid", (query,)).fetchall()
     return [r[0] for r in rows]
 
 
@@ -120,7 +118,8 @@ def test_migrating_twice_applies_nothing_and_keeps_data(tmp_path: Path):
         assert SqliteMemoryBackend(second).get(created.id).content == "kept across restarts"
         with second.read() as conn:
             assert conn.execute("SELECT version, name FROM schema_migrations").fetchall() == [
-                (v, name) for v, name, _ in available_migrations()]
+                (v, name) for v, name, _ in available_migrations()
+            ]
     finally:
         second.close()
 
@@ -179,7 +178,9 @@ def test_write_rolls_back_on_exception_and_readers_cannot_write(backend: SqliteM
         assert conn.execute("SELECT count(*) FROM settings").fetchall() == [(0,)]
         with pytest.raises(Exception, match="readonly|read-only|query_only"):
             conn.execute("INSERT INTO settings (key, value) VALUES ('enabled', 'true')")
-    with db.write() as outer:  # nested: joins the outer write as a savepoint (tests/contract/test_store_rules_contract.py)
+    with (
+        db.write() as outer
+    ):  # nested: joins the outer write as a savepoint (tests/contract/test_store_rules_contract.py)
         with db.write() as inner:
             assert inner is outer
 
@@ -383,10 +384,19 @@ def test_touch_counts_each_return_and_ignores_unknown_ids(backend: SqliteMemoryB
 
 def test_upsert_on_owner_and_key_merges_metadata(backend: SqliteMemoryBackend):
     expiry = datetime(2031, 1, 2, 3, 4, 5, tzinfo=UTC)
-    first = backend.create(_new("I prefer tabs", key="pref:indent", type="factual",
-                                session_id="s1", metadata={"a": 1, "b": 1}))
-    second = backend.create(_new("I prefer spaces", key="pref:indent", type="semantic",
-                                 session_id="s2", metadata={"b": 2, "c": 3}, expires_at=expiry))
+    first = backend.create(
+        _new("I prefer tabs", key="pref:indent", type="factual", session_id="s1", metadata={"a": 1, "b": 1})
+    )
+    second = backend.create(
+        _new(
+            "I prefer spaces",
+            key="pref:indent",
+            type="semantic",
+            session_id="s2",
+            metadata={"b": 2, "c": 3},
+            expires_at=expiry,
+        )
+    )
     assert first.created is True and second.created is False and second.id == first.id
 
     stored = backend.get(first.id)
@@ -431,10 +441,24 @@ def test_memory_id_is_never_reused_after_deleting_the_newest_row(backend: Sqlite
 
 def test_create_stores_every_field(backend: SqliteMemoryBackend):
     expiry = datetime(2030, 5, 6, 7, 8, 9, 123456, tzinfo=UTC)
-    created = backend.create(_new("Ünïcode ✓ content", session_id="s", type="procedural",
-                                  key="how:to", metadata={"nested": {"x": [1, "ü"]}}, expires_at=expiry))
+    created = backend.create(
+        _new(
+            "Ünïcode ✓ content",
+            session_id="s",
+            type="procedural",
+            key="how:to",
+            metadata={"nested": {"x": [1, "ü"]}},
+            expires_at=expiry,
+        )
+    )
     m = backend.get(created.id)
-    assert (m.api_key_id, m.session_id, m.type, m.key, m.content) == ("k1", "s", "procedural", "how:to", "Ünïcode ✓ content")
+    assert (m.api_key_id, m.session_id, m.type, m.key, m.content) == (
+        "k1",
+        "s",
+        "procedural",
+        "how:to",
+        "Ünïcode ✓ content",
+    )
     assert m.metadata == {"nested": {"x": [1, "ü"]}}
     assert m.expires_at == expiry
     assert m.created_at.tzinfo is not None
@@ -621,7 +645,8 @@ def test_iso_is_fixed_width_utc():
 
 
 _aware = st.datetimes(
-    min_value=datetime(1, 1, 2), max_value=datetime(9999, 12, 30),
+    min_value=datetime(1, 1, 2),
+    max_value=datetime(9999, 12, 30),
     timezones=st.sampled_from([UTC, timezone(timedelta(hours=-7)), timezone(timedelta(hours=9))]),
 )
 
@@ -643,9 +668,12 @@ def test_cjk_index_migration_backfills_rows_written_before_it(tmp_path: Path):
             conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (version, name))
             # Rows as version 1 wrote them (the current backend writes columns later migrations add).
             for memory_id, content in ((1, "我喜欢深色模式"), (2, "plain english only")):
-                conn.execute("INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
-                             "VALUES (?, ?, 'k', 'factual', ?, '2026-01-01T00:00:00.000000Z', "
-                             "'2026-01-01T00:00:00.000000Z')", (f"id-{memory_id}", memory_id, content))
+                conn.execute(
+                    "INSERT INTO memories (id, memory_id, api_key_id, type, content, created_at, updated_at) "
+                    "VALUES (?, ?, 'k', 'factual', ?, '2026-01-01T00:00:00.000000Z', "
+                    "'2026-01-01T00:00:00.000000Z')",
+                    (f"id-{memory_id}", memory_id, content),
+                )
         assert apply_migrations(database) == [v for v, _, _ in available_migrations()][1:]
         with database.read() as conn:
             rows = conn.execute("SELECT rowid FROM memory_fts_cjk WHERE memory_fts_cjk MATCH '\"深色模\"'").fetchall()
@@ -666,20 +694,25 @@ def test_occurred_at_migration_leaves_old_rows_unknown_and_indexes_effective_tim
             for version, name, sql in available_migrations()[:8]:
                 conn.execute(sql)
                 conn.execute("INSERT INTO schema_migrations VALUES (?, ?, '2026-01-01')", (version, name))
-            conn.execute("INSERT INTO memories (id, memory_id, api_key_id, session_id, type, content, created_at, "
-                         "updated_at) VALUES ('old', 1, 'k', 's', 'factual', 'before 0009', "
-                         "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')")
+            conn.execute(
+                "INSERT INTO memories (id, memory_id, api_key_id, session_id, type, content, created_at, "
+                "updated_at) VALUES ('old', 1, 'k', 's', 'factual', 'before 0009', "
+                "'2026-01-01T00:00:00.000000Z', '2026-01-01T00:00:00.000000Z')"
+            )
         assert apply_migrations(database)[0] == 9
         with database.read() as conn:
             assert conn.execute("SELECT occurred_at FROM memories WHERE id = 'old'").fetchall() == [(None,)]
             day = conn.execute(
                 "EXPLAIN QUERY PLAN SELECT memory_id FROM memories WHERE api_key_id = ? AND "
                 "coalesce(occurred_at, created_at) >= ? AND coalesce(occurred_at, created_at) < ?",
-                ("k", "2026-01-01", "2026-01-02")).fetchall()
+                ("k", "2026-01-01", "2026-01-02"),
+            ).fetchall()
             turns = conn.execute(
                 "EXPLAIN QUERY PLAN SELECT memory_id FROM memories WHERE api_key_id = ? AND session_id = ? AND "
                 "coalesce(occurred_at, created_at) < ? ORDER BY coalesce(occurred_at, created_at) DESC, "
-                "memory_id DESC LIMIT 2", ("k", "s", "2026-01-02")).fetchall()
+                "memory_id DESC LIMIT 2",
+                ("k", "s", "2026-01-02"),
+            ).fetchall()
         assert "idx_memories_owner_happened" in str(day)
         assert "idx_memories_owner_session_happened" in str(turns) and "TEMP B-TREE" not in str(turns)
     finally:

@@ -34,8 +34,9 @@ def backend(db: Database) -> SqliteMemoryBackend:
 
 
 def _create(backend: SqliteMemoryBackend, n: int, owner: str, **kw) -> list[Memory]:
-    results = backend.create_many([NewMemory(api_key_id=owner, content=f"{owner} memory {i} {kw}", **kw)
-                                   for i in range(n)])
+    results = backend.create_many(
+        [NewMemory(api_key_id=owner, content=f"{owner} memory {i} {kw}", **kw) for i in range(n)]
+    )
     return [backend.get(r.id) for r in results]
 
 
@@ -48,7 +49,9 @@ def _rows(memories: list[Memory], vectors: np.ndarray) -> list[VectorRow]:
     return [VectorRow.from_memory(m, v) for m, v in zip(memories, vectors)]
 
 
-def _same(cached: LocalVectorIndex, plain: LocalVectorIndex, scope: SearchScope, query: np.ndarray, k: int = 10) -> list:
+def _same(
+    cached: LocalVectorIndex, plain: LocalVectorIndex, scope: SearchScope, query: np.ndarray, k: int = 10
+) -> list:
     got = cached.search(scope, query, k)
     want = plain.search(scope, query, k)
     assert [h.id for h in got] == [h.id for h in want]
@@ -66,8 +69,12 @@ def test_cached_search_equals_vec0_and_follows_every_write(db, backend, quantiza
     b = _create(backend, 30, "b")
     cached.upsert(_rows(a + b, _unit(rng, len(a) + len(b))))
     now = utcnow()
-    scopes = [SearchScope("a", now), SearchScope("b", now), SearchScope("a", now, session_only=True, session_id="s1"),
-              SearchScope("a", now, created_after=now - timedelta(days=1))]
+    scopes = [
+        SearchScope("a", now),
+        SearchScope("b", now),
+        SearchScope("a", now, session_only=True, session_id="s1"),
+        SearchScope("a", now, created_after=now - timedelta(days=1)),
+    ]
     queries = _unit(rng, 5)
     for scope in scopes:
         for q in queries:
@@ -196,7 +203,9 @@ def test_the_hits_rows_come_from_the_owners_working_set_and_follow_its_writes(db
     assert [h.memory for h in got] == [backend.get(h.id) for h in got]
     backend.update(mems[0].id, MemoryPatch(key="renamed"))
     with db.write() as conn:
-        conn.execute("UPDATE memories SET expires_at = ? WHERE id = ?", (iso(utcnow() - timedelta(seconds=1)), mems[1].id))
+        conn.execute(
+            "UPDATE memories SET expires_at = ? WHERE id = ?", (iso(utcnow() - timedelta(seconds=1)), mems[1].id)
+        )
     backend.delete(mems[2].id)
     got = _same(held, plain, scope, vectors[0])
     assert got[0].memory.key == "renamed"

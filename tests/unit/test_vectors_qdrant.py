@@ -25,9 +25,11 @@ from memsvc.vectors.qdrant import (
 
 # Local mode says payload indexes and search params have no effect there (it searches
 # exactly); memsvc silences these at import, pytest re-enables warnings per test.
-pytestmark = [pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
-              pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning")]
+pytestmark = [
+    pytest.mark.filterwarnings("ignore:Local mode performs exact:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Payload indexes have no effect:UserWarning"),
+    pytest.mark.filterwarnings("ignore:Api key is used with an insecure connection:UserWarning"),
+]
 
 DIM = 16
 NOW = datetime(2026, 6, 1, 12, 0, 0, tzinfo=UTC)
@@ -53,11 +55,26 @@ def _unit(rng: np.random.Generator, n: int, dim: int = DIM) -> np.ndarray:
 _counter = iter(range(1, 10**9))
 
 
-def _row(vector, owner: str = "a", session: str | None = None, created: datetime = NOW,
-         expires: datetime | None = None, content: str = "text") -> VectorRow:
-    return VectorRow(memory_id=next(_counter), id=str(uuid.uuid4()), api_key_id=owner, session_id=session,
-                     key=f"k:{content}", content=content, metadata={"category": "preference"}, created_at=created,
-                     expires_at=expires, vector=np.asarray(vector, dtype=np.float32))
+def _row(
+    vector,
+    owner: str = "a",
+    session: str | None = None,
+    created: datetime = NOW,
+    expires: datetime | None = None,
+    content: str = "text",
+) -> VectorRow:
+    return VectorRow(
+        memory_id=next(_counter),
+        id=str(uuid.uuid4()),
+        api_key_id=owner,
+        session_id=session,
+        key=f"k:{content}",
+        content=content,
+        metadata={"category": "preference"},
+        created_at=created,
+        expires_at=expires,
+        vector=np.asarray(vector, dtype=np.float32),
+    )
 
 
 def _scope(owner: str | None = "a", **kw) -> SearchScope:
@@ -74,9 +91,17 @@ def test_upsert_creates_the_collection_with_the_real_dimension_and_payload(index
     assert (info["exists"], info["size"], info["distance"], info["points_count"]) == (True, DIM, "Cosine", 1)
     [point] = index.client.retrieve("mem_test", ids=[row.id], with_payload=True)
     assert point.payload == {
-        "kind": KIND, "memoryId": row.id, "memoryRowId": row.memory_id, "apiKeyId": "a", "sessionId": "s1",
-        "key": "k:dark mode", "content": "dark mode", "metadata": {"category": "preference"},
-        "createdAtUnix": int(NOW.timestamp()), "expiresAtUnix": int(NOW.timestamp()) + 3600, "keep": False,
+        "kind": KIND,
+        "memoryId": row.id,
+        "memoryRowId": row.memory_id,
+        "apiKeyId": "a",
+        "sessionId": "s1",
+        "key": "k:dark mode",
+        "content": "dark mode",
+        "metadata": {"category": "preference"},
+        "createdAtUnix": int(NOW.timestamp()),
+        "expiresAtUnix": int(NOW.timestamp()) + 3600,
+        "keep": False,
     }
     # Upserting the same id replaces the point.
     index.upsert([VectorRow(**{**row.__dict__, "content": "light mode", "key": "k:light"})])
@@ -95,8 +120,9 @@ def test_search_filters_by_owner_and_session(index):
     all_mine = {r.id for r in mine + mine_other_session + mine_no_session}
     assert {h.id for h in index.search(_scope("a"), q, 20)} == all_mine
     assert {h.id for h in index.search(_scope("a", session_only=True, session_id="s1"), q, 20)} == {r.id for r in mine}
-    assert {h.id for h in index.search(_scope("a", session_only=True, session_id=None), q, 20)} == \
-        {r.id for r in mine_no_session}
+    assert {h.id for h in index.search(_scope("a", session_only=True, session_id=None), q, 20)} == {
+        r.id for r in mine_no_session
+    }
     assert {h.id for h in index.search(_scope("b"), q, 20)} == {r.id for r in theirs}
     hits = index.search(_scope(None), q, 5)  # global scope: everyone's
     assert {h.id for h in hits} == {r.id for r in theirs}
@@ -157,8 +183,11 @@ def test_cleanup_deletes_expired_and_old_points_and_returns_the_count(index):
     rng = np.random.default_rng(9)
     v = _unit(rng, 8)
     keep = [_row(v[0]), _row(v[1], expires=NOW + timedelta(days=1)), _row(v[2], created=NOW - timedelta(days=29))]
-    gone = [_row(v[3], expires=NOW - timedelta(seconds=5)), _row(v[4], created=NOW - timedelta(days=31)),
-            _row(v[5], created=NOW - timedelta(days=400), expires=NOW - timedelta(days=1))]
+    gone = [
+        _row(v[3], expires=NOW - timedelta(seconds=5)),
+        _row(v[4], created=NOW - timedelta(days=31)),
+        _row(v[5], created=NOW - timedelta(days=400), expires=NOW - timedelta(days=1)),
+    ]
     other_owner_old = _row(v[6], owner="b", created=NOW - timedelta(days=31))
     assert index.cleanup(30, now=NOW) == 0  # no collection: nothing to delete
     index.upsert(keep + gone + [other_owner_old])
@@ -235,8 +264,9 @@ def test_quantization_is_configured_and_search_still_finds_the_nearest(folder, m
         idx.close()
     config = quantization_config(mode)
     if mode == "int8":
-        assert config == qm.ScalarQuantization(scalar=qm.ScalarQuantizationConfig(
-            type=qm.ScalarType.INT8, quantile=0.99, always_ram=True))
+        assert config == qm.ScalarQuantization(
+            scalar=qm.ScalarQuantizationConfig(type=qm.ScalarType.INT8, quantile=0.99, always_ram=True)
+        )
     else:
         assert isinstance(config, qm.BinaryQuantization) and config.binary.always_ram is True
     assert search_params(mode).quantization.rescore is True

@@ -74,8 +74,11 @@ def _table_exists(db: Database) -> bool:
 
 def _meta(db: Database) -> tuple:
     with db.read() as conn:
-        return tuple(conn.execute("SELECT active_dim, embedding_signature, last_reset_at, vec_loaded "
-                                  "FROM memory_vec_meta").fetchone())
+        return tuple(
+            conn.execute(
+                "SELECT active_dim, embedding_signature, last_reset_at, vec_loaded FROM memory_vec_meta"
+            ).fetchone()
+        )
 
 
 # -- no table yet ------------------------------------------------------------------------------
@@ -160,10 +163,15 @@ def test_switching_to_int8_is_a_signature_change(db, backend):
 
 def test_upsert_and_search_round_trip_in_order(db, backend, index):
     mems = _create(backend, 4)
-    hand = np.array([[1, 0, 0, 0, 0, 0, 0, 0],
-                     [0, 1, 0, 0, 0, 0, 0, 0],
-                     [0.9, 0.1, 0, 0, 0, 0, 0, 0],
-                     [0.6, 0.4, 0, 0, 0, 0, 0, 0]], dtype=np.float32)
+    hand = np.array(
+        [
+            [1, 0, 0, 0, 0, 0, 0, 0],
+            [0, 1, 0, 0, 0, 0, 0, 0],
+            [0.9, 0.1, 0, 0, 0, 0, 0, 0],
+            [0.6, 0.4, 0, 0, 0, 0, 0, 0],
+        ],
+        dtype=np.float32,
+    )
     index.ensure(SIG, DIM)
     assert index.upsert(_rows(mems, hand)) == 4
     hits = index.search(_scope(), [1, 0, 0, 0, 0, 0, 0, 0], 10)
@@ -214,8 +222,10 @@ def test_owner_partition_isolation(db, backend, index):
     # Structural proof that A's KNN reads only A's chunks: every A vector lives in chunks whose
     # partition value is "A", and those chunks hold nothing else.
     with db.read() as conn:
-        rows = conn.execute("SELECT r.rowid, c.partition00 FROM vec_memories_rowids r "
-                            "JOIN vec_memories_chunks c ON c.chunk_id = r.chunk_id").fetchall()
+        rows = conn.execute(
+            "SELECT r.rowid, c.partition00 FROM vec_memories_rowids r "
+            "JOIN vec_memories_chunks c ON c.chunk_id = r.chunk_id"
+        ).fetchall()
     by_partition: dict[str, set[int]] = {}
     for rowid, partition in rows:
         by_partition.setdefault(partition, set()).add(rowid)
@@ -238,8 +248,9 @@ def test_session_expiry_and_retention_filters_apply_inside_the_knn(db, backend, 
             conn.execute("UPDATE memories SET expires_at = ? WHERE id = ?", (iso(now - timedelta(seconds=1)), m.id))
         for m in old:
             conn.execute("UPDATE memories SET created_at = ? WHERE id = ?", (iso(now - timedelta(days=40)), m.id))
-        conn.execute("UPDATE memories SET expires_at = ? WHERE id = ?",
-                     (iso(now + timedelta(days=1)), expiring_later[0].id))
+        conn.execute(
+            "UPDATE memories SET expires_at = ? WHERE id = ?", (iso(now + timedelta(days=1)), expiring_later[0].id)
+        )
     reload = lambda ms: [backend.get(m.id) for m in ms]  # noqa: E731
     expired, old, expiring_later = reload(expired), reload(old), reload(expiring_later)
     index.ensure(SIG, DIM)
@@ -251,8 +262,9 @@ def test_session_expiry_and_retention_filters_apply_inside_the_knn(db, backend, 
     hits = index.search(scope, query, 4)
     assert {h.id for h in hits} == {m.id for m in wanted + expiring_later}
     # The same filters, one at a time.
-    assert {h.id for h in index.search(_scope(now=now, session_only=True, session_id=None), query, 5)} == \
-        {m.id for m in no_session}
+    assert {h.id for h in index.search(_scope(now=now, session_only=True, session_id=None), query, 5)} == {
+        m.id for m in no_session
+    }
     not_expired = index.search(_scope(now=now, created_after=now - timedelta(days=30)), query, 50)
     assert {h.id for h in not_expired}.isdisjoint({m.id for m in expired + old})
     with_old = {h.id for h in index.search(_scope(now=now), query, 50)}
@@ -473,10 +485,15 @@ def test_delete_in_finds_every_stored_vector_among_many_ids(db, backend, index):
 def test_create_each_stores_the_good_drafts_and_their_vectors_in_one_transaction(db, backend, index):
     index.ensure(SIG, DIM)
     with db.write() as conn:  # a draft the database refuses, although it passed validation
-        conn.execute("CREATE TRIGGER refuse BEFORE INSERT ON memories WHEN NEW.content = 'refused' "
-                     "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END")
-    drafts = [NewMemory(api_key_id="a", content="kept one"), NewMemory(api_key_id="a", content="refused"),
-              NewMemory(api_key_id="a", content="kept two", key="k")]
+        conn.execute(
+            "CREATE TRIGGER refuse BEFORE INSERT ON memories WHEN NEW.content = 'refused' "
+            "BEGIN SELECT RAISE(ABORT, 'refused by a trigger'); END"
+        )
+    drafts = [
+        NewMemory(api_key_id="a", content="kept one"),
+        NewMemory(api_key_id="a", content="refused"),
+        NewMemory(api_key_id="a", content="kept two", key="k"),
+    ]
     seen: list = []
 
     def vectors(conn, stored):
@@ -509,8 +526,9 @@ def test_a_failed_vector_write_inside_the_transaction_is_undone_alone(db, backen
             failures.append(exc)
             index.mark_failed_in_transaction(conn, [m for m in stored if m is not None])
 
-    results = backend.create_many([NewMemory(api_key_id="a", content="x"), NewMemory(api_key_id="a", content="y")],
-                                  vectors)
+    results = backend.create_many(
+        [NewMemory(api_key_id="a", content="x"), NewMemory(api_key_id="a", content="y")], vectors
+    )
     assert isinstance(failures[0], DimensionMismatch)
     assert index.count() == 1  # neither new vector, the old one untouched
     flagged = {m.id for m in index.pending("a", 10)}

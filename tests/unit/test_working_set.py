@@ -23,9 +23,33 @@ from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 from memsvc.storage.working_set_port import SqliteWorkingSetPort
 from tests.support import owner_fts_oracle
 
-WORDS = ["run", "running", "runs", "coffee", "tea", "dark", "mode", "editor", "kevin", "paris", "e-mail",
-         "café", "naïve", "cook", "cooking", "week", "dog", "東京タワー", "绿茶", "喝绿茶和咖啡", "редактор",
-         "любимый", "user", "prefers", "likes"]
+WORDS = [
+    "run",
+    "running",
+    "runs",
+    "coffee",
+    "tea",
+    "dark",
+    "mode",
+    "editor",
+    "kevin",
+    "paris",
+    "e-mail",
+    "café",
+    "naïve",
+    "cook",
+    "cooking",
+    "week",
+    "dog",
+    "東京タワー",
+    "绿茶",
+    "喝绿茶和咖啡",
+    "редактор",
+    "любимый",
+    "user",
+    "prefers",
+    "likes",
+]
 OWNER = "owner-1"
 
 
@@ -64,19 +88,26 @@ queries = st.lists(st.sampled_from(WORDS + ["nothing"]), min_size=1, max_size=4)
 
 
 def _scopes(now):
-    return [SearchScope(api_key_id=OWNER, now=now),
-            SearchScope(api_key_id=OWNER, now=now, session_only=True, session_id="s1"),
-            SearchScope(api_key_id=OWNER, now=now, session_only=True, session_id=None),
-            SearchScope(api_key_id=OWNER, now=now, created_after=now - timedelta(days=30))]
+    return [
+        SearchScope(api_key_id=OWNER, now=now),
+        SearchScope(api_key_id=OWNER, now=now, session_only=True, session_id="s1"),
+        SearchScope(api_key_id=OWNER, now=now, session_only=True, session_id=None),
+        SearchScope(api_key_id=OWNER, now=now, created_after=now - timedelta(days=30)),
+    ]
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(docs=st.lists(st.tuples(texts, st.sampled_from([None, "s1", "s2"]), st.booleans(), st.integers(0, 3)),
-                     min_size=1, max_size=30),
-       keys=st.lists(st.sampled_from([None, "preference:tea", "name:user", "e-mail:work"]), min_size=30, max_size=30),
-       query_list=st.lists(queries, min_size=1, max_size=4),
-       edits=st.lists(st.tuples(st.integers(0, 29), st.sampled_from(["update", "delete", "backdate", "expire", "touch"]),
-                                texts), max_size=6))
+@given(
+    docs=st.lists(
+        st.tuples(texts, st.sampled_from([None, "s1", "s2"]), st.booleans(), st.integers(0, 3)), min_size=1, max_size=30
+    ),
+    keys=st.lists(st.sampled_from([None, "preference:tea", "name:user", "e-mail:work"]), min_size=30, max_size=30),
+    query_list=st.lists(queries, min_size=1, max_size=4),
+    edits=st.lists(
+        st.tuples(st.integers(0, 29), st.sampled_from(["update", "delete", "backdate", "expire", "touch"]), texts),
+        max_size=6,
+    ),
+)
 def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, keys, query_list, edits):
     db = Database(tmp_path_factory.mktemp("ws") / "memsvc.db")
     backend = SqliteMemoryBackend(db)
@@ -87,12 +118,22 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
         now = utcnow()
         ids = []
         for i, (text, session, keep, _) in enumerate(docs):
-            ids.append(backend.create(NewMemory(api_key_id=OWNER, content=text, session_id=session, keep=keep,
-                                                key=keys[i] if keys[i] and i % 3 == 0 else None)).memory.id)
+            ids.append(
+                backend.create(
+                    NewMemory(
+                        api_key_id=OWNER,
+                        content=text,
+                        session_id=session,
+                        keep=keep,
+                        key=keys[i] if keys[i] and i % 3 == 0 else None,
+                    )
+                ).memory.id
+            )
         with db.write() as conn:  # some rows older than retention
             for (_, _, _, age), memory_id in zip(docs, ids):
-                conn.execute("UPDATE memories SET created_at = ? WHERE id = ?",
-                             (iso(now - timedelta(days=20 * age)), memory_id))
+                conn.execute(
+                    "UPDATE memories SET created_at = ? WHERE id = ?", (iso(now - timedelta(days=20 * age)), memory_id)
+                )
         for query in query_list:
             for scope in _scopes(now):
                 _same(_reference(backend, scope, query, 100), _from_memory(backend, scope, query, 100))
@@ -105,8 +146,11 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
             elif action == "touch":
                 backend.touch([memory_id])
             else:
-                column, value = (("created_at", iso(now - timedelta(days=90))) if action == "backdate"
-                                 else ("expires_at", iso(now - timedelta(seconds=1))))
+                column, value = (
+                    ("created_at", iso(now - timedelta(days=90)))
+                    if action == "backdate"
+                    else ("expires_at", iso(now - timedelta(seconds=1)))
+                )
                 with db.write() as conn:
                     conn.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (value, memory_id))
         for query in query_list:
@@ -117,10 +161,21 @@ def test_an_owners_search_from_memory_equals_the_stores(tmp_path_factory, docs, 
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(docs=st.lists(st.tuples(st.sampled_from([None, "s1", "s2"]), st.sampled_from(["episodic", "factual"]),
-                               st.integers(0, 5), st.booleans(), st.integers(0, 3)), min_size=1, max_size=25),
-       edits=st.lists(st.tuples(st.integers(0, 24), st.sampled_from(["delete", "expire", "move"])), max_size=5),
-       limit=st.integers(0, 30))
+@given(
+    docs=st.lists(
+        st.tuples(
+            st.sampled_from([None, "s1", "s2"]),
+            st.sampled_from(["episodic", "factual"]),
+            st.integers(0, 5),
+            st.booleans(),
+            st.integers(0, 3),
+        ),
+        min_size=1,
+        max_size=25,
+    ),
+    edits=st.lists(st.tuples(st.integers(0, 24), st.sampled_from(["delete", "expire", "move"])), max_size=5),
+    limit=st.integers(0, 30),
+)
 def test_an_owners_timeline_reads_from_memory_equal_the_stores(tmp_path_factory, docs, edits, limit):
     """recent, count_aged, happened_within, neighbours and the rows of given ids (a vector
     search's hits): what the store's SQL answers."""
@@ -133,30 +188,48 @@ def test_an_owners_timeline_reads_from_memory_equal_the_stores(tmp_path_factory,
         base = now - timedelta(days=10)
         made = []
         for session, type_, hour, keep, age in docs:  # several turns of one instant: ties by memory_id
-            made.append(backend.create(NewMemory(api_key_id=OWNER, content=f"turn at {hour}", session_id=session,
-                                                 type=type_, keep=keep, occurred_at=base + timedelta(hours=hour))).memory)
+            made.append(
+                backend.create(
+                    NewMemory(
+                        api_key_id=OWNER,
+                        content=f"turn at {hour}",
+                        session_id=session,
+                        type=type_,
+                        keep=keep,
+                        occurred_at=base + timedelta(hours=hour),
+                    )
+                ).memory
+            )
             if age:
                 with db.write() as conn:
-                    conn.execute("UPDATE memories SET created_at = ? WHERE id = ?",
-                                 (iso(now - timedelta(days=20 * age)), made[-1].id))
+                    conn.execute(
+                        "UPDATE memories SET created_at = ? WHERE id = ?",
+                        (iso(now - timedelta(days=20 * age)), made[-1].id),
+                    )
         backend.recent(SearchScope(api_key_id=OWNER, now=now), 1)  # build, then edit through the log
         for index, action in edits:
             target = made[index % len(made)]
             if action == "delete":
                 backend.delete(target.id)
             else:
-                column, value = (("expires_at", iso(now - timedelta(seconds=1))) if action == "expire"
-                                 else ("occurred_at", iso(base + timedelta(hours=2, seconds=index))))
+                column, value = (
+                    ("expires_at", iso(now - timedelta(seconds=1)))
+                    if action == "expire"
+                    else ("occurred_at", iso(base + timedelta(hours=2, seconds=index)))
+                )
                 with db.write() as conn:
                     conn.execute(f"UPDATE memories SET {column} = ? WHERE id = ?", (value, target.id))
-        windows = [TimeWindow(base + timedelta(hours=1), base + timedelta(hours=3)),
-                   TimeWindow(base, base + timedelta(hours=2))]
+        windows = [
+            TimeWindow(base + timedelta(hours=1), base + timedelta(hours=3)),
+            TimeWindow(base, base + timedelta(hours=2)),
+        ]
         current = [m for m in (store.get(m.id) for m in made) if m is not None]
         for scope in _scopes(utcnow()):
             assert [m.id for m in backend.recent(scope, limit)] == [m.id for m in store.recent(scope, limit)]
             assert backend.count_aged(scope) == store.count_aged(scope)
-            assert ([m.id for m in backend.happened_within(scope, windows, limit)]
-                    == [m.id for m in store.happened_within(scope, windows, limit)])
+            assert [m.id for m in backend.happened_within(scope, windows, limit)] == [
+                m.id for m in store.happened_within(scope, windows, limit)
+            ]
             near = {k: [m.id for m in v] for k, v in backend.neighbours(scope, current).items() if v}
             assert near == {k: [m.id for m in v] for k, v in store.neighbours(scope, current).items() if v}
             ids = [m.memory_id for m in made] + [10**9]  # a vector search's hits, deleted ones included
@@ -184,8 +257,10 @@ def test_a_write_through_another_connection_is_seen_by_the_next_search(tmp_path:
         writer.update(kept.id, MemoryPatch(content="User drinks coffee now"))
         found = [h.memory for h in reader.search_keyword(scope, "tea", 10)]
         assert [m.id for m in found] == [added.id]
-        assert reader.search_keyword(SearchScope(api_key_id=OWNER, now=utcnow()), "coffee", 10)[0].memory.content \
+        assert (
+            reader.search_keyword(SearchScope(api_key_id=OWNER, now=utcnow()), "coffee", 10)[0].memory.content
             == "User drinks coffee now"
+        )
         writer.delete(added.id)
         assert reader.search_keyword(scope, "tea", 10) == []
         assert reader.working_sets.stats.builds == 1 and reader.working_sets.stats.updates >= 2
@@ -242,8 +317,9 @@ def test_a_budget_too_small_for_an_owner_leaves_the_search_to_the_store(tmp_path
     tiny = SqliteMemoryBackend(db, working_set_bytes=1)
     tiny.initialize()
     try:
-        made = [tiny.create(NewMemory(api_key_id=OWNER, content=f"note {i} about the garden")).memory.id
-                for i in range(5)]
+        made = [
+            tiny.create(NewMemory(api_key_id=OWNER, content=f"note {i} about the garden")).memory.id for i in range(5)
+        ]
         scope = SearchScope(api_key_id=OWNER, now=utcnow())
         with db.read() as conn:
             assert tiny.working_sets.search_keyword(conn, scope, "garden", 10) is None
@@ -301,7 +377,9 @@ def test_recorded_accesses_update_the_held_rows_in_place(backend):
         with backend.db.read() as conn:
             hits = backend.working_sets.search_keyword(conn, SearchScope(api_key_id=OWNER, now=utcnow()), "tea", 10)
     assert hits is not None
-    assert {h.memory.id: h.memory.access_count for h in hits} == {m.id: (50 if i < 3 else 0) for i, m in enumerate(made)}
+    assert {h.memory.id: h.memory.access_count for h in hits} == {
+        m.id: (50 if i < 3 else 0) for i, m in enumerate(made)
+    }
     assert all(h.memory.last_accessed_at is not None for h in hits if h.memory.access_count)
     assert backend.working_sets.status()["bytes"] == size
     assert backend.working_sets.status()["builds"] == 1
@@ -334,7 +412,7 @@ def test_searches_racing_a_stream_of_writes_miss_none_of_them(tmp_path: Path):
     writer = SqliteMemoryBackend(Database(tmp_path / "memsvc.db"), working_set_bytes=0)
     stop = threading.Event()
     doomed: set[str] = set()  # marked before their deletes begin
-    deleted: list[str] = []   # added once their deletes committed
+    deleted: list[str] = []  # added once their deletes committed
     problems: list[str] = []
 
     def write() -> None:
@@ -353,8 +431,9 @@ def test_searches_racing_a_stream_of_writes_miss_none_of_them(tmp_path: Path):
             gone_before = set(deleted)  # committed before the snapshot below begins
             with db.read() as conn:
                 seen = {r[0] for r in conn.execute("SELECT id FROM memories WHERE api_key_id = ?", (OWNER,))}
-                hits = backend.working_sets.search_keyword(conn, SearchScope(api_key_id=OWNER, now=utcnow()),
-                                                           "harbour", 1000)
+                hits = backend.working_sets.search_keyword(
+                    conn, SearchScope(api_key_id=OWNER, now=utcnow()), "harbour", 1000
+                )
             found = {h.memory.id for h in hits or ()}
             kept = seen - doomed  # the snapshot's rows that no write ever deletes
             if hits is None or not kept <= found or found & gone_before:
@@ -368,8 +447,9 @@ def test_searches_racing_a_stream_of_writes_miss_none_of_them(tmp_path: Path):
             t.join(120)
         assert problems == []
         scope = SearchScope(api_key_id=OWNER, now=utcnow())
-        assert ({h.memory.id: h.memory.content for h in backend.search_keyword(scope, "harbour", 1000)}
-                == {h.memory.id: h.memory.content for h in writer.search_keyword(scope, "harbour", 1000)})
+        assert {h.memory.id: h.memory.content for h in backend.search_keyword(scope, "harbour", 1000)} == {
+            h.memory.id: h.memory.content for h in writer.search_keyword(scope, "harbour", 1000)
+        }
     finally:
         stop.set()
         writer.db.close()

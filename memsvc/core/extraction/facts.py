@@ -51,8 +51,12 @@ from memsvc.core.extraction.speakers import tables as restatement_tables
 from memsvc.core.extraction.statements import key_phrase, statement, value_in_statement
 
 _EVERYDAY = ("name", "location", "diet", "family", "pet", "language", "profession")
-CATEGORY_TYPES = {"preference": "factual", "decision": "episodic", "pattern": "factual",
-                  **{category: "factual" for category in _EVERYDAY}}
+CATEGORY_TYPES = {
+    "preference": "factual",
+    "decision": "episodic",
+    "pattern": "factual",
+    **{category: "factual" for category in _EVERYDAY},
+}
 POSITIVE, NEGATIVE = "positive", "negative"
 MAX_SCAN_BYTES = 64 * 1024
 MAX_CONTENT_CHARS = 500
@@ -151,8 +155,12 @@ def _compile(table: Table) -> _RuleSet:
         for category, direction, cue in table.rules
     )
     slots = tuple(
-        _SlotRule(s, re.compile(expand(s.pattern), re.IGNORECASE), _optional(s.lead_reject, re.IGNORECASE),
-                  _optional(s.lead_require, re.IGNORECASE))
+        _SlotRule(
+            s,
+            re.compile(expand(s.pattern), re.IGNORECASE),
+            _optional(s.lead_reject, re.IGNORECASE),
+            _optional(s.lead_require, re.IGNORECASE),
+        )
         for s in table.slots
     )
     guards = _Guards(
@@ -161,9 +169,15 @@ def _compile(table: Table) -> _RuleSet:
         _optional(table.after_guard, re.IGNORECASE),
     )
     return _RuleSet(
-        table.language, rules, slots, _optional(table.strip_leading), _optional(table.strip_trailing),
-        _optional(table.reject_context), re.compile(expand(table.negative), re.IGNORECASE),
-        _optional(table.negation_after), guards,
+        table.language,
+        rules,
+        slots,
+        _optional(table.strip_leading),
+        _optional(table.strip_trailing),
+        _optional(table.reject_context),
+        re.compile(expand(table.negative), re.IGNORECASE),
+        _optional(table.negation_after),
+        guards,
     )
 
 
@@ -258,9 +272,7 @@ def _restated(window: str) -> Iterator[str]:
 def _facts_of(window: str) -> list[Fact]:
     """The facts of the user's own words."""
     lowered = window.casefold()
-    candidates = [
-        c for lang in detect_languages(window) for c in _candidates(window, lowered, rule_sets()[lang])
-    ]
+    candidates = [c for lang in detect_languages(window) for c in _candidates(window, lowered, rule_sets()[lang])]
     facts: dict[str, Fact] = {}
     for candidate in _without_overlaps(candidates):
         if _guarded(window, candidate):
@@ -314,10 +326,17 @@ def _candidates(text: str, lowered: str, rule_set: _RuleSet) -> Iterator[_Candid
         for m in rule.regex.finditer(text):
             cue = m.span("cue")
             yield _Candidate(
-                rule_set=rule_set, category=rule.category, direction=rule.direction, cue=cue,
-                position=min(cue[0], m.start("content")), end=m.end(), order=order,
-                content=m.group("content"), context=(m.groupdict().get("lead") or ""),
-                cue_text=m.group("cue"), after=text[cue[1]:cue[1] + 16],
+                rule_set=rule_set,
+                category=rule.category,
+                direction=rule.direction,
+                cue=cue,
+                position=min(cue[0], m.start("content")),
+                end=m.end(),
+                order=order,
+                content=m.group("content"),
+                context=(m.groupdict().get("lead") or ""),
+                cue_text=m.group("cue"),
+                after=text[cue[1] : cue[1] + 16],
             )
     present: dict[tuple[str, ...], bool] = {}  # slots share word lists: test each list once
     for order, slot_rule in enumerate(rule_set.slots, start=len(rule_set.rules)):
@@ -328,8 +347,19 @@ def _candidates(text: str, lowered: str, rule_set: _RuleSet) -> Iterator[_Candid
             lead = _clause_before(text, m.start())
             fact = _slot_fact(rule_set, slot_rule.slot, m) if _lead_allows(slot_rule, lead) else None
             if fact is not None:
-                yield _Candidate(rule_set, fact.category, _PREFIX, m.span(), m.start(), m.end(), order,
-                                 m.group("x") or "", lead, fact=fact, request=slot_rule.slot.request)
+                yield _Candidate(
+                    rule_set,
+                    fact.category,
+                    _PREFIX,
+                    m.span(),
+                    m.start(),
+                    m.end(),
+                    order,
+                    m.group("x") or "",
+                    lead,
+                    fact=fact,
+                    request=slot_rule.slot.request,
+                )
 
 
 def _lead_allows(slot_rule: _SlotRule, lead: str) -> bool:
@@ -375,7 +405,7 @@ def _start_after(text: str, at: int, ends: str) -> int:
 
 
 def _clause_before(text: str, at: int) -> str:
-    return text[_start_after(text, at, _CLAUSE_ENDS):at]
+    return text[_start_after(text, at, _CLAUSE_ENDS) : at]
 
 
 def _guarded(text: str, c: _Candidate) -> bool:
@@ -391,7 +421,7 @@ def _guarded(text: str, c: _Candidate) -> bool:
         return False
     if closing is not None and closing.group(0) in _QUESTION_END:
         return True
-    if guards.after is not None and guards.after.search(text[start:closing.start() if closing else len(text)]):
+    if guards.after is not None and guards.after.search(text[start : closing.start() if closing else len(text)]):
         return True
     return _reported(text, start, guards.reported)
 
@@ -416,7 +446,7 @@ def _to_fact(candidate: _Candidate) -> Fact | None:
     rules = candidate.rule_set
     raw, context = candidate.content, candidate.context
     if rules.strip_leading is not None and (topic := rules.strip_leading.match(raw)):
-        context, raw = context + topic.group(0), raw[topic.end():]
+        context, raw = context + topic.group(0), raw[topic.end() :]
     if rules.reject_context is not None and rules.reject_context.search(context):
         return None
     if rules.strip_trailing is not None:
@@ -429,8 +459,15 @@ def _to_fact(candidate: _Candidate) -> Fact | None:
     negated = bool(rules.negation_after is not None and rules.negation_after.match(candidate.after))
     negative = bool(rules.negative.search(candidate.cue_text)) != negated
     content = statement(rules.language, category, candidate.direction == _SUFFIX, candidate.cue_text, phrase, negated)
-    return Fact(category, CATEGORY_TYPES[category], f"{category}:{slug}", content[:MAX_CONTENT_CHARS].rstrip(),
-                rules.language, NEGATIVE if negative else POSITIVE, phrase)
+    return Fact(
+        category,
+        CATEGORY_TYPES[category],
+        f"{category}:{slug}",
+        content[:MAX_CONTENT_CHARS].rstrip(),
+        rules.language,
+        NEGATIVE if negative else POSITIVE,
+        phrase,
+    )
 
 
 _FORMAT_FIELD = re.compile(r"\{(\w+)\}")
@@ -442,8 +479,9 @@ def _slot_fact(rule_set: _RuleSet, slot: Slot, m: re.Match[str]) -> Fact | None:
     """An everyday fact from a slot match: its key from the slugs of the groups the key
     names, its statement from the groups themselves. None when a key part is empty."""
     language = rule_set.language
-    values = {name: _TRAILING_CONNECTORS.sub("", " ".join((value or "").split()))
-              for name, value in m.groupdict().items()}
+    values = {
+        name: _TRAILING_CONNECTORS.sub("", " ".join((value or "").split())) for name, value in m.groupdict().items()
+    }
     parts: dict[str, str] = {}
     for name in _FORMAT_FIELD.findall(slot.key):
         parts[name] = slugify(key_word(key_phrase(language, values.get(name, ""))))
@@ -458,8 +496,15 @@ def _slot_fact(rule_set: _RuleSet, slot: Slot, m: re.Match[str]) -> Fact | None:
         said[name.capitalize()] = said[name][:1].upper() + said[name][1:]
     content = " ".join(template.format(**said).split())[:MAX_CONTENT_CHARS].rstrip()
     category = slot.category
-    return Fact(category, CATEGORY_TYPES[category], slot.key.format(**parts), content, language,
-                NEGATIVE if negative else POSITIVE, values.get("x") or values.get("rel") or values.get("s") or "")
+    return Fact(
+        category,
+        CATEGORY_TYPES[category],
+        slot.key.format(**parts),
+        content,
+        language,
+        NEGATIVE if negative else POSITIVE,
+        values.get("x") or values.get("rel") or values.get("s") or "",
+    )
 
 
 def _sanitize(raw: str) -> str | None:

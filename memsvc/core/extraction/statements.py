@@ -17,8 +17,11 @@ import re
 # Words that say when or how much, not what: "I don't like tea anymore" is about tea, so it
 # must share the key of "I like tea" to replace it.
 _KEY_TRAILERS = {
-    "en": re.compile(r"(?:\s+(?:any\s*more|any\s+longer|at\s+all|either|too|as\s+well|(?:very|so)\s+much|a\s+lot|"
-                     r"now|these\s+days|lately|nowadays|anyway|though|again|actually))+$", re.IGNORECASE),
+    "en": re.compile(
+        r"(?:\s+(?:any\s*more|any\s+longer|at\s+all|either|too|as\s+well|(?:very|so)\s+much|a\s+lot|"
+        r"now|these\s+days|lately|nowadays|anyway|though|again|actually))+$",
+        re.IGNORECASE,
+    ),
     "ru": re.compile(r"(?:\s+(?:больше|уже|теперь|вообще|совсем|тоже|сейчас))+$", re.IGNORECASE),
 }
 
@@ -40,8 +43,7 @@ _EN_EXPANSIONS = (
     (re.compile(r"\bI['’]d\b", re.IGNORECASE), "I would"),
     (re.compile(r"\bcan['’]t\b", re.IGNORECASE), "cannot"),
     (re.compile(r"\bwon['’]t\b", re.IGNORECASE), "will not"),
-    (re.compile(r"\b(do|does|did|is|are|was|were|have|has|had|could|would|should)n['’]?t\b", re.IGNORECASE),
-     r"\1 not"),
+    (re.compile(r"\b(do|does|did|is|are|was|were|have|has|had|could|would|should)n['’]?t\b", re.IGNORECASE), r"\1 not"),
 )
 # First person to third, in the words after the cue ("dark mode in my editor").
 _EN_PRONOUNS = (
@@ -55,11 +57,66 @@ _EN_PRONOUNS = (
 )
 # Words before the verb that stay as they are ("User usually answers").
 _EN_ADVERBS = frozenset(
-    ["really", "usually", "always", "never", "typically", "often", "frequently", "regularly", "also", "still", "just", "generally", "normally", "sometimes", "rarely", "seldom", "only", "even", "actually", "no", "longer", "truly", "absolutely", "totally", "definitely", "honestly", "mostly", "hardly", "ever"]
+    [
+        "really",
+        "usually",
+        "always",
+        "never",
+        "typically",
+        "often",
+        "frequently",
+        "regularly",
+        "also",
+        "still",
+        "just",
+        "generally",
+        "normally",
+        "sometimes",
+        "rarely",
+        "seldom",
+        "only",
+        "even",
+        "actually",
+        "no",
+        "longer",
+        "truly",
+        "absolutely",
+        "totally",
+        "definitely",
+        "honestly",
+        "mostly",
+        "hardly",
+        "ever",
+    ]
 )
 _EN_IRREGULAR = {"am": "is", "are": "is", "have": "has", "do": "does", "go": "goes", "be": "is"}
 _EN_UNCHANGED = frozenset(
-    ["will", "would", "can", "could", "should", "must", "may", "might", "shall", "cannot", "did", "was", "chose", "went", "picked", "selected", "got", "made", "took", "had", "ran", "began", "thought", "knew"]
+    [
+        "will",
+        "would",
+        "can",
+        "could",
+        "should",
+        "must",
+        "may",
+        "might",
+        "shall",
+        "cannot",
+        "did",
+        "was",
+        "chose",
+        "went",
+        "picked",
+        "selected",
+        "got",
+        "made",
+        "took",
+        "had",
+        "ran",
+        "began",
+        "thought",
+        "knew",
+    ]
 )
 
 
@@ -111,17 +168,52 @@ def _en_statement(cue: str, phrase: str) -> str:
 # -- Russian -----------------------------------------------------------------------------------
 
 _RU_CUE_VERBS = {
-    "предпочитаю": "предпочитает", "люблю": "любит", "обожаю": "обожает", "переношу": "переносит",
-    "ненавижу": "ненавидит", "избегаю": "избегает", "могу": "может", "буду": "будет",
-    "собираюсь": "собирается", "планирую": "планирует",
+    "предпочитаю": "предпочитает",
+    "люблю": "любит",
+    "обожаю": "обожает",
+    "переношу": "переносит",
+    "ненавижу": "ненавидит",
+    "избегаю": "избегает",
+    "могу": "может",
+    "буду": "будет",
+    "собираюсь": "собирается",
+    "планирую": "планирует",
 }
 _RU_IRREGULAR = {
-    "ем": "ест", "пью": "пьёт", "иду": "идёт", "хожу": "ходит", "езжу": "ездит", "сплю": "спит",
-    "встаю": "встаёт", "пишу": "пишет", "могу": "может", "хочу": "хочет", "беру": "берёт", "живу": "живёт",
-    "сижу": "сидит", "вижу": "видит", "ложусь": "ложится", "ношу": "носит", "вожу": "водит", "даю": "даёт",
-    "пою": "поёт", "бегу": "бежит", "еду": "едет", "учу": "учит", "плачу": "платит", "люблю": "любит",
-    "готовлю": "готовит", "кладу": "кладёт", "жду": "ждёт", "несу": "несёт", "сажусь": "садится",
-    "прихожу": "приходит", "ухожу": "уходит", "выхожу": "выходит", "захожу": "заходит", "пеку": "печёт",
+    "ем": "ест",
+    "пью": "пьёт",
+    "иду": "идёт",
+    "хожу": "ходит",
+    "езжу": "ездит",
+    "сплю": "спит",
+    "встаю": "встаёт",
+    "пишу": "пишет",
+    "могу": "может",
+    "хочу": "хочет",
+    "беру": "берёт",
+    "живу": "живёт",
+    "сижу": "сидит",
+    "вижу": "видит",
+    "ложусь": "ложится",
+    "ношу": "носит",
+    "вожу": "водит",
+    "даю": "даёт",
+    "пою": "поёт",
+    "бегу": "бежит",
+    "еду": "едет",
+    "учу": "учит",
+    "плачу": "платит",
+    "люблю": "любит",
+    "готовлю": "готовит",
+    "кладу": "кладёт",
+    "жду": "ждёт",
+    "несу": "несёт",
+    "сажусь": "садится",
+    "прихожу": "приходит",
+    "ухожу": "уходит",
+    "выхожу": "выходит",
+    "захожу": "заходит",
+    "пеку": "печёт",
 }
 _RU_VOWELS = "аяеёуюоиы"
 
@@ -146,7 +238,7 @@ def _ru_conjugate_first(words: list[str]) -> list[str] | None:
     for i, word in enumerate(words[:4]):
         third = _ru_third_person(word)
         if third is not None:
-            return words[:i] + [third] + words[i + 1:]
+            return words[:i] + [third] + words[i + 1 :]
     return None
 
 

@@ -65,8 +65,9 @@ class BodyFormat(Protocol):
 
     def query(self, body: Mapping[str, Any]) -> str: ...
 
-    def place(self, body: Mapping[str, Any], text: str, role: str,
-              options: Placement) -> tuple[dict[str, Any], str]: ...
+    def place(
+        self, body: Mapping[str, Any], text: str, role: str, options: Placement
+    ) -> tuple[dict[str, Any], str]: ...
 
 
 # -- shared helpers ----------------------------------------------------------------------------
@@ -77,8 +78,9 @@ def _joined_text(content: Any, is_text: Callable[[dict[str, Any]], bool]) -> str
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p["text"] for p in content
-                         if isinstance(p, dict) and is_text(p) and isinstance(p.get("text"), str))
+        return "\n".join(
+            p["text"] for p in content if isinstance(p, dict) and is_text(p) and isinstance(p.get("text"), str)
+        )
     return ""
 
 
@@ -123,7 +125,7 @@ def _with_part(parts: list[Any], part: dict[str, Any], leading: Callable[[Any], 
 
 
 def _replaced(items: list[Any], index: int, item: Any) -> list[Any]:
-    return [*items[:index], item, *items[index + 1:]]
+    return [*items[:index], item, *items[index + 1 :]]
 
 
 def _is_role(role: str) -> Callable[[dict[str, Any]], bool]:
@@ -152,11 +154,11 @@ class OpenAIChat:
     recognised = fits
 
     def query(self, body: Mapping[str, Any]) -> str:
-        return _last_text(body.get("messages"), _is_role(ROLE_USER),
-                          lambda m: _joined_text(m.get("content"), _has_text))
+        return _last_text(
+            body.get("messages"), _is_role(ROLE_USER), lambda m: _joined_text(m.get("content"), _has_text)
+        )
 
-    def place(self, body: Mapping[str, Any], text: str, role: str,
-              options: Placement) -> tuple[dict[str, Any], str]:
+    def place(self, body: Mapping[str, Any], text: str, role: str, options: Placement) -> tuple[dict[str, Any], str]:
         messages: list[Any] = body["messages"]
         return {**body, "messages": self._placed(messages, text, role, options)}, role
 
@@ -212,11 +214,11 @@ class OpenAIResponses:
         value = body.get("input")
         if isinstance(value, str):
             return value
-        return _last_text(value, _responses_user,
-                          lambda m: _joined_text(m.get("content"), _typed("input_text", "text")))
+        return _last_text(
+            value, _responses_user, lambda m: _joined_text(m.get("content"), _typed("input_text", "text"))
+        )
 
-    def place(self, body: Mapping[str, Any], text: str, role: str,
-              options: Placement) -> tuple[dict[str, Any], str]:
+    def place(self, body: Mapping[str, Any], text: str, role: str, options: Placement) -> tuple[dict[str, Any], str]:
         instructions = body.get("instructions")
         to_instructions = options.system_message_must_be_first or not options.cache_safe
         if role == ROLE_SYSTEM and to_instructions and (instructions is None or isinstance(instructions, str)):
@@ -254,8 +256,7 @@ class _TurnsWithSystemSlot:
     def _system_merged(self, body: Mapping[str, Any], text: str) -> dict[str, Any] | None:
         raise NotImplementedError
 
-    def place(self, body: Mapping[str, Any], text: str, role: str,
-              options: Placement) -> tuple[dict[str, Any], str]:
+    def place(self, body: Mapping[str, Any], text: str, role: str, options: Placement) -> tuple[dict[str, Any], str]:
         to_system = options.system_message_must_be_first or not options.cache_safe
         if role == ROLE_SYSTEM and to_system:
             merged = self._system_merged(body, text)
@@ -285,14 +286,16 @@ only the provider can tell them apart."""
 
 
 def _anthropic_roles_only(messages: list[Any]) -> bool:
-    return all(not isinstance(m, dict) or m.get("role") not in (ROLE_SYSTEM, "developer", "tool")
-               for m in messages)
+    return all(not isinstance(m, dict) or m.get("role") not in (ROLE_SYSTEM, "developer", "tool") for m in messages)
 
 
 def _has_anthropic_block(messages: list[Any]) -> bool:
-    return any(isinstance(m, dict) and isinstance(m.get("content"), list)
-               and any(isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS for b in m["content"])
-               for m in messages)
+    return any(
+        isinstance(m, dict)
+        and isinstance(m.get("content"), list)
+        and any(isinstance(b, dict) and b.get("type") in ANTHROPIC_ONLY_BLOCKS for b in m["content"])
+        for m in messages
+    )
 
 
 class AnthropicMessages(_TurnsWithSystemSlot):
@@ -311,8 +314,7 @@ class AnthropicMessages(_TurnsWithSystemSlot):
         return any(k in body for k in ANTHROPIC_ONLY_FIELDS) or _has_anthropic_block(body["messages"])
 
     def query(self, body: Mapping[str, Any]) -> str:
-        return _last_text(body.get("messages"), self._is_user,
-                          lambda m: _joined_text(m.get("content"), _typed("text")))
+        return _last_text(body.get("messages"), self._is_user, lambda m: _joined_text(m.get("content"), _typed("text")))
 
     def _is_user(self, turn: dict[str, Any]) -> bool:
         return turn.get("role") == ROLE_USER
@@ -400,10 +402,16 @@ SHAPE_ORDER: tuple[BodyFormat, ...] = (GEMINI, RESPONSES, ANTHROPIC, CHAT)
 blocks next to messages), plain `messages` last."""
 
 PROVIDER_FORMATS: dict[str, tuple[BodyFormat, ...]] = {
-    "anthropic": (ANTHROPIC,), "claude": (ANTHROPIC,),
-    "gemini": (GEMINI,), "google": (GEMINI,), "google-ai-studio": (GEMINI,), "vertex": (GEMINI,),
+    "anthropic": (ANTHROPIC,),
+    "claude": (ANTHROPIC,),
+    "gemini": (GEMINI,),
+    "google": (GEMINI,),
+    "google-ai-studio": (GEMINI,),
+    "vertex": (GEMINI,),
     "vertex-ai": (GEMINI,),
-    "openai": (CHAT, RESPONSES), "azure": (CHAT, RESPONSES), "azure-openai": (CHAT, RESPONSES),
+    "openai": (CHAT, RESPONSES),
+    "azure": (CHAT, RESPONSES),
+    "azure-openai": (CHAT, RESPONSES),
 }
 """Providers whose native API implies the format. OpenAI serves chat and Responses, so its
 body's shape picks between them."""

@@ -31,9 +31,7 @@ NO_MEMORY_TRUE_VALUES = frozenset({"true", "1", "yes"})
 
 MEMORY_TEXT_PREFIX = "Memory context: "
 
-PROVIDERS_WITHOUT_SYSTEM_MESSAGE = frozenset(
-    {"o1", "o1-mini", "o1-preview", "glm", "glmt", "glm-cn", "zai", "qianfan"}
-)
+PROVIDERS_WITHOUT_SYSTEM_MESSAGE = frozenset({"o1", "o1-mini", "o1-preview", "glm", "glmt", "glm-cn", "zai", "qianfan"})
 """Providers (or exact model ids) that answer 400 to a `system` role (reference issue #1701)."""
 
 MODEL_PREFIXES_WITHOUT_SYSTEM_MESSAGE = ("glm-", "ernie-")
@@ -110,7 +108,7 @@ def memory_text(contents: Sequence[str]) -> str | None:
 
 
 def role_for(provider: str, model: str = "") -> str:
-    """"user" for providers/models that reject the system role, else "system" (unknown
+    """ "user" for providers/models that reject the system role, else "system" (unknown
     providers included: the system role is the reference's safe default)."""
     return ROLE_SYSTEM if _supports_system_role(provider, model) else ROLE_USER
 

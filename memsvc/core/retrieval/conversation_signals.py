@@ -58,8 +58,9 @@ def is_turn(memory: Memory) -> bool:
     return memory.type == TURN_TYPE and bool(memory.session_id)
 
 
-def lend_to_neighbours(ranked: Sequence[RetrievedItem], neighbours: Mapping[str, Sequence[Memory]],
-                       new_item: NewItem) -> list[RetrievedItem]:
+def lend_to_neighbours(
+    ranked: Sequence[RetrievedItem], neighbours: Mapping[str, Sequence[Memory]], new_item: NewItem
+) -> list[RetrievedItem]:
     """Each neighbour gains NEIGHBOUR_WEIGHT × the best score among the turns next to it
     (`neighbours`: memory id → the turns before and after it); a neighbour the ranking did
     not have joins it with that share plus its own score from `new_item`. Unordered."""
@@ -73,8 +74,9 @@ def lend_to_neighbours(ranked: Sequence[RetrievedItem], neighbours: Mapping[str,
     return _raised(ranked, lent, found, new_item)
 
 
-def favour_dates(ranked: Sequence[RetrievedItem], windows: Sequence[TimeWindow], dated: Iterable[Memory],
-                 new_item: NewItem) -> list[RetrievedItem]:
+def favour_dates(
+    ranked: Sequence[RetrievedItem], windows: Sequence[TimeWindow], dated: Iterable[Memory], new_item: NewItem
+) -> list[RetrievedItem]:
     """Every memory that happened inside one of `windows` gains DATE_WEIGHT × the best score;
     `dated` are the memories of those windows the ranking may lack. Unordered."""
     best = max((item.score for item in ranked), default=0.0) or 1.0
@@ -85,12 +87,14 @@ def favour_dates(ranked: Sequence[RetrievedItem], windows: Sequence[TimeWindow],
     return _raised(ranked, lent, found, new_item)
 
 
-def _raised(ranked: Sequence[RetrievedItem], gains: Mapping[str, float], memories: Mapping[str, Memory],
-            new_item: NewItem) -> list[RetrievedItem]:
+def _raised(
+    ranked: Sequence[RetrievedItem], gains: Mapping[str, float], memories: Mapping[str, Memory], new_item: NewItem
+) -> list[RetrievedItem]:
     """`ranked` with `gains` added to the scores, and new items for the ids it lacks; in no
     particular order (the caller ranks)."""
-    out = [replace(item, score=item.score + gains[item.memory.id]) if item.memory.id in gains else item
-           for item in ranked]
+    out = [
+        replace(item, score=item.score + gains[item.memory.id]) if item.memory.id in gains else item for item in ranked
+    ]
     have = {item.memory.id for item in ranked}
     return out + [new_item(memories[i], gain) for i, gain in gains.items() if i not in have]
 

@@ -80,8 +80,8 @@ class VectorMatch:
 @dataclass(frozen=True)
 class VectorResult:
     matches: list[VectorMatch]
-    tier: str                      # "vector" (sqlite-vec) or "qdrant"
-    resolution: Resolution       # embedding source/model, vector store, any fallback on the way
+    tier: str  # "vector" (sqlite-vec) or "qdrant"
+    resolution: Resolution  # embedding source/model, vector store, any fallback on the way
 
 
 class VectorLookup(Protocol):
@@ -121,11 +121,11 @@ class SearchBackend(Protocol):
 class RetrievalRequest:
     api_key_id: str | None
     query: str = ""
-    strategy: str = "hybrid"          # exact | semantic | hybrid ("recent" accepted)
+    strategy: str = "hybrid"  # exact | semantic | hybrid ("recent" accepted)
     max_tokens: int = 2000
-    scope: str = "apiKey"             # apiKey | session | global
+    scope: str = "apiKey"  # apiKey | session | global
     session_id: str | None = None
-    retention_days: int = 30          # 0 = no age limit
+    retention_days: int = 30  # 0 = no age limit
     limit: int | None = None
     #: The memory settings the request runs under, read once where it starts (None: each
     #: tier reads the current ones).
@@ -262,8 +262,10 @@ def _own_scale(ranked: Sequence[RetrievedItem], phrase: str, tokens: Sequence[st
     keyword ranking's scores are on the ranking's scale already: 1."""
     if not ranked or sentence or ranked[0].tier in (TIER_KEYWORD, TIER_RECENT):
         return 1.0
-    best_own = max(keyword_score(relevance(item.memory, phrase, tokens), 0.0, sentence)
-                   for item in ranked[:signals.NEIGHBOUR_SOURCES])
+    best_own = max(
+        keyword_score(relevance(item.memory, phrase, tokens), 0.0, sentence)
+        for item in ranked[: signals.NEIGHBOUR_SOURCES]
+    )
     return ranked[0].score / best_own if best_own > 0 else 0.0
 
 
@@ -288,6 +290,7 @@ def rrf(ranked_lists: Sequence[Sequence[str]], k: int = DEFAULT_RRF_K) -> dict[s
 class Candidate:
     """One entry of a list to fuse, best first: the memory id, the list's own score (keyword
     relevance or vector similarity) and, for the keyword list, whether the match is strong."""
+
     id: str
     score: float
     strong: bool = True
@@ -296,6 +299,7 @@ class Candidate:
 @dataclass(frozen=True)
 class Fusion:
     """How hybrid retrieval fuses the keyword and the vector list into one score per id."""
+
     name: str
     fuse: Callable[[Sequence[Candidate], Sequence[Candidate], int], dict[str, float]]
 
@@ -331,12 +335,15 @@ def query_gate(keyword: Sequence[Candidate]) -> list[Candidate]:
     return list(keyword) if any(c.strong for c in keyword) else []
 
 
-def gated_convex(weight: float = KEYWORD_WEIGHT) -> Callable[[Sequence[Candidate], Sequence[Candidate], int], dict[str, float]]:
+def gated_convex(
+    weight: float = KEYWORD_WEIGHT,
+) -> Callable[[Sequence[Candidate], Sequence[Candidate], int], dict[str, float]]:
     """weight × (keyword score / best keyword score) + (1 − weight) × (vector score / best
     vector score), the keyword list counted by `query_gate`. Unlike RRF it keeps how far apart
     two candidates are: a turn that matches the question's rare words far better than the next
     one stays ahead of it, while a paraphrase with no strong keyword match is ranked by the
     vector list alone."""
+
     def fuse(keyword: Sequence[Candidate], vector: Sequence[Candidate], k: int) -> dict[str, float]:
         kw, vec = _shares(query_gate(keyword)), _shares(vector)
         return {i: weight * kw.get(i, 0.0) + (1.0 - weight) * vec.get(i, 0.0) for i in kw | vec}
@@ -346,8 +353,14 @@ def gated_convex(weight: float = KEYWORD_WEIGHT) -> Callable[[Sequence[Candidate
 
 # MEMORY_FUSION: gated-convex (default), gated-rrf or rrf (plain equal-weight RRF); measured in
 # bench/quality_bench.py and bench/realtalk_bench.py.
-FUSIONS: dict[str, Fusion] = {f.name: f for f in (Fusion(FUSION_GATED_CONVEX, gated_convex()),
-                                                  Fusion(FUSION_GATED, _gated_rrf), Fusion(FUSION_RRF, _equal_rrf))}
+FUSIONS: dict[str, Fusion] = {
+    f.name: f
+    for f in (
+        Fusion(FUSION_GATED_CONVEX, gated_convex()),
+        Fusion(FUSION_GATED, _gated_rrf),
+        Fusion(FUSION_RRF, _equal_rrf),
+    )
+}
 
 
 def hybrid_tier(fusion: Fusion) -> str:
@@ -364,9 +377,16 @@ class Retriever:
     """Runs one retrieval against a SearchBackend and, when given, a vector tier and a
     reranker. Touches nothing: the caller records access for what it actually used."""
 
-    def __init__(self, backend: SearchBackend, vectors: VectorLookup | None = None,
-                 reranker: Reranker | None = None, rrf_k: int = DEFAULT_RRF_K, top_k: int = DEFAULT_VEC_TOP_K,
-                 fusion: Fusion = FUSIONS[DEFAULT_FUSION], backend_name: str = "sqlite"):
+    def __init__(
+        self,
+        backend: SearchBackend,
+        vectors: VectorLookup | None = None,
+        reranker: Reranker | None = None,
+        rrf_k: int = DEFAULT_RRF_K,
+        top_k: int = DEFAULT_VEC_TOP_K,
+        fusion: Fusion = FUSIONS[DEFAULT_FUSION],
+        backend_name: str = "sqlite",
+    ):
         self._backend = backend
         #: What the resolution names as the backend that answered: the built-in store's kind.
         self._backend_name = backend_name
@@ -383,8 +403,9 @@ class Retriever:
     def retrieve(self, req: RetrievalRequest, now: datetime | None = None) -> RetrievalResult:
         strategy = STRATEGY_ALIASES.get(req.strategy, "hybrid")
         if req.max_tokens <= 0:
-            return RetrievalResult([], 0, Resolution(strategy_used="none", fallback_reason="maxTokens is 0",
-                                                     backend=self._backend_name))
+            return RetrievalResult(
+                [], 0, Resolution(strategy_used="none", fallback_reason="maxTokens is 0", backend=self._backend_name)
+            )
         budget = min(BUDGET_RANGE[1], max(BUDGET_RANGE[0], req.max_tokens))
         scope = scope_for(req, now or utcnow())
         query = req.query.strip()
@@ -414,7 +435,7 @@ class Retriever:
             return RetrievedItem(memory, own + gain, estimate_tokens(memory.content), TIER_CONTEXT)
 
         via: dict[str, set[str]] = {}
-        turns = [item.memory for item in ranked[:signals.NEIGHBOUR_SOURCES] if signals.is_turn(item.memory)]
+        turns = [item.memory for item in ranked[: signals.NEIGHBOUR_SOURCES] if signals.is_turn(item.memory)]
         if turns:
             near = self._backend.neighbours(scope, turns)
             ranked = signals.lend_to_neighbours(ranked, near, new_item)
@@ -429,8 +450,9 @@ class Retriever:
                 if any(w.holds(item.memory.happened_at) for w in windows):
                     via.setdefault(item.memory.id, set()).add(NAMED_DATE)
         ranked = signals.favour_named_speakers(ranked, query)
-        return _rank([replace(item, via=frozenset(via[item.memory.id])) if item.memory.id in via else item
-                      for item in ranked])
+        return _rank(
+            [replace(item, via=frozenset(via[item.memory.id])) if item.memory.id in via else item for item in ranked]
+        )
 
     def _vector_result(self, scope: SearchScope, query: str, settings: Any) -> VectorResult:
         if self._vectors is None:
@@ -444,8 +466,10 @@ class Retriever:
             result = self._vector_result(scope, query, settings)
         except VectorUnavailable as exc:
             return self._semantic_on_keywords(scope, query, exc.reason)
-        items = [RetrievedItem(m.memory, m.score, estimate_tokens(m.memory.content), result.tier, vec_score=m.score)
-                 for m in result.matches]
+        items = [
+            RetrievedItem(m.memory, m.score, estimate_tokens(m.memory.content), result.tier, vec_score=m.score)
+            for m in result.matches
+        ]
         return sorted(items, key=lambda i: i.score, reverse=True), replace(result.resolution, strategy_used=result.tier)
 
     def _hybrid(self, scope: SearchScope, query: str, settings: Any) -> tuple[list[RetrievedItem], Resolution]:
@@ -462,15 +486,27 @@ class Retriever:
         memories = {i.memory.id: i.memory for i in keyword} | {m.memory.id: m.memory for m in result.matches}
         fused = self._fusion.fuse(
             [Candidate(i.memory.id, i.score, strong[i.memory.id]) for i in keyword],
-            [Candidate(m.memory.id, m.score) for m in result.matches], self._rrf_k)
+            [Candidate(m.memory.id, m.score) for m in result.matches],
+            self._rrf_k,
+        )
         tier = hybrid_tier(self._fusion)
-        items = [RetrievedItem(memories[i], score, estimate_tokens(memories[i].content), tier,
-                               fts_score=fts_scores.get(i), vec_score=vec_scores.get(i)) for i, score in fused.items()]
+        items = [
+            RetrievedItem(
+                memories[i],
+                score,
+                estimate_tokens(memories[i].content),
+                tier,
+                fts_score=fts_scores.get(i),
+                vec_score=vec_scores.get(i),
+            )
+            for i, score in fused.items()
+        ]
         return _rank(items), replace(result.resolution, strategy_used=tier)
 
     @staticmethod
-    def _rerank(reranker: Reranker, query: str, ranked: list[RetrievedItem], resolution: Resolution,
-                settings: Any) -> tuple[list[RetrievedItem], Resolution]:
+    def _rerank(
+        reranker: Reranker, query: str, ranked: list[RetrievedItem], resolution: Resolution, settings: Any
+    ) -> tuple[list[RetrievedItem], Resolution]:
         """Fail open: any reranker failure keeps the original order and says why."""
         try:
             reranked = reranker(query, ranked, settings)
@@ -483,8 +519,10 @@ class Retriever:
         return reranked, replace(resolution, rerank_applied=True)
 
     def _recent_items(self, scope: SearchScope) -> list[RetrievedItem]:
-        return [RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT)
-                for m in self._backend.recent(scope, RECENT_LIMIT)]
+        return [
+            RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT)
+            for m in self._backend.recent(scope, RECENT_LIMIT)
+        ]
 
     def _keyword_items(self, scope: SearchScope, query: str, limit: int = KEYWORD_LIMIT) -> list[RetrievedItem]:
         return [item for item, _ in self._keyword_evidence(scope, query, limit)]
@@ -501,8 +539,18 @@ class Retriever:
         out: list[tuple[RetrievedItem, bool]] = []
         for h in hits:
             rel, strong = evidence(h.memory, phrase, tokens)
-            out.append((RetrievedItem(h.memory, keyword_score(rel, max(h.score, 0.0) / best, sentence),
-                                      estimate_tokens(h.memory.content), TIER_KEYWORD, fts_score=h.score), strong))
+            out.append(
+                (
+                    RetrievedItem(
+                        h.memory,
+                        keyword_score(rel, max(h.score, 0.0) / best, sentence),
+                        estimate_tokens(h.memory.content),
+                        TIER_KEYWORD,
+                        fts_score=h.score,
+                    ),
+                    strong,
+                )
+            )
         return out
 
     def _scored(self, items: list[RetrievedItem], query: str, sentence: bool = False) -> list[RetrievedItem]:
@@ -520,18 +568,21 @@ class Retriever:
         recent = self._recent_items(scope)
         return _rank(self._scored(recent, query)) if query else recent
 
-    def _semantic_on_keywords(self, scope: SearchScope, query: str,
-                              why_not: str) -> tuple[list[RetrievedItem], Resolution]:
+    def _semantic_on_keywords(
+        self, scope: SearchScope, query: str, why_not: str
+    ) -> tuple[list[RetrievedItem], Resolution]:
         reason = f"{why_not}; semantic retrieval used the FTS5 keyword index"
         hits = _rank(self._keyword_items(scope, query)) if query else []
         if hits:
             return hits, Resolution(strategy_used=TIER_KEYWORD, fallback_reason=reason)
         why = "no keyword match" if query else "no query"
-        return self._recent_items(scope), Resolution(strategy_used=TIER_RECENT,
-                                                     fallback_reason=f"{reason}; {why}, newest memories returned")
+        return self._recent_items(scope), Resolution(
+            strategy_used=TIER_RECENT, fallback_reason=f"{reason}; {why}, newest memories returned"
+        )
 
-    def _hybrid_on_keywords(self, scope: SearchScope, query: str,
-                            why_not: str) -> tuple[list[RetrievedItem], Resolution]:
+    def _hybrid_on_keywords(
+        self, scope: SearchScope, query: str, why_not: str
+    ) -> tuple[list[RetrievedItem], Resolution]:
         reason = f"{why_not}; hybrid retrieval used FTS5 keyword matches and the newest memories"
         resolution = Resolution(strategy_used=f"{TIER_KEYWORD}+{TIER_RECENT}", fallback_reason=reason)
         if not query:

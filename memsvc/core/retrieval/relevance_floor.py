@@ -138,7 +138,7 @@ def _stems(word: str) -> frozenset[str]:
     stems = [word]
     for ending in WORD_ENDINGS:
         if word.endswith(ending) and len(word) - len(ending) >= MIN_STEM:
-            stems.append(word[:-len(ending)])
+            stems.append(word[: -len(ending)])
     return frozenset(stems)
 
 
@@ -199,14 +199,14 @@ def passes(item: RetrievedItem, query: TermStems, floor: Floor, vector_store: st
     return overlap > 0 and overlap >= floor.keyword
 
 
-def above_floor(items: Sequence[RetrievedItem], query: str, floor: Floor,
-                vector_store: str) -> tuple[list[RetrievedItem], int]:
+def above_floor(
+    items: Sequence[RetrievedItem], query: str, floor: Floor, vector_store: str
+) -> tuple[list[RetrievedItem], int]:
     """The items that pass, in their order, and how many did not: on their own signals, or
     through what lent them relevance (a passing neighbour, the date the query names)."""
     if floor.off:
         return list(items), 0
     query_terms = terms_of(query)
     own = {item.memory.id for item in items if passes(item, query_terms, floor, vector_store)}
-    kept = [item for item in items
-            if item.memory.id in own or NAMED_DATE in item.via or not own.isdisjoint(item.via)]
+    kept = [item for item in items if item.memory.id in own or NAMED_DATE in item.via or not own.isdisjoint(item.via)]
     return kept, len(items) - len(kept)

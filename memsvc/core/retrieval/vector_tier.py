@@ -97,8 +97,16 @@ class QdrantConnector:
 
 
 class VectorTier:
-    def __init__(self, embeddings: Embeddings, local_index: Any, qdrant: QdrantConnector, settings: Settings,
-                 memories: MemoryLoader, background: BackgroundWriter, top_k: int = 20):
+    def __init__(
+        self,
+        embeddings: Embeddings,
+        local_index: Any,
+        qdrant: QdrantConnector,
+        settings: Settings,
+        memories: MemoryLoader,
+        background: BackgroundWriter,
+        top_k: int = 20,
+    ):
         self.embeddings = embeddings
         self.local = local_index
         self.qdrant = qdrant
@@ -208,8 +216,9 @@ class VectorTier:
                 fallback = f"qdrant failed ({exc}); used {self.local.name}"
         return self._search_local(scope, resolved, vector, k, base, fallback)
 
-    def _search_qdrant(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
-                       base: Resolution) -> VectorResult:
+    def _search_qdrant(
+        self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int, base: Resolution
+    ) -> VectorResult:
         may_block("a Qdrant search")
         index = self.qdrant.index()
         if index is None:
@@ -217,8 +226,9 @@ class VectorTier:
         hits = index.search(scope, vector, k)
         return VectorResult(self._matches(hits, scope), TIER_QDRANT, replace(base, vector_store="qdrant"))
 
-    def _search_local(self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int,
-                       base: Resolution, fallback: str) -> VectorResult:
+    def _search_local(
+        self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int, base: Resolution, fallback: str
+    ) -> VectorResult:
         try:
             self._ensure_local(resolved)
             self._backfill(scope, resolved)
@@ -226,8 +236,11 @@ class VectorTier:
         except VectorError as exc:
             reason = f"{fallback}; {exc}" if fallback else str(exc)
             raise VectorUnavailable(reason) from None
-        return VectorResult(self._matches(hits, scope), TIER_LOCAL,
-                            replace(base, vector_store=self.local.name, fallback_reason=fallback))
+        return VectorResult(
+            self._matches(hits, scope),
+            TIER_LOCAL,
+            replace(base, vector_store=self.local.name, fallback_reason=fallback),
+        )
 
     def _backfill(self, scope: SearchScope, resolved: Resolved) -> None:
         """Before a search, embed (a bounded number of) the owner's rows still missing a
@@ -262,12 +275,24 @@ class VectorTier:
         qdrant_selected = settings.vector_store == "qdrant"
         backend = "qdrant" if qdrant_selected else self.local.name  # "sqlite-vec" or "pgvector"
         if not self.local.available:
-            return VectorState(backend, False, 0, self._safe(self.local.pending_count),
-                               f"the {self.local.name} extension is not loaded", None)
+            return VectorState(
+                backend,
+                False,
+                0,
+                self._safe(self.local.pending_count),
+                f"the {self.local.name} extension is not loaded",
+                None,
+            )
         resolved = self.embeddings.resolve(settings)
         reason = "" if resolved.source is not None else f"no embedding source: {resolved.reason}"
-        return VectorState(backend, resolved.source is not None, self._safe(self.local.count),
-                           self._safe(self.local.pending_count), reason, self.local.state().signature)
+        return VectorState(
+            backend,
+            resolved.source is not None,
+            self._safe(self.local.count),
+            self._safe(self.local.pending_count),
+            reason,
+            self.local.state().signature,
+        )
 
     @staticmethod
     def _safe(probe: Callable[[], int]) -> int:
@@ -304,8 +329,11 @@ class VectorWrite:
     def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
         """`stored[i]` is the row written for texts[i] (None: that draft failed)."""
         local = self._tier.local
-        self._store(stored, lambda rows: local.upsert_in_transaction(txn, rows),
-                    lambda memories: local.mark_failed_in_transaction(txn, memories))
+        self._store(
+            stored,
+            lambda rows: local.upsert_in_transaction(txn, rows),
+            lambda memories: local.mark_failed_in_transaction(txn, memories),
+        )
 
     def committed(self, stored: Sequence[Memory]) -> None:
         if self._rows and self._resolved is not None:
@@ -316,8 +344,12 @@ class VectorWrite:
         self._store(memories, self._tier.local.upsert, self._tier._mark)
         self.committed(memories)
 
-    def _store(self, stored: Sequence[Memory | None], upsert: Callable[[list[VectorRow]], Any],
-               mark: Callable[[list[Memory]], Any]) -> None:
+    def _store(
+        self,
+        stored: Sequence[Memory | None],
+        upsert: Callable[[list[VectorRow]], Any],
+        mark: Callable[[list[Memory]], Any],
+    ) -> None:
         written = [m for m in stored if m is not None]
         if not written or (self._vectors is None and not self._deferred):
             return
@@ -360,8 +392,9 @@ class SettingsReranker:
         if not settings.rerank_enabled:
             return None
         ranking = self._embeddings.rerank(settings, query, [i.memory.content for i in items], top_n=len(items))
-        return [replace(item, score=score) if score is not None else item
-                for item, score in apply_rerank(items, ranking)]
+        return [
+            replace(item, score=score) if score is not None else item for item, score in apply_rerank(items, ranking)
+        ]
 
 
 def in_scope(memory: Memory, scope: SearchScope) -> bool:

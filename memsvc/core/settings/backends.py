@@ -32,14 +32,25 @@ FIELDS: dict[str, tuple[str, ...]] = {
 #: Types whose baseUrl has a default (the tool's usual local address, or the public API).
 DEFAULT_BASE_URLS = {"obsidian": "https://127.0.0.1:27124", "notion": "https://api.notion.com"}
 ENDPOINT_NAMES = ("search", "create", "list", "get", "update", "delete", "health")
-QUERY_PARAM_NAMES = ("query", "apiKeyId", "sessionId", "type", "limit", "offset", "strategy", "maxTokens",
-                     "options", "orderBy", "orderDir")
+QUERY_PARAM_NAMES = (
+    "query",
+    "apiKeyId",
+    "sessionId",
+    "type",
+    "limit",
+    "offset",
+    "strategy",
+    "maxTokens",
+    "options",
+    "orderBy",
+    "orderDir",
+)
 PATH_PARAM_NAMES = ("id",)
 TIMEOUT_MS = (100, 120_000)
 DEFAULT_TIMEOUT_MS = 30_000
 MAX_BACKENDS = 8
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
-_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")   # an HTTP header name
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9A-Za-z-]{1,64}$")  # an HTTP header name
 _PARAM = re.compile(r"^[A-Za-z0-9_.\-\[\]]{1,64}$")
 _PATH = re.compile(r"^/[A-Za-z0-9_.~!$&'()*+,;=:@%/{}\-]{0,255}$")
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -65,8 +76,9 @@ def is_name(value: Any) -> bool:
 # ---- one entry ----
 
 
-def _check_map(add: Add, path: str, value: Any, keys: tuple[str, ...] | None, check: Callable[[str], bool],
-               what: str) -> None:
+def _check_map(
+    add: Add, path: str, value: Any, keys: tuple[str, ...] | None, check: Callable[[str], bool], what: str
+) -> None:
     if not isinstance(value, Mapping):
         add(path, "must be an object")
         return
@@ -113,30 +125,54 @@ def _check_common(add: Add, path: str, kind: str, config: Mapping[str, Any]) -> 
     if "headers" in config:
         _check_headers(add, f"{path}.headers", config["headers"])
     timeout = config.get("timeoutMs")
-    if timeout is not None and (isinstance(timeout, bool) or not isinstance(timeout, (int, float))
-                                or not float(timeout).is_integer() or not TIMEOUT_MS[0] <= timeout <= TIMEOUT_MS[1]):
+    if timeout is not None and (
+        isinstance(timeout, bool)
+        or not isinstance(timeout, (int, float))
+        or not float(timeout).is_integer()
+        or not TIMEOUT_MS[0] <= timeout <= TIMEOUT_MS[1]
+    ):
         add(f"{path}.timeoutMs", f"must be an integer from {TIMEOUT_MS[0]} to {TIMEOUT_MS[1]}")
     pem = config.get("caCertificate")
-    if pem is not None and (not isinstance(pem, str) or len(pem) > _MAX_PEM or "-----BEGIN CERTIFICATE-----" not in pem):
+    if pem is not None and (
+        not isinstance(pem, str) or len(pem) > _MAX_PEM or "-----BEGIN CERTIFICATE-----" not in pem
+    ):
         add(f"{path}.caCertificate", f"must be PEM text (-----BEGIN CERTIFICATE-----) of at most {_MAX_PEM} characters")
 
 
 def _check_kind_fields(add: Add, path: str, kind: str, config: Mapping[str, Any]) -> None:
     if kind == "http":
         if "endpoints" in config:
-            _check_map(add, f"{path}.endpoints", config["endpoints"], ENDPOINT_NAMES,
-                       lambda v: bool(_PATH.match(v)) and ".." not in v.split("/"),
-                       "must be a path starting with '/' (no query string, no '..')")
+            _check_map(
+                add,
+                f"{path}.endpoints",
+                config["endpoints"],
+                ENDPOINT_NAMES,
+                lambda v: bool(_PATH.match(v)) and ".." not in v.split("/"),
+                "must be a path starting with '/' (no query string, no '..')",
+            )
         if "queryParams" in config:
-            _check_map(add, f"{path}.queryParams", config["queryParams"], QUERY_PARAM_NAMES,
-                       lambda v: bool(_PARAM.match(v)), "must be a query parameter name (letters, digits, _ . - [ ])")
+            _check_map(
+                add,
+                f"{path}.queryParams",
+                config["queryParams"],
+                QUERY_PARAM_NAMES,
+                lambda v: bool(_PARAM.match(v)),
+                "must be a query parameter name (letters, digits, _ . - [ ])",
+            )
         if "pathParams" in config:
-            _check_map(add, f"{path}.pathParams", config["pathParams"], PATH_PARAM_NAMES,
-                       lambda v: bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", v)), "must be a placeholder name")
+            _check_map(
+                add,
+                f"{path}.pathParams",
+                config["pathParams"],
+                PATH_PARAM_NAMES,
+                lambda v: bool(re.match(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$", v)),
+                "must be a placeholder name",
+            )
     elif kind == "obsidian":
         folder = config.get("folder")
-        if folder is not None and (not isinstance(folder, str) or not _FOLDER.match(folder)
-                                   or any(p in (".", "..") for p in folder.split("/"))):
+        if folder is not None and (
+            not isinstance(folder, str) or not _FOLDER.match(folder) or any(p in (".", "..") for p in folder.split("/"))
+        ):
             add(f"{path}.folder", "must be a relative vault folder (letters, digits, space, _ . -; no '..')")
     elif kind == "notion":
         database = config.get("databaseId")
@@ -171,8 +207,13 @@ def check_entry(add: Add, name: str, config: Any) -> None:
 # ---- the three settings together ----
 
 
-def check(add: Add, patch: Mapping[str, Any], stored_configs: Mapping[str, Any], stored_primary: str,
-          stored_fallbacks: tuple[str, ...]) -> None:
+def check(
+    add: Add,
+    patch: Mapping[str, Any],
+    stored_configs: Mapping[str, Any],
+    stored_primary: str,
+    stored_fallbacks: tuple[str, ...],
+) -> None:
     """Every violation of the backend settings as they will be after `patch` (the fields it
     leaves out keep their stored values)."""
     configs = patch.get("backendConfigs", stored_configs)
@@ -216,8 +257,10 @@ def moved_secret_problem(stored: bool, given: bool, before: str | None, after: s
     A write that leaves the secret out keeps it only while the address stays as it was."""
     if not stored or given or before == after:
         return None
-    return ("must be given again when the address it is sent to changes (the stored key is never sent to a new "
-            'address); "" removes it')
+    return (
+        "must be given again when the address it is sent to changes (the stored key is never sent to a new "
+        'address); "" removes it'
+    )
 
 
 def destination(name: str, config: Mapping[str, Any]) -> str | None:
@@ -234,8 +277,9 @@ def _check_moved_keys(add: Add, configs: Mapping[str, Any], stored: Mapping[str,
         previous = stored.get(name)
         if not isinstance(config, Mapping) or not isinstance(previous, Mapping) or name == SQLITE:
             continue
-        problem = moved_secret_problem(bool(previous.get("apiKey")), "apiKey" in config,
-                                       destination(name, previous), destination(name, config))
+        problem = moved_secret_problem(
+            bool(previous.get("apiKey")), "apiKey" in config, destination(name, previous), destination(name, config)
+        )
         if problem:
             add(f"backendConfigs.{name}.apiKey", problem)
 

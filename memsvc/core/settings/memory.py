@@ -164,6 +164,7 @@ def _provider_model(value: str) -> str | None:
 def _backend_name_kind() -> Kind:
     """A backend name; whether it is defined is checked with backendConfigs (see
     `normalize` and `validate_update`)."""
+
     def read(value: Any, default: str) -> str:
         return value if backend_settings.is_name(value) else default
 
@@ -215,8 +216,12 @@ def read_specs(specs: tuple[Spec, ...], cls: type[T], stored: Mapping[str, Any])
     """Lenient read shared by every settings namespace: each stored field through its
     kind's reader, the class default when absent or unreadable."""
     defaults = cls()
-    return cls(**{s.attr: s.read(stored[s.api], getattr(defaults, s.attr)) if s.api in stored
-                  else getattr(defaults, s.attr) for s in specs})
+    return cls(
+        **{
+            s.attr: s.read(stored[s.api], getattr(defaults, s.attr)) if s.api in stored else getattr(defaults, s.attr)
+            for s in specs
+        }
+    )
 
 
 _BOOL = (read_bool, write_bool)
@@ -229,8 +234,7 @@ SPECS: tuple[Spec, ...] = (
     spec("skillsEnabled", "skills_enabled", _BOOL),
     spec("embeddingSource", "embedding_source", enum_kind(EMBEDDING_SOURCES)),
     spec("embeddingProviderModel", "embedding_provider_model", _nullable_str_kind(_provider_model)),
-    spec("customBaseUrl", "custom_base_url",
-          _nullable_str_kind(lambda url: check_resolved(url, unresolvable_ok=True))),
+    spec("customBaseUrl", "custom_base_url", _nullable_str_kind(lambda url: check_resolved(url, unresolvable_ok=True))),
     spec("customModelId", "custom_model_id", _nullable_str_kind()),
     spec("transformersEnabled", "transformers_enabled", _BOOL),
     spec("staticEnabled", "static_enabled", _BOOL),
@@ -249,9 +253,11 @@ def normalize(stored: Mapping[str, Any]) -> MemorySettings:
     that backendConfigs does not define is dropped (the primary becomes sqlite)."""
     settings = read_specs(SPECS, MemorySettings, stored)
     known = {backend_settings.SQLITE, *settings.backend_configs}
-    return replace(settings, primary_backend=settings.primary_backend if settings.primary_backend in known else
-                   backend_settings.SQLITE,
-                   fallback_backends=tuple(f for f in settings.fallback_backends if f in known))
+    return replace(
+        settings,
+        primary_backend=settings.primary_backend if settings.primary_backend in known else backend_settings.SQLITE,
+        fallback_backends=tuple(f for f in settings.fallback_backends if f in known),
+    )
 
 
 def validate_update(patch: Mapping[str, Any], current: MemorySettings | None = None) -> dict[str, Any]:
@@ -271,8 +277,9 @@ def validate_update(patch: Mapping[str, Any], current: MemorySettings | None = N
         if problem:
             v.add(name, problem)
     if not any(item.field in ("primaryBackend", "fallbackBackends", "backendConfigs") for item in v.items):
-        backend_settings.check(v.add, patch, current.backend_configs, current.primary_backend,
-                               current.fallback_backends)
+        backend_settings.check(
+            v.add, patch, current.backend_configs, current.primary_backend, current.fallback_backends
+        )
     v.raise_if_any()
     out: dict[str, Any] = {name: (None if value == "" else value) for name, value in patch.items()}
     if "backendConfigs" in out:
@@ -285,8 +292,13 @@ class NamespaceSettings(Generic[T]):
     version (so another process's write is seen on the next read). Memory and Qdrant
     settings share it; each brings its own normalize and validate."""
 
-    def __init__(self, store: SettingsStore, namespace: str, normalize_fn: Callable[[Mapping[str, Any]], T],
-                 validate_fn: Callable[[Mapping[str, Any]], dict[str, Any]]):
+    def __init__(
+        self,
+        store: SettingsStore,
+        namespace: str,
+        normalize_fn: Callable[[Mapping[str, Any]], T],
+        validate_fn: Callable[[Mapping[str, Any]], dict[str, Any]],
+    ):
         self._store = store
         self._namespace = namespace
         self._normalize = normalize_fn

@@ -117,7 +117,7 @@ class QdrantSettings:
 
 
 def mask_api_key(key: str | None) -> str | None:
-    """"***" + the last 4 characters; just "***" for keys under 8 characters (showing 4 of
+    """ "***" + the last 4 characters; just "***" for keys under 8 characters (showing 4 of
     a 5-character key would show most of it); None when there is no key."""
     if not key:
         return None
@@ -167,7 +167,9 @@ def _collection_kind() -> Kind:
             return "must be a string"
         if not value.strip():
             return "must not be empty"
-        return None if _COLLECTION.match(value.strip()) else "may only contain letters, digits, '_' and '-' (at most 255)"
+        return (
+            None if _COLLECTION.match(value.strip()) else "may only contain letters, digits, '_' and '-' (at most 255)"
+        )
 
     return read, write
 
@@ -184,7 +186,11 @@ def _model_kind() -> Kind:
             return "must be a string"
         if not value.strip():
             return "must not be empty"
-        return None if ok(value.strip()) else f"must be at most {_MAX_MODEL} characters without spaces or control characters"
+        return (
+            None
+            if ok(value.strip())
+            else f"must be at most {_MAX_MODEL} characters without spaces or control characters"
+        )
 
     return read, write
 
@@ -197,7 +203,7 @@ def _api_key_kind() -> Kind:
         if value is None or value == "":
             return None
         if not isinstance(value, str):
-            return "must be a string (\"\" removes the key)"
+            return 'must be a string ("" removes the key)'
         if len(value) > _MAX_KEY:
             return f"must be at most {_MAX_KEY} characters"
         # It goes into an HTTP header: no whitespace or control characters (and the message
@@ -370,7 +376,8 @@ class QdrantSettingsManager(NamespaceSettings[QdrantSettings]):
             raise PreconditionError(
                 f"Qdrant's local mode (localPath) can be used by one process only, and {self._processes} server "
                 "processes serve this database: point Qdrant at a server (host and port, localPath empty), "
-                "or run memsvc with MEMSVC_PROCESSES=1")
+                "or run memsvc with MEMSVC_PROCESSES=1"
+            )
         return QdrantUpdate(self.save(patch), memory_settings_patch(patch))
 
 
@@ -385,9 +392,11 @@ def _check_moved_key(current: QdrantSettings, values: Mapping[str, Any]) -> None
 
 def local_mode_across_hosts(what: str) -> str:
     """Why Qdrant's local mode cannot serve a store shared across hosts, after `what`."""
-    return (f"{what}: Qdrant's local mode (localPath) keeps vectors in a folder of one host, and memsvc serves "
-            "from a database that replicas on other hosts share (MEMSVC_DATABASE_URL); point Qdrant at a server "
-            "or cluster (host and port, localPath empty)")
+    return (
+        f"{what}: Qdrant's local mode (localPath) keeps vectors in a folder of one host, and memsvc serves "
+        "from a database that replicas on other hosts share (MEMSVC_DATABASE_URL); point Qdrant at a server "
+        "or cluster (host and port, localPath empty)"
+    )
 
 
 def _uses_local_mode(current: QdrantSettings, values: Mapping[str, Any]) -> bool:

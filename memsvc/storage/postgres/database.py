@@ -78,8 +78,13 @@ _AWAY_WAIT_S = 0.25
 #: connection is dead after 3 unanswered probes; data the server host does not acknowledge for
 #: 15 s ends it too (tcp_user_timeout). A host that vanished without closing its sockets (a
 #: network partition, a crashed VM) would otherwise keep a request waiting for ever.
-_KEEPALIVES = {"keepalives": 1, "keepalives_idle": 10, "keepalives_interval": 3, "keepalives_count": 3,
-               "tcp_user_timeout": 15_000}
+_KEEPALIVES = {
+    "keepalives": 1,
+    "keepalives_idle": 10,
+    "keepalives_interval": 3,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 15_000,
+}
 
 
 def _first_line(exc: BaseException) -> str:
@@ -158,9 +163,16 @@ class PgDatabase(Transactions):
     begin_write = "BEGIN ISOLATION LEVEL READ COMMITTED READ WRITE"
     reads_join_writes = True
 
-    def __init__(self, url: str, *, min_size: int = 1, max_size: int = 10, timeout_s: float = _POOL_TIMEOUT_S,
-                 statement_timeout_s: float = STATEMENT_TIMEOUT_S,
-                 idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S) -> None:
+    def __init__(
+        self,
+        url: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        timeout_s: float = _POOL_TIMEOUT_S,
+        statement_timeout_s: float = STATEMENT_TIMEOUT_S,
+        idle_in_transaction_timeout_s: float = IDLE_IN_TRANSACTION_TIMEOUT_S,
+    ) -> None:
         if min_size < 0 or max_size < max(1, min_size):
             raise ValueError("need 0 <= min_size <= max_size and max_size >= 1")
         if min(timeout_s, statement_timeout_s, idle_in_transaction_timeout_s) <= 0:
@@ -168,23 +180,37 @@ class PgDatabase(Transactions):
         super().__init__()
         self.url = url
         self.timeout_s = float(timeout_s)
-        self._server_options = (f"-c statement_timeout={round(statement_timeout_s * 1000)} "
-                                f"-c idle_in_transaction_session_timeout={round(idle_in_transaction_timeout_s * 1000)}")
+        self._server_options = (
+            f"-c statement_timeout={round(statement_timeout_s * 1000)} "
+            f"-c idle_in_transaction_session_timeout={round(idle_in_transaction_timeout_s * 1000)}"
+        )
         #: The server is away: a wait for a connection timed out and the pool could not open
         #: one (see _AWAY_WAIT_S).
         self.away = False
         self._watch: psycopg.Connection | None = None  # see data_version
         self._watch_lock = threading.Lock()
         self._pool = ConnectionPool(
-            url, min_size=min_size, max_size=max_size, timeout=self.timeout_s, open=False, name="memsvc",
-            reconnect_timeout=_RECONNECT_S, kwargs=self._connect_kwargs())
+            url,
+            min_size=min_size,
+            max_size=max_size,
+            timeout=self.timeout_s,
+            open=False,
+            name="memsvc",
+            reconnect_timeout=_RECONNECT_S,
+            kwargs=self._connect_kwargs(),
+        )
         # Not waiting: a server that is down at start makes requests UNAVAILABLE, not startup hang.
         self._pool.open(wait=False)
 
     def _connect_kwargs(self) -> dict[str, Any]:
         # libpq counts connect_timeout in whole seconds and takes at least 2.
-        return {"autocommit": True, "connect_timeout": max(2, round(self.timeout_s)),
-                "application_name": "memsvc", "options": self._server_options, **_KEEPALIVES}
+        return {
+            "autocommit": True,
+            "connect_timeout": max(2, round(self.timeout_s)),
+            "application_name": "memsvc",
+            "options": self._server_options,
+            **_KEEPALIVES,
+        }
 
     def _in_transaction(self, conn: psycopg.Connection) -> bool:
         return conn.info.transaction_status in (TransactionStatus.INTRANS, TransactionStatus.INERROR)

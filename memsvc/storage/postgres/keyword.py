@@ -51,14 +51,18 @@ _MIN_IDF = 1e-6
 
 # The ORed tsquery of the words: one tsquery per word (none for a word the english
 # configuration drops as a stop word), joined by the server from their own text form.
-_QUERY = ("(SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM unnest(%s::text[]) AS t(word), "
-          "LATERAL plainto_tsquery('english', t.word) AS q WHERE numnode(q) > 0)")
+_QUERY = (
+    "(SELECT string_agg('(' || q::text || ')', ' | ')::tsquery FROM unnest(%s::text[]) AS t(word), "
+    "LATERAL plainto_tsquery('english', t.word) AS q WHERE numnode(q) > 0)"
+)
 # A row's BM25: Σ idf·tf·(k1+1) / (tf + k1·(1−b) + k1·b·dl/avgdl) over the query's lexemes
 # the row holds, tf = the lexeme's positions in the row's tsvector: one pass over the row's
 # lexemes (a lexeme's idf is its word's, found by its place in the lexeme array).
-_SCORE = ("(SELECT sum((%s::float8[])[array_position(%s::text[], u.lexeme)] * cardinality(u.positions) * %s"
-          " / (cardinality(u.positions) + %s + %s * length(m.search))) FROM unnest(m.search) AS u"
-          " WHERE u.lexeme = ANY(%s::text[]))")
+_SCORE = (
+    "(SELECT sum((%s::float8[])[array_position(%s::text[], u.lexeme)] * cardinality(u.positions) * %s"
+    " / (cardinality(u.positions) + %s + %s * length(m.search))) FROM unnest(m.search) AS u"
+    " WHERE u.lexeme = ANY(%s::text[]))"
+)
 # Per word: its lexemes and how many memories (of the owner) hold it.
 _WORD_STATS = (
     "SELECT t.word, tsvector_to_array(to_tsvector('english', t.word)), CASE WHEN numnode(q) = 0 THEN 0 "
@@ -68,8 +72,10 @@ _WORD_STATS = (
 # N, and the average row length over the newest AVG_SAMPLE rows (read through an index, so
 # its cost does not grow with the owner's memories; an average needs no more).
 AVG_SAMPLE = 1000
-_CORPUS = ("SELECT (SELECT count(*) FROM memories m{owner}), (SELECT coalesce(avg(length(s.search)), 0) "
-           "FROM (SELECT m.search FROM memories m{owner} ORDER BY {order} LIMIT %s) AS s)")
+_CORPUS = (
+    "SELECT (SELECT count(*) FROM memories m{owner}), (SELECT coalesce(avg(length(s.search)), 0) "
+    "FROM (SELECT m.search FROM memories m{owner} ORDER BY {order} LIMIT %s) AS s)"
+)
 
 
 def stats_cache() -> TtlCache[Any]:
@@ -79,6 +85,7 @@ def stats_cache() -> TtlCache[Any]:
 
 def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, float]:
     """(N, average row length) of the owner's memories (every owner's for None)."""
+
     def load() -> tuple[int, float]:
         params: list[Any]
         if owner is None:
@@ -94,8 +101,9 @@ def _corpus(conn: Any, owner: str | None, stats: TtlCache[Any]) -> tuple[int, fl
     return int(found[0]), float(found[1])
 
 
-def _word_stats(conn: Any, owner: str | None, words: Sequence[str],
-                stats: TtlCache[Any]) -> dict[str, tuple[int, tuple[str, ...]]]:
+def _word_stats(
+    conn: Any, owner: str | None, words: Sequence[str], stats: TtlCache[Any]
+) -> dict[str, tuple[int, tuple[str, ...]]]:
     """word → (how many of the owner's memories hold it, its lexemes); the uncached words
     counted in one statement (a GIN lookup of the word, then the owner's rows among them)."""
     found: dict[str, Any] = {w: stats.get(("word", owner, w)) for w in words}
@@ -127,8 +135,9 @@ def idf(n_docs: int, n: int) -> float:
     return max(math.log((n_docs - n + 0.5) / (n + 0.5)), _MIN_IDF)
 
 
-def _lexeme_weights(words: Sequence[str], known: dict[str, tuple[int, tuple[str, ...]]],
-                    n_docs: int) -> tuple[list[str], list[float]]:
+def _lexeme_weights(
+    words: Sequence[str], known: dict[str, tuple[int, tuple[str, ...]]], n_docs: int
+) -> tuple[list[str], list[float]]:
     """The query's lexemes and each one's idf (its word's; the highest when two words share
     one)."""
     weights: dict[str, float] = {}
@@ -159,11 +168,13 @@ def search(conn: Any, scope: SearchScope, text: str, limit: int, stats: TtlCache
     rows = conn.execute(
         f"SELECT {M_COLUMNS}, s.score FROM memories m, LATERAL {_SCORE} AS s(score) "
         f"WHERE m.search @@ {_QUERY} AND {where} ORDER BY s.score DESC, m.memory_id DESC LIMIT %s",
-        [weights, lexemes, BM25_K1 + 1, fixed, per_lexeme, lexemes, words, *params, limit]).fetchall()
+        [weights, lexemes, BM25_K1 + 1, fixed, per_lexeme, lexemes, words, *params, limit],
+    ).fetchall()
     return [KeywordHit(row_to_memory(row[:-1]), float(row[-1] or 0.0)) for row in rows]
 
 
 def probe(conn: Any) -> None:
     """A real match through the GIN index: the keyword tier's health, measured."""
-    conn.execute("SELECT count(*) FROM memories WHERE search @@ plainto_tsquery('english', %s)",
-                 ("memsvc_probe",)).fetchone()
+    conn.execute(
+        "SELECT count(*) FROM memories WHERE search @@ plainto_tsquery('english', %s)", ("memsvc_probe",)
+    ).fetchone()

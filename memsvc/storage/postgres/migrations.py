@@ -37,14 +37,16 @@ def _lock(conn: Any) -> None:
 RUNNER = migrations.Runner(
     package=PACKAGE,
     create_table="CREATE TABLE IF NOT EXISTS schema_migrations (version integer PRIMARY KEY, "
-                 "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
+    "name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())",
     has_table=lambda conn: conn.execute("SELECT to_regclass('schema_migrations')").fetchone()[0] is not None,
     # No parameters: the file's statements run as one script.
     run_script=lambda conn, sql: conn.execute(sql),
     record=lambda conn, version, name: conn.execute(
-        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)),
+        "INSERT INTO schema_migrations (version, name) VALUES (%s, %s)", (version, name)
+    ),
     lock=_lock,
-    elsewhere="another database")
+    elsewhere="another database",
+)
 
 
 def available_migrations() -> list[tuple[int, str, str]]:

@@ -92,29 +92,42 @@ MAX_DIM = 2000
 #: ensure() holds this transaction-level advisory lock while it checks and creates tables.
 _ENSURE_LOCK = 0x6D656D7663  # "memvc"
 _UNAVAILABLE = "pgvector is not available on this PostgreSQL server"
-_RECORD = (f"INSERT INTO {STATE} (id, signature, dimension, generation, last_reset_at) "
-           "VALUES (1, %s, %s, 1, %s) ON CONFLICT (id) DO UPDATE SET signature = excluded.signature, "
-           f"dimension = excluded.dimension, generation = {STATE}.generation + 1, "
-           "last_reset_at = excluded.last_reset_at")
-_UPSERT = (f"INSERT INTO {TABLE} (memory_id, api_key_id, session_id, created_at, expires_at, keep, embedding) "
-           "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO UPDATE SET "
-           "api_key_id = excluded.api_key_id, session_id = excluded.session_id, "
-           "created_at = excluded.created_at, expires_at = excluded.expires_at, keep = excluded.keep, "
-           "embedding = excluded.embedding")
-_RESCOPE = (f"UPDATE {TABLE} v SET session_id = u.session_id, created_at = u.created_at, "
-            "expires_at = u.expires_at, keep = u.keep FROM unnest(%s::bigint[], %s::text[], "
-            "%s::timestamptz[], %s::timestamptz[], %s::boolean[]) AS u(memory_id, session_id, created_at, "
-            "expires_at, keep) WHERE v.memory_id = u.memory_id")
-_COMPLETE = (f"SELECT (SELECT count(*) FROM memories WHERE api_key_id = %s) = "
-             f"(SELECT count(*) FROM {TABLE} WHERE api_key_id = %s) "
-             "AND NOT EXISTS (SELECT 1 FROM memories WHERE needs_reindex AND api_key_id = %s)")
+_RECORD = (
+    f"INSERT INTO {STATE} (id, signature, dimension, generation, last_reset_at) "
+    "VALUES (1, %s, %s, 1, %s) ON CONFLICT (id) DO UPDATE SET signature = excluded.signature, "
+    f"dimension = excluded.dimension, generation = {STATE}.generation + 1, "
+    "last_reset_at = excluded.last_reset_at"
+)
+_UPSERT = (
+    f"INSERT INTO {TABLE} (memory_id, api_key_id, session_id, created_at, expires_at, keep, embedding) "
+    "VALUES (%s, %s, %s, %s, %s, %s, %s) ON CONFLICT (memory_id) DO UPDATE SET "
+    "api_key_id = excluded.api_key_id, session_id = excluded.session_id, "
+    "created_at = excluded.created_at, expires_at = excluded.expires_at, keep = excluded.keep, "
+    "embedding = excluded.embedding"
+)
+_RESCOPE = (
+    f"UPDATE {TABLE} v SET session_id = u.session_id, created_at = u.created_at, "
+    "expires_at = u.expires_at, keep = u.keep FROM unnest(%s::bigint[], %s::text[], "
+    "%s::timestamptz[], %s::timestamptz[], %s::boolean[]) AS u(memory_id, session_id, created_at, "
+    "expires_at, keep) WHERE v.memory_id = u.memory_id"
+)
+_COMPLETE = (
+    f"SELECT (SELECT count(*) FROM memories WHERE api_key_id = %s) = "
+    f"(SELECT count(*) FROM {TABLE} WHERE api_key_id = %s) "
+    "AND NOT EXISTS (SELECT 1 FROM memories WHERE needs_reindex AND api_key_id = %s)"
+)
 State = tuple[str | None, int | None, Any, bool, int]
 
 
 def _vector_scope(scope: SearchScope) -> tuple[str, list[Any]]:
     """The scope on memory_vectors' filter columns (`vector_sql.vector_scope`)."""
-    clauses, params = vector_scope(scope, "%s", lambda moment: moment, "(v.expires_at IS NULL OR v.expires_at > %s)",
-                                   "(v.created_at >= %s OR v.keep)")
+    clauses, params = vector_scope(
+        scope,
+        "%s",
+        lambda moment: moment,
+        "(v.expires_at IS NULL OR v.expires_at > %s)",
+        "(v.created_at >= %s OR v.keep)",
+    )
     return " AND ".join(clauses), params
 
 
@@ -143,15 +156,17 @@ def _nearest_sql(scope: SearchScope, vec: np.ndarray, k: int) -> tuple[str, list
     where, params = _vector_scope(scope)
     recheck, recheck_params = scope_clause(scope, "m")
     found = "(SELECT count(*) FROM approx)"
-    sql = (f"WITH approx AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
-           f"WHERE {where} ORDER BY v.embedding <=> %s LIMIT %s), "
-           f"exact AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
-           f"WHERE {found} < %s AND {where}), "
-           f"knn AS (SELECT memory_id, distance, false AS exact FROM approx WHERE {found} >= %s "
-           "UNION ALL (SELECT memory_id, distance, true FROM exact ORDER BY distance, memory_id LIMIT %s)) "
-           f"SELECT knn.memory_id, knn.distance, knn.exact, m.* FROM knn CROSS JOIN LATERAL "
-           f"(SELECT {M_COLUMNS} FROM memories m WHERE m.memory_id = knn.memory_id AND {recheck} LIMIT 1) AS m "
-           "ORDER BY knn.distance, knn.memory_id")
+    sql = (
+        f"WITH approx AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
+        f"WHERE {where} ORDER BY v.embedding <=> %s LIMIT %s), "
+        f"exact AS MATERIALIZED (SELECT v.memory_id, v.embedding <=> %s AS distance FROM {TABLE} v "
+        f"WHERE {found} < %s AND {where}), "
+        f"knn AS (SELECT memory_id, distance, false AS exact FROM approx WHERE {found} >= %s "
+        "UNION ALL (SELECT memory_id, distance, true FROM exact ORDER BY distance, memory_id LIMIT %s)) "
+        f"SELECT knn.memory_id, knn.distance, knn.exact, m.* FROM knn CROSS JOIN LATERAL "
+        f"(SELECT {M_COLUMNS} FROM memories m WHERE m.memory_id = knn.memory_id AND {recheck} LIMIT 1) AS m "
+        "ORDER BY knn.distance, knn.memory_id"
+    )
     return sql, [vec, *params, vec, k, vec, k, *params, k, k, *recheck_params]
 
 
@@ -242,7 +257,9 @@ class PgVectorSql:
             return None, None, None, self.has_vectors(conn), 0
         signature, dim, reset_at, exists, generation = conn.execute(
             f"SELECT s.signature, s.dimension, s.last_reset_at, to_regclass(%s) IS NOT NULL, s.generation "
-            f"FROM (SELECT 1) AS one LEFT JOIN {STATE} s ON s.id = 1", (TABLE,)).fetchone()
+            f"FROM (SELECT 1) AS one LEFT JOIN {STATE} s ON s.id = 1",
+            (TABLE,),
+        ).fetchone()
         state = signature, dim, reset_at, bool(exists), int(generation or 0)
         if memo is not None:
             memo[STATE] = state
@@ -250,8 +267,9 @@ class PgVectorSql:
 
     def state(self, conn: Any) -> VecState:
         signature, dim, reset_at, exists, _ = self._read_state(conn)
-        return VecState(signature, int(dim) if dim is not None else None, reset_at,
-                        self.version(conn) is not None, exists)
+        return VecState(
+            signature, int(dim) if dim is not None else None, reset_at, self.version(conn) is not None, exists
+        )
 
     def reset(self, conn: Any, signature: str, dim: int) -> bool:
         """ensure()'s write, under an advisory lock (replicas starting together create the
@@ -272,9 +290,11 @@ class PgVectorSql:
         _, installed = self._extension(conn)
         if not installed:
             conn.execute("CREATE EXTENSION IF NOT EXISTS vector")
-        conn.execute(f"CREATE TABLE IF NOT EXISTS {STATE} (id smallint PRIMARY KEY CHECK (id = 1), "
-                     "signature text, dimension integer, generation bigint NOT NULL DEFAULT 0, "
-                     "last_reset_at timestamptz)")
+        conn.execute(
+            f"CREATE TABLE IF NOT EXISTS {STATE} (id smallint PRIMARY KEY CHECK (id = 1), "
+            "signature text, dimension integer, generation bigint NOT NULL DEFAULT 0, "
+            "last_reset_at timestamptz)"
+        )
 
     @staticmethod
     def _recreate(conn: Any, dim: int) -> None:
@@ -283,7 +303,8 @@ class PgVectorSql:
             f"CREATE TABLE {TABLE} (memory_id bigint PRIMARY KEY "
             "REFERENCES memories (memory_id) ON DELETE CASCADE, api_key_id text NOT NULL, "
             "session_id text NOT NULL, created_at timestamptz NOT NULL, expires_at timestamptz, "
-            f"keep boolean NOT NULL, embedding vector({int(dim)}) NOT NULL)")
+            f"keep boolean NOT NULL, embedding vector({int(dim)}) NOT NULL)"
+        )
         conn.execute(f"CREATE INDEX {TABLE}_embedding ON {TABLE} USING hnsw (embedding vector_cosine_ops)")
         conn.execute(f"CREATE INDEX {TABLE}_owner ON {TABLE} (api_key_id, session_id)")
 
@@ -320,23 +341,31 @@ class PgVectorSql:
         dim = self._ready_dim(conn)
         self._adapt(conn)
         ids = sorted({int(row.memory_id) for row, _ in prepared})
-        current = {int(mid): (key, content, flagged) for mid, key, content, flagged in conn.execute(
-            "SELECT memory_id, key, content, needs_reindex FROM memories WHERE memory_id = ANY(%s) "
-            "ORDER BY memory_id FOR SHARE", (ids,)).fetchall()}
+        current = {
+            int(mid): (key, content, flagged)
+            for mid, key, content, flagged in conn.execute(
+                "SELECT memory_id, key, content, needs_reindex FROM memories WHERE memory_id = ANY(%s) "
+                "ORDER BY memory_id FOR SHARE",
+                (ids,),
+            ).fetchall()
+        }
         fresh = fresh_rows(prepared, current, dim, TABLE)
         if not fresh:
             return 0
         with conn.cursor() as cur:
-            cur.executemany(_UPSERT, [(mid, row.api_key_id, *_scope_values(row), vec)
-                                      for mid, (row, vec) in fresh.items()])
+            cur.executemany(
+                _UPSERT, [(mid, row.api_key_id, *_scope_values(row), vec) for mid, (row, vec) in fresh.items()]
+            )
         flagged = [mid for mid in fresh if current[mid][2]]
         if flagged:  # an UPDATE of memories moves every replica's change counter: only when needed
-            conn.execute("UPDATE memories SET needs_reindex = false WHERE memory_id = ANY(%s) AND needs_reindex",
-                         (flagged,))
+            conn.execute(
+                "UPDATE memories SET needs_reindex = false WHERE memory_id = ANY(%s) AND needs_reindex", (flagged,)
+            )
         unlogged = [] if rows_written_here else [mid for mid in fresh if not current[mid][2]]
         if unlogged:
-            conn.execute("SELECT memsvc_record_owner_changes(%s, %s)",
-                         ([fresh[mid][0].api_key_id for mid in unlogged], unlogged))
+            conn.execute(
+                "SELECT memsvc_record_owner_changes(%s, %s)", ([fresh[mid][0].api_key_id for mid in unlogged], unlogged)
+            )
         return len(fresh)
 
     @staticmethod
@@ -365,8 +394,11 @@ class PgVectorSql:
     def prune(conn: Any) -> int:
         """The foreign key deletes a vector with its memory, so this finds none unless the
         key was dropped by hand; kept so the engine's clean-up is the same on either store."""
-        return int(conn.execute(f"DELETE FROM {TABLE} v WHERE NOT EXISTS "
-                                "(SELECT 1 FROM memories m WHERE m.memory_id = v.memory_id)").rowcount)
+        return int(
+            conn.execute(
+                f"DELETE FROM {TABLE} v WHERE NOT EXISTS (SELECT 1 FROM memories m WHERE m.memory_id = v.memory_id)"
+            ).rowcount
+        )
 
     # -- reads ---------------------------------------------------------------------------
 
@@ -382,14 +414,17 @@ class PgVectorSql:
             except psycopg.errors.DataException as exc:
                 # This snapshot still has the old dimension while another process has
                 # already replaced the table (a new signature): nothing valid to search.
-                raise VectorError("the vector table changed during the search (a new embedding "
-                                  "signature); retry") from exc
+                raise VectorError(
+                    "the vector table changed during the search (a new embedding signature); retry"
+                ) from exc
         if any(r[2] for r in rows):
             with self._lock:
                 self.exact_fallbacks += 1
         hits = [(int(r[0]), max(float(r[1]), 0.0), row_to_memory(r[3:])) for r in rows]
-        return [VectorHit(memory_id=mid, id=memory.id, distance=d, score=cosine_score(d), memory=memory)
-                for mid, d, memory in hits]
+        return [
+            VectorHit(memory_id=mid, id=memory.id, distance=d, score=cosine_score(d), memory=memory)
+            for mid, d, memory in hits
+        ]
 
     def dimension(self, conn: Any) -> int | None:
         _, dim, _, exists, _ = self._read_state(conn)
@@ -413,15 +448,17 @@ class PgVectorSql:
         dim, exists, _, _ = conn.execute(
             f"SELECT s.dimension, to_regclass(%s) IS NOT NULL, set_config('hnsw.iterative_scan', 'strict_order', true), "
             f"set_config('hnsw.ef_search', %s, true) FROM (SELECT 1) AS one LEFT JOIN {STATE} s ON s.id = 1",
-            (TABLE, str(_ef_search(k)))).fetchone()
+            (TABLE, str(_ef_search(k))),
+        ).fetchone()
         if dim is None or not exists:
             return False
         if vec.shape[0] != dim:
             raise DimensionMismatch(int(dim), int(vec.shape[0]), TABLE)
         return True
 
-    def explain_search(self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int,
-                       analyze: bool = False) -> str:
+    def explain_search(
+        self, scope: SearchScope, vector: Sequence[float] | np.ndarray, k: int, analyze: bool = False
+    ) -> str:
         """The plan of search()'s statement for this scope, with the settings search() uses
         (for operators and tests: which index answers it); `analyze` runs it."""
         vec = as_vector(vector)

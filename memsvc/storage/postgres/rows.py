@@ -46,7 +46,7 @@ __all__ = [
 #: ASCII only ("ÄPFEL" stays "Äpfel"), and a server built without ICU lists "unicode" but
 #: refuses to use it, so each is tried.
 _FOLDING_COLLATIONS = ("unicode", "C.utf8")
-_FOLD_PROBE = "SELECT lower(%s::text COLLATE \"{name}\") = %s"
+_FOLD_PROBE = 'SELECT lower(%s::text COLLATE "{name}") = %s'
 
 scope_clause = functools.partial(dialect.scope_clause, dialect.POSTGRES_SQL)
 _utc = dialect.POSTGRES_SQL.read_time
@@ -84,6 +84,8 @@ def folded(expr: str, collation: str | None) -> str:
 def rows_in_scope(conn: Any, memory_ids: Sequence[int], scope: SearchScope) -> list[Memory]:
     """The given memories (by memory_id) that are in the scope, in no order."""
     where, params = scope_clause(scope)
-    rows = conn.execute(f"SELECT {M_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s::bigint[]) AND {where}",
-                        [list(memory_ids), *params]).fetchall()
+    rows = conn.execute(
+        f"SELECT {M_COLUMNS} FROM memories m WHERE m.memory_id = ANY(%s::bigint[]) AND {where}",
+        [list(memory_ids), *params],
+    ).fetchall()
     return [row_to_memory(r) for r in rows]

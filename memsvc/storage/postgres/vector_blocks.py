@@ -50,17 +50,19 @@ _ROW_BYTES = 40
 #: `vector_send` (pgvector's binary form): int16 dimension, int16 unused, then the
 #: components as big-endian float32.
 _HEADER = 4
-_COLUMNS = ("m.memory_id, m.session_id, m.created_at, m.expires_at, m.keep, m.needs_reindex, "
-            "vector_send(v.embedding)")
-_LOAD = (f"SELECT {_COLUMNS} FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.memory_id "
-         "WHERE m.api_key_id = %s")
+_COLUMNS = "m.memory_id, m.session_id, m.created_at, m.expires_at, m.keep, m.needs_reindex, vector_send(v.embedding)"
+_LOAD = (
+    f"SELECT {_COLUMNS} FROM memories m LEFT JOIN memory_vectors v ON v.memory_id = m.memory_id WHERE m.api_key_id = %s"
+)
 # Each memory changed after `since`, with its row and vector when it still exists in the
 # owner (NULLs when not). The snapshot that read the owner's number holds exactly the log rows
 # up to it.
-_CHANGES = (f"SELECT c.memory_id, m.memory_id IS NOT NULL, {_COLUMNS.replace('m.memory_id, ', '', 1)} FROM "
-            "(SELECT DISTINCT memory_id FROM memory_owner_changes WHERE api_key_id = %(owner)s AND seq > %(since)s) c "
-            "LEFT JOIN memories m ON m.memory_id = c.memory_id AND m.api_key_id = %(owner)s "
-            "LEFT JOIN memory_vectors v ON v.memory_id = m.memory_id")
+_CHANGES = (
+    f"SELECT c.memory_id, m.memory_id IS NOT NULL, {_COLUMNS.replace('m.memory_id, ', '', 1)} FROM "
+    "(SELECT DISTINCT memory_id FROM memory_owner_changes WHERE api_key_id = %(owner)s AND seq > %(since)s) c "
+    "LEFT JOIN memories m ON m.memory_id = c.memory_id AND m.api_key_id = %(owner)s "
+    "LEFT JOIN memory_vectors v ON v.memory_id = m.memory_id"
+)
 _COUNT = "SELECT count(*) FROM memories WHERE api_key_id = %s"
 
 
@@ -76,8 +78,9 @@ def _change(memory_id: int, row: Sequence[Any], dim: int) -> VectorChange:
     """(session, created_at, expires_at, keep, needs_reindex, vector) as a VectorChange."""
     session, created, expires, keep, flagged, raw = row
     vector = _vector(raw, dim)
-    return VectorChange(int(memory_id), vector, bool(flagged) or vector is None,
-                        scope_columns(session, created, expires, bool(keep)))
+    return VectorChange(
+        int(memory_id), vector, bool(flagged) or vector is None, scope_columns(session, created, expires, bool(keep))
+    )
 
 
 class PgVectorBlocks:
@@ -104,8 +107,11 @@ class PgVectorBlocks:
                 return None
             version = owner_version(conn, owner, POSTGRES_SQL, self.db)
             block = self.blocks.get(owner)
-            if block is not None and block.dim == dim and (block.version >= version
-                                                           or self._apply(conn, owner, block, version, dim)):
+            if (
+                block is not None
+                and block.dim == dim
+                and (block.version >= version or self._apply(conn, owner, block, version, dim))
+            ):
                 return block
             return self._build(conn, owner, dim, version)
 
@@ -142,10 +148,13 @@ class PgVectorBlocks:
         n = len(usable)
         scopes = [scope_columns(r[1], r[2], r[3], bool(r[4])) for r in usable]
         block = OwnerBlock.from_vectors(
-            dim, np.fromiter((r[0] for r in usable), dtype=np.int64, count=n),
-            np.frombuffer(b"".join(r[6][_HEADER:] for r in usable), dtype=">f4"), [s[0] for s in scopes],
+            dim,
+            np.fromiter((r[0] for r in usable), dtype=np.int64, count=n),
+            np.frombuffer(b"".join(r[6][_HEADER:] for r in usable), dtype=">f4"),
+            [s[0] for s in scopes],
             np.fromiter((s[1] for s in scopes), dtype=np.int64, count=n),
-            np.fromiter((s[2] for s in scopes), dtype=np.int64, count=n))
+            np.fromiter((s[2] for s in scopes), dtype=np.int64, count=n),
+        )
         block.pending = {int(r[0]) for r in rows if r[5] or _vector(r[6], dim) is None}
         block.version = version
         self.builds += 1
