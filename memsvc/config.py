@@ -1,7 +1,7 @@
 """One typed configuration object, from flags, then environment, then defaults.
 
 Nothing else in memsvc reads the environment. Every option is declared once, below, with its
-flag, variable, type and help; the CLI's flags and the README's table come from the same
+flag, variable, type and help; the CLI's flags and docs/configuration.md's table come from the same
 declarations.
 """
 
@@ -492,7 +492,7 @@ def check_database_options(config: Config) -> None:
 
 
 def options() -> list[tuple[str, str, str | None, Any, str]]:
-    """(field, env var, flag, default, help) for every option: the CLI and README use it."""
+    """(field, env var, flag, default, help) for every option: the CLI and docs/configuration.md use it."""
     out = []
     for f in fields(Config):
         out.append((f.name, f.metadata["env"], f.metadata["flag"], f.default, f.metadata["help"]))

@@ -26,7 +26,7 @@ PROTO_ROOT = ROOT / "proto"
 PACKAGE_DIR = Path("memsvc") / "v1"
 DESCRIPTOR_NAME = "memsvc.pb"
 ENVOY_YAML = Path("deploy") / "envoy.yaml"
-# Envoy in front of three memsvc replicas sharing one PostgreSQL (the README's layout).
+# Envoy in front of three memsvc replicas sharing one PostgreSQL (docs/scale-out.md's layout).
 ENVOY_REPLICAS_YAML = Path("deploy") / "envoy.three-replicas.yaml"
 EXAMPLE_REPLICAS = (("10.0.0.1", 50051), ("10.0.0.2", 50051), ("10.0.0.3", 50051))
 ENVOY_FILES = (ENVOY_YAML, ENVOY_REPLICAS_YAML)

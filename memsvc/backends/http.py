@@ -40,20 +40,6 @@ DEFAULT_ENDPOINTS: dict[str, str] = {
     "delete": "/memories/{id}",
     "health": "/health",
 }
-QUERY_PARAM_NAMES = (
-    "query",
-    "apiKeyId",
-    "sessionId",
-    "type",
-    "limit",
-    "offset",
-    "strategy",
-    "maxTokens",
-    "options",
-    "orderBy",
-    "orderDir",
-)
-PATH_PARAM_NAMES = ("id",)
 LIST_KEYS = ("data", "memories", "results", "items")
 
 

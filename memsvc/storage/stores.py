@@ -25,6 +25,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
 from typing import Any
 
 from memsvc.config import Config, ConfigError, check_database_options
@@ -138,20 +139,29 @@ def open_stores(config: Config) -> Stores:
 
 
 def _sqlite_admin(config: Config) -> AdminStores:
+    from memsvc.storage import migrations
     from memsvc.storage.database import Database
-    from memsvc.storage.migrations import apply_migrations, current_version
 
     database = Database(config.db_path, synchronous=config.sqlite_synchronous.upper(), cache_mb=config.sqlite_cache_mb)
     info = StoreInfo("sqlite", str(config.db_path), str(config.db_path), "sqlite-vec", "FTS5")
+    return _admin_stores(
+        info, database, migrations, lambda: database.vec_version or f"unavailable: {database.vec_error}"
+    )
+
+
+def _admin_stores(
+    info: StoreInfo, database: Any, migrations: ModuleType, vec_version: Callable[[], str]
+) -> AdminStores:
+    """The stores every command needs, on either database; `migrations` is its migrations module."""
     return AdminStores(
         info,
         database,
         SqlSettingsStore(database),
         SqlCredentialStore(database),
         SqlLeaseStore(database),
-        lambda: apply_migrations(database),
-        lambda: current_version(database),
-        lambda: database.vec_version or f"unavailable: {database.vec_error}",
+        lambda: migrations.apply_migrations(database),
+        lambda: migrations.current_version(database),
+        vec_version,
     )
 
 
@@ -174,24 +184,19 @@ def _postgres_client() -> Iterator[None]:
 
 def _postgres_admin(config: Config) -> AdminStores:
     with _postgres_client():
-        from memsvc.storage.postgres import pgvector  # noqa: F401 - LocalVectorIndex's, imported here for the check
+        from memsvc.storage.postgres import (
+            migrations,
+            pgvector,  # noqa: F401 - LocalVectorIndex's, imported here for the check
+        )
         from memsvc.storage.postgres.database import PgDatabase
-        from memsvc.storage.postgres.migrations import apply_migrations, current_version
         from memsvc.storage.vector_index import LocalVectorIndex
 
     assert config.database_url is not None
     database = PgDatabase(config.database_url, max_size=config.database_pool_size)
     info = StoreInfo("postgresql", config.database_location, None, "pgvector", "PostgreSQL full-text search")
     probe = LocalVectorIndex(database)
-    return AdminStores(
-        info,
-        database,
-        SqlSettingsStore(database),
-        SqlCredentialStore(database),
-        SqlLeaseStore(database),
-        lambda: apply_migrations(database),
-        lambda: current_version(database),
-        lambda: probe.vec_version or "unavailable: the server has no pgvector extension",
+    return _admin_stores(
+        info, database, migrations, lambda: probe.vec_version or "unavailable: the server has no pgvector extension"
     )
 
 
