@@ -12,6 +12,7 @@ from google.protobuf import json_format
 
 from memsvc.client import Client, client_options
 from memsvc.config import Config
+from memsvc.core import reindex as reindex_targets
 from memsvc.v1 import engine_pb2, memory_pb2
 
 BAR_WIDTH = 30
@@ -173,7 +174,11 @@ def add_commands(commands: argparse._SubParsersAction) -> None:
     r = client_parser("reindex", "re-embed memories on a running server, with live progress", reindex)
     r.add_argument("--force", action="store_true", help="re-embed every memory, not only pending ones")
     r.add_argument("--limit", type=int, default=0, help="at most this many memories (0 = all pending)")
-    r.add_argument("--target", choices=["sqlite-vec", "qdrant"], help="qdrant: backfill Qdrant from SQLite")
+    r.add_argument(
+        "--target",
+        choices=[*reindex_targets.TARGETS, *reindex_targets.TARGET_ALIASES],
+        help="local: the store's own vector index (the default); qdrant: backfill Qdrant from the store",
+    )
     r.add_argument("--attach", action="store_true", help="follow a reindex that is already running")
     s = client_parser("status", "print the engine status of a running server", status)
     s.add_argument("--json", action="store_true", help="JSON instead of a table")

@@ -48,7 +48,7 @@ from memsvc.core.retrieval.ranking import (
     scope_for,
 )
 from memsvc.core.retrieval.vector_tier import in_scope  # the scope rule vector results pass, applied once
-from memsvc.core.settings.backends import SQLITE
+from memsvc.core.settings.backends import LOCAL
 from memsvc.core.settings.memory import MemorySettings, Settings
 from memsvc.kernel.backend import (
     BackendError,
@@ -113,11 +113,11 @@ class LocalStore(MemoryBackend, Protocol):
 class LocalPluggable:
     """The built-in store seen as a pluggable backend, so it can be a fallback (get, the
     replayed update/delete, keyword search) like any other. Its name is the settings'
-    "sqlite" whichever store it is; its kind (the engine status's type) is the store it
+    "local" whichever store it is; its kind (the engine status's type) is the store it
     really is, "sqlite" or "postgres"."""
 
-    def __init__(self, store: LocalStore, kind: str = SQLITE):
-        self.name = SQLITE
+    def __init__(self, store: LocalStore, kind: str = "sqlite"):
+        self.name = LOCAL
         self.kind = kind
         self._store = store
 
@@ -176,6 +176,12 @@ class _Broken:
         return BackendHealth(False, 0.0, self._reason)
 
 
+def _answered_by(backend: PluggableBackend) -> str:
+    """Resolution.backend: the built-in store by the engine it is ("sqlite" or "postgres"),
+    any other backend by its settings name."""
+    return backend.kind if backend.name == LOCAL else backend.name
+
+
 @dataclass(frozen=True)
 class Routing:
     primary: PluggableBackend
@@ -183,7 +189,7 @@ class Routing:
 
     @property
     def local(self) -> bool:
-        return self.primary.name == SQLITE
+        return self.primary.name == LOCAL
 
     def chain(self) -> tuple[PluggableBackend, ...]:
         return (self.primary, *self.fallbacks)
@@ -244,7 +250,7 @@ class BackendManager:
         retry_s: float = 1.0,
         retry_max_s: float = 60.0,
         max_attempts: int = 50,
-        local_kind: str = SQLITE,
+        local_kind: str = "sqlite",
     ):
         self._store = store
         self._local = LocalPluggable(store, local_kind)
@@ -290,7 +296,7 @@ class BackendManager:
         return Routing(built[primary], tuple(built[f] for f in wanted[1:]))
 
     def _instance(self, name: str, config: Any) -> PluggableBackend:
-        if name == SQLITE:
+        if name == LOCAL:
             return self._local
         fingerprint = json.dumps(config, sort_keys=True, default=str)
         cached = self._built.get(name)
@@ -463,14 +469,14 @@ class BackendManager:
             return RetrievalResult(
                 apply_budget(items, budget, req.limit),
                 budget,
-                Resolution(strategy_used=STRATEGY_BACKEND, fallback_reason=reason, backend=backend.name),
+                Resolution(strategy_used=STRATEGY_BACKEND, fallback_reason=reason, backend=_answered_by(backend)),
             )
         return RetrievalResult(
             [],
             budget,
             Resolution(
                 strategy_used="none",
-                backend=r.primary.name,
+                backend=_answered_by(r.primary),
                 fallback_reason="; ".join(failures + ["no backend answered"]),
             ),
         )

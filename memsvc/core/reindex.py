@@ -40,7 +40,11 @@ BATCH = 128
 MIN_BATCH = 32
 MAX_BATCH = 1024  # bounds how long one batch holds the writer lock (tens of ms)
 BATCH_SECONDS = 1.0
-TARGETS = ("sqlite-vec", "qdrant")
+#: "local": the store's own vector index (sqlite-vec on SQLite, pgvector on PostgreSQL).
+LOCAL = "local"
+TARGETS = (LOCAL, "qdrant")
+#: Earlier names of LOCAL that clients (and the lease rows of older processes) may still send.
+TARGET_ALIASES = {"sqlite-vec": LOCAL, "pgvector": LOCAL}
 TERMINAL = ("done", "failed", "cancelled")
 LEASE = "reindex"
 HOLDER_GONE = "the process running this reindex stopped before it finished (its lease expired)"
@@ -80,7 +84,7 @@ def decode_progress(payload: str | None) -> tuple[str, Progress] | None:
     if not payload:
         return None
     data = json.loads(payload)
-    return data["target"], Progress(**data["progress"])
+    return TARGET_ALIASES.get(data["target"], data["target"]), Progress(**data["progress"])
 
 
 class _LeaseLost(Exception):
@@ -210,7 +214,7 @@ class Reindexer:
     ) -> ReindexJob | FollowedJob:
         """Start a job, or attach to the running one (of this process or another) when
         asked; ConflictError when one is running and the caller did not ask to attach."""
-        target = target or "sqlite-vec"
+        target = TARGET_ALIASES.get(target, target) or LOCAL
         if target not in TARGETS:
             raise ValidationError.single("target", f"must be one of {', '.join(TARGETS)}")
         if limit < 0:
@@ -251,9 +255,9 @@ class Reindexer:
 
     def _prepare(self, target: str, force: bool, limit: int, lease: Lease) -> ReindexJob:
         """Under the lease: align the table with the source, mark (force), count, publish."""
-        if target == "sqlite-vec":
+        if target == LOCAL:
             self._align_signature()
-        if force and target == "sqlite-vec":
+        if force and target == LOCAL:
             self._mark_all()
         job = ReindexJob(target, Progress(started=True, pending=self._pending_total(target, limit)))
         lease.publish(encode_progress(target, job.latest()))
@@ -264,8 +268,11 @@ class Reindexer:
         resolved = self._vectors.embeddings.resolve(settings)
         if resolved.source is None:
             raise PreconditionError(f"no embedding source: {resolved.reason}", reason="NO_EMBEDDING_SOURCE")
-        if target == "sqlite-vec" and not self._vectors.local.available:
-            raise PreconditionError("no vector tier: the sqlite-vec extension is not loaded", reason="NO_VECTOR_TIER")
+        if target == LOCAL and not self._vectors.local.available:
+            raise PreconditionError(
+                f"no vector tier: the store's vector index ({self._vectors.local.name}) is not available",
+                reason="NO_VECTOR_TIER",
+            )
         if target == "qdrant" and not self._vectors.qdrant.settings().enabled:
             raise PreconditionError("Qdrant is not enabled", reason="QDRANT_DISABLED")
         return resolved.source
@@ -284,7 +291,7 @@ class Reindexer:
             self._mark_all()
 
     def _pending_total(self, target: str, limit: int) -> int:
-        total = self._vectors.local.pending_count() if target == "sqlite-vec" else self._count_all()
+        total = self._vectors.local.pending_count() if target == LOCAL else self._count_all()
         return min(total, limit) if limit else total
 
     def _count_all(self) -> int:
@@ -336,7 +343,7 @@ class Reindexer:
         offset = 0
         while remaining is None or remaining > 0:
             size = batch_size() if remaining is None else min(batch_size(), remaining)
-            if target == "sqlite-vec":
+            if target == LOCAL:
                 batch = self._vectors.local.pending(None, size, before_memory_id=before)
                 if batch:
                     before = min(m.memory_id for m in batch)
@@ -355,14 +362,14 @@ class Reindexer:
         try:
             vectors = self._vectors.embeddings.embed_with(source, [m.content for m in batch])
             rows = [VectorRow.from_memory(m, v) for m, v in zip(batch, vectors)]
-            index = self._vectors.local if target == "sqlite-vec" else self._vectors.qdrant.index()
+            index = self._vectors.local if target == LOCAL else self._vectors.qdrant.index()
             if index is None:  # Qdrant was turned off while the reindex ran
                 raise VectorUnavailable("qdrant is not enabled")
             index.ensure(resolved.signature, resolved.dimensions)
             index.upsert(rows)
         except (EmbeddingError, VectorError) as exc:
             log.warning("reindex.batch_failed", extra={"count": len(batch), "reason": str(exc)[:200]})
-            if target == "sqlite-vec":
+            if target == LOCAL:
                 self._vectors.local.mark_failed(batch)
             return 0, len(batch)
         return len(batch), 0

@@ -109,7 +109,7 @@ def assert_camel_case(value: Any, skip: tuple[str, ...] = ()) -> None:
 def test_settings_round_trip_in_camel_case(rest):
     got = ok(rest, "GET", "/api/settings/memory")
     assert got["enabled"] is False and got["maxTokens"] == 2000 and got["retentionDays"] == 30
-    assert got["strategy"] == "hybrid" and got["scope"] == "apiKey" and got["primaryBackend"] == "sqlite"
+    assert got["strategy"] == "hybrid" and got["scope"] == "apiKey" and got["primaryBackend"] == "local"
     assert got["fallbackBackends"] == [] and got["backendConfigs"] == {}
     assert SETTINGS_FIELDS - NULLABLE <= set(got) <= SETTINGS_FIELDS
     assert all(got.get(name) is None for name in NULLABLE)
@@ -124,8 +124,8 @@ def test_settings_round_trip_in_camel_case(rest):
         "customBaseUrl": "https://embeddings.example.com/v1",
         "customModelId": "m-1",
         "embeddingProviderModel": "openai/text-embedding-3-small",
-        "vectorStore": "sqlite-vec",
-        "fallbackBackends": ["sqlite"],
+        "vectorStore": "local",
+        "fallbackBackends": ["local"],
         "backendConfigs": {"sqlite": {"n": 1, "tags": ["a"]}},
     }
     put = ok(rest, "PUT", "/api/settings/memory", values)

@@ -188,7 +188,7 @@ def test_create_and_list_go_to_the_primary_only(stubs, obsidian, notion):
 def test_get_tries_each_fallback_while_not_found(stubs, obsidian, notion):
     use(stubs, obsidian, notion, "notion", [])
     in_notion = create(stubs, "Lives in Lisbon")
-    use(stubs, obsidian, notion, "obsidian", ["sqlite", "notion"])
+    use(stubs, obsidian, notion, "obsidian", ["local", "notion"])
     got = stubs.memory.GetMemory(mpb.GetMemoryRequest(id=in_notion))
     assert got.content == "Lives in Lisbon" and got.api_key_id == OWNER
     assert obsidian.calls("GET", "/vault/memsvc/")  # the primary was asked first
@@ -201,7 +201,7 @@ def test_get_tries_each_fallback_while_not_found(stubs, obsidian, notion):
 
 
 def test_update_and_delete_are_replayed_on_the_fallbacks(stubs, obsidian, notion):
-    use(stubs, obsidian, notion, "sqlite", ["obsidian"])
+    use(stubs, obsidian, notion, "local", ["obsidian"])
     memory_id = create(stubs, "Drinks coffee")
     obsidian.put_note(f"memsvc/{memory_id}.md", note_for(memory_id, OWNER, "Drinks coffee"))
     stubs.memory.UpdateMemory(mpb.UpdateMemoryRequest(id=memory_id, content="Drinks tea"))
@@ -212,7 +212,7 @@ def test_update_and_delete_are_replayed_on_the_fallbacks(stubs, obsidian, notion
 
 
 def test_a_fallback_down_during_a_delete_receives_it_when_it_comes_back(stubs, obsidian, notion):
-    use(stubs, obsidian, notion, "sqlite", ["obsidian"])
+    use(stubs, obsidian, notion, "local", ["obsidian"])
     memory_id = create(stubs, "Plays chess on Sundays")
     obsidian.put_note(f"memsvc/{memory_id}.md", note_for(memory_id, OWNER, "Plays chess on Sundays"))
     obsidian.down()
@@ -273,12 +273,12 @@ def test_extracted_facts_are_stored_on_the_primary(stubs, obsidian, notion):
 
 
 def test_a_primary_that_times_out_leaves_retrieval_to_the_sqlite_fallback(stubs, obsidian):
-    put_settings(stubs, enabled=True, primaryBackend="sqlite", backendConfigs={"obsidian": obsidian_config(obsidian)})
+    put_settings(stubs, enabled=True, primaryBackend="local", backendConfigs={"obsidian": obsidian_config(obsidian)})
     kept = create(stubs, "The user rides a red bicycle")
     put_settings(
         stubs,
         primaryBackend="obsidian",
-        fallbackBackends=["sqlite"],
+        fallbackBackends=["local"],
         backendConfigs={"obsidian": obsidian_config(obsidian, timeoutMs=300)},
     )
     obsidian.fault = "timeout"
@@ -475,19 +475,19 @@ def test_obsidian_over_https_trusts_the_given_certificate_only(stubs, tmp_path):
 
 
 def test_engine_status_shows_each_backends_health(stubs, obsidian, notion):
-    use(stubs, obsidian, notion, "obsidian", ["notion", "sqlite"])
+    use(stubs, obsidian, notion, "obsidian", ["notion", "local"])
     status = statuses(stubs)
     assert [(b.name, b.type, b.role, b.healthy) for b in status.values()] == [
         ("obsidian", "obsidian", "primary", True),
         ("notion", "notion", "fallback", True),
-        ("sqlite", "sqlite", "fallback", True),
+        ("local", "sqlite", "fallback", True),
     ]
     assert all(b.latency_ms > 0 and b.checked_at.seconds > 0 for b in status.values())
     notion.fault = "timeout"
     obsidian.fault = "500"
     status = statuses(stubs)
     assert "HTTP 500" in status["obsidian"].error and not status["obsidian"].healthy
-    assert "did not answer in time" in status["notion"].error and status["sqlite"].healthy
+    assert "did not answer in time" in status["notion"].error and status["local"].healthy
     notion.fault = None
     notion.schema.pop("Session")
     assert "the database lacks the properties Session (rich_text)" in statuses(stubs)["notion"].error

@@ -121,7 +121,7 @@ def test_a_reindex_through_one_process_is_single_flight_in_the_other_and_survive
         30,
         what="A's first batch in B's engine status",
     )
-    assert seen.running and seen.target == "sqlite-vec" and seen.holder.startswith(f"{a.pid}-")
+    assert seen.running and seen.target == "local" and seen.holder.startswith(f"{a.pid}-")
     assert seen.progress.state == "running" and seen.progress.pending == ROWS - 128
 
     # The job is held, publishing nothing: only A's heartbeat can keep renewing its lease.

@@ -34,7 +34,7 @@ DEFAULTS: dict[str, Any] = {
     "rerankEnabled": False,
     "rerankProviderModel": None,
     "vectorStore": "auto",
-    "primaryBackend": "sqlite",
+    "primaryBackend": "local",
     "fallbackBackends": [],
     "backendConfigs": {},
 }
@@ -148,10 +148,10 @@ def test_every_writable_field_round_trips(stubs):
         "staticEnabled": True,
         "rerankEnabled": True,
         "rerankProviderModel": "cohere/rerank-v3",
-        "vectorStore": "sqlite-vec",
-        "primaryBackend": "sqlite",
-        "fallbackBackends": ["sqlite"],
-        "backendConfigs": {"sqlite": {"path": "x", "n": 2}},
+        "vectorStore": "local",
+        "primaryBackend": "local",
+        "fallbackBackends": ["local"],
+        "backendConfigs": {"local": {"path": "x", "n": 2}},
     }
     assert set(values) == set(DEFAULTS)
     assert put(stubs, **values) == values
@@ -251,7 +251,11 @@ def test_stored_junk_is_normalized_on_read(server, stubs):
         ("customBaseUrl", '""', None),
         ("customModelId", '"   "', None),
         ("customModelId", "7", None),
-        ("fallbackBackends", '["sqlite", "nope", 3]', ["sqlite"]),
+        ("fallbackBackends", '["sqlite", "nope", 3]', ["local"]),
+        ("fallbackBackends", '["sqlite", "local"]', ["local"]),
+        ("primaryBackend", '"sqlite"', "local"),
+        ("vectorStore", '"sqlite-vec"', "local"),
+        ("vectorStore", '"pgvector"', "local"),
         ("backendConfigs", '"str"', {}),
     ],
 )

@@ -1,8 +1,8 @@
 """What served a request is named as it is, on both stores, through the real gRPC server:
 Retrieve's resolution names the store whose data answered (`sqlite` or `postgres`) and the
 vector index that searched (`sqlite-vec` or `pgvector`), the engine status's built-in backend
-has the store's type, and the settings name `sqlite` still selects the built-in store on
-PostgreSQL (clients wrote it before PostgreSQL existed)."""
+has the store's type under the settings name `local`, and the earlier names (`sqlite`,
+`sqlite-vec`) still select the built-in store and its index on PostgreSQL."""
 
 from __future__ import annotations
 
@@ -55,14 +55,25 @@ def test_retrieve_and_engine_status_name_the_store_that_served(store: tuple[str,
         assert (found.resolution.backend, found.resolution.vector_store) == (backend, vector_store)
     st = status(stubs)
     assert st.vector_store.backend == vector_store
-    assert [(b.name, b.type, b.role) for b in st.backends] == [("sqlite", backend, "primary")]
+    assert [(b.name, b.type, b.role) for b in st.backends] == [("local", backend, "primary")]
 
 
-def test_the_settings_name_sqlite_still_selects_the_built_in_store(store: tuple[str, ServerHandle]) -> None:
+def test_the_earlier_names_still_select_the_built_in_store_and_its_index(store: tuple[str, ServerHandle]) -> None:
+    """Clients wrote `sqlite`, `sqlite-vec` before the store could be PostgreSQL: on either
+    store they are accepted, select the built-in store and its own vector index, and are
+    read back as `local`."""
     kind, handle = store
+    backend, vector_store = NAMES[kind]
     stubs = handle.stubs()
-    saved = set_memory(stubs, enabled=True, primaryBackend="sqlite", fallbackBackends=[])
-    assert saved.primary_backend == "sqlite"
+    saved = set_memory(stubs, enabled=True, primaryBackend="sqlite", fallbackBackends=[], vectorStore="sqlite-vec")
+    assert (saved.primary_backend, saved.vector_store) == ("local", "local")
+    assert set_memory(stubs, vectorStore="pgvector").vector_store == "local"
     made = create(stubs, "names", "My cat is called Miso")
-    found = _retrieve(handle, "hybrid")
-    assert [m.id for m in found.memories] == [made] and found.resolution.backend == NAMES[kind][0]
+    set_memory(stubs, embeddingSource="static", staticEnabled=True)
+    warm(handle)
+    progress = reindex(stubs, target="sqlite-vec")
+    assert progress[-1].state == "done"
+    assert status(stubs).reindex.target == "local"
+    found = _retrieve(handle, "semantic")
+    assert [m.id for m in found.memories][:1] == [made]
+    assert (found.resolution.backend, found.resolution.vector_store) == (backend, vector_store)

@@ -165,7 +165,8 @@ def test_a_follower_sees_each_published_message_once_and_the_final_one(stores):
     assert [p.processed for p in job.wait_events(1)] == [4]
     assert a.release("reindex", "holder-a", encode_progress("sqlite-vec", Progress(processed=10, state="done")))
     events = job.wait_events(2)
-    assert [p.state for p in events] == ["done"] and job.finished and job.target == "sqlite-vec"
+    # The target's earlier name, as a process of an older version publishes it, is read as today's.
+    assert [p.state for p in events] == ["done"] and job.finished and job.target == "local"
 
 
 def test_a_follower_of_a_holder_that_died_ends_failed_once_its_lease_expires(stores, clock):

@@ -26,7 +26,7 @@ def test_defaults_cover_every_field_of_the_spec():
         "rerankEnabled": False,
         "rerankProviderModel": None,
         "vectorStore": "auto",
-        "primaryBackend": "sqlite",
+        "primaryBackend": "local",
         "fallbackBackends": (),
         "backendConfigs": {},
     }

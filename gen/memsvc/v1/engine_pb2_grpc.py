@@ -138,8 +138,8 @@ class EngineServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def Reindex(self, request, context):
-        """Re-embeds memories marked needs_reindex (target sqlite-vec), or copies every memory into
-        Qdrant (target qdrant), streaming progress: first {started, pending}, then one message
+        """Re-embeds memories marked needs_reindex into the store's own vector index (target local),
+        or copies every memory into Qdrant (target qdrant), streaming progress: first {started, pending}, then one message
         per batch (processed, errors, pending, rate, ETA), last one with state done|failed.
         One reindex per database, across every server process sharing it: a second caller is
         refused with ABORTED REINDEX_RUNNING (409) before any message, unless it sets `attach`,

@@ -244,7 +244,7 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteMemory(self, request, context):
-        """Deletes one memory with its vector (sqlite-vec row, Qdrant point). Errors: NOT_FOUND.
+        """Deletes one memory with its vector (the store's vector row, Qdrant point). Errors: NOT_FOUND.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -8,8 +8,11 @@ entry's `apiKey` is write-only, as the Qdrant key: never returned (GET shows `ha
 `apiKeyMasked`), kept when a write leaves it out (so a client can send back what it read),
 removed by `apiKey: ""` or null. A write that changes where the key is sent (the entry's
 `baseUrl`, or its `type` and with it the default one) must give the key again:
-`moved_secret_problem` is the rule, the Qdrant key follows it too. The name "sqlite" is the built-in store; an entry under it
-is accepted and ignored."""
+`moved_secret_problem` is the rule, the Qdrant key follows it too.
+
+The name "local" is the built-in store, SQLite or PostgreSQL; "sqlite", its name from before
+PostgreSQL existed, is still accepted wherever a backend is named and read as "local". An
+entry under either name is accepted and ignored."""
 
 from __future__ import annotations
 
@@ -19,7 +22,10 @@ from typing import Any
 
 from memsvc.kernel.url_policy import check_resolved
 
-SQLITE = "sqlite"
+LOCAL = "local"
+#: Earlier names of LOCAL that clients may still send.
+LOCAL_ALIASES = ("sqlite",)
+BUILT_IN = (LOCAL, *LOCAL_ALIASES)
 TYPES = ("http", "obsidian", "notion", "memsvc")
 READ_ONLY = ("hasApiKey", "apiKeyMasked")
 COMMON = ("type", "baseUrl", "apiKey", "headers", "timeoutMs", "caCertificate")
@@ -71,6 +77,11 @@ def backend_type(name: str, config: Mapping[str, Any]) -> str | None:
 
 def is_name(value: Any) -> bool:
     return isinstance(value, str) and bool(_NAME.match(value))
+
+
+def canonical(name: str) -> str:
+    """A backend name as stored and reported: an earlier name of the built-in store is LOCAL."""
+    return LOCAL if name in LOCAL_ALIASES else name
 
 
 # ---- one entry ----
@@ -191,7 +202,7 @@ def check_entry(add: Add, name: str, config: Any) -> None:
     if not isinstance(config, Mapping):
         add(path, "must be an object")
         return
-    if name == SQLITE:
+    if name in BUILT_IN:
         return
     kind = backend_type(name, config)
     if kind is None:
@@ -218,11 +229,11 @@ def check(
     leaves out keep their stored values)."""
     configs = patch.get("backendConfigs", stored_configs)
     if "backendConfigs" in patch and isinstance(configs, Mapping):
-        if len([n for n in configs if n != SQLITE]) > MAX_BACKENDS:
+        if len([n for n in configs if n not in BUILT_IN]) > MAX_BACKENDS:
             add("backendConfigs", f"at most {MAX_BACKENDS} backends")
         for name, config in configs.items():
             check_entry(add, name, config)
-    known = {SQLITE, *(configs if isinstance(configs, Mapping) else {})}
+    known = {*BUILT_IN, *(configs if isinstance(configs, Mapping) else {})}
     primary = patch.get("primaryBackend", stored_primary)
     if isinstance(primary, str) and primary not in known:
         add("primaryBackend", f"unknown backend {primary!r}; defined: {', '.join(sorted(known))}")
@@ -233,12 +244,12 @@ def check(
         unknown = [f for f in fallbacks if f not in known]
         if unknown:
             add("fallbackBackends", f"unknown backends {unknown}; defined: {', '.join(sorted(known))}")
-        if len(set(fallbacks)) != len(fallbacks):
+        if len({canonical(f) for f in fallbacks}) != len(fallbacks):
             add("fallbackBackends", "must not name a backend twice")
 
 
 def name_problem(value: Any) -> str | None:
-    return None if is_name(value) else "must be a backend name (sqlite or a name defined in backendConfigs)"
+    return None if is_name(value) else "must be a backend name (local or a name defined in backendConfigs)"
 
 
 def names_problem(value: Any) -> str | None:
@@ -275,7 +286,7 @@ def destination(name: str, config: Mapping[str, Any]) -> str | None:
 def _check_moved_keys(add: Add, configs: Mapping[str, Any], stored: Mapping[str, Any]) -> None:
     for name, config in configs.items():
         previous = stored.get(name)
-        if not isinstance(config, Mapping) or not isinstance(previous, Mapping) or name == SQLITE:
+        if not isinstance(config, Mapping) or not isinstance(previous, Mapping) or name in BUILT_IN:
             continue
         problem = moved_secret_problem(
             bool(previous.get("apiKey")), "apiKey" in config, destination(name, previous), destination(name, config)
@@ -307,7 +318,7 @@ def masked(configs: Mapping[str, Any]) -> dict[str, Any]:
 
     out: dict[str, Any] = {}
     for name, config in configs.items():
-        if isinstance(config, Mapping) and name != SQLITE:
+        if isinstance(config, Mapping) and name not in BUILT_IN:
             entry = {k: v for k, v in config.items() if k != "apiKey"}
             entry["hasApiKey"] = bool(config.get("apiKey"))
             key = config.get("apiKey")

@@ -22,7 +22,10 @@ from memsvc.kernel.url_policy import check_resolved
 STRATEGIES = ("recent", "semantic", "hybrid")
 SCOPES = ("apiKey", "session", "global")
 EMBEDDING_SOURCES = ("remote", "static", "transformers", "auto")
-VECTOR_STORES = ("sqlite-vec", "qdrant", "auto")
+#: "local": the store's own vector index (sqlite-vec on SQLite, pgvector on PostgreSQL).
+VECTOR_STORES = ("local", "qdrant", "auto")
+#: Earlier names of "local" that clients may still send; read and stored as "local".
+VECTOR_STORE_ALIASES = {"sqlite-vec": "local", "pgvector": "local"}
 MAX_TOKENS_RANGE = (0, 16000)
 # retentionDays 0 = no age limit; 1..365 = days a memory stays retrievable after it was created.
 RETENTION_RANGE = (0, 365)
@@ -57,7 +60,7 @@ class MemorySettings:
     rerank_enabled: bool = False
     rerank_provider_model: str | None = None
     vector_store: str = "auto"
-    primary_backend: str = "sqlite"
+    primary_backend: str = backend_settings.LOCAL
     fallback_backends: tuple[str, ...] = ()
     #: Holds backend keys: never in repr; clients see `public_backend_configs()`.
     backend_configs: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -125,15 +128,20 @@ def int_kind(lo: int, hi: int) -> Kind:
     return read, write
 
 
-def enum_kind(values: tuple[str, ...], aliases: Mapping[str, str] | None = None) -> Kind:
+def enum_kind(
+    values: tuple[str, ...], aliases: Mapping[str, str] | None = None, *, writable_aliases: bool = False
+) -> Kind:
+    """One of `values`. A stored alias reads as the value it names; a written one is accepted
+    only when `writable_aliases` (an earlier name clients may still send, not a retired one)."""
     aliases = aliases or {}
+    accepted = (*values, *aliases) if writable_aliases else values
 
     def read(value: Any, default: str) -> str:
         value = aliases.get(value, value) if isinstance(value, str) else value
         return value if value in values else default
 
     def write(value: Any) -> str | None:
-        return None if isinstance(value, str) and value in values else f"must be one of {', '.join(values)}"
+        return None if isinstance(value, str) and value in accepted else f"must be one of {', '.join(values)}"
 
     return read, write
 
@@ -166,7 +174,7 @@ def _backend_name_kind() -> Kind:
     `normalize` and `validate_update`)."""
 
     def read(value: Any, default: str) -> str:
-        return value if backend_settings.is_name(value) else default
+        return backend_settings.canonical(value) if backend_settings.is_name(value) else default
 
     return read, backend_settings.name_problem
 
@@ -175,7 +183,7 @@ def _backend_list_kind() -> Kind:
     def read(value: Any, default: tuple[str, ...]) -> tuple[str, ...]:
         if not isinstance(value, list):
             return default
-        return tuple(dict.fromkeys(v for v in value if backend_settings.is_name(v)))
+        return tuple(dict.fromkeys(backend_settings.canonical(v) for v in value if backend_settings.is_name(v)))
 
     return read, backend_settings.names_problem
 
@@ -240,7 +248,7 @@ SPECS: tuple[Spec, ...] = (
     spec("staticEnabled", "static_enabled", _BOOL),
     spec("rerankEnabled", "rerank_enabled", _BOOL),
     spec("rerankProviderModel", "rerank_provider_model", _nullable_str_kind(_provider_model)),
-    spec("vectorStore", "vector_store", enum_kind(VECTOR_STORES)),
+    spec("vectorStore", "vector_store", enum_kind(VECTOR_STORES, VECTOR_STORE_ALIASES, writable_aliases=True)),
     spec("primaryBackend", "primary_backend", _backend_name_kind()),
     spec("fallbackBackends", "fallback_backends", _backend_list_kind()),
     spec("backendConfigs", "backend_configs", _object_kind()),
@@ -250,12 +258,12 @@ _BY_API = {s.api: s for s in SPECS}
 
 def normalize(stored: Mapping[str, Any]) -> MemorySettings:
     """Lenient: whatever is stored becomes a valid MemorySettings; a primary or fallback
-    that backendConfigs does not define is dropped (the primary becomes sqlite)."""
+    that backendConfigs does not define is dropped (the primary becomes the built-in store)."""
     settings = read_specs(SPECS, MemorySettings, stored)
-    known = {backend_settings.SQLITE, *settings.backend_configs}
+    known = {backend_settings.LOCAL, *settings.backend_configs}
     return replace(
         settings,
-        primary_backend=settings.primary_backend if settings.primary_backend in known else backend_settings.SQLITE,
+        primary_backend=settings.primary_backend if settings.primary_backend in known else backend_settings.LOCAL,
         fallback_backends=tuple(f for f in settings.fallback_backends if f in known),
     )
 
@@ -281,10 +289,23 @@ def validate_update(patch: Mapping[str, Any], current: MemorySettings | None = N
             v.add, patch, current.backend_configs, current.primary_backend, current.fallback_backends
         )
     v.raise_if_any()
-    out: dict[str, Any] = {name: (None if value == "" else value) for name, value in patch.items()}
+    out: dict[str, Any] = {name: _stored(name, value) for name, value in patch.items()}
     if "backendConfigs" in out:
         out["backendConfigs"] = backend_settings.with_stored_keys(out["backendConfigs"], current.backend_configs)
     return out
+
+
+def _stored(name: str, value: Any) -> Any:
+    """A valid written value as it is stored: "" as None, an earlier name as today's."""
+    if value == "":
+        return None
+    if name == "vectorStore":
+        return VECTOR_STORE_ALIASES.get(value, value)
+    if name == "primaryBackend":
+        return backend_settings.canonical(value)
+    if name == "fallbackBackends":
+        return [backend_settings.canonical(v) for v in value]
+    return value
 
 
 class NamespaceSettings(Generic[T]):
