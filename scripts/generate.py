@@ -1,5 +1,6 @@
 """Regenerate everything derived from proto/: the Python stubs and descriptor set in gen/,
-deploy/envoy.yaml and the example of several replicas, deploy/envoy.three-replicas.yaml.
+the Python SDK's own copy of the stubs (clients/python/memsvc_client/_proto/), deploy/envoy.yaml
+and the example of several replicas, deploy/envoy.three-replicas.yaml.
 
     python scripts/generate.py            # write into the repository
     python scripts/generate.py --check    # regenerate into a temp dir, exit 1 on drift
@@ -7,12 +8,19 @@ deploy/envoy.yaml and the example of several replicas, deploy/envoy.three-replic
 The stubs are generated from `proto/memsvc/v1/*.proto` with `proto/` as the include root, so
 their Python modules are `memsvc.v1.*_pb2`; pyproject maps the package `memsvc.v1` onto
 `gen/memsvc/v1`, which lets them live beside the hand-written `memsvc` without shadowing it.
+
+The SDK (distribution memsvc-client) must not need the server package, so it ships the same
+stubs under `memsvc_client._proto.memsvc.v1`: gen's files with two lines made the SDK's own
+(`_sdk_copy`). Their descriptors keep the file names `memsvc/v1/*.proto`: the protobuf pool
+then treats both copies as one file, so the server and the SDK import side by side in one
+process (renamed files would register every message twice and fail with "duplicate symbol").
 """
 
 from __future__ import annotations
 
 import argparse
 import filecmp
+import re
 import shutil
 import sys
 import tempfile
@@ -32,6 +40,11 @@ EXAMPLE_REPLICAS = (("10.0.0.1", 50051), ("10.0.0.2", 50051), ("10.0.0.3", 50051
 ENVOY_FILES = (ENVOY_YAML, ENVOY_REPLICAS_YAML)
 # Envoy's transcoder needs the error detail types to render google.rpc.Status details.
 ERROR_PROTOS = ["google/rpc/status.proto", "google/rpc/error_details.proto"]
+# The Python SDK's copy of the stubs: importable as memsvc_client._proto.memsvc.v1.
+SDK_PROTO_DIR = Path("clients") / "python" / "memsvc_client" / "_proto"
+SDK_INIT = '"""Generated from proto/ by scripts/generate.py for the memsvc-client SDK; do not edit."""\n'
+# Compared for drift: everything this script writes lives under these folders or is one of ENVOY_FILES.
+GENERATED_DIRS = (Path("gen"), SDK_PROTO_DIR)
 
 
 def _include_dirs() -> list[str]:
@@ -67,14 +80,53 @@ def generate(out: Path) -> list[Path]:
     (out / ENVOY_YAML).parent.mkdir(parents=True, exist_ok=True)
     (out / ENVOY_YAML).write_text(render_yaml(EnvoySettings.committed(descriptor_path)))
     (out / ENVOY_REPLICAS_YAML).write_text(render_yaml(EnvoySettings.committed(descriptor_path, EXAMPLE_REPLICAS)))
-    return sorted(p for p in gen.rglob("*") if p.is_file()) + [out / name for name in ENVOY_FILES]
+    _sdk_copy(pkg, out / SDK_PROTO_DIR)
+    return sorted(p for folder in GENERATED_DIRS for p in (out / folder).rglob("*") if p.is_file()) + [
+        out / name for name in ENVOY_FILES
+    ]
+
+
+def _sdk_copy(stubs: Path, sdk: Path) -> None:
+    """gen's stubs (`stubs`) as the SDK's package `memsvc_client._proto.memsvc.v1` under `sdk`.
+
+    protoc names Python modules after the proto paths, so a service module imports its
+    messages as `from memsvc.v1 import x_pb2`, the server package. In the SDK's copy that import
+    is relative, and the message classes name the SDK's module (pickling looks classes up by
+    it). Each rewrite must match exactly once: a protoc whose output differs fails here
+    instead of shipping stubs that import the server.
+    """
+    target = sdk / PACKAGE_DIR
+    target.mkdir(parents=True, exist_ok=True)
+    for folder in (sdk, sdk / PACKAGE_DIR.parent, target):
+        (folder / "__init__.py").write_text(SDK_INIT)
+    for source in sorted(stubs.glob("*_pb2*.py*")):
+        text = source.read_text()
+        if source.name.endswith("_pb2_grpc.py"):
+            text = _rewrite_once(text, r"^from memsvc\.v1 import (\w+_pb2) as ", r"from . import \1 as ", source)
+        elif source.name.endswith("_pb2.py"):
+            text = _rewrite_once(
+                text, r"'memsvc\.v1\.(\w+_pb2)', _globals\)", r"'memsvc_client._proto.memsvc.v1.\1', _globals)", source
+            )
+        (target / source.name).write_text(text)
+
+
+def _rewrite_once(text: str, pattern: str, replacement: str, source: Path) -> str:
+    rewritten, count = re.subn(pattern, replacement, text, flags=re.MULTILINE)
+    if count != 1:
+        raise SystemExit(f"{source.name}: expected one match of {pattern!r}, found {count}")
+    return rewritten
 
 
 def _differences(fresh_root: Path) -> list[str]:
     problems = []
-    fresh_files = {p.relative_to(fresh_root) for p in (fresh_root / "gen").rglob("*") if p.is_file()}
+    fresh_files = {p.relative_to(fresh_root) for d in GENERATED_DIRS for p in (fresh_root / d).rglob("*") if p.is_file()}
     fresh_files |= set(ENVOY_FILES)
-    committed = {p.relative_to(ROOT) for p in (ROOT / "gen").rglob("*") if p.is_file() and "__pycache__" not in p.parts}
+    committed = {
+        p.relative_to(ROOT)
+        for d in GENERATED_DIRS
+        for p in (ROOT / d).rglob("*")
+        if p.is_file() and "__pycache__" not in p.parts
+    }
     committed |= {name for name in ENVOY_FILES if (ROOT / name).exists()}
     for rel in sorted(fresh_files | committed):
         if rel not in committed:
@@ -101,7 +153,8 @@ def main(argv: list[str] | None = None) -> int:
             return 1
         print("generated files are up to date")
         return 0
-    shutil.rmtree(ROOT / "gen", ignore_errors=True)
+    for folder in GENERATED_DIRS:
+        shutil.rmtree(ROOT / folder, ignore_errors=True)
     for path in generate(ROOT):
         print(path.relative_to(ROOT))
     return 0

@@ -130,8 +130,8 @@ def _check_selection(v: Violations, limit: int | None, min_score: float | None) 
             v.add(name, problem)
 
 
-#: Retrieval through a pluggable primary backend's own search; None when SQLite is the
-#: primary (see memsvc.core.backend_manager.BackendManager.retrieve).
+#: Retrieval through a pluggable primary backend's own search; None when the built-in store
+#: is the primary (see memsvc.core.backend_manager.BackendManager.retrieve).
 BackendRetrieval = Callable[[RetrievalRequest], "RetrievalResult | None"]
 
 
@@ -149,7 +149,7 @@ class Engine:
         backend_retrieval: BackendRetrieval | None = None,
     ):
         """`writer` stores extracted facts (the backend router: the primary backend), by
-        default `backend`; `backend_retrieval` answers retrievals when the primary is not SQLite."""
+        default `backend`; `backend_retrieval` answers retrievals when the primary is not the built-in store."""
         self._backend = backend
         self._writer: DraftStore = writer or backend
         self._backend_retrieval: BackendRetrieval = backend_retrieval or (lambda request: None)
@@ -297,7 +297,7 @@ class Engine:
             )
 
     def _run(self, request: RetrievalRequest) -> RetrievalResult:
-        """The primary backend's own search when it is not SQLite, else SQLite's tiers."""
+        """The primary backend's own search when it is not the built-in store, else the store's tiers."""
         result = self._backend_retrieval(request)
         return result if result is not None else self._retriever.retrieve(request)
 

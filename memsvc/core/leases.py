@@ -51,7 +51,7 @@ class LeaseRecord:
 
 
 class LeaseStore(Protocol):
-    """Where leases live (SQLite in `memsvc.storage.leases`); each call one transaction."""
+    """Where leases live (the store's `leases` table, memsvc.storage.leases); each call one transaction."""
 
     def acquire(self, name: str, holder: str, ttl_s: float) -> bool:
         """Take the lease when it is free, expired or already `holder`'s."""

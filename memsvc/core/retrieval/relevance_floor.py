@@ -74,7 +74,6 @@ MIN_STEM = 3
 TERMS_CACHE = 8192  # texts whose terms are kept: the same memories come back request after request
 _ASCII_WORD = re.compile(r"[a-z0-9]+")
 TIER_QDRANT = "qdrant"
-TIER_SQLITE_VEC = "vector"
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,11 @@
 answering vector lookups with their fallbacks (each tier that fails falls through to the
 next and says why).
 
-sqlite-vec is tier 1 and always present when the extension loads; Qdrant is tier 2, used
-for search only when the memory settings say `vectorStore: qdrant` and it answers; a Qdrant
-failure (down, dimension mismatch) falls back to sqlite-vec with the reason, and a failing
-vector tier falls back to FTS5 (the retriever's job, on VectorUnavailable).
+The store's own index (sqlite-vec or pgvector) is tier 1 and always present when the store
+has it; Qdrant is tier 2, used for search only when the memory settings say
+`vectorStore: qdrant` and it answers; a Qdrant failure (down, dimension mismatch) falls back
+to tier 1 with the reason, and a failing vector tier falls back to keyword search (the
+retriever's job, on VectorUnavailable).
 
 Request paths never wait for a model to load (`wait=False`): a model still loading makes a
 write mark its rows `needs_reindex` and a search fall back to keywords, saying why.
