@@ -1,7 +1,8 @@
-# Sourced by run.sh and test.sh: make ./.venv exist and hold memsvc with the given extras,
-# then build the local models once (the default static model, with its progress shown), so a
-# started server never builds one while requests wait. Reinstalls only when pyproject.toml
-# (or the extras asked for) changed, so both commands stay fast and idempotent.
+# Sourced by run.sh and test.sh: make ./.venv exist and hold memsvc with the given extras and
+# the Python SDK (clients/python), then build the local models once (the default static model,
+# with its progress shown), so a started server never builds one while requests wait.
+# Reinstalls only when a pyproject.toml (memsvc's, the SDK's) or the extras asked for changed,
+# so both commands stay fast and idempotent.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
@@ -17,13 +18,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   "$PYTHON" -m venv "$VENV"
 fi
 STAMP="$VENV/.memsvc-install-$(echo "$EXTRAS" | tr -c 'a-z0-9' '_')"
-WANT="$(cat "$ROOT/pyproject.toml" | sha256sum | cut -d' ' -f1)"
+WANT="$(cat "$ROOT/pyproject.toml" "$ROOT/clients/python/pyproject.toml" | sha256sum | cut -d' ' -f1)"
 installed() { [ -f "$1" ] && [ "$(cat "$1")" = "$WANT" ]; }
 # The dev extra holds every other extra: a venv set up by test.sh serves run.sh as it is.
 if ! installed "$STAMP" && ! installed "$VENV/.memsvc-install-dev_"; then
   echo "setting up $VENV (memsvc${EXTRAS:+[$EXTRAS]}); the first time takes a minute or two" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
+  # The Python SDK (clients/python, import memsvc_client), editable like memsvc itself.
+  "$VENV/bin/python" -m pip install --quiet -e "$ROOT/clients/python"
   echo "$WANT" > "$STAMP"
 fi
 # Quick when the model is built; without the [minilm] extra it says so and goes on.

@@ -119,7 +119,9 @@ def _rewrite_once(text: str, pattern: str, replacement: str, source: Path) -> st
 
 def _differences(fresh_root: Path) -> list[str]:
     problems = []
-    fresh_files = {p.relative_to(fresh_root) for d in GENERATED_DIRS for p in (fresh_root / d).rglob("*") if p.is_file()}
+    fresh_files = {
+        p.relative_to(fresh_root) for d in GENERATED_DIRS for p in (fresh_root / d).rglob("*") if p.is_file()
+    }
     fresh_files |= set(ENVOY_FILES)
     committed = {
         p.relative_to(ROOT)

@@ -1,0 +1,1 @@
+"""Generated from proto/ by scripts/generate.py for the memsvc-client SDK; do not edit."""
