@@ -7,4 +7,7 @@ cd "$ROOT"
 # Debian chromium for the studio browser tests: installed as root (a failed install fails the
 # run); without root it says how to install it, and those tests skip.
 scripts/install_browser.sh
+# The TypeScript SDK's dependencies, exactly as its lock file says (tests/sdk/test_typescript.py
+# builds it and runs its suite against a real memsvc).
+(cd clients/typescript && npm ci --no-audit --no-fund --loglevel=error)
 exec "$VENV/bin/python" -m pytest "$@"

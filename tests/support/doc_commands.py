@@ -5,7 +5,9 @@ order, by tests/e2e/test_readme.py. A block without a language (a bare ```) hold
 that a test cannot run; each of them is listed in NOT_RUN with the reason, and
 tests/unit/test_readme_rules.py fails on a bare block whose command is not listed there (and
 on a NOT_RUN entry no document uses any more). `json` blocks are data and `text` blocks
-diagrams or file trees: neither holds a command.
+diagrams or file trees: neither holds a command. A `ts` block is TypeScript that the
+TypeScript SDK's suite runs: it must stand, as written, in clients/typescript/README.md, whose
+every `ts` block clients/typescript/test/readme.test.ts runs against a real memsvc.
 """
 
 from __future__ import annotations
@@ -16,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-LANGUAGES = {"sh", "python", "json", "text", ""}
+LANGUAGES = {"sh", "python", "ts", "json", "text", ""}
+TYPESCRIPT_README = ROOT / "clients" / "typescript" / "README.md"
 
 # A distinctive start of each command no test runs, and why.
 NOT_RUN: dict[str, str] = {

@@ -15,7 +15,16 @@ from pathlib import Path
 
 import pytest
 
-from tests.support.doc_commands import NOT_RUN, ROOT, blocks, commands, documents, not_run_reason
+from tests.support.doc_commands import (
+    LANGUAGES,
+    NOT_RUN,
+    ROOT,
+    TYPESCRIPT_README,
+    blocks,
+    commands,
+    documents,
+    not_run_reason,
+)
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 INSTALL_HEADER = "| install | brings |"
@@ -152,7 +161,7 @@ def test_every_block_is_run_or_says_why_not():
     used: set[str] = set()
     for path in documents():
         for block in blocks(path):
-            assert block.language in {"sh", "python", "json", "text", ""}, block.where
+            assert block.language in LANGUAGES, block.where
             if block.language in {"sh", ""}:
                 for command in commands(block):
                     reason = not_run_reason(command)
@@ -160,6 +169,16 @@ def test_every_block_is_run_or_says_why_not():
                         used.update(start for start in NOT_RUN if command.startswith(start))
                     assert reason or block.language == "sh", f"{block.where}: {command!r} is neither run nor in NOT_RUN"
     assert used == set(NOT_RUN), f"NOT_RUN entries no document uses: {set(NOT_RUN) - used}"
+
+
+def test_a_typescript_block_is_one_the_sdk_suite_runs():
+    """A `ts` block of README or docs/ is copied from the TypeScript SDK's README, whose blocks
+    its own suite runs as written (clients/typescript/test/readme.test.ts)."""
+    tested = {block.code for block in blocks(TYPESCRIPT_README) if block.language == "ts"}
+    shown = [block for path in documents() for block in blocks(path) if block.language == "ts"]
+    assert shown, "the README shows the TypeScript quickstart"
+    for block in shown:
+        assert block.code in tested, f"{block.where}: not a block of {TYPESCRIPT_README.relative_to(ROOT)}"
 
 
 def test_no_command_hides_in_inline_code():
