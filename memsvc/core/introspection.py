@@ -17,7 +17,7 @@ from memsvc.kernel.embedding import EmbeddingStatus
 from memsvc.kernel.embedding_errors import EmbeddingError
 from memsvc.kernel.errors import PreconditionError, UnavailableError, ValidationError, Violations
 from memsvc.kernel.models import SearchScope, utcnow
-from memsvc.kernel.vector_index import VectorError
+from memsvc.kernel.vector_index import VectorError, as_vector
 
 SEARCH_TOP_K = (1, 20)
 DEFAULT_SEARCH_TOP_K = 5
@@ -149,7 +149,14 @@ class Introspection:
         index = self._qdrant_index()
         settings: MemorySettings = self._settings.get()
         try:
-            _, vector = self._vectors.embeddings.embed_one(settings, query)
+            _, embedded = self._vectors.embeddings.embed_one(settings, query)
+        except EmbeddingError as exc:
+            raise PreconditionError(f"no usable embedding source: {exc}", reason="NO_EMBEDDING_SOURCE") from None
+        try:
+            vector = as_vector(embedded)
+        except VectorError:  # all zeros: the model knows none of the query's words, so nothing is near it
+            return []
+        try:
             scope = SearchScope(
                 api_key_id=api_key_id or None,
                 now=utcnow(),
@@ -157,8 +164,6 @@ class Introspection:
                 session_id=session_id or None,
             )
             points = index.search_points(scope, vector, top_k or DEFAULT_SEARCH_TOP_K)
-        except EmbeddingError as exc:
-            raise PreconditionError(f"no usable embedding source: {exc}", reason="NO_EMBEDDING_SOURCE") from None
         except VectorError as exc:
             raise UnavailableError(f"qdrant search failed: {exc}") from None
         return [

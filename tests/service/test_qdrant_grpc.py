@@ -167,6 +167,20 @@ def test_search_qdrant_validates_its_arguments(remote, fields, field):
     assert err.code() == C.INVALID_ARGUMENT and field in violated_fields(err)
 
 
+def test_a_query_with_no_word_the_model_knows_finds_nothing_rather_than_failing(boot, static_model):
+    """The static model embeds a query of unknown tokens as all zeros, which has no cosine
+    to anything: the test search answers no hits (it used to answer UNAVAILABLE, as if
+    Qdrant were down), and Retrieve still answers by keywords."""
+    server, stubs = boot(static_model=str(static_model))
+    set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True)
+    warm(server)
+    set_qdrant(stubs, enabled=True, localPath="qdrant")
+    create(stubs, "key-q-zero", EDITOR)
+    points_become(server, 1)
+    assert list(search(stubs, "\u008c", api_key_id="key-q-zero").results) == []
+    assert [h.content for h in search(stubs, "dark mode editor", api_key_id="key-q-zero").results] == [EDITOR]
+
+
 def test_search_qdrant_while_disabled_is_failed_precondition(remote):
     server, stubs = remote
     err = error(stubs.settings.SearchQdrant, spb.SearchQdrantRequest(query="anything"))
