@@ -1,9 +1,14 @@
 """Regenerate everything derived from proto/: the Python stubs and descriptor set in gen/,
 the Python SDK's own copy of the stubs (clients/python/memsvc_client/_proto/), deploy/envoy.yaml
-and the example of several replicas, deploy/envoy.three-replicas.yaml.
+and the example of several replicas, deploy/envoy.three-replicas.yaml, the OpenAPI document
+deploy/openapi.json, and the TypeScript SDK's code (clients/typescript/src/gen/, by its own
+generator: protoc-gen-es comes with the SDK's npm dependencies, `npm ci` in clients/typescript).
 
     python scripts/generate.py            # write into the repository
     python scripts/generate.py --check    # regenerate into a temp dir, exit 1 on drift
+
+`--check` covers the Python side; the TypeScript SDK's suite checks its own code for drift
+(clients/typescript/test/generated.test.ts), since it needs the npm dependencies.
 
 The stubs are generated from `proto/memsvc/v1/*.proto` with `proto/` as the include root, so
 their Python modules are `memsvc.v1.*_pb2`; pyproject maps the package `memsvc.v1` onto
@@ -20,8 +25,10 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import os
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 from importlib import resources
@@ -37,12 +44,17 @@ ENVOY_YAML = Path("deploy") / "envoy.yaml"
 # Envoy in front of three memsvc replicas sharing one PostgreSQL (docs/scale-out.md's layout).
 ENVOY_REPLICAS_YAML = Path("deploy") / "envoy.three-replicas.yaml"
 EXAMPLE_REPLICAS = (("10.0.0.1", 50051), ("10.0.0.2", 50051), ("10.0.0.3", 50051))
-ENVOY_FILES = (ENVOY_YAML, ENVOY_REPLICAS_YAML)
+# The OpenAPI document of the REST routes (memsvc.gateway.openapi), which Envoy serves at /api/openapi.json.
+OPENAPI_JSON = Path("deploy") / "openapi.json"
+ENVOY_FILES = (ENVOY_YAML, ENVOY_REPLICAS_YAML, OPENAPI_JSON)
 # Envoy's transcoder needs the error detail types to render google.rpc.Status details.
 ERROR_PROTOS = ["google/rpc/status.proto", "google/rpc/error_details.proto"]
 # The Python SDK's copy of the stubs: importable as memsvc_client._proto.memsvc.v1.
 SDK_PROTO_DIR = Path("clients") / "python" / "memsvc_client" / "_proto"
 SDK_INIT = '"""Generated from proto/ by scripts/generate.py for the memsvc-client SDK; do not edit."""\n'
+# The TypeScript SDK's generator and the protoc plugin it runs (an npm dev dependency).
+TS_GENERATOR = Path("clients") / "typescript" / "scripts" / "generate.mjs"
+TS_PLUGIN = Path("clients") / "typescript" / "node_modules" / ".bin" / "protoc-gen-es"
 # Compared for drift: everything this script writes lives under these folders or is one of ENVOY_FILES.
 GENERATED_DIRS = (Path("gen"), SDK_PROTO_DIR)
 
@@ -80,6 +92,9 @@ def generate(out: Path) -> list[Path]:
     (out / ENVOY_YAML).parent.mkdir(parents=True, exist_ok=True)
     (out / ENVOY_YAML).write_text(render_yaml(EnvoySettings.committed(descriptor_path)))
     (out / ENVOY_REPLICAS_YAML).write_text(render_yaml(EnvoySettings.committed(descriptor_path, EXAMPLE_REPLICAS)))
+    from memsvc.gateway import openapi
+
+    openapi.write(descriptor, out / OPENAPI_JSON)
     _sdk_copy(pkg, out / SDK_PROTO_DIR)
     return sorted(p for folder in GENERATED_DIRS for p in (out / folder).rglob("*") if p.is_file()) + [
         out / name for name in ENVOY_FILES
@@ -159,7 +174,18 @@ def main(argv: list[str] | None = None) -> int:
         shutil.rmtree(ROOT / folder, ignore_errors=True)
     for path in generate(ROOT):
         print(path.relative_to(ROOT))
-    return 0
+    return _generate_typescript()
+
+
+def _generate_typescript() -> int:
+    if not (ROOT / TS_PLUGIN).exists():
+        print(
+            f"{TS_GENERATOR.parent.parent}/src/gen not written: run `npm ci` in clients/typescript first",
+            file=sys.stderr,
+        )
+        return 1
+    env = {**os.environ, "MEMSVC_PYTHON": sys.executable}
+    return subprocess.run(["node", str(ROOT / TS_GENERATOR)], env=env, check=False).returncode
 
 
 if __name__ == "__main__":

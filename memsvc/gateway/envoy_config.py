@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from memsvc import studio
-from memsvc.gateway import request_guard
+from memsvc.gateway import openapi, request_guard
 from memsvc.kernel.web_access import web_access
 
 SERVICES = (
@@ -167,6 +167,11 @@ def _guard_replies() -> list[dict[str, Any]]:
     return [{"filter": {"header_filter": {"header": {"name": request_guard.GUARD_HEADER, "present_match": True}}}}]
 
 
+# A header name with a character gRPC metadata keys may not hold, and not a pseudo-header
+# (RE2, matched against the whole lower-cased name).
+_NOT_METADATA_KEY = r"[^:].*[^a-z0-9._-].*|[^:a-z0-9._-].*"
+
+
 def _strip_grpc_headers() -> dict[str, Any]:
     """Drops client headers that gRPC would read as its own: names ending in `-bin` (binary
     metadata, base64 on the wire), names starting with `grpc-` (grpc-timeout,
@@ -183,8 +188,17 @@ def _strip_grpc_headers() -> dict[str, Any]:
     hence a suffix and a prefix match rather than the route's exact-name header removal.
     A gRPC or gRPC-Web client on this port loses them too; its `te: trailers` is set again
     by every route to memsvc (`_GRPC_TE`), after this filter.
+
+    A name gRPC metadata cannot carry at all (a character outside `a-z 0-9 . _ -`, such as
+    `~`, `|` or `%`, legal in HTTP) fails the call the same way ("Illegal header key"), so such
+    a name goes too; pseudo-headers (`:path`, ...) are Envoy's own and stay.
     """
-    matchers = ({"suffix": "-bin"}, {"prefix": "grpc-"}, {"exact": "te"})
+    matchers = (
+        {"suffix": "-bin"},
+        {"prefix": "grpc-"},
+        {"exact": "te"},
+        {"safe_regex": {"regex": _NOT_METADATA_KEY}},
+    )
     return {
         "name": "envoy.filters.http.header_mutation",
         "typed_config": _typed(
@@ -408,6 +422,7 @@ def _to_memsvc(match: dict[str, Any], action: dict[str, Any], grpc_web: bool = T
 
 
 def _listener(s: EnvoySettings) -> dict[str, Any]:
+    document = openapi.render_file(s.descriptor_path, SERVICES)
     manager = _typed(
         "envoy.extensions.filters.network.http_connection_manager.v3.HttpConnectionManager",
         stat_prefix="rest",
@@ -420,10 +435,10 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
                 {
                     "name": "memsvc",
                     "domains": ["*"],
-                    "routes": _mcp_routes(s) + _studio_routes(s) + _upstream_routes(s),
+                    "routes": _mcp_routes(s) + _studio_routes(s) + _openapi_routes(document) + _upstream_routes(s),
                 }
             ],
-            "max_direct_response_body_size_bytes": STUDIO_MAX_FILE_BYTES,
+            "max_direct_response_body_size_bytes": max(STUDIO_MAX_FILE_BYTES, len(document.encode())),
         },
         stream_idle_timeout="300s",
         max_request_headers_kb=MAX_REQUEST_HEADERS_KB,
@@ -611,6 +626,25 @@ def _studio_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     ]
     routes += [_studio_file_route(s, STUDIO_PATH + name, name) for name in names if name != "index.html"]
     return routes
+
+
+def _openapi_routes(document: str) -> list[dict[str, Any]]:
+    """`GET /api/openapi.json`: the OpenAPI document of the REST routes (memsvc.gateway.openapi,
+    committed as deploy/openapi.json), answered by Envoy itself. It is rendered from the same
+    descriptor set the transcoder loads, so it describes exactly the routes this Envoy serves.
+    No token is needed, as for the studio's files; another method goes on to the transcoder
+    (a 404, no RPC has the path)."""
+    headers = {"content-type": "application/json", "cache-control": "no-cache", "x-content-type-options": "nosniff"}
+    route = _plain_route(
+        openapi.DOCUMENT_PATH,
+        direct_response={"status": 200, "body": {"inline_string": document}},
+        response_headers_to_add=[
+            {"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+            for k, v in headers.items()
+        ],
+    )
+    route["match"]["headers"] = [{"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}]
+    return [route]
 
 
 def _overload_manager(s: EnvoySettings) -> dict[str, Any]:
