@@ -25,8 +25,11 @@ if ! installed "$STAMP" && ! installed "$VENV/.memsvc-install-dev_"; then
   echo "setting up $VENV (memsvc${EXTRAS:+[$EXTRAS]}); the first time takes a minute or two" >&2
   "$VENV/bin/python" -m pip install --quiet --upgrade pip
   "$VENV/bin/python" -m pip install --quiet -e "$ROOT${EXTRAS:+[$EXTRAS]}"
-  # The Python SDK (clients/python, import memsvc_client), editable like memsvc itself.
-  "$VENV/bin/python" -m pip install --quiet -e "$ROOT/clients/python"
+  # The Python SDK (clients/python, import memsvc_client), editable like memsvc itself; for the
+  # tests (dev) with its framework integrations too (LangGraph, OpenAI Agents SDK, LlamaIndex).
+  SDK="$ROOT/clients/python"
+  if [ "$EXTRAS" = "dev" ]; then SDK="$SDK[langgraph,openai-agents,llama-index]"; fi
+  "$VENV/bin/python" -m pip install --quiet -e "$SDK"
   echo "$WANT" > "$STAMP"
 fi
 # Quick when the model is built; without the [minilm] extra it says so and goes on.

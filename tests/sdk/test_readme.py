@@ -17,7 +17,8 @@ README = Path(__file__).resolve().parents[2] / "clients" / "python" / "README.md
 DOCUMENTED = "127.0.0.1:50051"
 
 
-def test_the_readme_python_blocks_run_as_written(server: ServerHandle) -> None:
+def test_the_readme_python_blocks_run_as_written(server: ServerHandle, offline: list[object]) -> None:
+    """`offline`: the integrations load their frameworks, and nothing may download."""
     code = [block for block in blocks(README) if block.language == "python"]
     assert len(code) >= 5, "the quickstart's blocks are gone"
     assert DOCUMENTED in code[0].code
@@ -37,4 +38,12 @@ def test_the_readme_python_blocks_run_as_written(server: ServerHandle) -> None:
     assert "[('content', 'must not be empty')]" in lines
     assert "['User prefers concise answers']" in lines  # the extracted fact
     assert "no reindex: NO_EMBEDDING_SOURCE" in lines
-    assert lines[-1] == "I am learning Portuguese"  # the async client's retrieve
+    assert lines[-7:] == [
+        "I am learning Portuguese",  # the async client's retrieve, the quickstart's last line
+        "40",  # LangGraph: get, search with a query and a filter, list_namespaces
+        "risotto - Mushroom risotto with parmesan",
+        "[('user-42', 'recipes')]",
+        "['Done: Friday, 8 pm, two people.']",  # OpenAI Agents: the session's latest item,
+        "['I am vegetarian and I love Italian food']",  # and the quickstart's memory, recalled
+        "['- user: I am allergic to peanuts', '- assistant: Noted: no peanuts in anything I suggest.']",
+    ]
