@@ -1,11 +1,14 @@
-"""Tool arguments checked against the published JSON schema before a tool runs.
+"""Tool and prompt arguments checked against the published JSON schema before a tool or a
+prompt runs.
 
 An agent corrects a call from the error it gets, so a bad argument must come back as one
 plain sentence per problem ("limit: 0 is less than the minimum of 1"), not as a validation
 dump. The schema that is checked is the one `tools/list` publishes, so what an agent is told
 and what is enforced cannot drift; a `null` argument counts as not given, as agents often
 send optional arguments that way; an argument the tool does not know is refused rather than
-silently ignored (a misspelled `apiKeyId` must not fall back to a default tenant).
+silently ignored (a misspelled `apiKeyId` must not fall back to a default tenant). A tool's
+refusal is a tool result (what the agent reads); a prompt has no result to carry it, so its
+refusal is the JSON-RPC INVALID_PARAMS error with the same sentences.
 """
 
 from __future__ import annotations
@@ -16,8 +19,10 @@ from typing import Any
 
 from jsonschema import Draft202012Validator
 from mcp.server.context import CallNext, HandlerResult, ServerRequestContext
+from mcp.server.mcpserver.prompts import Prompt
 from mcp.server.mcpserver.tools import Tool
-from mcp.types import CallToolResult, TextContent
+from mcp.shared.exceptions import MCPError
+from mcp.types import INVALID_PARAMS, CallToolResult, TextContent
 
 MAX_PROBLEM_CHARS = 200
 
@@ -41,6 +46,18 @@ def plain_schema(schema: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def prompt_schema(prompt: Prompt) -> dict[str, Any]:
+    """The schema of a prompt's arguments: each a string (as prompt arguments are), a
+    required one not empty, no other."""
+    arguments = prompt.arguments or []
+    return {
+        "type": "object",
+        "properties": {a.name: {"type": "string", **({"minLength": 1} if a.required else {})} for a in arguments},
+        "required": [a.name for a in arguments if a.required],
+        "additionalProperties": False,
+    }
+
+
 def problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[str]:
     """One sentence per violation, prefixed by the argument it concerns."""
     out = []
@@ -52,23 +69,30 @@ def problems(schema: Mapping[str, Any], arguments: Mapping[str, Any]) -> list[st
 
 
 class ArgumentCheck:
-    """Server middleware: drops null arguments, then refuses a `tools/call` whose arguments
-    break the tool's schema with an error result naming each problem."""
+    """Server middleware: drops null arguments, then refuses a `tools/call` or `prompts/get`
+    whose arguments break the tool's or prompt's schema, naming each problem."""
 
-    def __init__(self, tools: list[Tool]):
-        self._schemas = {tool.name: tool.parameters for tool in tools}
+    def __init__(self, tools: list[Tool], prompts: list[Prompt]):
+        self._tools = {tool.name: tool.parameters for tool in tools}
+        self._prompts = {prompt.name: prompt_schema(prompt) for prompt in prompts}
 
     async def __call__(self, ctx: ServerRequestContext[Any, Any], call_next: CallNext) -> HandlerResult:
         params = ctx.params
-        if ctx.method != "tools/call" or not isinstance(params, Mapping) or params.get("name") not in self._schemas:
+        if not isinstance(params, Mapping):
+            return await call_next(ctx)
+        schemas = {"tools/call": self._tools, "prompts/get": self._prompts}.get(ctx.method, {})
+        name = params.get("name")
+        if not isinstance(name, str) or name not in schemas:
             return await call_next(ctx)
         arguments = params.get("arguments") or {}
         if not isinstance(arguments, Mapping):
             return await call_next(ctx)  # malformed request: the SDK's own protocol error
         given = {k: v for k, v in arguments.items() if v is not None}
-        found = problems(self._schemas[params["name"]], given)
-        if found:
-            # Worded as the SDK words a failing tool, so every refusal reads alike.
-            text = f"Error executing tool {params['name']}: invalid argument: {'; '.join(found)}"
-            return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)
-        return await call_next(replace(ctx, params={**params, "arguments": given}))
+        found = problems(schemas[name], given)
+        if not found:
+            return await call_next(replace(ctx, params={**params, "arguments": given}))
+        if ctx.method == "prompts/get":
+            raise MCPError(code=INVALID_PARAMS, message=f"invalid argument: {'; '.join(found)}")
+        # Worded as the SDK words a failing tool, so every refusal reads alike.
+        text = f"Error executing tool {name}: invalid argument: {'; '.join(found)}"
+        return CallToolResult(content=[TextContent(type="text", text=text)], is_error=True)

@@ -9,8 +9,8 @@ from memsvc.client import client_options
 from memsvc.config import Config
 
 HELP = (
-    "serve the memory tools to an agent over MCP on stdin/stdout (the command a desktop "
-    "agent's config launches); MEMSVC_TOKEN is the bearer token sent to the server"
+    "serve the memory tools, resources and recall prompt to an agent over MCP on stdin/stdout "
+    "(the command a desktop agent's config launches); MEMSVC_TOKEN is the bearer token sent to the server"
 )
 
 

@@ -13,6 +13,8 @@ import grpc
 from google.rpc import error_details_pb2
 from grpc_status import rpc_status
 from mcp.server.mcpserver.exceptions import ToolError
+from mcp.shared.exceptions import MCPError
+from mcp.types import INTERNAL_ERROR, INVALID_PARAMS
 
 _PREFIX = {
     grpc.StatusCode.INVALID_ARGUMENT: "invalid argument",
@@ -51,5 +53,27 @@ def describe(err: grpc.RpcError, address: str) -> str:
     return details if details.lower().startswith(prefix) or details.lower().endswith(prefix) else f"{prefix}: {details}"
 
 
-def tool_error(err: grpc.RpcError, address: str) -> ToolError:
-    return ToolError(describe(err, address))
+class RpcFailure(ToolError):
+    """A failed RPC as a tool error, keeping the status it came from."""
+
+    def __init__(self, message: str, code: grpc.StatusCode):
+        super().__init__(message)
+        self.code = code
+
+
+def tool_error(err: grpc.RpcError, address: str) -> RpcFailure:
+    return RpcFailure(describe(err, address), err.code())
+
+
+# What the caller can fix by asking differently: the request, not the server or the token.
+_CALLERS_TO_FIX = (grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.NOT_FOUND, grpc.StatusCode.PERMISSION_DENIED)
+
+
+def protocol_error(err: ToolError) -> MCPError:
+    """The JSON-RPC error for a failure outside a tool call (reading a resource, getting a
+    prompt), where there is no tool result to carry it: INVALID_PARAMS when the request is
+    what is wrong (a bad argument or cursor, an id not found, a tenant the token may not
+    address), INTERNAL_ERROR otherwise (a refused token, memsvc unavailable); the message is
+    the one the tool error would carry."""
+    fixable = not isinstance(err, RpcFailure) or err.code in _CALLERS_TO_FIX
+    return MCPError(code=INVALID_PARAMS if fixable else INTERNAL_ERROR, message=str(err))

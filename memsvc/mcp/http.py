@@ -1,10 +1,11 @@
-"""The MCP tools over streamable HTTP: an ASGI app on a loopback port, served by uvicorn
+"""The MCP server over streamable HTTP: an ASGI app on a loopback port, served by uvicorn
 inside `memsvc serve`'s event loop and reached through Envoy at /mcp.
 
-Each tool call forwards the `Authorization` header of the HTTP request that carried it, so
-every caller is checked by the gRPC server with its own token; the HTTP server has no token
-of its own. It is stateless (no MCP session outlives a request), so nothing one caller
-set up can be used by another, and JSON replies need no long-lived streams through Envoy.
+Each request (a tool call, a resource read, the prompt) forwards the `Authorization` header
+of the HTTP request that carried it, so every caller is checked by the gRPC server with its
+own token; the HTTP server has no token of its own. It is stateless (no MCP session outlives
+a request), so nothing one caller set up can be used by another, and JSON replies need no
+long-lived streams through Envoy.
 """
 
 from __future__ import annotations
@@ -17,24 +18,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
 import uvicorn
-from mcp.server.mcpserver import Context
 from mcp.server.transport_security import TransportSecuritySettings
 
 from memsvc.client import server_address
 from memsvc.config import Config
 from memsvc.kernel.web_access import web_access
-from memsvc.mcp.tools import build_server
+from memsvc.mcp.caller import header_authorization
+from memsvc.mcp.server import build_server
 from memsvc.mcp.upstream import Upstream
 
 log = logging.getLogger("memsvc.mcp")
 HOST = "127.0.0.1"
 PATH = "/mcp"
-
-
-def request_authorization(ctx: Context) -> str | None:
-    """The `Authorization` header of the HTTP request carrying this tool call."""
-    headers = ctx.headers
-    return headers.get("authorization") if headers is not None else None
 
 
 def _transport_security(config: Config) -> TransportSecuritySettings:
@@ -90,7 +85,7 @@ class McpHttp:
         # uvicorn's own start/stop lines (with terminal colour codes) add nothing to mcp.started.
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
         upstream = Upstream(server_address(replace(config, grpc_port=grpc_port)), config.max_message_bytes)
-        app = build_server(upstream, request_authorization).streamable_http_app(
+        app = build_server(upstream, header_authorization).streamable_http_app(
             streamable_http_path=PATH,
             stateless_http=True,
             json_response=True,

@@ -1,4 +1,5 @@
-"""`memsvc mcp`: the MCP tools over stdio, the command a desktop agent's config launches.
+"""`memsvc mcp`: the MCP server (tools, resources, the recall prompt) over stdio, the
+command a desktop agent's config launches.
 
 Stdout carries the protocol, so everything else (logs) goes to stderr. The one caller is
 the agent that started the process; its token comes from MEMSVC_TOKEN in the environment
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from memsvc.client import server_address
 from memsvc.config import Config
-from memsvc.mcp.tools import build_server
+from memsvc.mcp.server import build_server
 from memsvc.mcp.upstream import Upstream, bearer
 
 

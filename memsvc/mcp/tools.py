@@ -8,28 +8,23 @@ default tenant when the caller names none, and turns the server's answer into JS
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from google.protobuf import json_format, timestamp_pb2
+from google.protobuf import timestamp_pb2
 from google.protobuf.message import Message
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context
 from mcp.server.mcpserver.exceptions import ToolError
 from mcp.server.mcpserver.tools import Tool
 from mcp.types import ToolAnnotations
 from pydantic import Field
 
 from memsvc.api.convert import dict_to_struct
-from memsvc.core.credentials import ALL_TENANTS
 from memsvc.kernel.models import MEMORY_TYPES
-from memsvc.mcp.arguments import ArgumentCheck, plain_schema
-from memsvc.mcp.errors import UNAUTHENTICATED_HINT
-from memsvc.mcp.upstream import Upstream
-from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2
-
-# The value of the `authorization` header to forward for the caller of this tool call.
-Credential = Callable[[Context], str | None]
+from memsvc.mcp.arguments import plain_schema
+from memsvc.mcp.caller import Credential, default_tenant
+from memsvc.mcp.upstream import Upstream, rest_json
+from memsvc.v1 import engine_pb2, memory_pb2
 
 MemoryType = Literal[MEMORY_TYPES]  # type: ignore[valid-type]
 ApiKeyId = Annotated[
@@ -64,21 +59,6 @@ OccurredAt = Annotated[
         ),
     ),
 ]
-
-INSTRUCTIONS = (
-    "Long-term memory for this user, kept by memsvc. Search it (memory_search) before answering "
-    "questions that may depend on what the user said earlier; store durable facts, preferences, "
-    "decisions and procedures with memory_add. Memory types: factual (facts and preferences), "
-    "episodic (events and decisions), procedural (how-tos and habits), semantic (general "
-    "knowledge and summaries)."
-)
-
-
-def _json(message: Message, **extra: Any) -> str:
-    """The REST API's JSON of `message`: empty lists and zeros included, so an agent sees
-    `"memories": []` rather than a missing field; `extra` fields are added after it."""
-    fields = json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
-    return json.dumps({**fields, **extra}, ensure_ascii=False, indent=1)
 
 
 def _floor_note(resolution: engine_pb2.Resolution) -> dict[str, Any]:
@@ -120,27 +100,10 @@ class MemoryTools:
         self._credential = credential
 
     async def _call(self, ctx: Context, method: Callable[..., Any], request: Message) -> Any:
-        return await self._upstream.call(method, request, self._credential(ctx))
+        return await self._upstream.call(method, request, self._credential(ctx.request_context))
 
     async def _tenant(self, ctx: Context, api_key_id: str | None) -> str:
-        """The named tenant, else the token's only one, as the server reports the caller's
-        credential. A token that may address several tenants (or every one) must name it:
-        guessing would put memories where the agent did not mean them."""
-        if api_key_id:
-            return api_key_id
-        caller = await self._call(ctx, self._upstream.credentials.GetCaller, credentials_pb2.GetCallerRequest())
-        if caller.auth_required and not caller.credential.id:  # no token sent, and one is needed
-            raise ToolError(f"not authorized: {UNAUTHENTICATED_HINT}")
-        tenants = list(caller.credential.tenants)
-        if len(tenants) == 1 and tenants[0] != ALL_TENANTS:
-            return tenants[0]
-        if not tenants:
-            reach = "no tenant"
-        elif ALL_TENANTS in tenants or not caller.auth_required:
-            reach = "every tenant"
-        else:
-            reach = f"{len(tenants)} tenants ({', '.join(tenants[:5])}{', ...' if len(tenants) > 5 else ''})"
-        raise ToolError(f"invalid argument: apiKeyId: is required, since this token may address {reach}")
+        return await default_tenant(self._upstream, self._credential(ctx.request_context), api_key_id)
 
     async def memory_search(
         self,
@@ -192,7 +155,7 @@ class MemoryTools:
         del response.memories[:]
         response.memories.extend(kept)
         response.total_tokens = sum(m.tokens for m in kept)
-        return _json(response, relevanceFloor=_floor_note(response.resolution))
+        return rest_json(response, relevanceFloor=_floor_note(response.resolution))
 
     async def memory_add(
         self,
@@ -238,7 +201,7 @@ class MemoryTools:
             request.keep = keep
         if occurredAt is not None:
             request.occurred_at.CopyFrom(_timestamp(occurredAt, "occurredAt"))
-        return _json(await self._call(ctx, self._upstream.memory.CreateMemory, request))
+        return rest_json(await self._call(ctx, self._upstream.memory.CreateMemory, request))
 
     async def memory_clear(
         self,
@@ -259,7 +222,7 @@ class MemoryTools:
         request = memory_pb2.ClearMemoriesRequest(api_key_id=await self._tenant(ctx, apiKeyId), type=type or "")
         if olderThan is not None:
             request.older_than.CopyFrom(_timestamp(olderThan, "olderThan"))
-        return _json(await self._call(ctx, self._upstream.memory.ClearMemories, request))
+        return rest_json(await self._call(ctx, self._upstream.memory.ClearMemories, request))
 
     async def memory_list(
         self,
@@ -282,12 +245,12 @@ class MemoryTools:
             request.limit = limit
         if offset is not None:
             request.offset = offset
-        return _json(await self._call(ctx, self._upstream.memory.ListMemories, request))
+        return rest_json(await self._call(ctx, self._upstream.memory.ListMemories, request))
 
     async def memory_get(self, ctx: Context, id: MemoryId) -> str:
         """Read one memory by id: {id, apiKeyId, type, key, content, metadata, createdAt,
         updatedAt, accessCount, occurredAt (when it happened, if known), ...}. A memory the token may not see is reported as not found."""
-        return _json(await self._call(ctx, self._upstream.memory.GetMemory, memory_pb2.GetMemoryRequest(id=id)))
+        return rest_json(await self._call(ctx, self._upstream.memory.GetMemory, memory_pb2.GetMemoryRequest(id=id)))
 
     async def memory_update(
         self,
@@ -314,14 +277,18 @@ class MemoryTools:
             request.metadata.CopyFrom(dict_to_struct(metadata))
         if occurredAt is not None:
             request.occurred_at.CopyFrom(_timestamp(occurredAt, "occurredAt"))
-        return _json(await self._call(ctx, self._upstream.memory.UpdateMemory, request))
+        return rest_json(await self._call(ctx, self._upstream.memory.UpdateMemory, request))
 
     async def memory_delete(self, ctx: Context, id: MemoryId) -> str:
         """Delete one memory by id, with its search index entries. Returns {success}."""
-        return _json(await self._call(ctx, self._upstream.memory.DeleteMemory, memory_pb2.DeleteMemoryRequest(id=id)))
+        return rest_json(
+            await self._call(ctx, self._upstream.memory.DeleteMemory, memory_pb2.DeleteMemoryRequest(id=id))
+        )
 
 
-_ANNOTATIONS = {
+# The tools in the order `tools/list` gives them, the same on every request and transport
+# (a client may cache the list, and a model's prompt cache keys on the tool definitions).
+ANNOTATIONS = {
     "memory_search": ToolAnnotations(title="Search memories", read_only_hint=True),
     "memory_list": ToolAnnotations(title="List memories", read_only_hint=True),
     "memory_get": ToolAnnotations(title="Read a memory", read_only_hint=True),
@@ -332,13 +299,13 @@ _ANNOTATIONS = {
 }
 
 
-def build_server(upstream: Upstream, credential: Credential) -> MCPServer:
-    """The MCP server with the seven memory tools, each publishing a plain JSON schema that
-    is also what its arguments are checked against."""
+def memory_tools(upstream: Upstream, credential: Credential) -> list[Tool]:
+    """The seven memory tools, in `ANNOTATIONS` order, each publishing a plain JSON schema
+    that is also what its arguments are checked against (memsvc.mcp.arguments)."""
     tools = MemoryTools(upstream, credential)
     registered = []
-    for name, hints in _ANNOTATIONS.items():
+    for name, hints in ANNOTATIONS.items():
         tool = Tool.from_function(getattr(tools, name), name=name, annotations=hints, structured_output=False)
         tool.parameters = plain_schema(tool.parameters)
         registered.append(tool)
-    return MCPServer("memsvc", instructions=INSTRUCTIONS, tools=registered, middleware=[ArgumentCheck(registered)])
+    return registered

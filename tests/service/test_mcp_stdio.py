@@ -1,24 +1,42 @@
-"""The MCP tools over stdio: `memsvc mcp` launched as a desktop agent launches it, with its
-token in MEMSVC_TOKEN, driven by the SDK's own ClientSession against a real server."""
+"""The MCP server over stdio: `memsvc mcp` launched as a desktop agent launches it, with its
+token in MEMSVC_TOKEN, driven by the SDK's own client against a real server: at the current
+revision (2026-07-28, negotiated by `server/discover`), through the initialize handshake
+(the SDK's ClientSession, 2025-11-25) and, as raw JSON-RPC lines, at older revisions."""
 
 from __future__ import annotations
+
+import json
+import os
+import subprocess
 
 import anyio
 import pytest
 from conftest import free_port, make_config, start_server
+from mcp.types import INTERNAL_ERROR
+from support.grpc_recorder import RecordingHop
 
 from memsvc.v1 import memory_pb2 as mpb
 from tests.service.test_engine_retrieval import access_counts
 from tests.service.test_retention import age
 from tests.support.mcp_session import (
+    BIN,
+    TOOL_ORDER,
     check_bad_arguments,
+    check_current_revision,
     check_keep_and_limit,
     check_listing,
+    check_recall_prompt,
+    check_resource_isolation,
+    check_resources,
     check_tenant_isolation,
+    check_trace_forwarded,
     exercise_every_tool,
     failure,
     ok,
+    protocol_error,
+    stdio_client,
     stdio_session,
+    traced_requests,
 )
 from tests.support.vectors import models, remote_settings, set_memory, vec_rows  # noqa: F401 - fixture
 
@@ -37,6 +55,16 @@ def run(server_port, token, scenario, tmp_path):
     async def main():
         async with stdio_session(server_port, token, tmp_path / "mcp-stderr.log") as session:
             await scenario(session)
+
+    anyio.run(main)
+
+
+def run_current(server_port, token, scenario, tmp_path):
+    """`scenario` with the SDK's Client, which negotiates the current revision."""
+
+    async def main():
+        async with stdio_client(server_port, token, tmp_path / "mcp-stderr.log") as client:
+            await scenario(client)
 
     anyio.run(main)
 
@@ -64,6 +92,14 @@ def test_a_refused_token_is_a_clear_tool_error(authed, tmp_path, token):
         assert "not authorized" in await failure(session, "memory_get", id="any")
         # Without apiKeyId the tool first asks the server who the caller is: refused alike.
         assert "not authorized" in await failure(session, "memory_list")
+        # Outside a tool call the refusal is a JSON-RPC error with the same message.
+        for request in (
+            session.list_resources(),
+            session.read_resource("memsvc://memories/any"),
+            session.get_prompt("recall", {"query": "x", "apiKeyId": "t"}),
+        ):
+            refused = await protocol_error(request)
+            assert refused.code == INTERNAL_ERROR and "not authorized: the memsvc server refused" in refused.message
 
     run(authed.port, token, scenario, tmp_path)
     assert authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest()).total == 0
@@ -145,3 +181,144 @@ def test_add_and_update_keep_and_search_limit(authed, tmp_path):
         ),
         tmp_path,
     )
+
+
+def test_serves_the_current_revision_through_server_discover(authed, tmp_path):
+    async def scenario(client):
+        await check_current_revision(client)
+        await check_listing(client)
+        await exercise_every_tool(client, "tenant-current")
+
+    run_current(authed.port, TOKEN, scenario, tmp_path)
+
+
+def rpc_lines(grpc_port: int, token: str, messages: list[dict], tmp_path) -> list[dict]:
+    """Raw JSON-RPC over `memsvc mcp`'s stdin/stdout, one message a line, as a client that
+    predates the SDK's current revision speaks it: each request waits for its answer (stdin
+    closes after the last); the answers, in order."""
+    answers = []
+    with (tmp_path / "mcp-stderr.log").open("a") as errlog:
+        process = subprocess.Popen(
+            [str(BIN / "memsvc"), "mcp", "--grpc-port", str(grpc_port)],
+            env={**os.environ, "MEMSVC_TOKEN": token},
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=errlog,
+            text=True,
+        )
+        try:
+            for message in messages:
+                process.stdin.write(json.dumps(message) + "\n")
+                process.stdin.flush()
+                while "id" in message:  # a notification has no answer
+                    answer = json.loads(process.stdout.readline())
+                    if answer.get("id") == message["id"]:
+                        answers.append(answer)
+                        break
+            process.stdin.close()
+            assert process.wait(timeout=30) == 0
+        finally:
+            if process.poll() is None:
+                process.kill()
+    return answers
+
+
+def handshake(version: str) -> list[dict]:
+    return [
+        {
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {"protocolVersion": version, "capabilities": {}, "clientInfo": {"name": "old", "version": "1"}},
+        },
+        {"jsonrpc": "2.0", "method": "notifications/initialized"},
+    ]
+
+
+@pytest.mark.parametrize("version", ["2024-11-05", "2025-03-26", "2025-06-18"])
+def test_an_older_client_gets_the_revision_it_asks_for(authed, tmp_path, version):
+    """The handshake keeps the client's older revision, and answers are shaped for it: none
+    carries the 2026-07-28 result fields (resultType, ttlMs, cacheScope)."""
+    authed.stubs(TOKEN).memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="t-old", content="an old note"))
+    answers = rpc_lines(
+        authed.port,
+        TOKEN,
+        [
+            *handshake(version),
+            {"jsonrpc": "2.0", "id": 2, "method": "tools/list"},
+            {"jsonrpc": "2.0", "id": 3, "method": "resources/list"},
+            {
+                "jsonrpc": "2.0",
+                "id": 4,
+                "method": "prompts/get",
+                "params": {"name": "recall", "arguments": {"query": "old note", "apiKeyId": "t-old"}},
+            },
+        ],
+        tmp_path,
+    )
+    assert all("result" in answer for answer in answers), answers
+    initialized, tools, resources, prompt = (answer["result"] for answer in answers)
+    assert initialized["protocolVersion"] == version
+    assert {"tools", "resources", "prompts"} <= set(initialized["capabilities"])
+    assert [tool["name"] for tool in tools["tools"]] == TOOL_ORDER
+    (resource,) = resources["resources"]
+    assert resource["uri"].startswith("memsvc://memories/")
+    for result in (tools, resources, prompt):
+        assert not {"resultType", "ttlMs", "cacheScope"} & set(result), result.keys()
+    assert "an old note</memory>" in prompt["messages"][0]["content"]["text"]
+
+
+def test_a_client_of_an_unknown_revision_is_offered_the_newest_handshake_one(authed, tmp_path):
+    (answer,) = rpc_lines(authed.port, TOKEN, handshake("2023-01-01"), tmp_path)
+    assert answer["result"]["protocolVersion"] == "2025-11-25"
+
+
+def test_memories_are_resources_a_page_at_a_time(authed, tmp_path):
+    admin = authed.stubs(TOKEN)
+    for i in range(57):
+        admin.memory.CreateMemory(
+            mpb.CreateMemoryRequest(api_key_id="tenant-res", content=f"Heron sighting {i}", type="factual")
+        )
+    listing = admin.memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="tenant-res", limit=200))
+    run_current(
+        authed.port, TOKEN, lambda client: check_resources(client, "tenant-res", [m.id for m in listing.data]), tmp_path
+    )
+
+
+def test_the_recall_prompt(authed, tmp_path):
+    run_current(authed.port, TOKEN, lambda client: check_recall_prompt(client, "tenant-recall"), tmp_path)
+
+
+def test_a_tenant_token_lists_and_reads_only_its_own_memories(authed, tmp_path):
+    admin = authed.stubs(TOKEN)
+    secret = "B keeps the spare key under the blue flowerpot"
+    other_id = admin.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="tenant-B", content=secret)).id
+    own = {
+        admin.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="tenant-A", content=text)).id
+        for text in ("A waters the flowerpot on Sundays", "A's key is on the hook")
+    }
+    token = authed.app.credentials.create("mcp-res-a", ["read:memory"], ["tenant-A"], False).token
+    run_current(
+        authed.port, token, lambda client: check_resource_isolation(client, own, "tenant-B", other_id, secret), tmp_path
+    )
+
+
+def test_trace_context_in_meta_travels_on_to_memsvc(authed, tmp_path):
+    """The agent's traceparent/tracestate from each request's `_meta` arrive at memsvc as
+    gRPC metadata of every RPC the request makes (observed on a recording hop in front of the
+    real server); a request without them adds none."""
+    hop = RecordingHop(f"127.0.0.1:{authed.port}")
+    try:
+
+        async def scenario(client):
+            await traced_requests(client, "tenant-trace")
+            check_trace_forwarded(hop.calls)
+            hop.clear()
+            await ok(client, "memory_list", apiKeyId="tenant-trace")
+            (untraced,) = hop.calls
+            assert "traceparent" not in untraced.metadata and "tracestate" not in untraced.metadata
+            assert untraced.metadata["authorization"] == f"Bearer {TOKEN}"
+
+        run_current(hop.port, TOKEN, scenario, tmp_path)
+    finally:
+        hop.stop()
