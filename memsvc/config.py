@@ -13,7 +13,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit, urlunsplit
 
 from memsvc.kernel.web_access import is_loopback, web_access
 
@@ -327,6 +327,67 @@ class Config:
         "MEMORY_VEC_QUANTIZATION",
         "none or int8: int8 stores sqlite-vec vectors quantized (signature gets :int8; a change reindexes)",
     )
+    # -- tracing (OpenTelemetry's standard variables, and memsvc's content switch) --
+    otlp_endpoint: str | None = _opt(
+        None,
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+        "base URL of an OTLP/HTTP collector (http://host:4318): traces go to <it>/v1/traces. Tracing is on when this or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, off otherwise",
+        parse=_optional,
+    )
+    otlp_traces_endpoint: str | None = _opt(
+        None,
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "the URL traces are posted to, used as it is; wins over OTEL_EXPORTER_OTLP_ENDPOINT",
+        parse=_optional,
+    )
+    otlp_protocol: str = _opt(
+        "http/protobuf",
+        "OTEL_EXPORTER_OTLP_PROTOCOL",
+        "the OTLP transport: http/protobuf, the only one memsvc exports with (OTEL_EXPORTER_OTLP_TRACES_PROTOCOL, when set, must say the same)",
+    )
+    otlp_traces_protocol: str | None = _opt(
+        None, "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", "the transport of traces alone", parse=_optional
+    )
+    otlp_headers: tuple[tuple[str, str], ...] = _opt(
+        (),
+        "OTEL_EXPORTER_OTLP_HEADERS",
+        "comma-separated name=value headers sent with every export (values percent-encoded); never logged",
+        parse=_pairs,
+        secret=True,
+    )
+    otlp_traces_headers: tuple[tuple[str, str], ...] = _opt(
+        (),
+        "OTEL_EXPORTER_OTLP_TRACES_HEADERS",
+        "the headers of trace exports, instead of OTEL_EXPORTER_OTLP_HEADERS; never logged",
+        parse=_pairs,
+        secret=True,
+    )
+    otel_traces_exporter: str = _opt(
+        "otlp", "OTEL_TRACES_EXPORTER", "otlp (export when an endpoint is set) or none (never)"
+    )
+    otel_sdk_disabled: bool = _opt(
+        False, "OTEL_SDK_DISABLED", "true turns tracing off whatever else is set", parse=_bool
+    )
+    otel_service_name: str = _opt(
+        "memsvc", "OTEL_SERVICE_NAME", "service.name of memsvc's spans; Envoy's spans get <it>-envoy"
+    )
+    otel_traces_sampler: str = _opt(
+        "parentbased_always_on",
+        "OTEL_TRACES_SAMPLER",
+        "always_on, always_off, traceidratio, parentbased_always_on, parentbased_always_off or parentbased_traceidratio",
+    )
+    otel_traces_sampler_arg: str | None = _opt(
+        None,
+        "OTEL_TRACES_SAMPLER_ARG",
+        "the share of traces the traceidratio samplers keep, 0..1 (default 1)",
+        parse=_optional,
+    )
+    trace_content: bool = _opt(
+        False,
+        "MEMSVC_TRACE_CONTENT",
+        "true records query texts and memory contents on the memory spans (gen_ai.memory.query.text, gen_ai.memory.records): they may hold personal data",
+        parse=_bool,
+    )
 
     @property
     def db_path(self) -> Path:
@@ -354,6 +415,27 @@ class Config:
     @property
     def auth_enabled(self) -> bool:
         return bool(self.api_tokens)
+
+    @property
+    def traces_url(self) -> str | None:
+        """Where spans are exported (OTLP/HTTP), or None: tracing is off."""
+        if self.otel_sdk_disabled or self.otel_traces_exporter == "none":
+            return None
+        if self.otlp_traces_endpoint:
+            return self.otlp_traces_endpoint
+        if self.otlp_endpoint:
+            return self.otlp_endpoint.rstrip("/") + "/v1/traces"
+        return None
+
+    @property
+    def traces_headers(self) -> tuple[tuple[str, str], ...]:
+        """The headers of every export, their values decoded."""
+        return tuple((name, unquote(value)) for name, value in self.otlp_traces_headers or self.otlp_headers)
+
+    @property
+    def traces_ratio(self) -> float:
+        """The share of traces a traceidratio sampler keeps."""
+        return 1.0 if self.otel_traces_sampler_arg is None else float(self.otel_traces_sampler_arg)
 
     def validate(self) -> None:
         """Refuse configurations that are unsafe or cannot work."""
@@ -390,6 +472,7 @@ class Config:
                 "MEMSVC_RECENT_FLUSH_MESSAGES at least 1"
             )
         _check_embedding_options(self)
+        check_tracing_options(self)
         _check_web_access(self)
         check_database_options(self)
         if not self.api_tokens:
@@ -451,6 +534,53 @@ def _check_embedding_options(config: Config) -> None:
                 f"MEMSVC_EMBEDDING_API_KEYS names provider {name!r}, which has no base URL: "
                 f"add {name}=<base_url> to MEMSVC_EMBEDDING_PROVIDERS"
             )
+
+
+TRACE_SAMPLERS = (
+    "always_on",
+    "always_off",
+    "traceidratio",
+    "parentbased_always_on",
+    "parentbased_always_off",
+    "parentbased_traceidratio",
+)
+
+
+def check_tracing_options(config: Config) -> None:
+    """The OTEL_* variables memsvc acts on; the endpoint and the transport are checked only
+    when tracing is on (another program's OTEL_EXPORTER_OTLP_PROTOCOL=grpc must not stop a
+    memsvc that does not trace). Messages never quote a header (it may carry a key)."""
+    if config.otel_traces_exporter not in ("otlp", "none"):
+        raise ConfigError("OTEL_TRACES_EXPORTER must be otlp or none (memsvc exports traces over OTLP/HTTP)")
+    if config.otel_traces_sampler not in TRACE_SAMPLERS:
+        raise ConfigError(f"OTEL_TRACES_SAMPLER must be one of {', '.join(TRACE_SAMPLERS)}")
+    try:
+        ratio = config.traces_ratio
+    except ValueError:
+        raise ConfigError("OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1") from None
+    if not 0.0 <= ratio <= 1.0:
+        raise ConfigError("OTEL_TRACES_SAMPLER_ARG must be a number from 0 to 1")
+    if not config.otel_service_name.strip():
+        raise ConfigError("OTEL_SERVICE_NAME must not be empty")
+    url = config.traces_url
+    if url is None:
+        return
+    for env, protocol in (
+        ("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL", config.otlp_traces_protocol),
+        ("OTEL_EXPORTER_OTLP_PROTOCOL", config.otlp_protocol),
+    ):
+        if protocol is not None and protocol != "http/protobuf":
+            raise ConfigError(f"{env}: memsvc exports traces over OTLP/HTTP only (http/protobuf), not {protocol!r}")
+        if protocol is not None:
+            break
+    env = "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT" if config.otlp_traces_endpoint else "OTEL_EXPORTER_OTLP_ENDPOINT"
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 - raises on a malformed port
+    except ValueError:
+        raise ConfigError(f"{env} is not a valid URL (check its host and port)") from None
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ConfigError(f"{env} must be an http:// or https:// URL with a host, such as http://127.0.0.1:4318")
 
 
 DATABASE_SCHEMES = ("postgresql", "postgres")

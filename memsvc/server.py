@@ -31,6 +31,9 @@ from memsvc.api.engine_servicer import EngineServicer
 from memsvc.api.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
 from memsvc.api.memory_servicer import MemoryServicer
 from memsvc.api.settings_servicer import SettingsServicer
+from memsvc.api.trace_export import Tracing
+from memsvc.api.trace_export import start as start_tracing
+from memsvc.api.tracing import TracingInterceptor
 from memsvc.app import App
 from memsvc.config import Config, ConfigError
 from memsvc.v1 import (
@@ -70,19 +73,28 @@ class RunningServer:
     port: int
     health: health.aio.HealthServicer
     app: App
+    #: The span export pipeline, when OTEL_EXPORTER_OTLP_ENDPOINT (or _TRACES_) turns tracing on.
+    tracing: Tracing | None = None
 
     async def stop(self, grace_s: float, drained: Callable[[], Awaitable[None]] | None = None) -> None:
         """Stop taking work, let in-flight RPCs finish within the grace period, await
-        `drained` (serve stops Envoy there, so REST requests in flight finish too), close the DB."""
+        `drained` (serve stops Envoy there, so REST requests in flight finish too), export
+        the spans still queued, close the DB."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
         if drained is not None:
             await drained()
-        await asyncio.get_running_loop().run_in_executor(None, self.app.close)
+        loop = asyncio.get_running_loop()
+        if self.tracing is not None:
+            await loop.run_in_executor(None, self.tracing.stop)
+        await loop.run_in_executor(None, self.app.close)
 
 
-def _interceptors(config: Config, app: App) -> list[grpc.aio.ServerInterceptor]:
-    chain: list[grpc.aio.ServerInterceptor] = [RequestContextInterceptor(app.metrics.observe_rpc)]
+def _interceptors(config: Config, app: App, tracing: Tracing | None = None) -> list[grpc.aio.ServerInterceptor]:
+    chain: list[grpc.aio.ServerInterceptor] = []
+    if tracing is not None:  # outermost: its span covers the others and sees the final status
+        chain.append(TracingInterceptor(tracing.tracer, config.trace_content))
+    chain.append(RequestContextInterceptor(app.metrics.observe_rpc))
     # Always in the chain: a credential created while the server runs (by `memsvc tokens`,
     # from another process) turns authentication on from the next request.
     chain.append(AuthInterceptor(config.api_tokens, app.credentials, app.memories.owner_of))
@@ -115,8 +127,19 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     config.validate()
     loop = asyncio.get_running_loop()
     loop.set_default_executor(ThreadPoolExecutor(config.workers, thread_name_prefix="memsvc-worker"))
+    tracing = start_tracing(config)
+    try:
+        return await _start(config, app, shared_port, tracing)
+    except BaseException:
+        if tracing is not None:
+            tracing.stop()
+        raise
+
+
+async def _start(config: Config, app: App, shared_port: bool, tracing: Tracing | None) -> RunningServer:
+    loop = asyncio.get_running_loop()
     server = grpc.aio.server(
-        interceptors=_interceptors(config, app),
+        interceptors=_interceptors(config, app, tracing),
         options=[
             ("grpc.max_receive_message_length", config.max_message_bytes),
             ("grpc.max_send_message_length", config.max_message_bytes),
@@ -149,7 +172,7 @@ async def start(config: Config, app: App, shared_port: bool = False) -> RunningS
     for name in ("", *ALL_SERVICE_NAMES):
         await health_servicer.set(name, health_pb2.HealthCheckResponse.SERVING)
     loop.run_in_executor(None, app.warm)  # off the request path, after SERVING
-    return RunningServer(server, port, health_servicer, app)
+    return RunningServer(server, port, health_servicer, app, tracing)
 
 
 def serve_metrics(metrics: Metrics | ProcessesMetrics, config: Config) -> int | None:
@@ -257,6 +280,8 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     app = await loop.run_in_executor(None, App.open, config)
     running = await start(config, app)
+    if running.tracing is not None:  # the MCP SDK's spans too (it traces through the global provider)
+        running.tracing.make_global()
     mcp_http = await start_mcp(config, running.port)
     config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)  # where Envoy sends /mcp
     metrics_port = serve_metrics(app.metrics, config)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from opentelemetry.trace import SpanKind
 
 from memsvc.core.settings.memory import MemorySettings
 from memsvc.embedding.cache import EmbeddingCache, cache_key
@@ -36,6 +37,7 @@ from memsvc.embedding.sources import (
     TransformersSource,
     default_static_cache_dir,
 )
+from memsvc.kernel import tracing
 from memsvc.kernel.embedding import EmbeddingSource, EmbeddingStatus, LoadState, Resolved
 from memsvc.kernel.embedding_errors import EmbeddingError, EmbeddingNotReady, NoEmbeddingSource, RerankError
 from memsvc.kernel.inline import may_block, settle
@@ -287,7 +289,24 @@ class Embeddings:
         return resolved, matrix[0]
 
     def embed_with(self, source: EmbeddingSource, texts: Sequence[str]) -> np.ndarray:
+        """`texts` embedded by `source` through the cache, in one span (GenAI `embeddings`)."""
         texts = list(texts)
+        if not tracing.enabled():
+            return self._embed_with(source, texts)[0]
+        attributes = {
+            tracing.OPERATION_NAME: tracing.EMBEDDINGS,
+            tracing.REQUEST_MODEL: source.model,
+            tracing.EMBEDDING_SOURCE: source.name,
+            tracing.EMBEDDING_TEXTS: len(texts),
+        }
+        kind = SpanKind.CLIENT if source.name == REMOTE else SpanKind.INTERNAL
+        with tracing.span(f"{tracing.EMBEDDINGS} {source.model}", attributes, kind) as span:
+            out, hits = self._embed_with(source, texts)
+            span.set_attributes({tracing.EMBEDDING_CACHE_HITS: hits, tracing.EMBEDDINGS_DIMENSION_COUNT: out.shape[1]})
+        return out
+
+    def _embed_with(self, source: EmbeddingSource, texts: list[str]) -> tuple[np.ndarray, int]:
+        """The embeddings and how many texts the cache answered."""
         dim = source.dimensions
         found: dict[str, np.ndarray] = {}
         misses: list[str] = []
@@ -325,7 +344,7 @@ class Embeddings:
                     f"the {source.name} source changed dimension ({vector.shape[0]} vs {out.shape[1]})"
                 )
             out[row] = vector
-        return out
+        return out, len(found) - len(misses)
 
     def _remember(self, fresh: list[tuple[str, np.ndarray]], hits: int, misses: int) -> None:
         for key, vector in fresh:

@@ -7,9 +7,10 @@ server was generated from, so there is one contract and no hand-written HTTP han
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -63,6 +64,20 @@ class EnvoySettings:
     # request guard's rule is memsvc.kernel.web_access.web_access of these and listen_host.
     allowed_hosts: tuple[str, ...] = ()
     allowed_origins: tuple[str, ...] = ()
+    # Envoy's own span of each request (OpenTelemetry, exported over OTLP/HTTP to this URL,
+    # in the trace the request's traceparent names or a new one, whose context it passes to
+    # memsvc): None, the committed file's value, traces nothing.
+    traces_url: str | None = None
+    # Sent with every export (a collector's key): kept out of the repr.
+    traces_headers: tuple[tuple[str, str], ...] = field(default=(), repr=False)
+    traces_service_name: str = "memsvc-envoy"
+    # The share of requests without a sampled parent that Envoy traces, in percent.
+    traces_sampling_percent: float = 100.0
+    # The CA bundle an https collector's certificate is checked against.
+    traces_ca_file: str | None = None
+    # Whether the operator lets traces hold query texts (MEMSVC_TRACE_CONTENT): else the
+    # query string is left out of Envoy's span.
+    traces_content: bool = False
 
     @classmethod
     def committed(cls, descriptor_path: str, replicas: tuple[Replica, ...] = ()) -> EnvoySettings:
@@ -421,6 +436,98 @@ def _to_memsvc(match: dict[str, Any], action: dict[str, Any], grpc_web: bool = T
     return route
 
 
+TRACES_CLUSTER = "otel_collector"
+TRACER = "envoy.tracers.opentelemetry"
+# How often Envoy exports the spans it holds (its default: every 5 s, or at 5 spans).
+TRACES_FLUSH_MS = 1000
+
+
+def _tracing(s: EnvoySettings) -> dict[str, Any]:
+    """The connection manager's tracing: one span per request, continuing the request's W3C
+    traceparent when it has one (the caller's trace), its context sent on to memsvc."""
+    assert s.traces_url is not None
+    http_service: dict[str, Any] = {"http_uri": {"uri": s.traces_url, "cluster": TRACES_CLUSTER, "timeout": "5s"}}
+    if s.traces_headers:
+        http_service["request_headers_to_add"] = [
+            {"header": {"key": name, "value": value}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+            for name, value in s.traces_headers
+        ]
+    return {
+        "random_sampling": {"value": s.traces_sampling_percent},
+        "provider": {
+            "name": TRACER,
+            "typed_config": _typed(
+                "envoy.config.trace.v3.OpenTelemetryConfig",
+                service_name=s.traces_service_name,
+                http_service=http_service,
+            ),
+        },
+    }
+
+
+def _traces_cluster(s: EnvoySettings) -> list[dict[str, Any]]:
+    """The collector Envoy exports its spans to; over TLS (the system's trust, the name
+    checked) for an https URL."""
+    if s.traces_url is None:
+        return []
+    url = urlsplit(s.traces_url)
+    host = url.hostname or "127.0.0.1"
+    tls = url.scheme == "https"
+    cluster: dict[str, Any] = {
+        "name": TRACES_CLUSTER,
+        "type": "STRICT_DNS",
+        "connect_timeout": "2s",
+        "load_assignment": {
+            "cluster_name": TRACES_CLUSTER,
+            "endpoints": [
+                {"lb_endpoints": [{"endpoint": {"address": _address(host, url.port or (443 if tls else 80))}}]}
+            ],
+        },
+    }
+    if tls:
+        validation: dict[str, Any] = {
+            "match_typed_subject_alt_names": [{"san_type": "DNS", "matcher": {"exact": host}}],
+        }
+        if s.traces_ca_file:
+            validation["trusted_ca"] = {"filename": s.traces_ca_file}
+        cluster["transport_socket"] = {
+            "name": "envoy.transport_sockets.tls",
+            "typed_config": _typed(
+                "envoy.extensions.transport_sockets.tls.v3.UpstreamTlsContext",
+                sni=host,
+                common_tls_context={"validation_context": validation},
+            ),
+        }
+    return [cluster]
+
+
+def _traced_path(s: EnvoySettings) -> list[dict[str, Any]]:
+    """The REST path as Envoy's span records it (its http.url), without the query string:
+    a query parameter can be what a caller searches for (ListMemories' `q`), which a trace
+    holds only when the operator opts in (MEMSVC_TRACE_CONTENT). The transcoder has read the
+    query by then; memsvc reads only the path of x-envoy-original-path."""
+    if s.traces_url is None or s.traces_content:
+        return []
+    return [
+        {
+            "name": "memsvc.traced_path",
+            "typed_config": _typed(
+                "envoy.extensions.filters.http.header_mutation.v3.HeaderMutation",
+                mutations={
+                    "request_mutations": [
+                        {
+                            "append": {
+                                "header": {"key": "x-envoy-original-path", "value": "%PATH(NQ:ORIG)%"},
+                                "append_action": "OVERWRITE_IF_EXISTS",
+                            }
+                        }
+                    ]
+                },
+            ),
+        }
+    ]
+
+
 def _listener(s: EnvoySettings) -> dict[str, Any]:
     document = openapi.render_file(s.descriptor_path, SERVICES)
     manager = _typed(
@@ -429,6 +536,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
         codec_type="AUTO",
         generate_request_id=True,
         access_log=_access_log(),
+        **({"tracing": _tracing(s)} if s.traces_url is not None else {}),
         route_config={
             "name": "memsvc",
             "virtual_hosts": [
@@ -450,6 +558,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
             request_guard.lua_filter(SERVICES, web_access(s.listen_host, s.allowed_hosts, s.allowed_origins)),
             _grpc_web(),
             _transcoder(s),
+            *_traced_path(s),
             {
                 "name": "envoy.filters.http.router",
                 "typed_config": _typed("envoy.extensions.filters.http.router.v3.Router"),
@@ -670,11 +779,19 @@ def _admin_address(s: EnvoySettings) -> dict[str, Any]:
 
 def build(s: EnvoySettings) -> dict[str, Any]:
     """The whole bootstrap config as plain data."""
-    return {
+    config: dict[str, Any] = {
         "admin": {"address": _admin_address(s)},
         "overload_manager": _overload_manager(s),
-        "static_resources": {"listeners": [_listener(s)], "clusters": [_cluster(s), *_mcp_clusters(s)]},
+        "static_resources": {
+            "listeners": [_listener(s)],
+            "clusters": [_cluster(s), *_mcp_clusters(s), *_traces_cluster(s)],
+        },
     }
+    if s.traces_url is not None:
+        config["layered_runtime"] = {
+            "layers": [{"name": "memsvc", "static_layer": {"tracing.opentelemetry.flush_interval_ms": TRACES_FLUSH_MS}}]
+        }
+    return config
 
 
 class _Dumper(yaml.SafeDumper):

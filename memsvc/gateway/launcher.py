@@ -31,6 +31,7 @@ import time
 from collections.abc import Awaitable, Callable
 from importlib import resources
 from pathlib import Path
+from typing import Any
 
 from memsvc import studio
 from memsvc.config import Config
@@ -134,6 +135,7 @@ class Gateway:
             replicas=replicas,
             allowed_hosts=config.allowed_hosts,
             allowed_origins=config.allowed_origins,
+            **_tracing_settings(config),
         )
         return cls(settings, data_dir / "envoy.yaml")
 
@@ -142,9 +144,13 @@ class Gateway:
         return self.process.pid if self.process is not None else None
 
     def write_config(self) -> Path:
+        """The config file, readable by memsvc's user only (it may hold a collector's key)."""
         self.config_path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.config_path.with_suffix(".yaml.tmp")
-        tmp.write_text(render_yaml(self.settings))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(render_yaml(self.settings))
+        os.chmod(tmp, 0o600)  # an older file of the same name kept its mode
         os.replace(tmp, self.config_path)
         return self.config_path
 
@@ -318,6 +324,30 @@ class GatewaySupervisor(Supervisor):
         return GatewayError(
             f"envoy exited and was restarted {attempts} times without staying up; REST is down, so the server stops"
         )
+
+
+def _tracing_settings(config: Config) -> dict[str, Any]:
+    """Envoy's tracing from the OTEL_* options: its spans go where memsvc's go, under
+    `<OTEL_SERVICE_NAME>-envoy`; the sampler's share applies to requests without a sampled
+    parent. Nothing when tracing is off."""
+    url = config.traces_url
+    if url is None:
+        return {}
+    sampler = config.otel_traces_sampler.removeprefix("parentbased_")
+    percent = {"always_on": 100.0, "always_off": 0.0}.get(sampler, config.traces_ratio * 100.0)
+    ca_file = None
+    if url.startswith("https:"):
+        import certifi
+
+        ca_file = certifi.where()
+    return {
+        "traces_url": url,
+        "traces_headers": config.traces_headers,
+        "traces_service_name": f"{config.otel_service_name}-envoy",
+        "traces_sampling_percent": percent,
+        "traces_ca_file": ca_file,
+        "traces_content": config.trace_content,
+    }
 
 
 def _connectable(host: str) -> str:

@@ -14,6 +14,7 @@ from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from memsvc.core.retrieval import conversation_signals as signals
+from memsvc.kernel import tracing
 from memsvc.kernel.models import KeywordHit, Memory, SearchScope, estimate_tokens, utcnow
 from memsvc.kernel.text import is_sentence, normalize, scoring_tokens
 from memsvc.kernel.time_phrases import TimeWindow, time_windows
@@ -519,10 +520,10 @@ class Retriever:
         return reranked, replace(resolution, rerank_applied=True)
 
     def _recent_items(self, scope: SearchScope) -> list[RetrievedItem]:
-        return [
-            RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT)
-            for m in self._backend.recent(scope, RECENT_LIMIT)
-        ]
+        with tracing.span("recent_memories", {tracing.TIER: TIER_RECENT, tracing.LIMIT: RECENT_LIMIT}) as span:
+            recent = self._backend.recent(scope, RECENT_LIMIT)
+            span.set_attribute(tracing.HITS, len(recent))
+        return [RetrievedItem(m, 0.0, estimate_tokens(m.content), TIER_RECENT) for m in recent]
 
     def _keyword_items(self, scope: SearchScope, query: str, limit: int = KEYWORD_LIMIT) -> list[RetrievedItem]:
         return [item for item, _ in self._keyword_evidence(scope, query, limit)]
@@ -531,7 +532,9 @@ class Retriever:
         """The best `limit` FTS hits by bm25, each scored by relevance plus a (0, 1] share of
         the best bm25 (so a stemmed or trigram match the substring score misses still
         counts), with whether the match is strong; in bm25 order."""
-        hits = self._backend.search_keyword(scope, query, limit)
+        with tracing.span("keyword_search", {tracing.TIER: TIER_KEYWORD, tracing.LIMIT: limit}) as span:
+            hits = self._backend.search_keyword(scope, query, limit)
+            span.set_attribute(tracing.HITS, len(hits))
         if not hits:
             return []
         best = max(h.score for h in hits) or 1.0

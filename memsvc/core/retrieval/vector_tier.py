@@ -17,16 +17,19 @@ from __future__ import annotations
 import logging
 import threading
 from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 import numpy as np
+from opentelemetry.trace import Span
 
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.embedding_port import Embeddings
 from memsvc.core.retrieval.ranking import Resolution, VectorMatch, VectorResult, VectorUnavailable
 from memsvc.core.settings.memory import MemorySettings, Settings
 from memsvc.core.settings.qdrant import QdrantSettings, QdrantSettingsManager
+from memsvc.kernel import tracing
 from memsvc.kernel.embedding import Resolved, apply_rerank
 from memsvc.kernel.embedding_errors import EmbeddingError, NoEmbeddingSource
 from memsvc.kernel.inline import may_block
@@ -212,10 +215,16 @@ class VectorTier:
         fallback = ""
         if settings.vector_store == "qdrant":
             try:
-                return self._search_qdrant(scope, resolved, vector, k, base)
+                with _searching(TIER_QDRANT, "qdrant", k) as span:
+                    result = self._search_qdrant(scope, resolved, vector, k, base)
+                    span.set_attribute(tracing.HITS, len(result.matches))
+                    return result
             except VectorError as exc:
                 fallback = f"qdrant failed ({exc}); used {self.local.name}"
-        return self._search_local(scope, resolved, vector, k, base, fallback)
+        with _searching(TIER_LOCAL, self.local.name, k) as span:
+            result = self._search_local(scope, resolved, vector, k, base, fallback)
+            span.set_attribute(tracing.HITS, len(result.matches))
+        return result
 
     def _search_qdrant(
         self, scope: SearchScope, resolved: Resolved, vector: np.ndarray, k: int, base: Resolution
@@ -392,10 +401,17 @@ class SettingsReranker:
         settings = settings or self._settings.get()
         if not settings.rerank_enabled:
             return None
-        ranking = self._embeddings.rerank(settings, query, [i.memory.content for i in items], top_n=len(items))
+        attributes = {tracing.REQUEST_MODEL: settings.rerank_provider_model, tracing.RERANK_DOCUMENTS: len(items)}
+        with tracing.span("rerank", {k: v for k, v in attributes.items() if v is not None}):
+            ranking = self._embeddings.rerank(settings, query, [i.memory.content for i in items], top_n=len(items))
         return [
             replace(item, score=score) if score is not None else item for item, score in apply_rerank(items, ranking)
         ]
+
+
+def _searching(tier: str, store: str, k: int) -> AbstractContextManager[Span]:
+    """The span of one vector search (the store's own index, or Qdrant)."""
+    return tracing.span("vector_search", {tracing.TIER: tier, tracing.VECTOR_STORE: store, tracing.LIMIT: k})
 
 
 def in_scope(memory: Memory, scope: SearchScope) -> bool:
