@@ -356,11 +356,16 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
     # Off the data disk: a full data disk must not SIGBUS the workers (memsvc.metrics).
     metrics = ProcessesMetrics.private(StateSources(db_path=prepared.db_path))
     fleet = Fleet(config, port, metrics)
-    mcp_http = supervisor = None
+    mcp_http = supervisor = tracing = None
     try:
         await fleet.start()
+        from memsvc.api.trace_export import start as start_tracing
         from memsvc.server import serve_metrics, start_gateway, start_mcp, until_stopped
 
+        # This process's own spans, the MCP SDK's (each worker traces the RPCs it serves).
+        tracing = start_tracing(config)
+        if tracing is not None:
+            tracing.make_global()
         mcp_http = await start_mcp(config, port)
         config = replace(config, mcp_port=mcp_http.port if mcp_http is not None else -1)
         log.info(
@@ -383,6 +388,8 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
     finally:
         if mcp_http is not None:  # before the workers: its calls in flight still need them
             await mcp_http.stop()
+        if tracing is not None:
+            tracing.stop()
         await fleet.stop()
         if supervisor is not None:  # after the workers drained: REST requests in flight finish too
             await supervisor.stop()

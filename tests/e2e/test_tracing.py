@@ -205,13 +205,14 @@ def test_with_no_endpoint_nothing_is_built_and_nothing_is_sent(traced, receiver)
 
 def test_memsvc_serve_traces_by_the_standard_variables_in_every_worker(tmp_path: Path, receiver):
     """As an operator runs it: `memsvc serve` with two server processes and only OTEL_*
-    variables set; each worker exports its own spans, under Envoy's."""
+    variables set; each worker exports its own spans, under Envoy's, and the parent, which
+    serves MCP, exports the MCP SDK's span of a tool call with the worker's span under it."""
     rest_port = free_port()
     env = {"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_BSP_SCHEDULE_DELAY": "100", "MEMSVC_PROCESSES": "2"}
     process = ServeProcess(tmp_path / "data", free_port(), rest_port, env_extra=env)
     try:
         process.wait_for("gateway.started")
-        assert len(process.events("tracing.started")) == 2  # one pipeline per worker process
+        assert len(process.events("tracing.started")) == 3  # one pipeline per worker, one in the parent
         rest = Rest(f"http://127.0.0.1:{rest_port}")
         assert rest.call("PUT", "/api/settings/memory", {"enabled": True})[0] == 200
         assert rest.call("POST", "/api/memory", {"apiKeyId": OWNER, "content": SECRET_CONTENT})[0] == 200
@@ -223,5 +224,22 @@ def test_memsvc_serve_traces_by_the_standard_variables_in_every_worker(tmp_path:
         )
         memory = named(spans, "search_memory", "memsvc")
         assert len(memory) == 4 and all(s.attributes["gen_ai.operation.name"] == "search_memory" for s in memory)
+
+        search = {"name": "memory_search", "arguments": {"apiKeyId": OWNER, "query": "Paris"}}
+        status, _ = rest.call(
+            "POST",
+            "/mcp",
+            {"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": search},
+            headers={"accept": "application/json, text/event-stream"},
+        )
+        assert status == 200
+
+        def tool_call_with_its_rpc(got: list[ReceivedSpan]) -> bool:
+            return any(
+                named(in_trace(got, tool.trace_id), "search_memory", "memsvc")
+                for tool in named(got, "tools/call memory_search")
+            )
+
+        receiver.wait_for(tool_call_with_its_rpc)
     finally:
         process.stop()
