@@ -215,6 +215,36 @@ class Config:
         parse=_optional,
         secret=True,
     )
+    # -- OAuth 2.1 resource server (JWT access tokens from an authorization server) --
+    oauth_issuer: str | None = _opt(
+        None,
+        "MEMSVC_OAUTH_ISSUER",
+        "issuer URL of the OAuth authorization server whose JWT access tokens memsvc accepts beside its own tokens (its keys are found through <issuer>/.well-known/oauth-authorization-server or openid-configuration); unset = no OAuth",
+        parse=_optional,
+    )
+    oauth_audience: str | None = _opt(
+        None,
+        "MEMSVC_OAUTH_AUDIENCE",
+        "this resource's identifier (RFC 8707), the http(s) URL clients reach memsvc by (http://127.0.0.1:8080): a token's aud must contain it; needed with MEMSVC_OAUTH_ISSUER",
+        parse=_optional,
+    )
+    oauth_tenant_claim: str = _opt(
+        "memsvc_tenants",
+        "MEMSVC_OAUTH_TENANT_CLAIM",
+        "the access-token claim naming the apiKeyIds a token may address (a string or a list; * for every one)",
+    )
+    oauth_jwks_url: str | None = _opt(
+        None,
+        "MEMSVC_OAUTH_JWKS_URL",
+        "the issuer's JWKS URL, instead of the jwks_uri of its metadata",
+        parse=_optional,
+    )
+    oauth_jwks_refresh_s: float = _opt(
+        10.0,
+        "MEMSVC_OAUTH_JWKS_REFRESH_S",
+        "least seconds between two fetches of the issuer's keys caused by tokens naming a key memsvc does not know (key rotation)",
+        parse=float,
+    )
     # -- character memory --
     memory_dir: Path | None = _opt(
         None,
@@ -414,7 +444,7 @@ class Config:
 
     @property
     def auth_enabled(self) -> bool:
-        return bool(self.api_tokens)
+        return bool(self.api_tokens) or self.oauth_issuer is not None
 
     @property
     def traces_url(self) -> str | None:
@@ -475,14 +505,15 @@ class Config:
         check_tracing_options(self)
         _check_web_access(self)
         check_database_options(self)
-        if not self.api_tokens:
+        check_oauth_options(self)
+        if not self.auth_enabled:
             exposed = [
                 h for h in (self.grpc_host, self.rest_host if self.gateway else "127.0.0.1") if not is_loopback(h)
             ]
             if exposed:
                 raise ConfigError(
                     f"refusing to bind {', '.join(exposed)} without authentication: "
-                    "set MEMSVC_API_TOKENS or bind to 127.0.0.1"
+                    "set MEMSVC_API_TOKENS (or MEMSVC_OAUTH_ISSUER) or bind to 127.0.0.1"
                 )
 
 
@@ -581,6 +612,30 @@ def check_tracing_options(config: Config) -> None:
         raise ConfigError(f"{env} is not a valid URL (check its host and port)") from None
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ConfigError(f"{env} must be an http:// or https:// URL with a host, such as http://127.0.0.1:4318")
+
+
+def check_oauth_options(config: Config) -> None:
+    """The issuer, its keys' URL and the audience are absolute http(s) URLs (the outbound URL
+    policy's rules for the two memsvc fetches); the audience is needed with an issuer."""
+    from memsvc.kernel.url_policy import check_url
+
+    if config.oauth_issuer is None:
+        if config.oauth_audience is not None or config.oauth_jwks_url is not None:
+            raise ConfigError("MEMSVC_OAUTH_AUDIENCE and MEMSVC_OAUTH_JWKS_URL need MEMSVC_OAUTH_ISSUER")
+        return
+    if config.oauth_audience is None:
+        raise ConfigError("MEMSVC_OAUTH_ISSUER needs MEMSVC_OAUTH_AUDIENCE (the URL clients reach memsvc by)")
+    for env, url in (("MEMSVC_OAUTH_ISSUER", config.oauth_issuer), ("MEMSVC_OAUTH_JWKS_URL", config.oauth_jwks_url)):
+        problem = check_url(url) if url is not None else None
+        if problem:
+            raise ConfigError(f"{env} {problem}")
+    parts = urlsplit(config.oauth_audience)
+    if parts.scheme not in ("http", "https") or not parts.hostname or parts.fragment or parts.query:
+        raise ConfigError("MEMSVC_OAUTH_AUDIENCE must be an http(s) URL without query or fragment")
+    if not config.oauth_tenant_claim.strip():
+        raise ConfigError("MEMSVC_OAUTH_TENANT_CLAIM must not be empty")
+    if not 0 <= config.oauth_jwks_refresh_s <= 86400:
+        raise ConfigError("MEMSVC_OAUTH_JWKS_REFRESH_S must be 0..86400")
 
 
 DATABASE_SCHEMES = ("postgresql", "postgres")

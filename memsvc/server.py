@@ -30,6 +30,7 @@ from memsvc.api.decoding import DecodingInterceptor
 from memsvc.api.engine_servicer import EngineServicer
 from memsvc.api.interceptors import AuthInterceptor, ErrorInterceptor, RequestContextInterceptor
 from memsvc.api.memory_servicer import MemoryServicer
+from memsvc.api.oauth import OAuthSettings, Verifier
 from memsvc.api.settings_servicer import SettingsServicer
 from memsvc.api.trace_export import Tracing
 from memsvc.api.trace_export import start as start_tracing
@@ -97,7 +98,9 @@ def _interceptors(config: Config, app: App, tracing: Tracing | None = None) -> l
     chain.append(RequestContextInterceptor(app.metrics.observe_rpc))
     # Always in the chain: a credential created while the server runs (by `memsvc tokens`,
     # from another process) turns authentication on from the next request.
-    chain.append(AuthInterceptor(config.api_tokens, app.credentials, app.memories.owner_of))
+    oauth = OAuthSettings.from_config(config)
+    verifier = Verifier(oauth) if oauth is not None else None
+    chain.append(AuthInterceptor(config.api_tokens, app.credentials, app.memories.owner_of, verifier))
     chain.append(ErrorInterceptor(app.metrics.observe_failure))
     chain.append(DecodingInterceptor())  # innermost: refuses undecodable requests after auth
     return chain

@@ -26,6 +26,7 @@ from memsvc.api.access import Grant, admits_anonymous, authorize, check_owner, r
 from memsvc.api.blocking import run
 from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
+from memsvc.api.oauth import TokenRefused, Verifier, looks_like_jwt
 from memsvc.core.credentials import ANONYMOUS, Credential, Verdict, admin_credential, caller, tenant_scope
 from memsvc.kernel.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
@@ -159,6 +160,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     a worker thread. With no configured token and no stored credential, authentication is
     off (the server then binds to loopback only); the first credential created turns it on,
     in every process, without a restart.
+
+    With an OAuth issuer configured (`oauth`), authentication is always on, and a token that
+    is a JWT is an access token of that issuer (memsvc.api.oauth), verified on a worker
+    thread into a Credential that the same rule table then judges; a refused one is
+    UNAUTHENTICATED with the reason, audited.
     """
 
     def __init__(
@@ -166,11 +172,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         tokens: tuple[str, ...],
         credentials: Authenticator | None = None,
         owner_of: Callable[[str], str | None] | None = None,
+        oauth: Verifier | None = None,
     ):
         # Digests have one length, so the comparison time says nothing about token lengths.
         self._tokens = [hashlib.sha256(t.encode("utf-8")).digest() for t in tokens]
         self._credentials = credentials
         self._owner_of = owner_of
+        self._oauth = oauth
 
     def _configured(self, token: str) -> Credential | None:
         given = hashlib.sha256(token.encode("utf-8")).digest()
@@ -182,21 +190,35 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 matched = matched or position
         return admin_credential(f"env:{matched}") if matched else None
 
-    async def _verify(self, header: str | None) -> tuple[bool, Credential | None]:
-        """(whether the call needs a token, the credential its header proves)."""
+    async def _verify(self, header: str | None) -> tuple[bool, Credential | None, str | None]:
+        """(whether the call needs a token, the credential its header proves, why a JWT
+        access token was refused)."""
         token = _bearer(header)
         found = self._configured(token) if token is not None and self._tokens else None
-        if found is not None or self._credentials is None or (token is None and self._tokens):
-            return bool(self._tokens), found
+        required = bool(self._tokens) or self._oauth is not None
+        if found is not None:
+            return True, found, None
+        if token is not None and self._oauth is not None and looks_like_jwt(token):
+            try:
+                return True, await run(self._oauth.verify, token), None
+            except TokenRefused as exc:
+                return True, None, str(exc)
+        if self._credentials is None or (token is None and required):
+            return required, None, None
         verdict = self._credentials.check_now(token)
         if verdict is None:
             verdict = await run(self._credentials.check, token)
-        return bool(self._tokens) or verdict.required, verdict.credential
+        return required or verdict.required, verdict.credential, None
 
-    async def _admit(self, method: str, credential: Credential | None, request: Any, context: Context) -> Grant:
-        """The grant for this call, or the call is ended (audited) with the refusal."""
+    async def _admit(
+        self, method: str, credential: Credential | None, request: Any, context: Context, refused: str | None = None
+    ) -> Grant:
+        """The grant for this call, or the call is ended (audited) with the refusal
+        (`refused`: why a JWT access token proved nothing)."""
         tenant = requested_tenant(method, request)
         try:
+            if credential is None and refused is not None:
+                raise UnauthenticatedError(f"invalid access token: {refused}")
             if credential is None:
                 raise UnauthenticatedError("missing or invalid bearer token")
             if is_undecodable(request):  # an authenticated caller's malformed request is a 400
@@ -209,17 +231,19 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
                 grant = replace(grant, tenant=tenant)
             return grant
         except MemsvcError as exc:
-            _audit(credential, method, tenant, status_for(exc).code)
+            _audit(credential, method, tenant, status_for(exc).code, refused)
             await abort(context, exc, method)
             raise  # pragma: no cover - abort raises
 
-    def _refusing(self, handler: Handler, method: str, credential: Credential | None) -> Handler:
+    def _refusing(
+        self, handler: Handler, method: str, credential: Credential | None, refused: str | None = None
+    ) -> Handler:
         """A method taking a stream of requests: the rule table checks one request per call,
         so such a call is refused (fail closed) instead of running unchecked; a missing or
         wrong token is still told as such."""
 
         async def refuse(requests: AsyncIterator[Any], context: Context) -> None:
-            await self._admit(method, credential, None, context)
+            await self._admit(method, credential, None, context, refused)
             exc = PermissionDeniedError("a method taking a stream of requests has no access check")
             _audit(credential, method, "", status_for(exc).code)
             await abort(context, exc, method)
@@ -238,7 +262,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         method = details.method
         header = _metadata(details, "authorization")
         try:
-            enabled, credential = await self._verify(header)
+            enabled, credential, refused = await self._verify(header)
         except MemsvcError as exc:  # the credential store is unreachable (a shared database restarting)
             return _failing(handler, method, exc)
         if not enabled:
@@ -246,13 +270,13 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         if credential is None and header is None and admits_anonymous(method):
             credential = ANONYMOUS
         if handler.request_streaming:
-            return self._refusing(handler, method, credential)
+            return self._refusing(handler, method, credential, refused)
 
         @contextlib.asynccontextmanager
         async def admitted(request: Any, context: Context) -> AsyncIterator[None]:
             """The call checked (or ended with its refusal), its confinement and caller set
             for the behaviour, and audited once it ended when its grant says so."""
-            grant = await self._admit(method, credential, request, context)
+            grant = await self._admit(method, credential, request, context, refused)
             # Each RPC runs in its own task, so the scope set here ends with the call (as the
             # request id does); the worker threads see it through blocking.run's context copy.
             tenant_scope.set(grant.scope)
@@ -296,19 +320,20 @@ def _failing(handler: Handler, method: str, exc: MemsvcError) -> Handler:
     return _wrap(handler, lambda _: fail, lambda _: fail_stream)
 
 
-def _audit(credential: Credential | None, method: str, tenant: str, code: Any) -> None:
-    """One line per refused or admin call: who, what, on which tenant, how it ended. Never
-    the token, never request contents beyond the apiKeyId."""
+def _audit(credential: Credential | None, method: str, tenant: str, code: Any, refused: str | None = None) -> None:
+    """One line per refused or admin call: who, what, on which tenant, how it ended (and,
+    for a refused JWT access token, why). Never the token, never request contents beyond
+    the apiKeyId."""
     status = code.name if isinstance(code, grpc.StatusCode) else "OK" if code in (None, 0) else str(code)
-    audit_log.info(
-        "audit",
-        extra={
-            "token_id": credential.id if credential else None,
-            "method": method,
-            "tenant": tenant or None,
-            "status": status,
-        },
-    )
+    extra = {
+        "token_id": credential.id if credential else None,
+        "method": method,
+        "tenant": tenant or None,
+        "status": status,
+    }
+    if refused is not None:
+        extra["reason"] = refused
+    audit_log.info("audit", extra=extra)
 
 
 class ErrorInterceptor(grpc.aio.ServerInterceptor):

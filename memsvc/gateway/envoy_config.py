@@ -6,6 +6,7 @@ server was generated from, so there is one contract and no hand-written HTTP han
 
 from __future__ import annotations
 
+import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,6 +16,7 @@ from urllib.parse import urlsplit
 import yaml
 
 from memsvc import studio
+from memsvc.api.oauth import PRM_PATH, OAuthSettings, challenge, protected_resource_metadata
 from memsvc.gateway import openapi, request_guard
 from memsvc.kernel.web_access import web_access
 
@@ -78,6 +80,10 @@ class EnvoySettings:
     # Whether the operator lets traces hold query texts (MEMSVC_TRACE_CONTENT): else the
     # query string is left out of Envoy's span.
     traces_content: bool = False
+    # OAuth (MEMSVC_OAUTH_ISSUER / _AUDIENCE): Envoy serves the RFC 9728 metadata and adds
+    # the WWW-Authenticate challenge to every 401. None, the committed file's value: neither.
+    oauth_issuer: str | None = None
+    oauth_audience: str | None = None
 
     @classmethod
     def committed(cls, descriptor_path: str, replicas: tuple[Replica, ...] = ()) -> EnvoySettings:
@@ -543,7 +549,11 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
                 {
                     "name": "memsvc",
                     "domains": ["*"],
-                    "routes": _mcp_routes(s) + _studio_routes(s) + _openapi_routes(document) + _upstream_routes(s),
+                    "routes": _mcp_routes(s)
+                    + _oauth_routes(s)
+                    + _studio_routes(s)
+                    + _openapi_routes(document)
+                    + _upstream_routes(s),
                 }
             ],
             "max_direct_response_body_size_bytes": max(STUDIO_MAX_FILE_BYTES, len(document.encode())),
@@ -553,6 +563,7 @@ def _listener(s: EnvoySettings) -> dict[str, Any]:
         local_reply_config=_local_replies(s),
         http_filters=[
             _health_probe(s),
+            *_oauth_challenge(s),
             _strip_grpc_headers(),
             request_guard.buffer_filter(s.max_request_bytes),
             request_guard.lua_filter(SERVICES, web_access(s.listen_host, s.allowed_hosts, s.allowed_origins)),
@@ -754,6 +765,82 @@ def _openapi_routes(document: str) -> list[dict[str, Any]]:
     )
     route["match"]["headers"] = [{"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}]
     return [route]
+
+
+def _oauth(s: EnvoySettings) -> OAuthSettings | None:
+    if s.oauth_issuer is None or s.oauth_audience is None:
+        return None
+    return OAuthSettings(s.oauth_issuer, s.oauth_audience)
+
+
+def _oauth_routes(s: EnvoySettings) -> list[dict[str, Any]]:
+    """RFC 9728 Protected Resource Metadata, answered by Envoy itself: at the well-known path
+    of the REST API and at its path form for /mcp (`<well-known>/mcp`), both naming the
+    audience as the resource (a parent of /mcp, which an MCP client accepts)."""
+    settings = _oauth(s)
+    if settings is None:
+        return []
+    document = json.dumps(protected_resource_metadata(settings))
+    headers = {"content-type": "application/json", "cache-control": "no-cache", "x-content-type-options": "nosniff"}
+    routes = []
+    for path in (PRM_PATH, PRM_PATH + MCP_PATH):
+        route = _plain_route(
+            path,
+            direct_response={"status": 200, "body": {"inline_string": document}},
+            response_headers_to_add=[
+                {"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
+                for k, v in headers.items()
+            ],
+        )
+        route["match"]["headers"] = [{"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}]
+        routes.append(route)
+    return routes
+
+
+OAUTH_CHALLENGE_FILTER = "memsvc.oauth_challenge"
+_CHALLENGE_LUA = """
+local CHALLENGES = %s
+
+function envoy_on_request(handle)
+  local path = handle:headers():get(":path") or ""
+  local mcp = path == "/mcp" or string.sub(path, 1, 5) == "/mcp?" or string.sub(path, 1, 5) == "/mcp/"
+  local token = handle:headers():get("authorization") ~= nil
+  handle:streamInfo():dynamicMetadata():set("memsvc.oauth", "kind", (mcp and "mcp" or "rest") .. (token and "_invalid" or ""))
+end
+
+function envoy_on_response(handle)
+  if handle:headers():get(":status") ~= "401" or handle:headers():get("www-authenticate") ~= nil then
+    return
+  end
+  local meta = handle:streamInfo():dynamicMetadata():get("memsvc.oauth")
+  local kind = meta and meta["kind"] or "rest"
+  handle:headers():add("www-authenticate", CHALLENGES[kind])
+end
+"""
+
+
+def _oauth_challenge(s: EnvoySettings) -> list[dict[str, Any]]:
+    """Every 401 (a gRPC UNAUTHENTICATED the transcoder turned into one, or the MCP server's)
+    gets `WWW-Authenticate: Bearer resource_metadata="..."` (RFC 9728 section 5.1), with
+    `error="invalid_token"` when the request carried a token; a 401 that has one keeps it."""
+    settings = _oauth(s)
+    if settings is None:
+        return []
+    challenges = {
+        f"{kind}{suffix}": challenge(settings, path, invalid=bool(suffix))
+        for kind, path in (("rest", ""), ("mcp", MCP_PATH))
+        for suffix in ("", "_invalid")
+    }
+    table = "{" + ", ".join(f"[{json.dumps(k)}] = {json.dumps(v)}" for k, v in challenges.items()) + "}"
+    return [
+        {
+            "name": OAUTH_CHALLENGE_FILTER,
+            "typed_config": _typed(
+                "envoy.extensions.filters.http.lua.v3.Lua",
+                default_source_code={"inline_string": _CHALLENGE_LUA % table},
+            ),
+        }
+    ]
 
 
 def _overload_manager(s: EnvoySettings) -> dict[str, Any]:

@@ -135,6 +135,8 @@ class Gateway:
             replicas=replicas,
             allowed_hosts=config.allowed_hosts,
             allowed_origins=config.allowed_origins,
+            oauth_issuer=config.oauth_issuer,
+            oauth_audience=config.oauth_audience,
             **_tracing_settings(config),
         )
         return cls(settings, data_dir / "envoy.yaml")

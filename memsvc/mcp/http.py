@@ -17,15 +17,21 @@ import socket
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
 
+import grpc
 import uvicorn
 from mcp.server.transport_security import TransportSecuritySettings
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
+from memsvc.api.oauth import OAuthSettings, challenge
 from memsvc.client import server_address
 from memsvc.config import Config
 from memsvc.kernel.web_access import web_access
 from memsvc.mcp.caller import header_authorization
 from memsvc.mcp.server import build_server
 from memsvc.mcp.upstream import Upstream
+from memsvc.v1 import credentials_pb2
 
 log = logging.getLogger("memsvc.mcp")
 HOST = "127.0.0.1"
@@ -45,6 +51,46 @@ def _transport_security(config: Config) -> TransportSecuritySettings:
     hosts = [h for name in access.hosts for h in (name, f"{name}:*")]
     origins = [f"{scheme}://{h}" for scheme in ("http", "https") for h in hosts]
     return TransportSecuritySettings(allowed_hosts=hosts, allowed_origins=origins + list(access.origins))
+
+
+class OAuthChallenge:
+    """With OAuth on (MEMSVC_OAUTH_ISSUER), a request to /mcp without a bearer token, or with
+    one the gRPC server refuses as UNAUTHENTICATED (asked with GetCaller, the one RPC anyone
+    may make), is answered 401 here with the `WWW-Authenticate` challenge that points to the
+    Protected Resource Metadata (RFC 9728), which is how an MCP client learns where to get
+    a token. Whether the token may do what a tool then asks is still the gRPC server's call."""
+
+    def __init__(self, app: ASGIApp, settings: OAuthSettings, upstream: Upstream):
+        self.app = app
+        self.settings = settings
+        self.upstream = upstream
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http" or scope["path"] != PATH:
+            await self.app(scope, receive, send)
+            return
+        authorization = Headers(scope=scope).get("authorization")
+        given = bool(authorization and authorization[:7].lower() == "bearer " and authorization[7:].strip())
+        if given and await self._accepted(authorization or ""):
+            await self.app(scope, receive, send)
+            return
+        message = "invalid bearer token" if given else "a bearer token is required"
+        response = JSONResponse(
+            {"code": 16, "message": message},
+            status_code=401,
+            headers={"www-authenticate": challenge(self.settings, PATH, invalid=given)},
+        )
+        await response(scope, receive, send)
+
+    async def _accepted(self, authorization: str) -> bool:
+        try:
+            await self.upstream.credentials.GetCaller(
+                credentials_pb2.GetCallerRequest(), metadata=(("authorization", authorization),), timeout=10
+            )
+        except grpc.RpcError as err:
+            # Anything but a refused token (the server unreachable) is the tools' to report.
+            return err.code() != grpc.StatusCode.UNAUTHENTICATED
+        return True
 
 
 class _Uvicorn(uvicorn.Server):
@@ -85,12 +131,15 @@ class McpHttp:
         # uvicorn's own start/stop lines (with terminal colour codes) add nothing to mcp.started.
         logging.getLogger("uvicorn.error").setLevel(logging.WARNING)
         upstream = Upstream(server_address(replace(config, grpc_port=grpc_port)), config.max_message_bytes)
-        app = build_server(upstream, header_authorization).streamable_http_app(
+        app: ASGIApp = build_server(upstream, header_authorization).streamable_http_app(
             streamable_http_path=PATH,
             stateless_http=True,
             json_response=True,
             transport_security=_transport_security(config),
         )
+        oauth = OAuthSettings.from_config(config)
+        if oauth is not None:
+            app = OAuthChallenge(app, oauth, upstream)
         server = _Uvicorn(
             uvicorn.Config(
                 app,
