@@ -9,10 +9,10 @@ from __future__ import annotations
 import threading
 
 import pytest
-from prometheus_client import generate_latest
 
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
+from tests.support.inline_calls import added, inline_calls
 from tests.support.vectors import (  # noqa: F401 - models and static_model are fixtures
     create,
     models,
@@ -26,20 +26,6 @@ from tests.support.vectors import (  # noqa: F401 - models and static_model are 
 
 OWNER = "key-inline"
 BUILD_STEPS = {"building an owner's working set", "loading an owner's vectors"}
-
-
-def _ran(server) -> dict[str, float]:
-    """memsvc_inline_calls by where the calls ran."""
-    found: dict[str, float] = {}
-    for line in generate_latest(server.app.metrics.registry).decode().splitlines():
-        if line.startswith("memsvc_inline_calls_total{"):
-            series, value = line.rsplit(" ", 1)
-            found[series.split('ran="', 1)[1].rsplit('"', 1)[0]] = float(value)
-    return found
-
-
-def _new(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
 
 
 def _retrieve(stubs, query: str, **fields) -> list[str]:
@@ -59,44 +45,44 @@ def static_server(boot, static_model):
 
 def test_a_cold_owner_runs_on_a_worker_then_a_warm_one_inline_with_the_same_answer(static_server):
     server, stubs = static_server
-    before = _ran(server)
+    before = inline_calls(server)
     cold = _retrieve(stubs, "where does the user live?")
-    first = _new(before, _ran(server))
+    first = added(before, inline_calls(server))
     assert len(first) == 1 and set(first) <= BUILD_STEPS and list(first.values()) == [1.0], first
     assert cold[0] == "User lives in Paris"
 
-    before = _ran(server)
+    before = inline_calls(server)
     assert _retrieve(stubs, "where does the user live?") == cold
-    assert _new(before, _ran(server)) == {"inline": 1.0}
+    assert added(before, inline_calls(server)) == {"inline": 1.0}
 
 
 def test_a_write_is_seen_by_the_next_inline_retrieve(static_server):
     server, stubs = static_server
     _retrieve(stubs, "cat")  # builds the owner's working set and vector block
     create(stubs, OWNER, "User's dog is called Rex")
-    before = _ran(server)
+    before = inline_calls(server)
     assert "User's dog is called Rex" in _retrieve(stubs, "what is the dog called?")
-    assert _new(before, _ran(server)) == {"inline": 1.0}  # the change is applied on the loop's thread
+    assert added(before, inline_calls(server)) == {"inline": 1.0}  # the change is applied on the loop's thread
 
 
 def test_preview_and_inject_run_inline_on_a_warm_owner(static_server):
     server, stubs = static_server
     _retrieve(stubs, "cat")
-    before = _ran(server)
+    before = inline_calls(server)
     preview = stubs.engine.RetrievePreview(epb.RetrievePreviewRequest(query="cat", api_key_id=OWNER))
     assert preview.memories[0].content == "User's cat is called Miso"
     body = struct({"model": "m", "messages": [{"role": "user", "content": "what is my cat called?"}]})
     injected = stubs.engine.Inject(epb.InjectRequest(request=body, api_key_id=OWNER))
     assert injected.injected and "Miso" in str(injected.request)
-    assert _new(before, _ran(server)) == {"inline": 2.0}
+    assert added(before, inline_calls(server)) == {"inline": 2.0}
 
 
 def test_a_call_moved_to_a_worker_records_its_access_once(static_server):
     server, stubs = static_server
     memory_id = create(stubs, OWNER, "User rides a red bicycle")
-    before = _ran(server)
+    before = inline_calls(server)
     assert _retrieve(stubs, "bicycle", limit=1) == ["User rides a red bicycle"]  # cold: tried inline, then a worker
-    assert set(_new(before, _ran(server))) <= BUILD_STEPS
+    assert set(added(before, inline_calls(server))) <= BUILD_STEPS
 
     def counted() -> int:
         return stubs.memory.GetMemory(mpb.GetMemoryRequest(id=memory_id)).access_count
@@ -109,13 +95,13 @@ def test_a_lock_another_thread_holds_moves_the_call_to_a_worker(static_server):
     assert _retrieve(stubs, "nurse")[0] == "User works as a nurse"  # warm
     owner_lock = server.app.backend.working_sets._owner_lock(OWNER)
     answers: list[list[str]] = []
-    before = _ran(server)
+    before = inline_calls(server)
     with owner_lock:
         call = threading.Thread(target=lambda: answers.append(_retrieve(stubs, "nurse")))
         call.start()
         # The loop's thread did not wait for the lock: the call is on a worker, which does.
-        wait_for(lambda: _new(before, _ran(server)), what="the call to leave the loop's thread")
-        assert _new(before, _ran(server)) == {"an owner's working set in another thread's hands": 1.0}
+        wait_for(lambda: added(before, inline_calls(server)), what="the call to leave the loop's thread")
+        assert added(before, inline_calls(server)) == {"an owner's working set in another thread's hands": 1.0}
         assert not answers
     call.join(30)
     assert answers and answers[0][0] == "User works as a nurse"
@@ -126,12 +112,12 @@ def test_an_embedding_that_waits_on_the_network_runs_on_a_worker_and_a_cached_on
     set_memory(stubs, strategy="semantic", **remote_settings(models))
     create(stubs, OWNER, "User's cat is called Miso")
     _retrieve(stubs, "a pet")  # builds what the owner needs
-    before = _ran(server)
+    before = inline_calls(server)
     first = _retrieve(stubs, "which animal lives with me?")
     assert first == ["User's cat is called Miso"]
-    assert _new(before, _ran(server)) == {"an embedding that waits": 1.0}
+    assert added(before, inline_calls(server)) == {"an embedding that waits": 1.0}
     calls = models.embed_calls
-    before = _ran(server)
+    before = inline_calls(server)
     assert _retrieve(stubs, "which animal lives with me?") == first  # the query's vector is cached now
-    assert _new(before, _ran(server)) == {"inline": 1.0}
+    assert added(before, inline_calls(server)) == {"inline": 1.0}
     assert models.embed_calls == calls

@@ -12,11 +12,11 @@ from collections.abc import Iterator
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from prometheus_client import generate_latest
 
 from memsvc.v1 import engine_pb2 as epb
 from memsvc.v1 import memory_pb2 as mpb
 from memsvc.v1 import settings_pb2 as spb
+from tests.support.inline_calls import added, inline_calls
 from tests.support.otlp_receiver import OtlpReceiver, ReceivedSpan, children, descendants, in_trace, named
 from tests.support.vectors import (  # noqa: F401 - models and static_model are fixtures
     create,
@@ -39,20 +39,6 @@ def receiver(monkeypatch: pytest.MonkeyPatch) -> Iterator[OtlpReceiver]:
     monkeypatch.setenv("OTEL_BSP_SCHEDULE_DELAY", "50")  # the SDK's own variable
     with OtlpReceiver() as running:
         yield running
-
-
-def _ran(server) -> dict[str, float]:
-    """memsvc_inline_calls by where the calls ran (as tests/service/test_inline_calls.py reads it)."""
-    found: dict[str, float] = {}
-    for line in generate_latest(server.app.metrics.registry).decode().splitlines():
-        if line.startswith("memsvc_inline_calls_total{"):
-            series, value = line.rsplit(" ", 1)
-            found[series.split('ran="', 1)[1].rsplit('"', 1)[0]] = float(value)
-    return found
-
-
-def _new(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
-    return {k: v - before.get(k, 0.0) for k, v in after.items() if v != before.get(k, 0.0)}
 
 
 def _rpc(receiver: OtlpReceiver, method: str, count: int = 1) -> list[ReceivedSpan]:
@@ -148,12 +134,12 @@ def test_a_cold_retrieve_that_moves_to_a_worker_leaves_one_span_per_step(boot, r
     warm(server)
     for text in ("User lives in Paris", "User's cat is called Miso", "User works as a nurse"):
         create(stubs, OWNER, text)
-    before = _ran(server)
+    before = inline_calls(server)
     stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="where does the user live?"))
-    assert "inline" not in _new(before, _ran(server))  # its inline run was abandoned for a worker
-    before = _ran(server)
+    assert "inline" not in added(before, inline_calls(server))  # its inline run was abandoned for a worker
+    before = inline_calls(server)
     stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="what is the cat called?"))
-    assert _new(before, _ran(server)) == {"inline": 1.0}  # this one ran inline to its end
+    assert added(before, inline_calls(server)) == {"inline": 1.0}  # this one ran inline to its end
     for retrieve in _rpc(receiver, "Retrieve", 2):
         spans = receiver.wait_for(lambda got, r=retrieve: len(named(descendants(got, r), "keyword_search")) >= 1)
         below = descendants(in_trace(spans, retrieve.trace_id), retrieve)
