@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -127,3 +128,16 @@ def test_the_service_config_retries_exactly_the_table() -> None:
     }
     with pytest.raises(ValueError):
         RetryPolicy(max_attempts=6)  # gRPC caps attempts at 5
+
+
+def test_the_typescript_sdk_retries_the_same_calls() -> None:
+    """The TypeScript SDK keeps its own copy of the table (clients/typescript/src/retry.ts):
+    both clients must retry the same calls, so a call is idempotent in both or in neither."""
+    source = (ROOT / "clients" / "typescript" / "src" / "retry.ts").read_text(encoding="utf-8")
+    table = re.search(r"export const RETRIED[^=]*=\s*\{(.*?)\n\};", source, flags=re.DOTALL)
+    assert table is not None, "RETRIED not found in retry.ts"
+    typescript = {
+        service: re.findall(r'"(\w+)"', methods)
+        for service, methods in re.findall(r'"(memsvc\.v1\.\w+)":\s*\[(.*?)\]', table.group(1), flags=re.DOTALL)
+    }
+    assert typescript == {service: list(methods) for service, methods in RETRIED.items()}
