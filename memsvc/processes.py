@@ -362,8 +362,9 @@ async def _serve_fleet(config: Config, port: int, prepared: Prepared, stop: asyn
         from memsvc.api.trace_export import start as start_tracing
         from memsvc.server import serve_metrics, start_gateway, start_mcp, until_stopped
 
-        # This process's own spans, the MCP SDK's (each worker traces the RPCs it serves).
-        tracing = start_tracing(config)
+        # This process's own spans are the MCP SDK's (each worker traces the RPCs it serves):
+        # with MCP off there are none to export.
+        tracing = start_tracing(config) if config.mcp_port >= 0 else None
         if tracing is not None:
             tracing.make_global()
         mcp_http = await start_mcp(config, port)

@@ -26,7 +26,7 @@ from memsvc.api.access import Grant, admits_anonymous, authorize, check_owner, r
 from memsvc.api.blocking import run
 from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
-from memsvc.api.oauth import TokenRefused, Verifier, looks_like_jwt
+from memsvc.api.oauth import TokenRefused, Verifier, bearer_token, looks_like_jwt
 from memsvc.core.credentials import ANONYMOUS, Credential, Verdict, admin_credential, caller, tenant_scope
 from memsvc.kernel.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
@@ -80,13 +80,6 @@ def _request_id(incoming: str | None) -> str:
     if incoming and len(incoming) <= 128 and incoming.isascii() and incoming.isprintable():
         return incoming
     return uuid.uuid4().hex
-
-
-def _bearer(header: str | None) -> str | None:
-    """The token of an `authorization: Bearer <token>` header, else None."""
-    if not header or header[:7].lower() != "bearer ":
-        return None
-    return header[7:].strip()
 
 
 def _is_exempt(method: str) -> bool:
@@ -193,7 +186,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
     async def _verify(self, header: str | None) -> tuple[bool, Credential | None, str | None]:
         """(whether the call needs a token, the credential its header proves, why a JWT
         access token was refused)."""
-        token = _bearer(header)
+        token = bearer_token(header)
         found = self._configured(token) if token is not None and self._tokens else None
         required = bool(self._tokens) or self._oauth is not None
         if found is not None:

@@ -123,6 +123,13 @@ def challenge(settings: OAuthSettings, path: str = "", invalid: bool = False) ->
     return f'Bearer {error}resource_metadata="{url}"'
 
 
+def bearer_token(header: str | None) -> str | None:
+    """The token of an `authorization: Bearer <token>` header, else None."""
+    if not header or header[:7].lower() != "bearer ":
+        return None
+    return header[7:].strip()
+
+
 def looks_like_jwt(token: str) -> bool:
     """A compact JWS: three base64url segments (a memsvc token `msk_...` never is)."""
     parts = token.split(".")

@@ -754,9 +754,14 @@ def _openapi_routes(document: str) -> list[dict[str, Any]]:
     descriptor set the transcoder loads, so it describes exactly the routes this Envoy serves.
     No token is needed, as for the studio's files; another method goes on to the transcoder
     (a 404, no RPC has the path)."""
+    return [_json_document(openapi.DOCUMENT_PATH, document)]
+
+
+def _json_document(path: str, document: str) -> dict[str, Any]:
+    """A route on which Envoy answers GET and HEAD of `path` with the JSON `document` itself."""
     headers = {"content-type": "application/json", "cache-control": "no-cache", "x-content-type-options": "nosniff"}
     route = _plain_route(
-        openapi.DOCUMENT_PATH,
+        path,
         direct_response={"status": 200, "body": {"inline_string": document}},
         response_headers_to_add=[
             {"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
@@ -764,7 +769,7 @@ def _openapi_routes(document: str) -> list[dict[str, Any]]:
         ],
     )
     route["match"]["headers"] = [{"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}]
-    return [route]
+    return route
 
 
 def _oauth(s: EnvoySettings) -> OAuthSettings | None:
@@ -781,20 +786,7 @@ def _oauth_routes(s: EnvoySettings) -> list[dict[str, Any]]:
     if settings is None:
         return []
     document = json.dumps(protected_resource_metadata(settings))
-    headers = {"content-type": "application/json", "cache-control": "no-cache", "x-content-type-options": "nosniff"}
-    routes = []
-    for path in (PRM_PATH, PRM_PATH + MCP_PATH):
-        route = _plain_route(
-            path,
-            direct_response={"status": 200, "body": {"inline_string": document}},
-            response_headers_to_add=[
-                {"header": {"key": k, "value": v}, "append_action": "OVERWRITE_IF_EXISTS_OR_ADD"}
-                for k, v in headers.items()
-            ],
-        )
-        route["match"]["headers"] = [{"name": ":method", "string_match": {"safe_regex": {"regex": "GET|HEAD"}}}]
-        routes.append(route)
-    return routes
+    return [_json_document(path, document) for path in (PRM_PATH, PRM_PATH + MCP_PATH)]
 
 
 OAUTH_CHALLENGE_FILTER = "memsvc.oauth_challenge"

@@ -24,7 +24,7 @@ from starlette.datastructures import Headers
 from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from memsvc.api.oauth import OAuthSettings, challenge
+from memsvc.api.oauth import OAuthSettings, bearer_token, challenge
 from memsvc.client import server_address
 from memsvc.config import Config
 from memsvc.kernel.web_access import web_access
@@ -70,7 +70,7 @@ class OAuthChallenge:
             await self.app(scope, receive, send)
             return
         authorization = Headers(scope=scope).get("authorization")
-        given = bool(authorization and authorization[:7].lower() == "bearer " and authorization[7:].strip())
+        given = bool(bearer_token(authorization))
         if given and await self._accepted(authorization or ""):
             await self.app(scope, receive, send)
             return
