@@ -20,6 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 LANGUAGES = {"sh", "python", "ts", "json", "text", ""}
 TYPESCRIPT_README = ROOT / "clients" / "typescript" / "README.md"
+OAUTH_DEV_SERVER = ".venv/bin/python scripts/oauth_dev_server.py"
 
 # A distinctive start of each command no test runs, and why.
 NOT_RUN: dict[str, str] = {
@@ -36,14 +37,6 @@ NOT_RUN: dict[str, str] = {
     "`memsvc cluster` runs the same gateway on one machine",
     ".venv/bin/python bench/run_all.py": "it runs every benchmark (12 to 35 minutes of the machine) and rewrites "
     "bench/results/",
-    'MEMSVC_API_TOKENS="$(openssl rand -hex 32)" MEMSVC_OAUTH_ISSUER=https://idp.example.com': "it needs an "
-    "authorization server at idp.example.com; tests/e2e/test_oauth_gateway.py runs memsvc with one on loopback",
-    "curl -s localhost:8080/.well-known/oauth-protected-resource": "it needs memsvc started with OAuth as above; "
-    "tests/e2e/test_oauth_gateway.py fetches the same metadata through Envoy",
-    "curl -si -X POST localhost:8080/mcp": "it needs memsvc started with OAuth as above; "
-    "tests/e2e/test_oauth_gateway.py checks the same 401 and its challenge through Envoy",
-    "curl -sS 'localhost:8080/api/memory?apiKeyId=alice' -H \"authorization: Bearer $ACCESS_TOKEN\"": "it needs an "
-    "access token from a real authorization server; tests/e2e/test_oauth_gateway.py calls REST with one",
     ".venv/bin/python scripts/generate.py": "it rewrites gen/ and deploy/ in the checkout; "
     "tests/service/test_generated.py generates the same and fails on drift",
 }
@@ -111,6 +104,12 @@ def commands(block: Block) -> list[str]:
 
 def not_run_reason(command: str) -> str | None:
     return next((reason for start, reason in NOT_RUN.items() if command.startswith(start)), None)
+
+
+def starts_a_helper(command: str) -> bool:
+    """A server the document's other commands talk to beside memsvc, which the reader starts
+    in a terminal of its own: the local OAuth authorization server."""
+    return command.startswith(OAUTH_DEV_SERVER)
 
 
 def starts_a_server(command: str) -> bool:
