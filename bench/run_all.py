@@ -28,6 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench import (  # noqa: E402
+    dedup_bench,
     extraction_bench,
     hot_path,
     knn_bench,
@@ -55,6 +56,7 @@ STEPS = [
     ("reindex", "Reindex throughput", reindex_bench),
     ("quality", "Retrieval quality", quality_bench),
     ("extraction", "Extraction quality", extraction_bench),
+    ("dedup", "Duplicates merged on write", dedup_bench),
     ("realtalk", "Conversational retrieval (REALTALK)", realtalk_bench),
     ("multilingual", "Multilingual conversational retrieval (ja, zh, ru, mixed)", multilingual_bench),
 ]
