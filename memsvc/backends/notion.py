@@ -251,7 +251,9 @@ class NotionBackend(RemoteBackend):
             if existing is not None:
                 stored = upserted(existing, memory, now)
                 return UpsertResult(
-                    existing.id, False, memory_from_page(self._patch(existing.id, {"properties": properties(stored)}))
+                    existing.id,
+                    False,
+                    memory=memory_from_page(self._patch(existing.id, {"properties": properties(stored)})),
                 )
         draft = fresh(memory, "", now)
         page = self.http.json(
@@ -262,7 +264,7 @@ class NotionBackend(RemoteBackend):
             )
         )
         stored = memory_from_page(page)
-        return UpsertResult(stored.id, True, stored)
+        return UpsertResult(stored.id, True, memory=stored)
 
     def get(self, memory_id: str) -> Memory | None:
         return self._page(memory_id)

@@ -143,7 +143,7 @@ class ObsidianBackend(RemoteBackend):
             memory_id, existing = str(uuid.uuid4()), None
         stored = upserted(existing, memory, now) if existing else fresh(memory, memory_id, now)
         self._write(stored)
-        return UpsertResult(memory_id, existing is None, stored)
+        return UpsertResult(memory_id, existing is None, memory=stored)
 
     def get(self, memory_id: str) -> Memory | None:
         return self._read(memory_id)

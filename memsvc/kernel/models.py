@@ -43,6 +43,20 @@ class Memory:
     #: When the thing this memory records happened (the time a chat turn was said), as its
     #: writer gave it; None when not known. created_at is when memsvc stored it.
     occurred_at: datetime | None = None
+    #: Since when this version of the memory holds, when a keyed create replaced an earlier
+    #: fact (None: since it happened, `happened_at`).
+    valid_from: datetime | None = None
+    #: Until when it held: set only on a version a later fact superseded (asOf retrieval).
+    valid_to: datetime | None = None
+
+    @property
+    def valid_since(self) -> datetime:
+        """When this version of the memory became true, as well as it is known."""
+        return self.valid_from or self.happened_at
+
+    def valid_at(self, moment: datetime) -> bool:
+        """Whether this version held at `moment`: [valid_since, valid_to)."""
+        return self.valid_since <= moment and (self.valid_to is None or moment < self.valid_to)
 
     @property
     def happened_at(self) -> datetime:
@@ -95,6 +109,12 @@ class NewMemory:
     #: When the recorded thing happened. None: not known — unset for a new memory, unchanged
     #: by an upsert.
     occurred_at: datetime | None = None
+    #: Who writes it (a credential id; memsvc.kernel.changes): carried on the draft because
+    #: concurrent callers' drafts are written together, by one of them.
+    author: str = field(default="", compare=False)
+    #: Store nothing new: touch this existing memory of the owner instead (a duplicate found
+    #: by memsvc.core.dedup). When it is gone by the time of the write, the draft is stored.
+    merge_into: str | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -140,6 +160,8 @@ class UpsertResult:
     created: bool
     #: The row as the write left it (what derived indexes need, without reading it back).
     memory: Memory | None = field(default=None, compare=False, repr=False)
+    #: Nothing new was stored: a duplicate touched the existing memory `id` instead.
+    merged: bool = False
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ import apsw
 import sqlite_vec
 
 from memsvc.kernel.errors import StorageFullError
-from memsvc.storage import owner_terms
+from memsvc.storage import change_cause, owner_terms
 from memsvc.storage.transactions import Transactions
 
 # Below this much room (under the size limit or on the filesystem), a write that failed
@@ -181,10 +181,15 @@ class Database(Transactions):
         conn.execute(f"PRAGMA cache_size={-1024 * self.cache_mb}")  # negative = KiB
         conn.create_scalar_function(CASEFOLD_FUNCTION, cast(Any, _casefold), 1, deterministic=True)
         owner_terms.register(conn)
+        change_cause.register(conn)
         self._load_vec(conn)
         if reader:
             # Readers never write: enforcing it keeps every write on the locked writer.
             conn.execute("PRAGMA query_only=ON")
+        else:
+            # A deleted memory is forgotten: the pages and cells its text occupied are zeroed,
+            # not left in the file's free space.
+            conn.execute("PRAGMA secure_delete=ON")
 
     def _load_vec(self, conn: apsw.Connection) -> None:
         try:

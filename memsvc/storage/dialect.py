@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any
 
 from memsvc.kernel.cache import TtlCache
+from memsvc.kernel.changes import ChangeCause
 from memsvc.kernel.errors import ConflictError, ValidationError, shorten
 from memsvc.kernel.models import KeywordHit, Memory, MemoryPatch, NewMemory, SearchScope, UpsertResult, utcnow
 from memsvc.storage.database import Database, iso, parse_iso
@@ -218,6 +219,8 @@ class Dialect(ABC):
     row_to_memory: Callable[[Sequence[Any]], Memory]
     #: The per-backend cache of the corpus statistics keyword search reads.
     keyword_cache: Callable[[], TtlCache[Any]]
+    #: How this database reads its change feed (a `memsvc.storage.lifecycle.FeedSql`).
+    feed: Any
 
     @property
     def name(self) -> str:
@@ -235,6 +238,11 @@ class Dialect(ABC):
     def write_error(self, exc: Exception, key: str | None) -> Exception:
         """An error of a statement that wrote a memory as the store's error: the unique index
         on (api_key_id, key) refusing `key` as duplicate_key(key); unchanged when it is none."""
+
+    @abstractmethod
+    def bind_cause(self, conn: Any, cause: ChangeCause, now: str | None) -> AbstractContextManager[Any]:
+        """Around statements of a write transaction: who makes them and why, as the history
+        triggers read it (`now`: the transaction's time from `clock`)."""
 
     @abstractmethod
     def in_transaction(self, conn: Any) -> bool:

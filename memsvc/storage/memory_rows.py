@@ -15,7 +15,7 @@ from memsvc.storage.database import parse_iso
 
 COLUMNS = (
     "id, memory_id, api_key_id, session_id, type, key, content, metadata, created_at, "
-    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep, occurred_at"
+    "updated_at, expires_at, access_count, last_accessed_at, needs_reindex, keep, occurred_at, valid_from"
 )
 SELECT = f"SELECT {COLUMNS} FROM memories"
 # A write returns the row it left, so nothing has to read it back.
@@ -78,6 +78,7 @@ def build_memory(
         needs_reindex,
         keep,
         occurred_at,
+        valid_from,
     ) = row
     return Memory(
         id=id_,
@@ -96,6 +97,7 @@ def build_memory(
         needs_reindex=bool(needs_reindex),
         keep=bool(keep),
         occurred_at=time_of(occurred_at),
+        valid_from=time_of(valid_from),
     )
 
 

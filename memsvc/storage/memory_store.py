@@ -14,12 +14,24 @@ SQLite has one writer per file, behind its write lock.
 
 from __future__ import annotations
 
+import builtins
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
+from memsvc.kernel.changes import (
+    EXPIRED,
+    MERGED,
+    SUMMARIZED,
+    UPSERT,
+    ChangeCause,
+    FeedPage,
+    MemoryChange,
+    current_cause,
+)
 from memsvc.kernel.errors import ConflictError, ValidationError
 from memsvc.kernel.models import (
     MEMORY_TYPES,
@@ -34,10 +46,12 @@ from memsvc.kernel.models import (
 )
 from memsvc.kernel.time_phrases import TimeWindow
 from memsvc.storage.dialect import Dialect, aged_clause, refuse_nul, refuse_nul_in, scope_clause
+from memsvc.storage.lifecycle import Lifecycle
 from memsvc.storage.memory_rows import M_COLUMNS, NEWEST_FIRST, RETURNING, SELECT, dump_metadata
 from memsvc.storage.sequences import bump_vec_generation
 from memsvc.storage.transactions import Transactions
 from memsvc.working_set import WorkingSets
+from memsvc.working_set.past import PastView
 
 #: The working sets' memory budget when the caller names none (MEMSVC_WORKING_SET_MB).
 DEFAULT_WORKING_SET_BYTES = 256_000_000
@@ -60,6 +74,11 @@ _OLDER_THAN = SELECT + " WHERE {where} ORDER BY created_at, memory_id"
 _COUNT_AGED = "SELECT count(*) FROM (SELECT 1 FROM memories m WHERE {where} LIMIT ?) AS a"
 _RECENT = f"SELECT {M_COLUMNS} FROM memories m WHERE {{where}} ORDER BY m.created_at DESC, m.memory_id DESC LIMIT ?"
 _GROUPS = "SELECT type, count(*), sum(({length}(content) + 3) / 4) FROM memories"
+# A duplicate's write: the memory it repeats is kept as it is, and only its updatedAt moves
+# (the history trigger records the duplicate's text as a merge). Owner-checked: a merge
+# target is never another owner's memory.
+_MERGE = "UPDATE memories SET updated_at = {now} WHERE id = ? AND api_key_id = ?" + RETURNING
+_DUE = "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?"
 
 
 class SqlMemoryBackend:
@@ -72,6 +91,7 @@ class SqlMemoryBackend:
         self.name = dialect.name
         self._sql = dialect.syntax.sql
         self._delete_hooks: list[DeleteHook] = []
+        self.lifecycle = Lifecycle(dialect.syntax, dialect.feed, dialect.row_to_memory)
         self._keyword_cache = dialect.keyword_cache()
         self._collation: str | None = None
         #: Owner-scoped searches answered in memory (memsvc.working_set); 0 bytes: by the store.
@@ -82,14 +102,17 @@ class SqlMemoryBackend:
         memories, so derived rows (vectors) go in the same commit as the memories."""
         self._delete_hooks.append(hook)
 
-    def _delete_where(self, conn: Any, where: str, params: Sequence[Any]) -> int:
-        deleted = [
-            (row[0], int(row[1]))
-            for row in conn.execute("DELETE FROM memories" + where + " RETURNING id, memory_id", params).fetchall()
-        ]
+    def _delete_where(
+        self, conn: Any, where: str, params: Sequence[Any], now: str | None, cause: ChangeCause | None = None
+    ) -> list[Memory]:
+        """Delete, forget what the deletion's cause says (memsvc.storage.lifecycle) and let the
+        derived rows follow, all in `conn`'s transaction."""
+        rows = conn.execute("DELETE FROM memories" + where + RETURNING, params).fetchall()
+        deleted = self._memories(rows)
+        self.lifecycle.deleted(conn, deleted, cause or current_cause(), now)
         for hook in self._delete_hooks:
-            hook(conn, deleted)
-        return len(deleted)
+            hook(conn, [(m.id, m.memory_id) for m in deleted])
+        return deleted
 
     def snapshot(self) -> AbstractContextManager[object]:
         """One read transaction for everything a request reads on this thread: every read
@@ -148,7 +171,7 @@ class SqlMemoryBackend:
         with self.db.write() as conn:
             results = [self._create_in(conn, memory, now) for memory in memories]
             if in_transaction is not None:
-                in_transaction(conn, [r.memory for r in results])
+                in_transaction(conn, [None if r.merged else r.memory for r in results])
             return results
 
     def create_each(
@@ -171,13 +194,33 @@ class SqlMemoryBackend:
                         raise
                     outcomes.append(self.db.domain_error(exc))
             if in_transaction is not None:
-                in_transaction(conn, [o.memory if isinstance(o, UpsertResult) else None for o in outcomes])
+                in_transaction(
+                    conn, [o.memory if isinstance(o, UpsertResult) and not o.merged else None for o in outcomes]
+                )
         return outcomes
 
     def _create_in(self, conn: Any, memory: NewMemory, now: str | None) -> UpsertResult:
-        # Exactly one statement writes, so a draft that fails leaves nothing behind.
+        """Exactly one statement writes, so a draft that fails leaves nothing behind. The
+        draft's author (several callers' drafts share a transaction) and kind (a keyed create
+        may supersede a fact; a duplicate merges) go to the history with it."""
         refuse_nul(memory)
-        return self.dialect.upsert(conn, memory, now)
+        cause = replace(current_cause(), author=memory.author or current_cause().author)
+        if memory.merge_into is not None:
+            with self.dialect.bind_cause(conn, replace(cause, reason=MERGED, detail=memory.content), now):
+                merged = self._merge(conn, memory, now)
+            if merged is not None:
+                return merged
+        with self.dialect.bind_cause(conn, replace(cause, reason=UPSERT if memory.key else ""), now):
+            return self.dialect.upsert(conn, memory, now)
+
+    def _merge(self, conn: Any, memory: NewMemory, now: str | None) -> UpsertResult | None:
+        """Touch the memory a duplicate repeats; None when it is gone (then the draft is stored)."""
+        params = [*([now] if now is not None else []), memory.merge_into, memory.api_key_id]
+        row = conn.execute(self._sql(_MERGE), params).fetchone()
+        if row is None:
+            return None
+        stored = self.dialect.row_to_memory(row)
+        return UpsertResult(id=stored.id, created=False, merged=True, memory=stored)
 
     def replace_with_summary(self, ids: Sequence[str], summary: NewMemory) -> tuple[UpsertResult, int]:
         """Create `summary` and delete `ids` in one transaction, so a crash leaves either
@@ -187,7 +230,10 @@ class SqlMemoryBackend:
         where, param = self.dialect.syntax.any_of("id", ids)
         with self.db.write() as conn:
             created = self._create_in(conn, summary, now)
-            return created, self._delete_where(conn, self._sql(" WHERE " + where), (param,))
+            folded = replace(current_cause(), reason=SUMMARIZED, related=created.id)
+            with self.dialect.bind_cause(conn, folded, now):
+                deleted = self._delete_where(conn, self._sql(" WHERE " + where), (param,), now, folded)
+            return created, len(deleted)
 
     def rewrite_contents(self, contents: dict[str, str]) -> int:
         """Replace the content of several memories in one transaction; returns rows changed."""
@@ -196,7 +242,7 @@ class SqlMemoryBackend:
         if not contents:
             return 0
         now = self.dialect.clock()
-        with self.db.write() as conn:
+        with self.db.write() as conn, self.dialect.bind_cause(conn, current_cause(), now):
             return self.dialect.rewrite_contents(conn, contents, now)
 
     def update(self, memory_id: str, patch: MemoryPatch) -> Memory | None:
@@ -216,7 +262,7 @@ class SqlMemoryBackend:
             *syntax.now_params(),
             memory_id,
         ]
-        with self.db.write() as conn:
+        with self.db.write() as conn, self.dialect.bind_cause(conn, current_cause(), self.dialect.clock()):
             try:
                 row = conn.execute(self._sql(_UPDATE), params).fetchone()
             except self.db.driver_error as exc:
@@ -227,15 +273,30 @@ class SqlMemoryBackend:
             return self.dialect.row_to_memory(row) if row else None
 
     def delete(self, memory_id: str) -> bool:
+        """Delete and forget one memory: its history and versions go with it."""
+        now = self.dialect.clock()
         with self.db.write() as conn:
-            return self._delete_where(conn, self._sql(" WHERE id = ?"), (memory_id,)) > 0
+            return bool(self._delete_where(conn, self._sql(" WHERE id = ?"), (memory_id,), now))
 
     def clear(self, flt: MemoryFilter) -> int:
         """Delete every memory matching the filter (an empty filter matches all); derived
-        rows (the keyword index, vectors) follow in the same transaction."""
+        rows (the keyword index, vectors, history) follow in the same transaction."""
         where, params = self._filter_where(flt)
+        now = self.dialect.clock()
         with self.db.write() as conn:
-            return self._delete_where(conn, where, params)
+            return len(self._delete_where(conn, where, params, now))
+
+    def expire_due(self, now: datetime, limit: int) -> list[Memory]:
+        """Delete up to `limit` memories whose expiry has passed, as expired (their history is
+        forgotten like a deletion's; the change feed says `expired`). Returns them."""
+        clock = self.dialect.clock()
+        with self.db.write() as conn:
+            due = [row[0] for row in conn.execute(self._sql(_DUE), (self.dialect.syntax.time(now), limit)).fetchall()]
+            if not due:
+                return []
+            where, param = self.dialect.syntax.any_of("id", due)
+            expired = replace(current_cause(), reason=EXPIRED)
+            return self._delete_where(conn, self._sql(" WHERE " + where), (param,), clock, expired)
 
     def touch(self, ids: Sequence[str] | Mapping[str, int]) -> None:
         """Record that these memories were returned: access_count + n (n = how often each
@@ -408,3 +469,39 @@ class SqlMemoryBackend:
             by_type=by_type,
             tokens_used=sum(int(tokens or 0) for _, _, tokens in groups),
         )
+
+    # -- lifecycle (memsvc.storage.lifecycle) ----------------------------------------------
+
+    def history(self, memory_id: str, after: int, limit: int) -> builtins.list[MemoryChange]:
+        """A memory's history after the entry `after` (a seq; 0: from its start), oldest first."""
+        with self.db.read() as conn:
+            return self.lifecycle.history(conn, memory_id, after, limit)
+
+    def history_owner(self, memory_id: str) -> str | None:
+        """The owner under which a memory's history is kept (also once the memory was folded
+        into a summary); None when there is none."""
+        with self.db.read() as conn:
+            return self.lifecycle.history_owner(conn, memory_id)
+
+    def versions(self, memory_id: str) -> builtins.list[Memory]:
+        """The facts a memory's key superseded, oldest first, each with when it held."""
+        with self.db.read() as conn:
+            return self.lifecycle.versions(conn, memory_id)
+
+    def as_of(self, owner: str, moment: datetime) -> PastView:
+        """The owner's memories as they were at `moment` (each one's version valid then),
+        searchable as the live ones are (memsvc.working_set.past), from one snapshot."""
+        with self.db.read() as conn:
+            memories = self.lifecycle.valid_at(conn, owner, moment)
+            newer = self.lifecycle.newer_than(conn, owner, moment)
+        return self.working_sets.past(owner, memories, newer)
+
+    def feed_head(self) -> str:
+        """The change feed's position after everything committed so far."""
+        with self.db.read() as conn:
+            return self.lifecycle.head(conn)
+
+    def feed(self, token: str, owners: Sequence[str] | None, limit: int) -> FeedPage:
+        """Up to `limit` changes after `token` of `owners` (None: all), in one snapshot."""
+        with self.db.read() as conn:
+            return self.lifecycle.feed(conn, token, owners, limit)

@@ -18,9 +18,10 @@ from typing import Any, cast
 import apsw
 
 from memsvc.kernel.cache import TtlCache
+from memsvc.kernel.changes import ChangeCause
 from memsvc.kernel.inline import may_block
 from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, UpsertResult, utcnow
-from memsvc.storage import keyword, timeline
+from memsvc.storage import change_cause, history_triggers, keyword, lifecycle, timeline
 from memsvc.storage.database import CASEFOLD_FUNCTION, Database, iso
 from memsvc.storage.dialect import SQLITE_SQL, Dialect, duplicate_key
 from memsvc.storage.memory_rows import RETURNING, dump_metadata, row_to_memory
@@ -37,9 +38,13 @@ _INSERT = (
     "metadata, created_at, updated_at, expires_at, keep, occurred_at) "
     "VALUES (?, (SELECT value + 1 FROM sequences WHERE name = 'memory_id'), ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+# A changed content is a new fact: valid from when it happened (the occurredAt given, else
+# now), never before the fact it replaces (every SET reads the old row).
 _UPSERT_IN_PLACE = (
-    "UPDATE memories SET content = ?, session_id = ?, type = ?, expires_at = ?, metadata = ?, updated_at = ?, "
-    "keep = COALESCE(?, keep), occurred_at = COALESCE(?, occurred_at) WHERE id = ?" + RETURNING
+    "UPDATE memories SET content = ?1, session_id = ?2, type = ?3, expires_at = ?4, metadata = ?5, updated_at = ?6, "
+    "keep = COALESCE(?7, keep), occurred_at = COALESCE(?8, occurred_at), "
+    "valid_from = CASE WHEN content IS NOT ?1 THEN max(COALESCE(?8, ?6), COALESCE(valid_from, occurred_at, created_at)) "
+    "ELSE valid_from END WHERE id = ?9" + RETURNING
 )
 # Case-insensitive substring on content or key. instr() has no wildcards, so "%" and "_" in
 # q are literal without any escaping; the registered casefold function folds all of
@@ -55,6 +60,10 @@ class SqliteDialect(Dialect):
         if key is not None and isinstance(exc, apsw.ConstraintError) and _OWNER_KEY in str(exc):
             return duplicate_key(key)
         return exc
+
+    def bind_cause(self, conn: apsw.Connection, cause: ChangeCause, now: str | None) -> AbstractContextManager[Any]:
+        """The triggers call memsvc_change() on this thread, the writer's (one at a time)."""
+        return change_cause.bound_on_this_thread(cause, now)
 
     def in_transaction(self, conn: apsw.Connection) -> bool:
         return bool(conn.in_transaction)
@@ -155,7 +164,10 @@ class SqliteDialect(Dialect):
         conn.execute("SELECT count(*) FROM memory_fts_cjk WHERE memory_fts_cjk MATCH '\"探测器\"'").fetchall()
 
     def initialize(self, db: Database) -> str | None:
+        """Migrate, then give the writer connection its history triggers."""
         apply_migrations(db)
+        with db.write() as conn:
+            history_triggers.install(conn)
         return None
 
     def contains(self, q: str, collation: str | None) -> tuple[str, list[Any]]:
@@ -178,7 +190,7 @@ class SqliteDialect(Dialect):
         return SqliteWorkingSetPort()
 
 
-SQLITE = SqliteDialect(SQLITE_SQL, timeline, row_to_memory, keyword.doc_counts)
+SQLITE = SqliteDialect(SQLITE_SQL, timeline, row_to_memory, keyword.doc_counts, lifecycle.SQLITE_FEED)
 
 
 class SqliteMemoryBackend(SqlMemoryBackend):

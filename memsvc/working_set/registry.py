@@ -26,13 +26,14 @@ from __future__ import annotations
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from memsvc.kernel.inline import hold, may_block
 from memsvc.kernel.models import KeywordHit, Memory, SearchScope
 from memsvc.working_set.owner import OwnerSet, Tokenizer
+from memsvc.working_set.past import PastView
 
 T = TypeVar("T")
 LOCK_STRIPES = 64
@@ -97,6 +98,12 @@ class WorkingSets:
                 "store_searches": self.stats.store_searches,
                 "evictions": self.stats.evictions,
             }
+
+    def past(self, owner: str, memories: Sequence[Memory], newer: int) -> PastView:
+        """A set of the owner's memories as they were at an instant (`memsvc.working_set.past`),
+        tokenized as the store's own index is; not kept: it serves one request."""
+        may_block("building an owner's memories as they were")
+        return PastView.build(owner, memories, newer, self._port.tokenize_document, self._port.tokenize_query)
 
     def clear(self) -> None:
         with self._lock:

@@ -24,6 +24,7 @@ ROW = (
     0,
     0,
     None,
+    None,
 )
 
 
@@ -45,6 +46,7 @@ def _with(**changes) -> tuple:
         "needs_reindex",
         "keep",
         "occurred_at",
+        "valid_from",
     )
     return tuple(changes.get(n, v) for n, v in zip(names, ROW))
 

@@ -11,6 +11,7 @@ column, so nothing here maintains an index.
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Mapping
 from contextlib import AbstractContextManager
@@ -21,8 +22,10 @@ from psycopg import errors as pg_errors
 from psycopg.pq import TransactionStatus
 
 from memsvc.kernel.cache import TtlCache
+from memsvc.kernel.changes import ChangeCause
 from memsvc.kernel.errors import ValidationError
 from memsvc.kernel.models import KeywordHit, NewMemory, SearchScope, UpsertResult
+from memsvc.storage import change_cause, lifecycle
 from memsvc.storage.dialect import POSTGRES_SQL, Dialect, duplicate_key
 from memsvc.storage.memory_store import DEFAULT_WORKING_SET_BYTES, SqlMemoryBackend
 from memsvc.storage.postgres import keyword, timeline
@@ -32,7 +35,8 @@ from memsvc.storage.postgres.rows import RETURNING, casefold_collation, dump_met
 from memsvc.storage.postgres.working_set_port import PgWorkingSetPort
 
 # keep and occurred_at: given, they replace the stored ones; not given (NULL), an insert
-# stores false / NULL and an upsert leaves the row's. `xmax = 0` only for a row this
+# stores false / NULL and an upsert leaves the row's. A changed content is a new fact, valid
+# from when it happened (the occurredAt given, else now), never before the one it replaces. `xmax = 0` only for a row this
 # statement inserted (an updated row version carries the updating transaction's id).
 _UPSERT = (
     "INSERT INTO memories AS mem (id, api_key_id, session_id, type, key, content, metadata, created_at, "
@@ -42,7 +46,9 @@ _UPSERT = (
     "ON CONFLICT (api_key_id, key) WHERE key IS NOT NULL DO UPDATE SET content = excluded.content, "
     "session_id = excluded.session_id, type = excluded.type, expires_at = excluded.expires_at, "
     "metadata = mem.metadata || excluded.metadata, updated_at = excluded.updated_at, "
-    "keep = coalesce(%(keep)s::boolean, mem.keep), occurred_at = coalesce(excluded.occurred_at, mem.occurred_at)"
+    "keep = coalesce(%(keep)s::boolean, mem.keep), occurred_at = coalesce(excluded.occurred_at, mem.occurred_at), "
+    "valid_from = CASE WHEN mem.content IS DISTINCT FROM excluded.content THEN greatest(coalesce("
+    "excluded.occurred_at, now()), coalesce(mem.valid_from, mem.occurred_at, mem.created_at)) ELSE mem.valid_from END"
     + RETURNING
     + ", (mem.xmax = 0)"
 )
@@ -68,6 +74,11 @@ class PgDialect(Dialect):
             return ValidationError.single("content", f"holds a value the database cannot store ({exc})")
         owner_key = isinstance(exc, pg_errors.UniqueViolation) and exc.diag.constraint_name == _OWNER_KEY_INDEX
         return duplicate_key(key) if key is not None and owner_key else exc
+
+    def bind_cause(self, conn: psycopg.Connection, cause: ChangeCause, now: str | None) -> AbstractContextManager[Any]:
+        """Settings local to the transaction, which the triggers read; they end with it."""
+        change_cause.set_cause_in_transaction(conn, cause)
+        return contextlib.nullcontext()
 
     def in_transaction(self, conn: psycopg.Connection) -> bool:
         return conn.info.transaction_status == TransactionStatus.INTRANS
@@ -138,7 +149,7 @@ class PgDialect(Dialect):
         return PgWorkingSetPort(db)
 
 
-POSTGRES = PgDialect(POSTGRES_SQL, timeline, row_to_memory, keyword.stats_cache)
+POSTGRES = PgDialect(POSTGRES_SQL, timeline, row_to_memory, keyword.stats_cache, lifecycle.POSTGRES_FEED)
 
 
 class PgMemoryBackend(SqlMemoryBackend):
