@@ -14,10 +14,13 @@ from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
 from memsvc.config import Config, ConfigError
 from memsvc.core.backend_manager import BackendManager, RoutedEvents
-from memsvc.core.background import BackgroundWriter
+from memsvc.core.background import BackgroundWriter, Ticker
+from memsvc.core.change_feed import ChangeFeed
 from memsvc.core.credentials import Credentials
+from memsvc.core.duplicates import Duplicates
 from memsvc.core.embedding_port import Embeddings as EmbeddingsPort
 from memsvc.core.engine import Engine
+from memsvc.core.expiry import ExpirySweep
 from memsvc.core.extraction import facts as extraction
 from memsvc.core.introspection import Introspection
 from memsvc.core.leases import LeaseTiming
@@ -59,6 +62,10 @@ class App:
     credentials: Credentials
     backends: BackendManager
     stores: Stores
+    #: WatchMemories' engine over the built-in store's history.
+    feed: ChangeFeed
+    #: Removes expired memories every MEMSVC_EXPIRY_SWEEP_S, once the server serves (`warm`).
+    expiry: Ticker
 
     @classmethod
     def open(cls, config: Config) -> App:
@@ -79,7 +86,14 @@ class App:
         )
         backends.initialize()
         events = RoutedEvents(vectors, backends)
-        memories = Memories(backends, events=events, changes=database.data_version)
+        memories = Memories(
+            backends,
+            events=events,
+            changes=database.data_version,
+            history=backend,
+            keeps_history=backends.primary_is_local,
+            duplicates=Duplicates(settings, vectors, backend, backends.primary_is_local),
+        )
         retriever = Retriever(
             backend,
             vectors=vectors,
@@ -122,6 +136,9 @@ class App:
             access_delay_s=config.access_flush_s,
             writer=backends,
             backend_retrieval=backends.retrieve,
+            past=backend,
+            embeddings=vectors.embeddings,
+            keeps_history=backends.primary_is_local,
         )
         return cls(
             config=config,
@@ -150,6 +167,13 @@ class App:
             credentials=Credentials(stores.credential_store),
             backends=backends,
             stores=stores,
+            feed=ChangeFeed(
+                backend,
+                keeps_history=backends.primary_is_local,
+                poll_s=config.watch_poll_s,
+                heartbeat_s=config.watch_heartbeat_s,
+            ),
+            expiry=Ticker("memsvc-expiry-sweep", config.expiry_sweep_s, ExpirySweep(backend).sweep),
         )
 
     @staticmethod
@@ -193,13 +217,16 @@ class App:
     def warm(self) -> None:
         """What is cheaper to prepare once the server serves than before it does: the
         extraction rules (about a second to compile), so starting stays fast and the first
-        Extract does not wait for them."""
+        Extract does not wait for them; and the chores of a serving process (the expiry
+        sweep), which offline commands opening an App never start."""
         extraction.warm()
+        self.expiry.start()
 
     def close(self) -> None:
         """Finish acknowledged background writes (appended messages flushed to their files
         included), then close the database."""
         self.metrics.close()
+        self.expiry.stop()
         self.characters.close()
         self.backends.shutdown()
         self.engine.access.flush()

@@ -286,6 +286,24 @@ class Config:
         "seconds between sweeps promoting reflections confirmed for 14 days",
         parse=float,
     )
+    expiry_sweep_s: float = _opt(
+        60.0,
+        "MEMSVC_EXPIRY_SWEEP_S",
+        "seconds between sweeps removing memories whose expiresAt has passed (forgotten like a deletion; the change feed says expired)",
+        parse=float,
+    )
+    watch_poll_s: float = _opt(
+        0.25,
+        "MEMSVC_WATCH_POLL_S",
+        "seconds between this process's checks for new changes while a WatchMemories stream waits (changes from any process or replica)",
+        parse=float,
+    )
+    watch_heartbeat_s: float = _opt(
+        10.0,
+        "MEMSVC_WATCH_HEARTBEAT_S",
+        "seconds of no change after which a WatchMemories stream gets a bookmark (keeps proxies from cutting it)",
+        parse=float,
+    )
     # -- embeddings and vectors --
     embedding_providers: tuple[tuple[str, str], ...] = _opt(
         (),
@@ -501,6 +519,10 @@ class Config:
                 "MEMSVC_RECENT_FLUSH_S and MEMSVC_REFLECTION_SWEEP_S must be > 0, "
                 "MEMSVC_RECENT_FLUSH_MESSAGES at least 1"
             )
+        if not (0.05 <= self.expiry_sweep_s <= 86400 and 0.01 <= self.watch_poll_s <= 60):
+            raise ConfigError("MEMSVC_EXPIRY_SWEEP_S must be 0.05..86400 and MEMSVC_WATCH_POLL_S 0.01..60")
+        if not 0.1 <= self.watch_heartbeat_s <= 300:
+            raise ConfigError("MEMSVC_WATCH_HEARTBEAT_S must be 0.1..300 (Envoy cuts a stream idle for 300 s)")
         _check_embedding_options(self)
         check_tracing_options(self)
         _check_web_access(self)

@@ -83,6 +83,7 @@ class RunningServer:
         the spans still queued, close the DB."""
         await self.health.enter_graceful_shutdown()
         await self.server.stop(grace_s)
+        await self.app.feed.aclose()
         if drained is not None:
             await drained()
         loop = asyncio.get_running_loop()
@@ -157,7 +158,7 @@ async def _start(config: Config, app: App, shared_port: bool, tracing: Tracing |
             ("grpc.absolute_max_metadata_size", MAX_METADATA_BYTES),
         ],
     )
-    memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories, app.characters), server)
+    memory_pb2_grpc.add_MemoryServiceServicer_to_server(MemoryServicer(app.memories, app.characters, app.feed), server)
     engine_pb2_grpc.add_EngineServiceServicer_to_server(
         EngineServicer(app.engine, app.introspection, app.reindexer, app.metrics.observe_inline), server
     )

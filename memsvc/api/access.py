@@ -113,6 +113,8 @@ RULES: dict[str, Rule] = {
     _M + "GetMemory": Rule(READ, MemoryById()),
     _M + "UpdateMemory": Rule(WRITE, MemoryById()),
     _M + "DeleteMemory": Rule(WRITE, MemoryById()),
+    _M + "GetMemoryHistory": Rule(READ, MemoryById()),
+    _M + "WatchMemories": Rule(READ, TenantField(when_empty=CONFINE)),
     _M + "ListRecentFiles": Rule(READ, characters=True),
     _M + "GetRecentFile": Rule(READ, CharacterOwner("filename", filename=True), characters=True),
     _M + "SaveRecentFile": Rule(WRITE, CharacterOwner("filename", filename=True), characters=True),

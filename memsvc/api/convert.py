@@ -26,17 +26,19 @@ from memsvc.characters.models import (
     SaveResult,
 )
 from memsvc.core.backend_manager import BackendStatus
+from memsvc.core.change_feed import Bookmark
 from memsvc.core.credentials import OPEN_CALLER, Credential, IssuedCredential
 from memsvc.core.engine import ExtractCall, ExtractOutcome, InjectCall, InjectOutcome
 from memsvc.core.injection.inject import InjectOptions
 from memsvc.core.introspection import EmbeddingStatus, QdrantHit
-from memsvc.core.memories import HealthReport, ListQuery, MemoryListing, check_batch_size
+from memsvc.core.memories import HealthReport, ListQuery, MemoryHistory, MemoryListing, check_batch_size
 from memsvc.core.reindex import Progress, ReindexStatus
 from memsvc.core.retrieval.ranking import Resolution, RetrievalResult, RetrievedItem
 from memsvc.core.retrieval.relevance_floor import FlooredResult
 from memsvc.core.settings.memory import MemorySettings
 from memsvc.core.settings.qdrant import QdrantSettings, mask_api_key
 from memsvc.core.summarization import BudgetOutcome, SummaryOutcome
+from memsvc.kernel.changes import FeedEvent, MemoryChange
 from memsvc.kernel.errors import ValidationError
 from memsvc.kernel.models import Memory, MemoryFilter, NewMemory, UpsertResult, estimate_tokens
 from memsvc.v1 import credentials_pb2, engine_pb2, memory_pb2, settings_pb2
@@ -172,7 +174,14 @@ def memory_to_pb(m: Memory) -> memory_pb2.Memory:
         pb.last_accessed_at.CopyFrom(to_timestamp(m.last_accessed_at))
     if m.occurred_at is not None:
         pb.occurred_at.CopyFrom(to_timestamp(m.occurred_at))
+    _validity_to_pb(pb, m)
     return pb
+
+
+def _validity_to_pb(pb: memory_pb2.Memory | engine_pb2.RetrievedMemory, m: Memory) -> None:
+    pb.valid_from.CopyFrom(to_timestamp(m.valid_since))
+    if m.valid_to is not None:
+        pb.valid_to.CopyFrom(to_timestamp(m.valid_to))
 
 
 def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
@@ -190,7 +199,9 @@ def new_memory_from_pb(req: memory_pb2.CreateMemoryRequest) -> NewMemory:
 
 
 def upsert_to_pb(result: UpsertResult) -> memory_pb2.CreateMemoryResponse:
-    return memory_pb2.CreateMemoryResponse(success=True, id=result.id, created=result.created)
+    return memory_pb2.CreateMemoryResponse(
+        success=True, id=result.id, created=result.created, merged_into=result.id if result.merged else ""
+    )
 
 
 def new_memories_from_pb(req: memory_pb2.CreateMemoriesRequest) -> list[NewMemory | ValidationError]:
@@ -209,7 +220,9 @@ def new_memories_from_pb(req: memory_pb2.CreateMemoriesRequest) -> list[NewMemor
 
 def create_memory_result_to_pb(outcome: UpsertResult | Exception) -> memory_pb2.CreateMemoryResult:
     if isinstance(outcome, UpsertResult):
-        return memory_pb2.CreateMemoryResult(success=True, id=outcome.id, created=outcome.created)
+        return memory_pb2.CreateMemoryResult(
+            success=True, id=outcome.id, created=outcome.created, merged_into=outcome.id if outcome.merged else ""
+        )
     return memory_pb2.CreateMemoryResult(success=False, error=errors.item_status(outcome, "CreateMemories"))
 
 
@@ -283,6 +296,48 @@ def deleted_to_pb() -> memory_pb2.DeleteMemoryResponse:
     return memory_pb2.DeleteMemoryResponse(success=True)
 
 
+def history_to_pb(history: MemoryHistory) -> memory_pb2.GetMemoryHistoryResponse:
+    return memory_pb2.GetMemoryHistoryResponse(
+        id=history.memory_id,
+        api_key_id=history.api_key_id,
+        entries=[history_entry_to_pb(c) for c in history.entries],
+        versions=[memory_to_pb(v) for v in history.versions],
+        next_page_token=history.next_page_token,
+    )
+
+
+def history_entry_to_pb(change: MemoryChange) -> memory_pb2.MemoryHistoryEntry:
+    pb = memory_pb2.MemoryHistoryEntry(
+        event=change.event,
+        at=to_timestamp(change.at),
+        author=change.author,
+        changes=dict_to_struct(change.changes),
+        related_id=change.related or "",
+    )
+    return pb
+
+
+def memory_event_to_pb(item: FeedEvent | Bookmark) -> memory_pb2.MemoryEvent:
+    """A change of the feed, or a bookmark (the position alone)."""
+    if isinstance(item, Bookmark):
+        return memory_pb2.MemoryEvent(kind="bookmark", resume_token=item.token)
+    change = item.change
+    pb = memory_pb2.MemoryEvent(
+        kind=item.kind,
+        resume_token=item.token,
+        memory_id=change.memory_id,
+        api_key_id=change.api_key_id,
+        at=to_timestamp(change.at),
+        author=change.author,
+        change=change.event,
+        changed_fields=sorted(change.changes),
+        related_id=change.related or "",
+    )
+    if item.memory is not None:
+        pb.memory.CopyFrom(memory_to_pb(item.memory))
+    return pb
+
+
 def health_to_pb(report: HealthReport) -> memory_pb2.CheckHealthResponse:
     pb = memory_pb2.CheckHealthResponse(working=report.working, latency_ms=report.latency_ms)
     if report.error is not None:
@@ -309,6 +364,7 @@ def settings_to_pb(s: MemorySettings) -> settings_pb2.MemorySettings:
         primary_backend=s.primary_backend,
         fallback_backends=list(s.fallback_backends),
         backend_configs=dict_to_struct(s.public_backend_configs()),
+        dedup_on_write=s.dedup_on_write,
     )
     for name in ("embedding_provider_model", "custom_base_url", "custom_model_id", "rerank_provider_model"):
         value = getattr(s, name)
@@ -342,6 +398,7 @@ def retrieved_to_pb(item: RetrievedItem) -> engine_pb2.RetrievedMemory:
         pb.fts_score = item.fts_score
     if m.occurred_at is not None:
         pb.occurred_at.CopyFrom(to_timestamp(m.occurred_at))
+    _validity_to_pb(pb, m)
     return pb
 
 
@@ -369,6 +426,7 @@ def retrieve_args_from_pb(req: engine_pb2.RetrieveRequest) -> dict[str, Any]:
         scope=req.scope,
         limit=optional(req, "limit"),
         min_score=optional(req, "min_score"),
+        as_of=_optional_time(req, "as_of"),
     )
 
 
@@ -389,6 +447,7 @@ def preview_args_from_pb(req: engine_pb2.RetrievePreviewRequest) -> dict[str, An
         strategy=req.strategy,
         max_tokens=optional(req, "max_tokens"),
         limit=optional(req, "limit"),
+        as_of=_optional_time(req, "as_of"),
     )
 
 
@@ -415,6 +474,7 @@ def inject_call_from_pb(req: engine_pb2.InjectRequest, metadata: Sequence[tuple[
         headers=tuple(metadata),
         limit=optional(req, "limit"),
         min_score=optional(req, "min_score"),
+        as_of=_optional_time(req, "as_of"),
     )
 
 

@@ -28,6 +28,7 @@ from memsvc.api.decoding import is_undecodable
 from memsvc.api.errors import UnauthenticatedError, abort, status_for
 from memsvc.api.oauth import TokenRefused, Verifier, bearer_token, looks_like_jwt
 from memsvc.core.credentials import ANONYMOUS, Credential, Verdict, admin_credential, caller, tenant_scope
+from memsvc.kernel.changes import set_author
 from memsvc.kernel.errors import MemsvcError, PermissionDeniedError
 from memsvc.logs import request_id_var
 
@@ -274,6 +275,7 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             # request id does); the worker threads see it through blocking.run's context copy.
             tenant_scope.set(grant.scope)
             caller.set(credential)
+            set_author(credential.id if credential is not None else "")  # the history names who made each change
             try:
                 yield
             finally:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING
 
 from memsvc.api import convert
 from memsvc.api.blocking import run, run_shielded
 from memsvc.characters.per_node import PerNodeCharacters
 from memsvc.characters.service import Characters
+from memsvc.core.change_feed import ChangeFeed
 from memsvc.core.memories import Memories
 from memsvc.v1 import memory_pb2 as pb
 from memsvc.v1 import memory_pb2_grpc
@@ -17,9 +19,10 @@ if TYPE_CHECKING:
 
 
 class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
-    def __init__(self, memories: Memories, characters: Characters | PerNodeCharacters):
+    def __init__(self, memories: Memories, characters: Characters | PerNodeCharacters, feed: ChangeFeed):
         self._memories = memories
         self._characters = characters
+        self._feed = feed
 
     async def ListMemories(self, request: pb.ListMemoriesRequest, context: Context) -> pb.ListMemoriesResponse:
         return convert.listing_to_pb(await run(self._memories.list, convert.list_query_from_pb(request)))
@@ -46,6 +49,18 @@ class MemoryServicer(memory_pb2_grpc.MemoryServiceServicer):
     async def DeleteMemory(self, request: pb.DeleteMemoryRequest, context: Context) -> pb.DeleteMemoryResponse:
         await run(self._memories.delete, request.id)
         return convert.deleted_to_pb()
+
+    async def GetMemoryHistory(
+        self, request: pb.GetMemoryHistoryRequest, context: Context
+    ) -> pb.GetMemoryHistoryResponse:
+        return convert.history_to_pb(
+            await run(self._memories.history, request.id, convert.optional(request, "limit"), request.page_token)
+        )
+
+    async def WatchMemories(self, request: pb.WatchMemoriesRequest, context: Context) -> AsyncIterator[pb.MemoryEvent]:
+        events = self._feed.follow(request.api_key_id, request.resume_token, request.stop_when_caught_up, run)
+        async for item in events:
+            yield convert.memory_event_to_pb(item)
 
     async def CheckHealth(self, request: pb.CheckHealthRequest, context: Context) -> pb.CheckHealthResponse:
         return convert.health_to_pb(await run(self._memories.check_health))

@@ -201,6 +201,12 @@ MEMORY_OPERATIONS: dict[str, MemoryOperation] = {
         _always(t.UPDATE_MEMORY), _one_record, lambda r, resp, c: _memory_answered(resp.memory, c)
     ),
     _MEMORY + "DeleteMemory": MemoryOperation(_always(t.DELETE_MEMORY), _one_record, _none),
+    # A memory's history is a read of what the store recorded about it.
+    _MEMORY + "GetMemoryHistory": MemoryOperation(
+        _always(t.SEARCH_MEMORY),
+        _one_record,
+        lambda r, resp, c: {t.MEMORY_STORE_ID: resp.api_key_id or None, t.MEMORY_RECORD_COUNT: len(resp.entries)},
+    ),
     # No record id: every memory of the store that matches the filter.
     _MEMORY + "ClearMemories": MemoryOperation(
         _always(t.DELETE_MEMORY), _store, lambda r, resp, c: {t.MEMORY_RECORD_COUNT: resp.deleted_count}

@@ -6,7 +6,6 @@ appended messages and the sweep promoting reflections by age."""
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Callable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -34,6 +33,7 @@ from memsvc.characters.rename import RenameParts, RenameTransaction
 from memsvc.characters.reviews import ReviewRunner
 from memsvc.characters.toggles import POWERFUL_KEY, REVIEW_KEY, CoreConfig, strict_bool
 from memsvc.config import Config
+from memsvc.core.background import Ticker
 from memsvc.core.memories import Memories
 from memsvc.kernel.errors import ConflictError, NotFoundError, OperationFailedError, ValidationError
 from memsvc.kernel.models import utcnow
@@ -47,40 +47,6 @@ log = logging.getLogger("memsvc.characters")
 PARTIAL_RENAME = "PARTIAL_RENAME"
 LOCK_DIR = "locks"  # under the data dir: the lock files of the character files
 RENAME_TARGET_EXISTS = "RENAME_TARGET_EXISTS"
-
-
-class Ticker:
-    """Runs `fn` every `interval_s` seconds on its own thread, or at once when woken."""
-
-    def __init__(self, name: str, interval_s: float, fn: Callable[[], Any]):
-        self._fn = fn
-        self._interval = interval_s
-        self._wake = threading.Event()
-        self._stopping = False
-        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def wake(self) -> None:
-        self._wake.set()
-
-    def _loop(self) -> None:
-        while not self._stopping:
-            self._wake.wait(self._interval)
-            self._wake.clear()
-            if self._stopping:
-                return
-            try:
-                self._fn()
-            except Exception as exc:  # noqa: BLE001 - the loop must outlive one failure
-                log.error("ticker.failed", extra={"ticker": self._thread.name, "error_type": type(exc).__name__})
-
-    def stop(self) -> None:
-        self._stopping = True
-        self._wake.set()
-        if self._thread.is_alive():
-            self._thread.join(30)
 
 
 class Characters:

@@ -1,4 +1,7 @@
-"""Work acknowledged before it is done (Extract without `wait`), run on one thread.
+"""Work done off the request path: acknowledged writes (Extract without `wait`), run on one
+thread (`BackgroundWriter`), and periodic chores (`Ticker`: the expiry sweep, reflections).
+
+Acknowledged work is run on one thread.
 
 One thread keeps background writes in arrival order and off the request path; `drain`
 lets shutdown finish them before the database closes. A failure is logged (type only, never
@@ -45,3 +48,37 @@ class BackgroundWriter:
     def drain(self) -> None:
         """Finish everything submitted so far, then refuse new work."""
         self._pool.shutdown(wait=True)
+
+
+class Ticker:
+    """Runs `fn` every `interval_s` seconds on its own thread, or at once when woken."""
+
+    def __init__(self, name: str, interval_s: float, fn: Callable[[], Any]):
+        self._fn = fn
+        self._interval = interval_s
+        self._wake = threading.Event()
+        self._stopping = False
+        self._thread = threading.Thread(target=self._loop, name=name, daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def wake(self) -> None:
+        self._wake.set()
+
+    def _loop(self) -> None:
+        while not self._stopping:
+            self._wake.wait(self._interval)
+            self._wake.clear()
+            if self._stopping:
+                return
+            try:
+                self._fn()
+            except Exception as exc:  # noqa: BLE001 - the loop must outlive one failure
+                log.error("ticker.failed", extra={"ticker": self._thread.name, "error_type": type(exc).__name__})
+
+    def stop(self) -> None:
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive():
+            self._thread.join(30)

@@ -7,15 +7,27 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
 from typing import Any, Protocol
 
 from memsvc.core.access import AccessRecorder
 from memsvc.core.background import BackgroundWriter
 from memsvc.core.credentials import retrieval_scope
+from memsvc.core.embedding_port import Embeddings
 from memsvc.core.extraction.facts import Fact, extract_facts, fact_metadata
 from memsvc.core.extraction.speakers import ASSISTANT, USER
 from memsvc.core.injection.inject import Injection, InjectOptions, detect_format, inject, no_memory_requested
-from memsvc.core.memories import MAX_ID_CHARS, DraftStore, MemoryEvents, NoEvents, store_drafts, validate_new
+from memsvc.core.memories import (
+    MAX_ID_CHARS,
+    NO_HISTORY,
+    DraftStore,
+    MemoryEvents,
+    NoEvents,
+    authored,
+    store_drafts,
+    validate_new,
+)
+from memsvc.core.retrieval.as_of import PastSource, past_retrieval
 from memsvc.core.retrieval.ranking import (
     BUDGET_RANGE,
     STRATEGY_ALIASES,
@@ -37,13 +49,15 @@ from memsvc.core.retrieval.relevance_floor import (
 from memsvc.core.settings.memory import SCOPES, Settings
 from memsvc.core.summarization import BudgetOutcome, SummaryBackend, SummaryOutcome, summarize, summarize_to_budget
 from memsvc.kernel.backend import InTransaction, MemoryBackend
-from memsvc.kernel.errors import PermissionDeniedError, Violations
+from memsvc.kernel.errors import PermissionDeniedError, PreconditionError, Violations
 from memsvc.kernel.models import Memory, NewMemory, UpsertResult, utcnow
 
 MAX_QUERY_CHARS = 8192
 PREVIEW_LIMIT_RANGE = (1, 100)
 PREVIEW_DEFAULT_LIMIT = 20
 EXTRACTION_FAILED = "memory.extraction.background.failed"
+# How far after now an asOf may lie: a caller's clock may run a little ahead of ours.
+AS_OF_LEEWAY = timedelta(minutes=1)
 
 
 class EngineBackend(SearchBackend, SummaryBackend, Protocol):
@@ -75,6 +89,7 @@ class InjectCall:
     headers: Sequence[tuple[str, str]] = ()
     limit: int | None = None  # at most this many memories (1..100)
     min_score: float | None = None  # relevance floor 0..1; None: Inject's default floor
+    as_of: datetime | None = None  # the memories as they were then; None: as they are
 
 
 @dataclass(frozen=True)
@@ -124,6 +139,15 @@ def _check_text(v: Violations, name: str, value: str, limit: int) -> None:
         v.add(name, f"must be at most {limit} characters")
 
 
+def _check_as_of(v: Violations, as_of: datetime | None, has_owner: bool) -> None:
+    if as_of is None:
+        return
+    if as_of > utcnow() + AS_OF_LEEWAY:
+        v.add("asOf", "is in the future")
+    if not has_owner:
+        v.add("asOf", "needs an apiKeyId: memories are kept as they were per owner")
+
+
 def _check_selection(v: Violations, limit: int | None, min_score: float | None) -> None:
     for name, problem in (("limit", limit_problem(limit)), ("minScore", min_score_problem(min_score))):
         if problem:
@@ -147,9 +171,17 @@ class Engine:
         access_delay_s: float = 0.0,
         writer: MemoryBackend | None = None,
         backend_retrieval: BackendRetrieval | None = None,
+        past: PastSource | None = None,
+        embeddings: Embeddings | None = None,
+        keeps_history: Callable[[], bool] = lambda: True,
     ):
         """`writer` stores extracted facts (the backend router: the primary backend), by
-        default `backend`; `backend_retrieval` answers retrievals when the primary is not the built-in store."""
+        default `backend`; `backend_retrieval` answers retrievals when the primary is not the
+        built-in store. `past` (the built-in store) answers retrievals with asOf while
+        `keeps_history()` (it is the primary), with `embeddings` for superseded versions."""
+        self._past = past
+        self._embeddings = embeddings
+        self._keeps_history = keeps_history
         self._backend = backend
         self._writer: DraftStore = writer or backend
         self._backend_retrieval: BackendRetrieval = backend_retrieval or (lambda request: None)
@@ -172,6 +204,7 @@ class Engine:
         scope: str = "",
         limit: int | None = None,
         min_score: float | None = None,
+        as_of: datetime | None = None,
     ) -> FlooredResult:
         """The hot path. Records access on what it returns. `min_score` None: Retrieve's
         default relevance floor (memsvc.core.retrieval.relevance_floor); 0 keeps every ranked candidate.
@@ -190,6 +223,7 @@ class Engine:
                 limit,
                 queryless_min_score(min_score, query),
                 search=True,
+                as_of=as_of,
             )
 
     def _retrieve(
@@ -204,6 +238,7 @@ class Engine:
         min_score: float | None,
         *,
         search: bool = False,
+        as_of: datetime | None = None,
     ) -> FlooredResult:
         """`search`: Retrieve's default floor when `min_score` is None, else Inject's."""
         v = Violations()
@@ -217,6 +252,7 @@ class Engine:
         if not api_key_id and (scope or settings.scope) != "global":
             v.add("apiKeyId", "is required")
         _check_text(v, "apiKeyId", api_key_id, MAX_ID_CHARS)
+        _check_as_of(v, as_of, bool(api_key_id) and (scope or settings.scope) != "global")
         v.raise_if_any()
         if scope == "global" and settings.scope != "global":
             # Reading every tenant's memories is an operator's decision (the scope setting),
@@ -234,6 +270,7 @@ class Engine:
                 session_id=session_id or None,
                 retention_days=settings.retention_days,
                 settings=settings,
+                as_of=as_of,
             ),
             limit,
             min_score,
@@ -268,9 +305,11 @@ class Engine:
         strategy: str = "",
         max_tokens: int | None = None,
         limit: int | None = None,
+        as_of: datetime | None = None,
     ) -> RetrievalResult:
         """A dry run of retrieval: the same filters, nothing touched, memory on or off."""
         v = Violations()
+        _check_as_of(v, as_of, bool(api_key_id))
         if not query.strip():
             v.add("query", "is required")
         _check_text(v, "query", query, MAX_QUERY_CHARS)
@@ -293,11 +332,17 @@ class Engine:
                     retention_days=settings.retention_days,
                     limit=PREVIEW_DEFAULT_LIMIT if limit is None else limit,
                     settings=settings,
+                    as_of=as_of,
                 )
             )
 
     def _run(self, request: RetrievalRequest) -> RetrievalResult:
-        """The primary backend's own search when it is not the built-in store, else the store's tiers."""
+        """The primary backend's own search when it is not the built-in store, else the store's
+        tiers (over the memories as they were, for asOf)."""
+        if request.as_of is not None:
+            if self._past is None or not self._keeps_history():
+                raise PreconditionError(NO_HISTORY, reason="NO_HISTORY")
+            return past_retrieval(self._past, self._retriever, self._embeddings, request, request.as_of)
         result = self._backend_retrieval(request)
         return result if result is not None else self._retriever.retrieve(request)
 
@@ -309,6 +354,7 @@ class Engine:
         as any bad argument is, before anything else happens."""
         v = Violations()
         _check_selection(v, call.limit, call.min_score)
+        _check_as_of(v, call.as_of, True)
         v.raise_if_any()
         with self._backend.snapshot():  # the retrieval below shares it: one snapshot per Inject
             return self._inject(call)
@@ -332,6 +378,7 @@ class Engine:
             "",
             call.limit,
             call.min_score,
+            as_of=call.as_of,
         )
         below, aged = result.below_min_score, result.resolution.skipped_for_age
         if not result.items:
@@ -366,7 +413,7 @@ class Engine:
         reason = self._skip_reason(call.api_key_id, call.no_memory, call.headers)
         if reason or not facts:
             return ExtractOutcome(facts, skipped_reason=reason or "no facts found")
-        drafts = [self._draft(fact, call.api_key_id, call.session_id) for fact in facts]
+        drafts = [authored(self._draft(fact, call.api_key_id, call.session_id)) for fact in facts]
         if call.wait:
             return ExtractOutcome(facts, stored=self._store(drafts))
         self._background.submit(EXTRACTION_FAILED, self._store, drafts)

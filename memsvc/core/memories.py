@@ -18,7 +18,8 @@ from memsvc.core.group_commit import GroupCommit
 from memsvc.core.retention import default_keep
 from memsvc.kernel.backend import InTransaction, MemoryBackend
 from memsvc.kernel.cache import CacheStats, TtlCache
-from memsvc.kernel.errors import NotFoundError, ValidationError, Violations, shorten, storage_full
+from memsvc.kernel.changes import MemoryChange, current_cause
+from memsvc.kernel.errors import NotFoundError, PreconditionError, ValidationError, Violations, shorten, storage_full
 from memsvc.kernel.models import (
     DEFAULT_MEMORY_TYPE,
     MEMORY_TYPES,
@@ -55,6 +56,10 @@ UPDATABLE_FIELDS = ("type", "key", "content", "metadata", "keep", "occurredAt")
 OCCURRED_AT_LEEWAY = timedelta(days=1)
 # At most this many concurrent creates share one transaction.
 CREATE_BATCH = 128
+# A page of a memory's history: 1..MAX_HISTORY_LIMIT entries, DEFAULT_HISTORY_LIMIT by default.
+DEFAULT_HISTORY_LIMIT = 100
+MAX_HISTORY_LIMIT = 1000
+NO_HISTORY = "history, valid time and the change feed are kept by the built-in store, which is not the primary backend"
 # At most this many items in one CreateMemories call: an import of a large history is sent in
 # chunks of this size. One call is one write transaction, so the bound keeps the writer lock
 # (which every other write waits for) and the request (at most ~16 MiB on the wire) small.
@@ -89,7 +94,16 @@ class MemoryEvents(Protocol):
     def rescoped(self, memories: Sequence[Memory]) -> None: ...
 
 
+class DuplicateMarker(Protocol):
+    """Marks drafts that repeat an existing memory (memsvc.core.duplicates.Duplicates)."""
+
+    def mark(self, drafts: Sequence[NewMemory], vectors: Any = None) -> list[NewMemory]: ...
+
+
 class NoFollowUp:
+    #: No vectors were made for the drafts.
+    vectors = None
+
     def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
         return None
 
@@ -121,12 +135,20 @@ class DraftStore(Protocol):
 
 
 def store_drafts(
-    backend: DraftStore, events: MemoryEvents, drafts: Sequence[NewMemory], *, each: bool
+    backend: DraftStore,
+    events: MemoryEvents,
+    drafts: Sequence[NewMemory],
+    *,
+    each: bool,
+    duplicates: DuplicateMarker | None = None,
 ) -> list[UpsertResult | Exception]:
     """Store validated drafts in one transaction, with what `events` derives from them
     (their vectors) in the same transaction. `each`: every draft succeeds or fails on its
-    own (its slot then holds the exception); otherwise all are stored or none (raises)."""
+    own (its slot then holds the exception); otherwise all are stored or none (raises).
+    `duplicates`: a draft that repeats an existing memory merges into it instead."""
     follow_up = events.creating(drafts)
+    if duplicates is not None:
+        drafts = duplicates.mark(drafts, getattr(follow_up, "vectors", None))
     outcomes: list[UpsertResult | Exception]
     if each:
         outcomes = backend.create_each(drafts, follow_up.in_transaction)
@@ -151,6 +173,27 @@ class MemoryListing:
     limit: int
     total_pages: int
     cache: CacheStats
+
+
+class HistoryStore(Protocol):
+    """The built-in store's record of what happened to memories (memsvc.storage.lifecycle)."""
+
+    def history(self, memory_id: str, after: int, limit: int) -> list[MemoryChange]: ...
+
+    def history_owner(self, memory_id: str) -> str | None: ...
+
+    def versions(self, memory_id: str) -> list[Memory]: ...
+
+
+@dataclass(frozen=True)
+class MemoryHistory:
+    """One page of a memory's history, with the facts its key superseded."""
+
+    memory_id: str
+    api_key_id: str
+    entries: list[MemoryChange]
+    versions: list[Memory]
+    next_page_token: str = ""
 
 
 @dataclass(frozen=True)
@@ -321,10 +364,18 @@ class Memories:
         events: MemoryEvents | None = None,
         max_batch: int = CREATE_BATCH,
         changes: Callable[[], Hashable] | None = None,
+        history: HistoryStore | None = None,
+        keeps_history: Callable[[], bool] = lambda: True,
+        duplicates: DuplicateMarker | None = None,
     ):
         """`changes`: the database's change counter (see TtlCache's `version`), so a row
-        cached here follows a write made through another server process at once."""
+        cached here follows a write made through another server process at once. `history`:
+        the built-in store's record, which holds the memories only while `keeps_history()`
+        (the built-in store is the primary backend)."""
         self.backend = backend
+        self._history = history
+        self._keeps_history = keeps_history
+        self._duplicates = duplicates
         self.read_cache: TtlCache[Memory] = read_cache or TtlCache(max_entries=500, ttl_s=60.0, version=changes)
         self.events: MemoryEvents = events or NoEvents()
         #: Concurrent creates share one transaction (see memsvc.core.group_commit).
@@ -333,12 +384,12 @@ class Memories:
     def create(self, draft: NewMemory) -> UpsertResult:
         """Validated here, then stored with the creates of other callers that arrive
         meanwhile, in one transaction with their vectors; returns once that committed."""
-        result = self.creates.submit(validate_new(draft))
+        result = self.creates.submit(authored(validate_new(draft)))
         self.read_cache.invalidate(result.id)  # an upsert changed an existing row
         return result
 
     def _create_batch(self, drafts: list[NewMemory]) -> list[UpsertResult | Exception]:
-        return store_drafts(self.backend, self.events, drafts, each=True)
+        return store_drafts(self.backend, self.events, drafts, each=True, duplicates=self._duplicates)
 
     def create_batch(self, items: Sequence[NewMemory | Exception]) -> list[UpsertResult | Exception]:
         """Several creates in one call, each with its own outcome in order: an item that is
@@ -347,9 +398,11 @@ class Memories:
         call included), in one transaction with their vectors embedded in one call. A
         failure of the transaction itself (a full disk) raises: then nothing was stored."""
         check_batch_size(len(items))
-        checked = [item if isinstance(item, Exception) else _validated_or_error(item) for item in items]
+        checked = [item if isinstance(item, Exception) else _validated_or_error(authored(item)) for item in items]
         valid = [item for item in checked if isinstance(item, NewMemory)]
-        stored = iter(store_drafts(self.backend, self.events, valid, each=True) if valid else [])
+        stored = iter(
+            store_drafts(self.backend, self.events, valid, each=True, duplicates=self._duplicates) if valid else []
+        )
         outcomes = [next(stored) if isinstance(item, NewMemory) else item for item in checked]
         for outcome in outcomes:
             if isinstance(outcome, UpsertResult):
@@ -399,11 +452,31 @@ class Memories:
 
     def owner_of(self, memory_id: str) -> str | None:
         """The apiKeyId a memory belongs to, None if there is no such memory (an id keeps its
-        owner for life, so the read cache may answer)."""
+        owner for life, so the read cache may answer); for a memory that is gone, the owner
+        its history is kept under (its history is still its owner's to read)."""
         try:
             return self.get(memory_id).api_key_id
         except NotFoundError:
-            return None
+            return self._history.history_owner(memory_id) if memory_id and self._history is not None else None
+
+    def history(self, memory_id: str, limit: int | None = None, page_token: str = "") -> MemoryHistory:
+        """One page of a memory's history (oldest first) and its superseded versions."""
+        size, after = _history_page(limit, page_token)
+        if self._history is None or not self._keeps_history():
+            raise PreconditionError(NO_HISTORY, reason="NO_HISTORY")
+        entries = self._history.history(memory_id, after, size + 1) if memory_id else []
+        if not entries and after == 0:
+            raise memory_not_found(memory_id)
+        more = len(entries) > size
+        entries = entries[:size]
+        owner = entries[0].api_key_id if entries else (self.owner_of(memory_id) or "")
+        return MemoryHistory(
+            memory_id,
+            owner,
+            entries,
+            self._history.versions(memory_id),
+            str(entries[-1].seq) if more else "",
+        )
 
     def check_health(self) -> HealthReport:
         """Create → list → delete under the reserved owner; the row is removed whatever
@@ -429,6 +502,23 @@ class Memories:
                     self.backend.delete(created.id)
                 except Exception:  # a failed clean-up must not mask the probe's own result
                     log.warning("health.cleanup_failed", exc_info=True, extra={"memory_id": created.id})
+
+
+def authored(draft: NewMemory) -> NewMemory:
+    """The draft with the author of the current request (drafts of several callers are
+    written together by one of them, so each carries its own)."""
+    return replace(draft, author=draft.author or current_cause().author)
+
+
+def _history_page(limit: int | None, page_token: str) -> tuple[int, int]:
+    """(entries per page, the seq the page starts after)."""
+    v = Violations()
+    if limit is not None and not 1 <= limit <= MAX_HISTORY_LIMIT:
+        v.add("limit", f"must be between 1 and {MAX_HISTORY_LIMIT}")
+    if page_token and not (page_token.isdigit() and len(page_token) <= 18):
+        v.add("pageToken", "is not a page token of this history")
+    v.raise_if_any()
+    return limit or DEFAULT_HISTORY_LIMIT, int(page_token or 0)
 
 
 def memory_not_found(memory_id: str) -> NotFoundError:

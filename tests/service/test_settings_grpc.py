@@ -37,6 +37,7 @@ DEFAULTS: dict[str, Any] = {
     "primaryBackend": "local",
     "fallbackBackends": [],
     "backendConfigs": {},
+    "dedupOnWrite": True,
 }
 
 
@@ -152,6 +153,7 @@ def test_every_writable_field_round_trips(stubs):
         "primaryBackend": "local",
         "fallbackBackends": ["local"],
         "backendConfigs": {"local": {"path": "x", "n": 2}},
+        "dedupOnWrite": False,
     }
     assert set(values) == set(DEFAULTS)
     assert put(stubs, **values) == values

@@ -39,6 +39,8 @@ KINDS = {
     "MemoryService/GetMemory": "byid-read",
     "MemoryService/UpdateMemory": "byid-write",
     "MemoryService/DeleteMemory": "byid-write",
+    "MemoryService/GetMemoryHistory": "byid-read",
+    "MemoryService/WatchMemories": "tenant-read",
     "MemoryService/ListRecentFiles": "char-read",
     "MemoryService/GetRecentFile": "char-owner-read",
     "MemoryService/SaveRecentFile": "char-write",
@@ -170,6 +172,8 @@ class World:
             "GetMemory": lambda: by_id(memory_pb2.GetMemoryRequest),
             "UpdateMemory": lambda: memory_pb2.UpdateMemoryRequest(id=self.memory_of(tenant), content="changed"),
             "DeleteMemory": lambda: by_id(memory_pb2.DeleteMemoryRequest),
+            "GetMemoryHistory": lambda: by_id(memory_pb2.GetMemoryHistoryRequest),
+            "WatchMemories": lambda: memory_pb2.WatchMemoriesRequest(api_key_id=tenant, stop_when_caught_up=True),
             "GetRecentFile": lambda: memory_pb2.GetRecentFileRequest(filename="recent_Matrix.json"),
             "SaveRecentFile": lambda: memory_pb2.SaveRecentFileRequest(
                 filename="recent_Matrix.json", chat=[memory_pb2.ChatItem(role="user", text="hello")]

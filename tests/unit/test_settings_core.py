@@ -29,6 +29,7 @@ def test_defaults_cover_every_field_of_the_spec():
         "primaryBackend": "local",
         "fallbackBackends": (),
         "backendConfigs": {},
+        "dedupOnWrite": True,
     }
 
 

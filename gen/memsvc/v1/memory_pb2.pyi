@@ -13,7 +13,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class Memory(_message.Message):
-    __slots__ = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at", "updated_at", "expires_at", "access_count", "last_accessed_at", "keep", "occurred_at")
+    __slots__ = ("id", "api_key_id", "session_id", "type", "key", "content", "metadata", "created_at", "updated_at", "expires_at", "access_count", "last_accessed_at", "keep", "occurred_at", "valid_from", "valid_to")
     ID_FIELD_NUMBER: _ClassVar[int]
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
@@ -28,6 +28,8 @@ class Memory(_message.Message):
     LAST_ACCESSED_AT_FIELD_NUMBER: _ClassVar[int]
     KEEP_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
     id: str
     api_key_id: str
     session_id: str
@@ -42,7 +44,9 @@ class Memory(_message.Message):
     last_accessed_at: _timestamp_pb2.Timestamp
     keep: bool
     occurred_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., created_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., updated_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., access_count: _Optional[int] = ..., last_accessed_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class ListMemoriesRequest(_message.Message):
     __slots__ = ("api_key_id", "type", "session_id", "q", "limit", "page", "offset")
@@ -132,14 +136,16 @@ class CreateMemoryRequest(_message.Message):
     def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., metadata: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., expires_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., keep: _Optional[bool] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class CreateMemoryResponse(_message.Message):
-    __slots__ = ("success", "id", "created")
+    __slots__ = ("success", "id", "created", "merged_into")
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
+    MERGED_INTO_FIELD_NUMBER: _ClassVar[int]
     success: bool
     id: str
     created: bool
-    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ...) -> None: ...
+    merged_into: str
+    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ..., merged_into: _Optional[str] = ...) -> None: ...
 
 class CreateMemoriesRequest(_message.Message):
     __slots__ = ("memories",)
@@ -148,16 +154,18 @@ class CreateMemoriesRequest(_message.Message):
     def __init__(self, memories: _Optional[_Iterable[_Union[CreateMemoryRequest, _Mapping]]] = ...) -> None: ...
 
 class CreateMemoryResult(_message.Message):
-    __slots__ = ("success", "id", "created", "error")
+    __slots__ = ("success", "id", "created", "error", "merged_into")
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     ID_FIELD_NUMBER: _ClassVar[int]
     CREATED_FIELD_NUMBER: _ClassVar[int]
     ERROR_FIELD_NUMBER: _ClassVar[int]
+    MERGED_INTO_FIELD_NUMBER: _ClassVar[int]
     success: bool
     id: str
     created: bool
     error: _status_pb2.Status
-    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ...) -> None: ...
+    merged_into: str
+    def __init__(self, success: _Optional[bool] = ..., id: _Optional[str] = ..., created: _Optional[bool] = ..., error: _Optional[_Union[_status_pb2.Status, _Mapping]] = ..., merged_into: _Optional[str] = ...) -> None: ...
 
 class CreateMemoriesResponse(_message.Message):
     __slots__ = ("results", "stored_count", "failed_count")
@@ -246,6 +254,78 @@ class DeleteMemoryResponse(_message.Message):
     SUCCESS_FIELD_NUMBER: _ClassVar[int]
     success: bool
     def __init__(self, success: _Optional[bool] = ...) -> None: ...
+
+class GetMemoryHistoryRequest(_message.Message):
+    __slots__ = ("id", "limit", "page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    LIMIT_FIELD_NUMBER: _ClassVar[int]
+    PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    limit: int
+    page_token: str
+    def __init__(self, id: _Optional[str] = ..., limit: _Optional[int] = ..., page_token: _Optional[str] = ...) -> None: ...
+
+class MemoryHistoryEntry(_message.Message):
+    __slots__ = ("event", "at", "author", "changes", "related_id")
+    EVENT_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGES_FIELD_NUMBER: _ClassVar[int]
+    RELATED_ID_FIELD_NUMBER: _ClassVar[int]
+    event: str
+    at: _timestamp_pb2.Timestamp
+    author: str
+    changes: _struct_pb2.Struct
+    related_id: str
+    def __init__(self, event: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., author: _Optional[str] = ..., changes: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., related_id: _Optional[str] = ...) -> None: ...
+
+class GetMemoryHistoryResponse(_message.Message):
+    __slots__ = ("id", "api_key_id", "entries", "versions", "next_page_token")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    ENTRIES_FIELD_NUMBER: _ClassVar[int]
+    VERSIONS_FIELD_NUMBER: _ClassVar[int]
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    api_key_id: str
+    entries: _containers.RepeatedCompositeFieldContainer[MemoryHistoryEntry]
+    versions: _containers.RepeatedCompositeFieldContainer[Memory]
+    next_page_token: str
+    def __init__(self, id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., entries: _Optional[_Iterable[_Union[MemoryHistoryEntry, _Mapping]]] = ..., versions: _Optional[_Iterable[_Union[Memory, _Mapping]]] = ..., next_page_token: _Optional[str] = ...) -> None: ...
+
+class WatchMemoriesRequest(_message.Message):
+    __slots__ = ("api_key_id", "resume_token", "stop_when_caught_up")
+    API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    STOP_WHEN_CAUGHT_UP_FIELD_NUMBER: _ClassVar[int]
+    api_key_id: str
+    resume_token: str
+    stop_when_caught_up: bool
+    def __init__(self, api_key_id: _Optional[str] = ..., resume_token: _Optional[str] = ..., stop_when_caught_up: _Optional[bool] = ...) -> None: ...
+
+class MemoryEvent(_message.Message):
+    __slots__ = ("kind", "resume_token", "memory_id", "api_key_id", "at", "author", "change", "changed_fields", "memory", "related_id")
+    KIND_FIELD_NUMBER: _ClassVar[int]
+    RESUME_TOKEN_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_ID_FIELD_NUMBER: _ClassVar[int]
+    API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
+    AT_FIELD_NUMBER: _ClassVar[int]
+    AUTHOR_FIELD_NUMBER: _ClassVar[int]
+    CHANGE_FIELD_NUMBER: _ClassVar[int]
+    CHANGED_FIELDS_FIELD_NUMBER: _ClassVar[int]
+    MEMORY_FIELD_NUMBER: _ClassVar[int]
+    RELATED_ID_FIELD_NUMBER: _ClassVar[int]
+    kind: str
+    resume_token: str
+    memory_id: str
+    api_key_id: str
+    at: _timestamp_pb2.Timestamp
+    author: str
+    change: str
+    changed_fields: _containers.RepeatedScalarFieldContainer[str]
+    memory: Memory
+    related_id: str
+    def __init__(self, kind: _Optional[str] = ..., resume_token: _Optional[str] = ..., memory_id: _Optional[str] = ..., api_key_id: _Optional[str] = ..., at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., author: _Optional[str] = ..., change: _Optional[str] = ..., changed_fields: _Optional[_Iterable[str]] = ..., memory: _Optional[_Union[Memory, _Mapping]] = ..., related_id: _Optional[str] = ...) -> None: ...
 
 class CheckHealthRequest(_message.Message):
     __slots__ = ()

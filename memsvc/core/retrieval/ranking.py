@@ -131,6 +131,8 @@ class RetrievalRequest:
     #: The memory settings the request runs under, read once where it starts (None: each
     #: tier reads the current ones).
     settings: Any = field(default=None, compare=False)
+    #: Answer with the memories as they were at this instant (None: as they are).
+    as_of: datetime | None = None
 
 
 @dataclass(frozen=True)
@@ -396,6 +398,17 @@ class Retriever:
         self._rrf_k = rrf_k
         self._top_k = top_k
         self._fusion = fusion
+
+    @property
+    def vectors(self) -> VectorLookup | None:
+        return self._vectors
+
+    def over(self, backend: SearchBackend, vectors: VectorLookup | None) -> Retriever:
+        """The same ranking (fusion, list sizes, reranker) over other sources: an owner's
+        memories as they were at an instant (memsvc.core.retrieval.as_of)."""
+        return Retriever(
+            backend, vectors, self._reranker, self._rrf_k, self._top_k, self._fusion, backend_name=self._backend_name
+        )
 
     def status(self) -> dict[str, Any]:
         """How hybrid lists are fused, for GetEngineStatus."""

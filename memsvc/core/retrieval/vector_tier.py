@@ -266,6 +266,17 @@ class VectorTier:
         self.local.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
         self.local.see_own_writes()  # the search below runs in the request's snapshot: move it past them
 
+    def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[Memory, float]]:
+        """The scope's memories nearest a vector already made (a draft's, on its way to the
+        store), each with its cosine similarity, from the store's own index; none when it
+        cannot answer (no vectors yet, another dimension): the caller then has no candidate."""
+        try:
+            hits = self.local.search(scope, vector, k) if self.local.available else []
+        except VectorError:
+            return []
+        found = {m.memory.id: m.memory for m in self._matches(hits, scope)}
+        return [(found[h.id], 1.0 - h.distance) for h in hits if h.id in found]
+
     def _matches(self, hits: Sequence[VectorHit], scope: SearchScope) -> list[VectorMatch]:
         """Hits as memories (those the index did not read already are loaded), re-checked
         against the scope (a stale vector or point never surfaces a memory out of scope, it
@@ -321,19 +332,20 @@ class VectorWrite:
 
     def __init__(self, tier: VectorTier, texts: list[str]):
         self._tier = tier
-        self._vectors: np.ndarray | None = None
+        #: The texts' vectors in order (None: not embedded, for whatever reason).
+        self.vectors: np.ndarray | None = None
         self._resolved: Resolved | None = None
         self._deferred = ""
         self._rows: list[VectorRow] = []
         if not texts:
             return
         try:
-            self._resolved, self._vectors = tier.embeddings.embed(tier._settings.get(), texts, wait=False)
+            self._resolved, self.vectors = tier.embeddings.embed(tier._settings.get(), texts, wait=False)
             tier._ensure_local(self._resolved)
         except NoEmbeddingSource:
-            self._vectors = None  # keyword only: nothing to index, nothing owed
+            self.vectors = None  # keyword only: nothing to index, nothing owed
         except (EmbeddingError, VectorError, VectorUnavailable) as exc:
-            self._vectors = None
+            self.vectors = None
             self._deferred = str(exc) or type(exc).__name__
 
     def in_transaction(self, txn: Any, stored: Sequence[Memory | None]) -> None:
@@ -361,12 +373,12 @@ class VectorWrite:
         mark: Callable[[list[Memory]], Any],
     ) -> None:
         written = [m for m in stored if m is not None]
-        if not written or (self._vectors is None and not self._deferred):
+        if not written or (self.vectors is None and not self._deferred):
             return
         rows: list[VectorRow] = []
         unusable: list[Memory] = []
-        if self._vectors is not None:
-            for memory, vector in zip(stored, self._vectors):
+        if self.vectors is not None:
+            for memory, vector in zip(stored, self.vectors):
                 if memory is None:
                     continue
                 try:

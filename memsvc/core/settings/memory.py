@@ -64,6 +64,9 @@ class MemorySettings:
     fallback_backends: tuple[str, ...] = ()
     #: Holds backend keys: never in repr; clients see `public_backend_configs()`.
     backend_configs: dict[str, Any] = field(default_factory=dict, repr=False)
+    #: A new memory without a key that repeats an existing one of its owner merges into it
+    #: (memsvc.core.duplicates) instead of adding a row.
+    dedup_on_write: bool = True
 
     def to_api(self) -> dict[str, Any]:
         """Every field under its API (camelCase) name, backend keys masked."""
@@ -252,6 +255,7 @@ SPECS: tuple[Spec, ...] = (
     spec("primaryBackend", "primary_backend", _backend_name_kind()),
     spec("fallbackBackends", "fallback_backends", _backend_list_kind()),
     spec("backendConfigs", "backend_configs", _object_kind()),
+    spec("dedupOnWrite", "dedup_on_write", _BOOL),
 )
 _BY_API = {s.api: s for s in SPECS}
 

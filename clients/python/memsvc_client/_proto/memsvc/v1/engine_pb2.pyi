@@ -12,7 +12,7 @@ from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
 DESCRIPTOR: _descriptor.FileDescriptor
 
 class RetrieveRequest(_message.Message):
-    __slots__ = ("api_key_id", "session_id", "query", "strategy", "max_tokens", "scope", "limit", "min_score")
+    __slots__ = ("api_key_id", "session_id", "query", "strategy", "max_tokens", "scope", "limit", "min_score", "as_of")
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     QUERY_FIELD_NUMBER: _ClassVar[int]
@@ -21,6 +21,7 @@ class RetrieveRequest(_message.Message):
     SCOPE_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     api_key_id: str
     session_id: str
     query: str
@@ -29,10 +30,11 @@ class RetrieveRequest(_message.Message):
     scope: str
     limit: int
     min_score: float
-    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., scope: _Optional[str] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., scope: _Optional[str] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RetrievedMemory(_message.Message):
-    __slots__ = ("id", "type", "key", "content", "score", "tokens", "tier", "vec_score", "fts_score", "session_id", "occurred_at")
+    __slots__ = ("id", "type", "key", "content", "score", "tokens", "tier", "vec_score", "fts_score", "session_id", "occurred_at", "valid_from", "valid_to")
     ID_FIELD_NUMBER: _ClassVar[int]
     TYPE_FIELD_NUMBER: _ClassVar[int]
     KEY_FIELD_NUMBER: _ClassVar[int]
@@ -44,6 +46,8 @@ class RetrievedMemory(_message.Message):
     FTS_SCORE_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     OCCURRED_AT_FIELD_NUMBER: _ClassVar[int]
+    VALID_FROM_FIELD_NUMBER: _ClassVar[int]
+    VALID_TO_FIELD_NUMBER: _ClassVar[int]
     id: str
     type: str
     key: str
@@ -55,7 +59,9 @@ class RetrievedMemory(_message.Message):
     fts_score: float
     session_id: str
     occurred_at: _timestamp_pb2.Timestamp
-    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
+    valid_from: _timestamp_pb2.Timestamp
+    valid_to: _timestamp_pb2.Timestamp
+    def __init__(self, id: _Optional[str] = ..., type: _Optional[str] = ..., key: _Optional[str] = ..., content: _Optional[str] = ..., score: _Optional[float] = ..., tokens: _Optional[int] = ..., tier: _Optional[str] = ..., vec_score: _Optional[float] = ..., fts_score: _Optional[float] = ..., session_id: _Optional[str] = ..., occurred_at: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_from: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ..., valid_to: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class Resolution(_message.Message):
     __slots__ = ("embedding_source", "embedding_model", "vector_store", "strategy_used", "rerank_applied", "fallback_reason", "backend", "below_min_score", "keyword_floor", "vector_floor", "skipped_for_age")
@@ -102,7 +108,7 @@ class InjectOptions(_message.Message):
     def __init__(self, cache_safe: _Optional[bool] = ..., system_message_must_be_first: _Optional[bool] = ...) -> None: ...
 
 class InjectRequest(_message.Message):
-    __slots__ = ("request", "provider", "model", "api_key_id", "session_id", "no_memory", "options", "limit", "min_score")
+    __slots__ = ("request", "provider", "model", "api_key_id", "session_id", "no_memory", "options", "limit", "min_score", "as_of")
     REQUEST_FIELD_NUMBER: _ClassVar[int]
     PROVIDER_FIELD_NUMBER: _ClassVar[int]
     MODEL_FIELD_NUMBER: _ClassVar[int]
@@ -112,6 +118,7 @@ class InjectRequest(_message.Message):
     OPTIONS_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
     MIN_SCORE_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     request: _struct_pb2.Struct
     provider: str
     model: str
@@ -121,7 +128,8 @@ class InjectRequest(_message.Message):
     options: InjectOptions
     limit: int
     min_score: float
-    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., no_memory: _Optional[bool] = ..., options: _Optional[_Union[InjectOptions, _Mapping]] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, request: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., provider: _Optional[str] = ..., model: _Optional[str] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., no_memory: _Optional[bool] = ..., options: _Optional[_Union[InjectOptions, _Mapping]] = ..., limit: _Optional[int] = ..., min_score: _Optional[float] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class InjectResponse(_message.Message):
     __slots__ = ("request", "injected", "memory_ids", "tokens", "role", "skipped_reason", "format", "below_min_score", "skipped_for_age")
@@ -190,20 +198,22 @@ class ExtractResponse(_message.Message):
     def __init__(self, facts: _Optional[_Iterable[_Union[ExtractedFact, _Mapping]]] = ..., stored: _Optional[int] = ..., accepted: _Optional[bool] = ..., skipped_reason: _Optional[str] = ...) -> None: ...
 
 class RetrievePreviewRequest(_message.Message):
-    __slots__ = ("query", "strategy", "max_tokens", "api_key_id", "session_id", "limit")
+    __slots__ = ("query", "strategy", "max_tokens", "api_key_id", "session_id", "limit", "as_of")
     QUERY_FIELD_NUMBER: _ClassVar[int]
     STRATEGY_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     API_KEY_ID_FIELD_NUMBER: _ClassVar[int]
     SESSION_ID_FIELD_NUMBER: _ClassVar[int]
     LIMIT_FIELD_NUMBER: _ClassVar[int]
+    AS_OF_FIELD_NUMBER: _ClassVar[int]
     query: str
     strategy: str
     max_tokens: int
     api_key_id: str
     session_id: str
     limit: int
-    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., limit: _Optional[int] = ...) -> None: ...
+    as_of: _timestamp_pb2.Timestamp
+    def __init__(self, query: _Optional[str] = ..., strategy: _Optional[str] = ..., max_tokens: _Optional[int] = ..., api_key_id: _Optional[str] = ..., session_id: _Optional[str] = ..., limit: _Optional[int] = ..., as_of: _Optional[_Union[datetime.datetime, _timestamp_pb2.Timestamp, _Mapping]] = ...) -> None: ...
 
 class RetrievePreviewResponse(_message.Message):
     __slots__ = ("memories", "resolution", "total_tokens_used", "budget_max_tokens")

@@ -109,6 +109,16 @@ class MemoryServiceStub:
                 request_serializer=memsvc_dot_v1_dot_memory__pb2.DeleteMemoryRequest.SerializeToString,
                 response_deserializer=memsvc_dot_v1_dot_memory__pb2.DeleteMemoryResponse.FromString,
                 _registered_method=True)
+        self.GetMemoryHistory = channel.unary_unary(
+                '/memsvc.v1.MemoryService/GetMemoryHistory',
+                request_serializer=memsvc_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.FromString,
+                _registered_method=True)
+        self.WatchMemories = channel.unary_stream(
+                '/memsvc.v1.MemoryService/WatchMemories',
+                request_serializer=memsvc_dot_v1_dot_memory__pb2.WatchMemoriesRequest.SerializeToString,
+                response_deserializer=memsvc_dot_v1_dot_memory__pb2.MemoryEvent.FromString,
+                _registered_method=True)
 
 
 class MemoryServiceServicer:
@@ -244,7 +254,44 @@ class MemoryServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteMemory(self, request, context):
-        """Deletes one memory with its vector (the store's vector row, Qdrant point). Errors: NOT_FOUND.
+        """Deletes one memory with its vector (the store's vector row, Qdrant point) and forgets
+        it: its history and superseded versions go too, leaving only a `deleted` history entry
+        that names the id. Errors: NOT_FOUND.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def GetMemoryHistory(self, request, context):
+        """Every change to one memory, oldest first: created, updated, superseded (a keyed create
+        replaced its content; the old fact is kept with when it held, in `versions`), merged (a
+        duplicate write touched it), summarized, deleted, expired; each with its time, the
+        credential that made it and the fields it set. A deleted or expired memory's history is
+        only that entry: forgetting keeps nothing of what it said. Paged by `pageToken`.
+        Errors: NOT_FOUND (no such memory or history, or another tenant's), INVALID_ARGUMENT
+        (limit outside 1..1000, a page token this server did not issue), FAILED_PRECONDITION
+        (another backend than the built-in store is primary: it keeps no history).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def WatchMemories(self, request, context):
+        """The change feed: created, updated, deleted and expired events of the memories of one
+        apiKeyId, or of every tenant the caller's credential covers, as they commit, each with a
+        resume token. Reconnecting with the last token received continues right after it:
+        nothing is missed, nothing is seen twice (across server processes and replicas). Without
+        a token it starts at the current position. The first message is a `bookmark` (no memory)
+        with the position the stream starts after; more bookmarks carry the position while
+        nothing changes, every few seconds, so a follower can save it. A slow
+        reader holds up only its own stream: the server reads the next page of events only when
+        the previous one was sent (gRPC flow control), so it never buffers a backlog in memory;
+        the backlog stays in the store until read. With `stopWhenCaughtUp` the stream ends once
+        it has delivered everything committed so far (a poll; REST clients without streaming).
+        Over REST the stream arrives as a JSON array that grows as events arrive.
+        Errors: INVALID_ARGUMENT (a resume token this store did not issue), PERMISSION_DENIED (an
+        apiKeyId the credential does not cover), FAILED_PRECONDITION (another backend than the
+        built-in store is primary).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -327,6 +374,16 @@ def add_MemoryServiceServicer_to_server(servicer, server):
                     servicer.DeleteMemory,
                     request_deserializer=memsvc_dot_v1_dot_memory__pb2.DeleteMemoryRequest.FromString,
                     response_serializer=memsvc_dot_v1_dot_memory__pb2.DeleteMemoryResponse.SerializeToString,
+            ),
+            'GetMemoryHistory': grpc.unary_unary_rpc_method_handler(
+                    servicer.GetMemoryHistory,
+                    request_deserializer=memsvc_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.SerializeToString,
+            ),
+            'WatchMemories': grpc.unary_stream_rpc_method_handler(
+                    servicer.WatchMemories,
+                    request_deserializer=memsvc_dot_v1_dot_memory__pb2.WatchMemoriesRequest.FromString,
+                    response_serializer=memsvc_dot_v1_dot_memory__pb2.MemoryEvent.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -734,6 +791,60 @@ class MemoryService:
             '/memsvc.v1.MemoryService/DeleteMemory',
             memsvc_dot_v1_dot_memory__pb2.DeleteMemoryRequest.SerializeToString,
             memsvc_dot_v1_dot_memory__pb2.DeleteMemoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def GetMemoryHistory(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/memsvc.v1.MemoryService/GetMemoryHistory',
+            memsvc_dot_v1_dot_memory__pb2.GetMemoryHistoryRequest.SerializeToString,
+            memsvc_dot_v1_dot_memory__pb2.GetMemoryHistoryResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def WatchMemories(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_stream(
+            request,
+            target,
+            '/memsvc.v1.MemoryService/WatchMemories',
+            memsvc_dot_v1_dot_memory__pb2.WatchMemoriesRequest.SerializeToString,
+            memsvc_dot_v1_dot_memory__pb2.MemoryEvent.FromString,
             options,
             channel_credentials,
             insecure,

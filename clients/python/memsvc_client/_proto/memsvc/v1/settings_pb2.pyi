@@ -13,7 +13,7 @@ class GetMemorySettingsRequest(_message.Message):
     def __init__(self) -> None: ...
 
 class MemorySettings(_message.Message):
-    __slots__ = ("enabled", "max_tokens", "retention_days", "strategy", "scope", "skills_enabled", "embedding_source", "embedding_provider_model", "custom_base_url", "custom_model_id", "transformers_enabled", "static_enabled", "rerank_enabled", "rerank_provider_model", "vector_store", "primary_backend", "fallback_backends", "backend_configs")
+    __slots__ = ("enabled", "max_tokens", "retention_days", "strategy", "scope", "skills_enabled", "embedding_source", "embedding_provider_model", "custom_base_url", "custom_model_id", "transformers_enabled", "static_enabled", "rerank_enabled", "rerank_provider_model", "vector_store", "primary_backend", "fallback_backends", "backend_configs", "dedup_on_write")
     ENABLED_FIELD_NUMBER: _ClassVar[int]
     MAX_TOKENS_FIELD_NUMBER: _ClassVar[int]
     RETENTION_DAYS_FIELD_NUMBER: _ClassVar[int]
@@ -32,6 +32,7 @@ class MemorySettings(_message.Message):
     PRIMARY_BACKEND_FIELD_NUMBER: _ClassVar[int]
     FALLBACK_BACKENDS_FIELD_NUMBER: _ClassVar[int]
     BACKEND_CONFIGS_FIELD_NUMBER: _ClassVar[int]
+    DEDUP_ON_WRITE_FIELD_NUMBER: _ClassVar[int]
     enabled: bool
     max_tokens: int
     retention_days: int
@@ -50,7 +51,8 @@ class MemorySettings(_message.Message):
     primary_backend: str
     fallback_backends: _containers.RepeatedScalarFieldContainer[str]
     backend_configs: _struct_pb2.Struct
-    def __init__(self, enabled: _Optional[bool] = ..., max_tokens: _Optional[int] = ..., retention_days: _Optional[int] = ..., strategy: _Optional[str] = ..., scope: _Optional[str] = ..., skills_enabled: _Optional[bool] = ..., embedding_source: _Optional[str] = ..., embedding_provider_model: _Optional[str] = ..., custom_base_url: _Optional[str] = ..., custom_model_id: _Optional[str] = ..., transformers_enabled: _Optional[bool] = ..., static_enabled: _Optional[bool] = ..., rerank_enabled: _Optional[bool] = ..., rerank_provider_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., primary_backend: _Optional[str] = ..., fallback_backends: _Optional[_Iterable[str]] = ..., backend_configs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ...) -> None: ...
+    dedup_on_write: bool
+    def __init__(self, enabled: _Optional[bool] = ..., max_tokens: _Optional[int] = ..., retention_days: _Optional[int] = ..., strategy: _Optional[str] = ..., scope: _Optional[str] = ..., skills_enabled: _Optional[bool] = ..., embedding_source: _Optional[str] = ..., embedding_provider_model: _Optional[str] = ..., custom_base_url: _Optional[str] = ..., custom_model_id: _Optional[str] = ..., transformers_enabled: _Optional[bool] = ..., static_enabled: _Optional[bool] = ..., rerank_enabled: _Optional[bool] = ..., rerank_provider_model: _Optional[str] = ..., vector_store: _Optional[str] = ..., primary_backend: _Optional[str] = ..., fallback_backends: _Optional[_Iterable[str]] = ..., backend_configs: _Optional[_Union[_struct_pb2.Struct, _Mapping]] = ..., dedup_on_write: _Optional[bool] = ...) -> None: ...
 
 class UpdateMemorySettingsRequest(_message.Message):
     __slots__ = ("settings",)

@@ -24,7 +24,7 @@ import type { JsonObject, Message } from "@bufbuild/protobuf";
  * Describes the file memsvc/v1/memory.proto.
  */
 export const file_memsvc_v1_memory: GenFile = /*@__PURE__*/
-  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEizwMKBk1lbW9yeRIKCgJpZBgBIAEoCRISCgphcGlfa2V5X2lkGAIgASgJEhcKCnNlc3Npb25faWQYAyABKAlIAIgBARIMCgR0eXBlGAQgASgJEhAKA2tleRgFIAEoCUgBiAEBEg8KB2NvbnRlbnQYBiABKAkSKQoIbWV0YWRhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGFjY2Vzc19jb3VudBgLIAEoBRI0ChBsYXN0X2FjY2Vzc2VkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRrZWVwGA0gASgIEi8KC29jY3VycmVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEINCgtfc2Vzc2lvbl9pZEIGCgRfa2V5IrABChNMaXN0TWVtb3JpZXNSZXF1ZXN0EhIKCmFwaV9rZXlfaWQYASABKAkSDAoEdHlwZRgCIAEoCRISCgpzZXNzaW9uX2lkGAMgASgJEgkKAXEYBCABKAkSEgoFbGltaXQYBSABKAVIAIgBARIRCgRwYWdlGAYgASgFSAGIAQESEwoGb2Zmc2V0GAcgASgFSAKIAQFCCAoGX2xpbWl0QgcKBV9wYWdlQgkKB19vZmZzZXQiOAoKQ2FjaGVTdGF0cxIMCgRoaXRzGAEgASgFEg4KBm1pc3NlcxgCIAEoBRIMCgRzaXplGAMgASgFItMBCgtNZW1vcnlTdGF0cxINCgV0b3RhbBgBIAEoBRIzCgdieV90eXBlGAIgAygLMiIubWVtc3ZjLnYxLk1lbW9yeVN0YXRzLkJ5VHlwZUVudHJ5EhMKC3Rva2Vuc191c2VkGAMgASgFEhAKCGhpdF9yYXRlGAQgASgBEioKC2NhY2hlX3N0YXRzGAUgASgLMhUubWVtc3ZjLnYxLkNhY2hlU3RhdHMaLQoLQnlUeXBlRW50cnkSCwoDa2V5GAEgASgJEg0KBXZhbHVlGAIgASgFOgI4ASKfAQoUTGlzdE1lbW9yaWVzUmVzcG9uc2USHwoEZGF0YRgBIAMoCzIRLm1lbXN2Yy52MS5NZW1vcnkSDQoFdG90YWwYAiABKAUSDAoEcGFnZRgDIAEoBRINCgVsaW1pdBgEIAEoBRITCgt0b3RhbF9wYWdlcxgFIAEoBRIlCgVzdGF0cxgGIAEoCzIWLm1lbXN2Yy52MS5NZW1vcnlTdGF0cyKyAgoTQ3JlYXRlTWVtb3J5UmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEhcKCnNlc3Npb25faWQYAiABKAlIAIgBARIMCgR0eXBlGAMgASgJEhAKA2tleRgEIAEoCUgBiAEBEg8KB2NvbnRlbnQYBSABKAkSKQoIbWV0YWRhdGEYBiABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmV4cGlyZXNfYXQYByABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhEKBGtlZXAYCCABKAhIAogBARIvCgtvY2N1cnJlZF9hdBgJIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCDQoLX3Nlc3Npb25faWRCBgoEX2tleUIHCgVfa2VlcCJEChRDcmVhdGVNZW1vcnlSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIEgoKAmlkGAIgASgJEg8KB2NyZWF0ZWQYAyABKAgiSQoVQ3JlYXRlTWVtb3JpZXNSZXF1ZXN0EjAKCG1lbW9yaWVzGAEgAygLMh4ubWVtc3ZjLnYxLkNyZWF0ZU1lbW9yeVJlcXVlc3QiZQoSQ3JlYXRlTWVtb3J5UmVzdWx0Eg8KB3N1Y2Nlc3MYASABKAgSCgoCaWQYAiABKAkSDwoHY3JlYXRlZBgDIAEoCBIhCgVlcnJvchgEIAEoCzISLmdvb2dsZS5ycGMuU3RhdHVzInQKFkNyZWF0ZU1lbW9yaWVzUmVzcG9uc2USLgoHcmVzdWx0cxgBIAMoCzIdLm1lbXN2Yy52MS5DcmVhdGVNZW1vcnlSZXN1bHQSFAoMc3RvcmVkX2NvdW50GAIgASgFEhQKDGZhaWxlZF9jb3VudBgDIAEoBSJ8ChRDbGVhck1lbW9yaWVzUmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIuCgpvbGRlcl90aGFuGAQgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI/ChVDbGVhck1lbW9yaWVzUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIVCg1kZWxldGVkX2NvdW50GAIgASgFIh4KEEdldE1lbW9yeVJlcXVlc3QSCgoCaWQYASABKAkiswQKE1VwZGF0ZU1lbW9yeVJlcXVlc3QSCgoCaWQYASABKAkSEQoEdHlwZRgCIAEoCUgAiAEBEhAKA2tleRgDIAEoCUgBiAEBEhQKB2NvbnRlbnQYBCABKAlIAogBARIpCghtZXRhZGF0YRgFIAEoCzIXLmdvb2dsZS5wcm90b2J1Zi5TdHJ1Y3QSFwoKYXBpX2tleV9pZBgKIAEoCUgDiAEBEhcKCnNlc3Npb25faWQYCyABKAlIBIgBARIuCgpleHBpcmVzX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgpjcmVhdGVkX2F0GA0gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp1cGRhdGVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIZCgxhY2Nlc3NfY291bnQYDyABKAVIBYgBARI0ChBsYXN0X2FjY2Vzc2VkX2F0GBAgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgRrZWVwGBEgASgISAaIAQESLwoLb2NjdXJyZWRfYXQYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQgcKBV90eXBlQgYKBF9rZXlCCgoIX2NvbnRlbnRCDQoLX2FwaV9rZXlfaWRCDQoLX3Nlc3Npb25faWRCDwoNX2FjY2Vzc19jb3VudEIHCgVfa2VlcCJKChRVcGRhdGVNZW1vcnlSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIEiEKBm1lbW9yeRgCIAEoCzIRLm1lbXN2Yy52MS5NZW1vcnkiIQoTRGVsZXRlTWVtb3J5UmVxdWVzdBIKCgJpZBgBIAEoCSInChREZWxldGVNZW1vcnlSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIIhQKEkNoZWNrSGVhbHRoUmVxdWVzdCJYChNDaGVja0hlYWx0aFJlc3BvbnNlEg8KB3dvcmtpbmcYASABKAgSEgoKbGF0ZW5jeV9tcxgCIAEoBRISCgVlcnJvchgDIAEoCUgAiAEBQggKBl9lcnJvciIYChZMaXN0UmVjZW50RmlsZXNSZXF1ZXN0IigKF0xpc3RSZWNlbnRGaWxlc1Jlc3BvbnNlEg0KBWZpbGVzGAEgAygJIigKFEdldFJlY2VudEZpbGVSZXF1ZXN0EhAKCGZpbGVuYW1lGAEgASgJImUKFUdldFJlY2VudEZpbGVSZXNwb25zZRIPCgdjb250ZW50GAEgASgJEhMKC2ZpbmdlcnByaW50GAIgASgJEiYKDmlkZW50aXR5X3Rva2VuGAMgASgJUg5pZGVudGl0eV90b2tlbiKNAQoIQ2hhdEl0ZW0SEQoEcm9sZRgBIAEoCUgAiAEBEhEKBHRleHQYAiABKAlIAYgBARInCgxzb3VyY2VfaW5kZXgYAyABKAVIAlIMc291cmNlX2luZGV4iAEBEg8KB3RoZWF0ZXIYBCABKAhCBwoFX3JvbGVCBwoFX3RleHRCDwoNX3NvdXJjZV9pbmRleCK2AQoVU2F2ZVJlY2VudEZpbGVSZXF1ZXN0EhAKCGZpbGVuYW1lGAEgASgJEhgKC2ZpbmdlcnByaW50GAIgASgJSACIAQESKwoOaWRlbnRpdHlfdG9rZW4YAyABKAlIAVIOaWRlbnRpdHlfdG9rZW6IAQESIQoEY2hhdBgEIAMoCzITLm1lbXN2Yy52MS5DaGF0SXRlbUIOCgxfZmluZ2VycHJpbnRCEQoPX2lkZW50aXR5X3Rva2VuIq4BChZTYXZlUmVjZW50RmlsZVJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSIgoMbmVlZF9yZWZyZXNoGAIgASgIUgxuZWVkX3JlZnJlc2gSIgoMY2F0Z2lybF9uYW1lGAMgASgJUgxjYXRnaXJsX25hbWUSEwoLZmluZ2VycHJpbnQYBCABKAkSJgoOaWRlbnRpdHlfdG9rZW4YBSABKAlSDmlkZW50aXR5X3Rva2VuIlcKG0FwcGVuZFJlY2VudE1lc3NhZ2VzUmVxdWVzdBIRCgljaGFyYWN0ZXIYASABKAkSJQoIbWVzc2FnZXMYAiADKAsyEy5tZW1zdmMudjEuQ2hhdEl0ZW0iUgocQXBwZW5kUmVjZW50TWVzc2FnZXNSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIEhAKCGFjY2VwdGVkGAIgASgFEg8KB3BlbmRpbmcYAyABKAUidAoWUmVuYW1lQ2hhcmFjdGVyUmVxdWVzdBIaCghvbGRfbmFtZRgBIAEoCVIIb2xkX25hbWUSGgoIbmV3X25hbWUYAiABKAlSCG5ld19uYW1lEiIKDGNvbXBhdF9hbGlhcxgDIAEoCFIMY29tcGF0X2FsaWFzIuECChdSZW5hbWVDaGFyYWN0ZXJSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIEhQKB2NoYW5nZWQYAiABKAhIAIgBARItCg9hbHJlYWR5X3JlbmFtZWQYAyABKAhIAVIPYWxyZWFkeV9yZW5hbWVkiAEBEicKDGV4aXN0c19hZnRlchgEIAEoCEgCUgxleGlzdHNfYWZ0ZXKIAQESKwoObWVtb3J5X3JlbmFtZWQYBSABKAhIA1IObWVtb3J5X3JlbmFtZWSIAQESOwoWbWVtb3J5X3NlcnZlcl9yZWxvYWRlZBgGIAEoCEgEUhZtZW1vcnlfc2VydmVyX3JlbG9hZGVkiAEBQgoKCF9jaGFuZ2VkQhIKEF9hbHJlYWR5X3JlbmFtZWRCDwoNX2V4aXN0c19hZnRlckIRCg9fbWVtb3J5X3JlbmFtZWRCGQoXX21lbW9yeV9zZXJ2ZXJfcmVsb2FkZWQiEwoRU2NhbkxlZ2FjeVJlcXVlc3QiuQEKC0xlZ2FjeUVudHJ5EgwKBG5hbWUYASABKAkSDAoEcGF0aBgCIAEoCRIWCgZpc19kaXIYAyABKAhSBmlzX2RpchIeCgpzaXplX2J5dGVzGAQgASgBUgpzaXplX2J5dGVzEiAKC2lzX3VubGlua2VkGAUgASgIUgtpc191bmxpbmtlZBI0ChVydW50aW1lX2hhc19zYW1lX25hbWUYBiABKAhSFXJ1bnRpbWVfaGFzX3NhbWVfbmFtZSJjCgpMZWdhY3lSb290EgwKBHJvb3QYASABKAkSDgoGc291cmNlGAIgASgJEg4KBmV4aXN0cxgDIAEoCBInCgdlbnRyaWVzGAQgAygLMhYubWVtc3ZjLnYxLkxlZ2FjeUVudHJ5IuIBChJTY2FuTGVnYWN5UmVzcG9uc2USOQoMbGVnYWN5X3Jvb3RzGAEgAygLMhUubWVtc3ZjLnYxLkxlZ2FjeVJvb3RSDGxlZ2FjeV9yb290cxIuChJydW50aW1lX21lbW9yeV9kaXIYAiABKAlSEnJ1bnRpbWVfbWVtb3J5X2RpchIkCg10b3RhbF9lbnRyaWVzGAMgASgFUg10b3RhbF9lbnRyaWVzEioKEHRvdGFsX3NpemVfYnl0ZXMYBCABKAFSEHRvdGFsX3NpemVfYnl0ZXMSDwoHc3VjY2VzcxgFIAEoCCI7ChJQdXJnZUxlZ2FjeVJlcXVlc3QSJQoFcGF0aHMYASADKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiKQoKUHVyZ2VFcnJvchIMCgRwYXRoGAEgASgJEg0KBWVycm9yGAIgASgJIl4KE1B1cmdlTGVnYWN5UmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIPCgdyZW1vdmVkGAIgAygJEiUKBmVycm9ycxgDIAMoCzIVLm1lbXN2Yy52MS5QdXJnZUVycm9yMvINCg1NZW1vcnlTZXJ2aWNlEmQKDExpc3RNZW1vcmllcxIeLm1lbXN2Yy52MS5MaXN0TWVtb3JpZXNSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkxpc3RNZW1vcmllc1Jlc3BvbnNlIhOC0+STAg0SCy9hcGkvbWVtb3J5EmcKDENyZWF0ZU1lbW9yeRIeLm1lbXN2Yy52MS5DcmVhdGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkNyZWF0ZU1lbW9yeVJlc3BvbnNlIhaC0+STAhAiCy9hcGkvbWVtb3J5OgEqEnMKDkNyZWF0ZU1lbW9yaWVzEiAubWVtc3ZjLnYxLkNyZWF0ZU1lbW9yaWVzUmVxdWVzdBohLm1lbXN2Yy52MS5DcmVhdGVNZW1vcmllc1Jlc3BvbnNlIhyC0+STAhYiES9hcGkvbWVtb3J5L2JhdGNoOgEqEmcKDUNsZWFyTWVtb3JpZXMSHy5tZW1zdmMudjEuQ2xlYXJNZW1vcmllc1JlcXVlc3QaIC5tZW1zdmMudjEuQ2xlYXJNZW1vcmllc1Jlc3BvbnNlIhOC0+STAg0qCy9hcGkvbWVtb3J5EmgKC0NoZWNrSGVhbHRoEh0ubWVtc3ZjLnYxLkNoZWNrSGVhbHRoUmVxdWVzdBoeLm1lbXN2Yy52MS5DaGVja0hlYWx0aFJlc3BvbnNlIhqC0+STAhQSEi9hcGkvbWVtb3J5L2hlYWx0aBJ6Cg9MaXN0UmVjZW50RmlsZXMSIS5tZW1zdmMudjEuTGlzdFJlY2VudEZpbGVzUmVxdWVzdBoiLm1lbXN2Yy52MS5MaXN0UmVjZW50RmlsZXNSZXNwb25zZSIggtPkkwIaEhgvYXBpL21lbW9yeS9yZWNlbnRfZmlsZXMScwoNR2V0UmVjZW50RmlsZRIfLm1lbXN2Yy52MS5HZXRSZWNlbnRGaWxlUmVxdWVzdBogLm1lbXN2Yy52MS5HZXRSZWNlbnRGaWxlUmVzcG9uc2UiH4LT5JMCGRIXL2FwaS9tZW1vcnkvcmVjZW50X2ZpbGUSfgoOU2F2ZVJlY2VudEZpbGUSIC5tZW1zdmMudjEuU2F2ZVJlY2VudEZpbGVSZXF1ZXN0GiEubWVtc3ZjLnYxLlNhdmVSZWNlbnRGaWxlUmVzcG9uc2UiJ4LT5JMCISIcL2FwaS9tZW1vcnkvcmVjZW50X2ZpbGUvc2F2ZToBKhKSAQoUQXBwZW5kUmVjZW50TWVzc2FnZXMSJi5tZW1zdmMudjEuQXBwZW5kUmVjZW50TWVzc2FnZXNSZXF1ZXN0GicubWVtc3ZjLnYxLkFwcGVuZFJlY2VudE1lc3NhZ2VzUmVzcG9uc2UiKYLT5JMCIyIeL2FwaS9tZW1vcnkvcmVjZW50X2ZpbGUvYXBwZW5kOgEqErQBCg9SZW5hbWVDaGFyYWN0ZXISIS5tZW1zdmMudjEuUmVuYW1lQ2hhcmFjdGVyUmVxdWVzdBoiLm1lbXN2Yy52MS5SZW5hbWVDaGFyYWN0ZXJSZXNwb25zZSJagtPkkwJUIh8vYXBpL21lbW9yeS91cGRhdGVfY2F0Z2lybF9uYW1lOgEqWi4iKS9hcGkvY2hhcmFjdGVycy9jYXRnaXJsL3tvbGRfbmFtZX0vcmVuYW1lOgEqEmoKClNjYW5MZWdhY3kSHC5tZW1zdmMudjEuU2NhbkxlZ2FjeVJlcXVlc3QaHS5tZW1zdmMudjEuU2NhbkxlZ2FjeVJlc3BvbnNlIh+C0+STAhkSFy9hcGkvbWVtb3J5L2xlZ2FjeS9zY2FuEnEKC1B1cmdlTGVnYWN5Eh0ubWVtc3ZjLnYxLlB1cmdlTGVnYWN5UmVxdWVzdBoeLm1lbXN2Yy52MS5QdXJnZUxlZ2FjeVJlc3BvbnNlIiOC0+STAh0iGC9hcGkvbWVtb3J5L2xlZ2FjeS9wdXJnZToBKhJVCglHZXRNZW1vcnkSGy5tZW1zdmMudjEuR2V0TWVtb3J5UmVxdWVzdBoRLm1lbXN2Yy52MS5NZW1vcnkiGILT5JMCEhIQL2FwaS9tZW1vcnkve2lkfRJsCgxVcGRhdGVNZW1vcnkSHi5tZW1zdmMudjEuVXBkYXRlTWVtb3J5UmVxdWVzdBofLm1lbXN2Yy52MS5VcGRhdGVNZW1vcnlSZXNwb25zZSIbgtPkkwIVGhAvYXBpL21lbW9yeS97aWR9OgEqEmkKDERlbGV0ZU1lbW9yeRIeLm1lbXN2Yy52MS5EZWxldGVNZW1vcnlSZXF1ZXN0Gh8ubWVtc3ZjLnYxLkRlbGV0ZU1lbW9yeVJlc3BvbnNlIhiC0+STAhIqEC9hcGkvbWVtb3J5L3tpZH1iBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
+  fileDesc("ChZtZW1zdmMvdjEvbWVtb3J5LnByb3RvEgltZW1zdmMudjEirQQKBk1lbW9yeRIKCgJpZBgBIAEoCRISCgphcGlfa2V5X2lkGAIgASgJEhcKCnNlc3Npb25faWQYAyABKAlIAIgBARIMCgR0eXBlGAQgASgJEhAKA2tleRgFIAEoCUgBiAEBEg8KB2NvbnRlbnQYBiABKAkSKQoIbWV0YWRhdGEYByABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0Ei4KCmNyZWF0ZWRfYXQYCCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCnVwZGF0ZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEi4KCmV4cGlyZXNfYXQYCiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhQKDGFjY2Vzc19jb3VudBgLIAEoBRI0ChBsYXN0X2FjY2Vzc2VkX2F0GAwgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIMCgRrZWVwGA0gASgIEi8KC29jY3VycmVkX2F0GA4gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIuCgp2YWxpZF9mcm9tGA8gASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIsCgh2YWxpZF90bxgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXBCDQoLX3Nlc3Npb25faWRCBgoEX2tleSKwAQoTTGlzdE1lbW9yaWVzUmVxdWVzdBISCgphcGlfa2V5X2lkGAEgASgJEgwKBHR5cGUYAiABKAkSEgoKc2Vzc2lvbl9pZBgDIAEoCRIJCgFxGAQgASgJEhIKBWxpbWl0GAUgASgFSACIAQESEQoEcGFnZRgGIAEoBUgBiAEBEhMKBm9mZnNldBgHIAEoBUgCiAEBQggKBl9saW1pdEIHCgVfcGFnZUIJCgdfb2Zmc2V0IjgKCkNhY2hlU3RhdHMSDAoEaGl0cxgBIAEoBRIOCgZtaXNzZXMYAiABKAUSDAoEc2l6ZRgDIAEoBSLTAQoLTWVtb3J5U3RhdHMSDQoFdG90YWwYASABKAUSMwoHYnlfdHlwZRgCIAMoCzIiLm1lbXN2Yy52MS5NZW1vcnlTdGF0cy5CeVR5cGVFbnRyeRITCgt0b2tlbnNfdXNlZBgDIAEoBRIQCghoaXRfcmF0ZRgEIAEoARIqCgtjYWNoZV9zdGF0cxgFIAEoCzIVLm1lbXN2Yy52MS5DYWNoZVN0YXRzGi0KC0J5VHlwZUVudHJ5EgsKA2tleRgBIAEoCRINCgV2YWx1ZRgCIAEoBToCOAEinwEKFExpc3RNZW1vcmllc1Jlc3BvbnNlEh8KBGRhdGEYASADKAsyES5tZW1zdmMudjEuTWVtb3J5Eg0KBXRvdGFsGAIgASgFEgwKBHBhZ2UYAyABKAUSDQoFbGltaXQYBCABKAUSEwoLdG90YWxfcGFnZXMYBSABKAUSJQoFc3RhdHMYBiABKAsyFi5tZW1zdmMudjEuTWVtb3J5U3RhdHMisgIKE0NyZWF0ZU1lbW9yeVJlcXVlc3QSEgoKYXBpX2tleV9pZBgBIAEoCRIXCgpzZXNzaW9uX2lkGAIgASgJSACIAQESDAoEdHlwZRgDIAEoCRIQCgNrZXkYBCABKAlIAYgBARIPCgdjb250ZW50GAUgASgJEikKCG1ldGFkYXRhGAYgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBIuCgpleHBpcmVzX2F0GAcgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIRCgRrZWVwGAggASgISAKIAQESLwoLb2NjdXJyZWRfYXQYCSABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wQg0KC19zZXNzaW9uX2lkQgYKBF9rZXlCBwoFX2tlZXAiWQoUQ3JlYXRlTWVtb3J5UmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIKCgJpZBgCIAEoCRIPCgdjcmVhdGVkGAMgASgIEhMKC21lcmdlZF9pbnRvGAQgASgJIkkKFUNyZWF0ZU1lbW9yaWVzUmVxdWVzdBIwCghtZW1vcmllcxgBIAMoCzIeLm1lbXN2Yy52MS5DcmVhdGVNZW1vcnlSZXF1ZXN0InoKEkNyZWF0ZU1lbW9yeVJlc3VsdBIPCgdzdWNjZXNzGAEgASgIEgoKAmlkGAIgASgJEg8KB2NyZWF0ZWQYAyABKAgSIQoFZXJyb3IYBCABKAsyEi5nb29nbGUucnBjLlN0YXR1cxITCgttZXJnZWRfaW50bxgFIAEoCSJ0ChZDcmVhdGVNZW1vcmllc1Jlc3BvbnNlEi4KB3Jlc3VsdHMYASADKAsyHS5tZW1zdmMudjEuQ3JlYXRlTWVtb3J5UmVzdWx0EhQKDHN0b3JlZF9jb3VudBgCIAEoBRIUCgxmYWlsZWRfY291bnQYAyABKAUifAoUQ2xlYXJNZW1vcmllc1JlcXVlc3QSEgoKYXBpX2tleV9pZBgBIAEoCRIMCgR0eXBlGAIgASgJEhIKCnNlc3Npb25faWQYAyABKAkSLgoKb2xkZXJfdGhhbhgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiPwoVQ2xlYXJNZW1vcmllc1Jlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSFQoNZGVsZXRlZF9jb3VudBgCIAEoBSIeChBHZXRNZW1vcnlSZXF1ZXN0EgoKAmlkGAEgASgJIrMEChNVcGRhdGVNZW1vcnlSZXF1ZXN0EgoKAmlkGAEgASgJEhEKBHR5cGUYAiABKAlIAIgBARIQCgNrZXkYAyABKAlIAYgBARIUCgdjb250ZW50GAQgASgJSAKIAQESKQoIbWV0YWRhdGEYBSABKAsyFy5nb29nbGUucHJvdG9idWYuU3RydWN0EhcKCmFwaV9rZXlfaWQYCiABKAlIA4gBARIXCgpzZXNzaW9uX2lkGAsgASgJSASIAQESLgoKZXhwaXJlc19hdBgMIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASGQoMYWNjZXNzX2NvdW50GA8gASgFSAWIAQESNAoQbGFzdF9hY2Nlc3NlZF9hdBgQIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEQoEa2VlcBgRIAEoCEgGiAEBEi8KC29jY3VycmVkX2F0GBIgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcEIHCgVfdHlwZUIGCgRfa2V5QgoKCF9jb250ZW50Qg0KC19hcGlfa2V5X2lkQg0KC19zZXNzaW9uX2lkQg8KDV9hY2Nlc3NfY291bnRCBwoFX2tlZXAiSgoUVXBkYXRlTWVtb3J5UmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIhCgZtZW1vcnkYAiABKAsyES5tZW1zdmMudjEuTWVtb3J5IiEKE0RlbGV0ZU1lbW9yeVJlcXVlc3QSCgoCaWQYASABKAkiJwoURGVsZXRlTWVtb3J5UmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCCJXChdHZXRNZW1vcnlIaXN0b3J5UmVxdWVzdBIKCgJpZBgBIAEoCRISCgVsaW1pdBgCIAEoBUgAiAEBEhIKCnBhZ2VfdG9rZW4YAyABKAlCCAoGX2xpbWl0IpkBChJNZW1vcnlIaXN0b3J5RW50cnkSDQoFZXZlbnQYASABKAkSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg4KBmF1dGhvchgDIAEoCRIoCgdjaGFuZ2VzGAQgASgLMhcuZ29vZ2xlLnByb3RvYnVmLlN0cnVjdBISCgpyZWxhdGVkX2lkGAUgASgJIqgBChhHZXRNZW1vcnlIaXN0b3J5UmVzcG9uc2USCgoCaWQYASABKAkSEgoKYXBpX2tleV9pZBgCIAEoCRIuCgdlbnRyaWVzGAMgAygLMh0ubWVtc3ZjLnYxLk1lbW9yeUhpc3RvcnlFbnRyeRIjCgh2ZXJzaW9ucxgEIAMoCzIRLm1lbXN2Yy52MS5NZW1vcnkSFwoPbmV4dF9wYWdlX3Rva2VuGAUgASgJIl0KFFdhdGNoTWVtb3JpZXNSZXF1ZXN0EhIKCmFwaV9rZXlfaWQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEhsKE3N0b3Bfd2hlbl9jYXVnaHRfdXAYAyABKAgi7wEKC01lbW9yeUV2ZW50EgwKBGtpbmQYASABKAkSFAoMcmVzdW1lX3Rva2VuGAIgASgJEhEKCW1lbW9yeV9pZBgDIAEoCRISCgphcGlfa2V5X2lkGAQgASgJEiYKAmF0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcBIOCgZhdXRob3IYBiABKAkSDgoGY2hhbmdlGAcgASgJEhYKDmNoYW5nZWRfZmllbGRzGAggAygJEiEKBm1lbW9yeRgJIAEoCzIRLm1lbXN2Yy52MS5NZW1vcnkSEgoKcmVsYXRlZF9pZBgKIAEoCSIUChJDaGVja0hlYWx0aFJlcXVlc3QiWAoTQ2hlY2tIZWFsdGhSZXNwb25zZRIPCgd3b3JraW5nGAEgASgIEhIKCmxhdGVuY3lfbXMYAiABKAUSEgoFZXJyb3IYAyABKAlIAIgBAUIICgZfZXJyb3IiGAoWTGlzdFJlY2VudEZpbGVzUmVxdWVzdCIoChdMaXN0UmVjZW50RmlsZXNSZXNwb25zZRINCgVmaWxlcxgBIAMoCSIoChRHZXRSZWNlbnRGaWxlUmVxdWVzdBIQCghmaWxlbmFtZRgBIAEoCSJlChVHZXRSZWNlbnRGaWxlUmVzcG9uc2USDwoHY29udGVudBgBIAEoCRITCgtmaW5nZXJwcmludBgCIAEoCRImCg5pZGVudGl0eV90b2tlbhgDIAEoCVIOaWRlbnRpdHlfdG9rZW4ijQEKCENoYXRJdGVtEhEKBHJvbGUYASABKAlIAIgBARIRCgR0ZXh0GAIgASgJSAGIAQESJwoMc291cmNlX2luZGV4GAMgASgFSAJSDHNvdXJjZV9pbmRleIgBARIPCgd0aGVhdGVyGAQgASgIQgcKBV9yb2xlQgcKBV90ZXh0Qg8KDV9zb3VyY2VfaW5kZXgitgEKFVNhdmVSZWNlbnRGaWxlUmVxdWVzdBIQCghmaWxlbmFtZRgBIAEoCRIYCgtmaW5nZXJwcmludBgCIAEoCUgAiAEBEisKDmlkZW50aXR5X3Rva2VuGAMgASgJSAFSDmlkZW50aXR5X3Rva2VuiAEBEiEKBGNoYXQYBCADKAsyEy5tZW1zdmMudjEuQ2hhdEl0ZW1CDgoMX2ZpbmdlcnByaW50QhEKD19pZGVudGl0eV90b2tlbiKuAQoWU2F2ZVJlY2VudEZpbGVSZXNwb25zZRIPCgdzdWNjZXNzGAEgASgIEiIKDG5lZWRfcmVmcmVzaBgCIAEoCFIMbmVlZF9yZWZyZXNoEiIKDGNhdGdpcmxfbmFtZRgDIAEoCVIMY2F0Z2lybF9uYW1lEhMKC2ZpbmdlcnByaW50GAQgASgJEiYKDmlkZW50aXR5X3Rva2VuGAUgASgJUg5pZGVudGl0eV90b2tlbiJXChtBcHBlbmRSZWNlbnRNZXNzYWdlc1JlcXVlc3QSEQoJY2hhcmFjdGVyGAEgASgJEiUKCG1lc3NhZ2VzGAIgAygLMhMubWVtc3ZjLnYxLkNoYXRJdGVtIlIKHEFwcGVuZFJlY2VudE1lc3NhZ2VzUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIQCghhY2NlcHRlZBgCIAEoBRIPCgdwZW5kaW5nGAMgASgFInQKFlJlbmFtZUNoYXJhY3RlclJlcXVlc3QSGgoIb2xkX25hbWUYASABKAlSCG9sZF9uYW1lEhoKCG5ld19uYW1lGAIgASgJUghuZXdfbmFtZRIiCgxjb21wYXRfYWxpYXMYAyABKAhSDGNvbXBhdF9hbGlhcyLhAgoXUmVuYW1lQ2hhcmFjdGVyUmVzcG9uc2USDwoHc3VjY2VzcxgBIAEoCBIUCgdjaGFuZ2VkGAIgASgISACIAQESLQoPYWxyZWFkeV9yZW5hbWVkGAMgASgISAFSD2FscmVhZHlfcmVuYW1lZIgBARInCgxleGlzdHNfYWZ0ZXIYBCABKAhIAlIMZXhpc3RzX2FmdGVyiAEBEisKDm1lbW9yeV9yZW5hbWVkGAUgASgISANSDm1lbW9yeV9yZW5hbWVkiAEBEjsKFm1lbW9yeV9zZXJ2ZXJfcmVsb2FkZWQYBiABKAhIBFIWbWVtb3J5X3NlcnZlcl9yZWxvYWRlZIgBAUIKCghfY2hhbmdlZEISChBfYWxyZWFkeV9yZW5hbWVkQg8KDV9leGlzdHNfYWZ0ZXJCEQoPX21lbW9yeV9yZW5hbWVkQhkKF19tZW1vcnlfc2VydmVyX3JlbG9hZGVkIhMKEVNjYW5MZWdhY3lSZXF1ZXN0IrkBCgtMZWdhY3lFbnRyeRIMCgRuYW1lGAEgASgJEgwKBHBhdGgYAiABKAkSFgoGaXNfZGlyGAMgASgIUgZpc19kaXISHgoKc2l6ZV9ieXRlcxgEIAEoAVIKc2l6ZV9ieXRlcxIgCgtpc191bmxpbmtlZBgFIAEoCFILaXNfdW5saW5rZWQSNAoVcnVudGltZV9oYXNfc2FtZV9uYW1lGAYgASgIUhVydW50aW1lX2hhc19zYW1lX25hbWUiYwoKTGVnYWN5Um9vdBIMCgRyb290GAEgASgJEg4KBnNvdXJjZRgCIAEoCRIOCgZleGlzdHMYAyABKAgSJwoHZW50cmllcxgEIAMoCzIWLm1lbXN2Yy52MS5MZWdhY3lFbnRyeSLiAQoSU2NhbkxlZ2FjeVJlc3BvbnNlEjkKDGxlZ2FjeV9yb290cxgBIAMoCzIVLm1lbXN2Yy52MS5MZWdhY3lSb290UgxsZWdhY3lfcm9vdHMSLgoScnVudGltZV9tZW1vcnlfZGlyGAIgASgJUhJydW50aW1lX21lbW9yeV9kaXISJAoNdG90YWxfZW50cmllcxgDIAEoBVINdG90YWxfZW50cmllcxIqChB0b3RhbF9zaXplX2J5dGVzGAQgASgBUhB0b3RhbF9zaXplX2J5dGVzEg8KB3N1Y2Nlc3MYBSABKAgiOwoSUHVyZ2VMZWdhY3lSZXF1ZXN0EiUKBXBhdGhzGAEgAygLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIikKClB1cmdlRXJyb3ISDAoEcGF0aBgBIAEoCRINCgVlcnJvchgCIAEoCSJeChNQdXJnZUxlZ2FjeVJlc3BvbnNlEg8KB3N1Y2Nlc3MYASABKAgSDwoHcmVtb3ZlZBgCIAMoCRIlCgZlcnJvcnMYAyADKAsyFS5tZW1zdmMudjEuUHVyZ2VFcnJvcjLYDwoNTWVtb3J5U2VydmljZRJkCgxMaXN0TWVtb3JpZXMSHi5tZW1zdmMudjEuTGlzdE1lbW9yaWVzUmVxdWVzdBofLm1lbXN2Yy52MS5MaXN0TWVtb3JpZXNSZXNwb25zZSITgtPkkwINEgsvYXBpL21lbW9yeRJnCgxDcmVhdGVNZW1vcnkSHi5tZW1zdmMudjEuQ3JlYXRlTWVtb3J5UmVxdWVzdBofLm1lbXN2Yy52MS5DcmVhdGVNZW1vcnlSZXNwb25zZSIWgtPkkwIQIgsvYXBpL21lbW9yeToBKhJzCg5DcmVhdGVNZW1vcmllcxIgLm1lbXN2Yy52MS5DcmVhdGVNZW1vcmllc1JlcXVlc3QaIS5tZW1zdmMudjEuQ3JlYXRlTWVtb3JpZXNSZXNwb25zZSIcgtPkkwIWIhEvYXBpL21lbW9yeS9iYXRjaDoBKhJnCg1DbGVhck1lbW9yaWVzEh8ubWVtc3ZjLnYxLkNsZWFyTWVtb3JpZXNSZXF1ZXN0GiAubWVtc3ZjLnYxLkNsZWFyTWVtb3JpZXNSZXNwb25zZSITgtPkkwINKgsvYXBpL21lbW9yeRJoCgtDaGVja0hlYWx0aBIdLm1lbXN2Yy52MS5DaGVja0hlYWx0aFJlcXVlc3QaHi5tZW1zdmMudjEuQ2hlY2tIZWFsdGhSZXNwb25zZSIagtPkkwIUEhIvYXBpL21lbW9yeS9oZWFsdGgSegoPTGlzdFJlY2VudEZpbGVzEiEubWVtc3ZjLnYxLkxpc3RSZWNlbnRGaWxlc1JlcXVlc3QaIi5tZW1zdmMudjEuTGlzdFJlY2VudEZpbGVzUmVzcG9uc2UiIILT5JMCGhIYL2FwaS9tZW1vcnkvcmVjZW50X2ZpbGVzEnMKDUdldFJlY2VudEZpbGUSHy5tZW1zdmMudjEuR2V0UmVjZW50RmlsZVJlcXVlc3QaIC5tZW1zdmMudjEuR2V0UmVjZW50RmlsZVJlc3BvbnNlIh+C0+STAhkSFy9hcGkvbWVtb3J5L3JlY2VudF9maWxlEn4KDlNhdmVSZWNlbnRGaWxlEiAubWVtc3ZjLnYxLlNhdmVSZWNlbnRGaWxlUmVxdWVzdBohLm1lbXN2Yy52MS5TYXZlUmVjZW50RmlsZVJlc3BvbnNlIieC0+STAiEiHC9hcGkvbWVtb3J5L3JlY2VudF9maWxlL3NhdmU6ASoSkgEKFEFwcGVuZFJlY2VudE1lc3NhZ2VzEiYubWVtc3ZjLnYxLkFwcGVuZFJlY2VudE1lc3NhZ2VzUmVxdWVzdBonLm1lbXN2Yy52MS5BcHBlbmRSZWNlbnRNZXNzYWdlc1Jlc3BvbnNlIimC0+STAiMiHi9hcGkvbWVtb3J5L3JlY2VudF9maWxlL2FwcGVuZDoBKhK0AQoPUmVuYW1lQ2hhcmFjdGVyEiEubWVtc3ZjLnYxLlJlbmFtZUNoYXJhY3RlclJlcXVlc3QaIi5tZW1zdmMudjEuUmVuYW1lQ2hhcmFjdGVyUmVzcG9uc2UiWoLT5JMCVCIfL2FwaS9tZW1vcnkvdXBkYXRlX2NhdGdpcmxfbmFtZToBKlouIikvYXBpL2NoYXJhY3RlcnMvY2F0Z2lybC97b2xkX25hbWV9L3JlbmFtZToBKhJqCgpTY2FuTGVnYWN5EhwubWVtc3ZjLnYxLlNjYW5MZWdhY3lSZXF1ZXN0Gh0ubWVtc3ZjLnYxLlNjYW5MZWdhY3lSZXNwb25zZSIfgtPkkwIZEhcvYXBpL21lbW9yeS9sZWdhY3kvc2NhbhJxCgtQdXJnZUxlZ2FjeRIdLm1lbXN2Yy52MS5QdXJnZUxlZ2FjeVJlcXVlc3QaHi5tZW1zdmMudjEuUHVyZ2VMZWdhY3lSZXNwb25zZSIjgtPkkwIdIhgvYXBpL21lbW9yeS9sZWdhY3kvcHVyZ2U6ASoSVQoJR2V0TWVtb3J5EhsubWVtc3ZjLnYxLkdldE1lbW9yeVJlcXVlc3QaES5tZW1zdmMudjEuTWVtb3J5IhiC0+STAhISEC9hcGkvbWVtb3J5L3tpZH0SbAoMVXBkYXRlTWVtb3J5Eh4ubWVtc3ZjLnYxLlVwZGF0ZU1lbW9yeVJlcXVlc3QaHy5tZW1zdmMudjEuVXBkYXRlTWVtb3J5UmVzcG9uc2UiG4LT5JMCFRoQL2FwaS9tZW1vcnkve2lkfToBKhJpCgxEZWxldGVNZW1vcnkSHi5tZW1zdmMudjEuRGVsZXRlTWVtb3J5UmVxdWVzdBofLm1lbXN2Yy52MS5EZWxldGVNZW1vcnlSZXNwb25zZSIYgtPkkwISKhAvYXBpL21lbW9yeS97aWR9En0KEEdldE1lbW9yeUhpc3RvcnkSIi5tZW1zdmMudjEuR2V0TWVtb3J5SGlzdG9yeVJlcXVlc3QaIy5tZW1zdmMudjEuR2V0TWVtb3J5SGlzdG9yeVJlc3BvbnNlIiCC0+STAhoSGC9hcGkvbWVtb3J5L3tpZH0vaGlzdG9yeRJlCg1XYXRjaE1lbW9yaWVzEh8ubWVtc3ZjLnYxLldhdGNoTWVtb3JpZXNSZXF1ZXN0GhYubWVtc3ZjLnYxLk1lbW9yeUV2ZW50IhmC0+STAhMSES9hcGkvbWVtb3J5L3dhdGNoMAFiBnByb3RvMw", [file_google_api_annotations, file_google_protobuf_struct, file_google_protobuf_timestamp, file_google_rpc_status]);
 
 /**
  * One remembered fact. `type` is one of factual, episodic, procedural, semantic.
@@ -110,6 +110,23 @@ export type Memory = Message<"memsvc.v1.Memory"> & {
    * @generated from field: google.protobuf.Timestamp occurred_at = 14;
    */
   occurredAt?: Timestamp | undefined;
+
+  /**
+   * Since when this version of the memory holds: when a keyed create replaced an earlier
+   * fact, the time the new one took over (or the occurredAt it was given); otherwise
+   * occurredAt, else createdAt.
+   *
+   * @generated from field: google.protobuf.Timestamp valid_from = 15;
+   */
+  validFrom?: Timestamp | undefined;
+
+  /**
+   * Until when it held: set only on a version a later fact superseded (in a retrieval with
+   * asOf, and in GetMemoryHistory's versions).
+   *
+   * @generated from field: google.protobuf.Timestamp valid_to = 16;
+   */
+  validTo?: Timestamp | undefined;
 };
 
 /**
@@ -365,11 +382,22 @@ export type CreateMemoryResponse = Message<"memsvc.v1.CreateMemoryResponse"> & {
   id: string;
 
   /**
-   * False when an existing (apiKeyId, key) row was updated in place.
+   * False when an existing (apiKeyId, key) row was updated in place, or when the memory was
+   * merged into an existing one.
    *
    * @generated from field: bool created = 3;
    */
   created: boolean;
+
+  /**
+   * Set when nothing new was stored because an existing memory of the owner (of the same type)
+   * already says the same: that memory's id (also in `id`), whose history records the merge.
+   * Only for memories without a key (a key decides by itself) that are not conversation turns
+   * (episodic with a session); the memory setting dedupOnWrite turns merging off.
+   *
+   * @generated from field: string merged_into = 4;
+   */
+  mergedInto: string;
 };
 
 /**
@@ -430,6 +458,13 @@ export type CreateMemoryResult = Message<"memsvc.v1.CreateMemoryResult"> & {
    * @generated from field: google.rpc.Status error = 4;
    */
   error?: Status | undefined;
+
+  /**
+   * As CreateMemoryResponse.merged_into.
+   *
+   * @generated from field: string merged_into = 5;
+   */
+  mergedInto: string;
 };
 
 /**
@@ -690,6 +725,242 @@ export const DeleteMemoryResponseSchema: GenMessage<DeleteMemoryResponse> = /*@_
   messageDesc(file_memsvc_v1_memory, 16);
 
 /**
+ * @generated from message memsvc.v1.GetMemoryHistoryRequest
+ */
+export type GetMemoryHistoryRequest = Message<"memsvc.v1.GetMemoryHistoryRequest"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * 1..1000, default 100.
+   *
+   * @generated from field: optional int32 limit = 2;
+   */
+  limit?: number | undefined;
+
+  /**
+   * From a previous response's nextPageToken: the entries after it.
+   *
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message memsvc.v1.GetMemoryHistoryRequest.
+ * Use `create(GetMemoryHistoryRequestSchema)` to create a new message.
+ */
+export const GetMemoryHistoryRequestSchema: GenMessage<GetMemoryHistoryRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 17);
+
+/**
+ * One change to a memory.
+ *
+ * @generated from message memsvc.v1.MemoryHistoryEntry
+ */
+export type MemoryHistoryEntry = Message<"memsvc.v1.MemoryHistoryEntry"> & {
+  /**
+   * created | updated | superseded | merged | summarized | deleted | expired
+   *
+   * @generated from field: string event = 1;
+   */
+  event: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 2;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The credential that made the change (its id; `oauth:<sub>` for an OAuth token; `memsvc`
+   * for the expiry sweep; empty when the server takes calls without a token).
+   *
+   * @generated from field: string author = 3;
+   */
+  author: string;
+
+  /**
+   * The fields the change set, by their API names, with their values after it: a creation
+   * sets every field, an update the ones it changed; a merge names the duplicate's text
+   * (mergedContent); deleted, expired and summarized set none.
+   *
+   * @generated from field: google.protobuf.Struct changes = 4;
+   */
+  changes?: JsonObject | undefined;
+
+  /**
+   * summarized: the summary it was folded into.
+   *
+   * @generated from field: string related_id = 5;
+   */
+  relatedId: string;
+};
+
+/**
+ * Describes the message memsvc.v1.MemoryHistoryEntry.
+ * Use `create(MemoryHistoryEntrySchema)` to create a new message.
+ */
+export const MemoryHistoryEntrySchema: GenMessage<MemoryHistoryEntry> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 18);
+
+/**
+ * @generated from message memsvc.v1.GetMemoryHistoryResponse
+ */
+export type GetMemoryHistoryResponse = Message<"memsvc.v1.GetMemoryHistoryResponse"> & {
+  /**
+   * @generated from field: string id = 1;
+   */
+  id: string;
+
+  /**
+   * @generated from field: string api_key_id = 2;
+   */
+  apiKeyId: string;
+
+  /**
+   * @generated from field: repeated memsvc.v1.MemoryHistoryEntry entries = 3;
+   */
+  entries: MemoryHistoryEntry[];
+
+  /**
+   * The facts this memory's key superseded, oldest first, each with validFrom and validTo.
+   *
+   * @generated from field: repeated memsvc.v1.Memory versions = 4;
+   */
+  versions: Memory[];
+
+  /**
+   * Set when more entries follow: pass it as pageToken.
+   *
+   * @generated from field: string next_page_token = 5;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message memsvc.v1.GetMemoryHistoryResponse.
+ * Use `create(GetMemoryHistoryResponseSchema)` to create a new message.
+ */
+export const GetMemoryHistoryResponseSchema: GenMessage<GetMemoryHistoryResponse> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 19);
+
+/**
+ * @generated from message memsvc.v1.WatchMemoriesRequest
+ */
+export type WatchMemoriesRequest = Message<"memsvc.v1.WatchMemoriesRequest"> & {
+  /**
+   * The tenant to follow; empty: every tenant the credential covers (every tenant for an
+   * admin or without authentication).
+   *
+   * @generated from field: string api_key_id = 1;
+   */
+  apiKeyId: string;
+
+  /**
+   * The resumeToken of the last event received: continue right after it. Empty: from now.
+   *
+   * @generated from field: string resume_token = 2;
+   */
+  resumeToken: string;
+
+  /**
+   * End the stream once everything committed so far was delivered (its last event is a
+   * bookmark with the position to resume from).
+   *
+   * @generated from field: bool stop_when_caught_up = 3;
+   */
+  stopWhenCaughtUp: boolean;
+};
+
+/**
+ * Describes the message memsvc.v1.WatchMemoriesRequest.
+ * Use `create(WatchMemoriesRequestSchema)` to create a new message.
+ */
+export const WatchMemoriesRequestSchema: GenMessage<WatchMemoriesRequest> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 20);
+
+/**
+ * @generated from message memsvc.v1.MemoryEvent
+ */
+export type MemoryEvent = Message<"memsvc.v1.MemoryEvent"> & {
+  /**
+   * created | updated | deleted | expired, or bookmark (no change: the position, sent first,
+   * while nothing changes, and when a stopWhenCaughtUp stream ends).
+   *
+   * @generated from field: string kind = 1;
+   */
+  kind: string;
+
+  /**
+   * Resume after this event (WatchMemoriesRequest.resume_token).
+   *
+   * @generated from field: string resume_token = 2;
+   */
+  resumeToken: string;
+
+  /**
+   * @generated from field: string memory_id = 3;
+   */
+  memoryId: string;
+
+  /**
+   * @generated from field: string api_key_id = 4;
+   */
+  apiKeyId: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp at = 5;
+   */
+  at?: Timestamp | undefined;
+
+  /**
+   * The credential that made the change, as in MemoryHistoryEntry.author.
+   *
+   * @generated from field: string author = 6;
+   */
+  author: string;
+
+  /**
+   * The history event behind it: created, updated, superseded and merged are `updated`
+   * kinds but for created; summarized is a `deleted` kind.
+   *
+   * @generated from field: string change = 7;
+   */
+  change: string;
+
+  /**
+   * The fields the change set (API names).
+   *
+   * @generated from field: repeated string changed_fields = 8;
+   */
+  changedFields: string[];
+
+  /**
+   * The memory as stored now, for a memory that still exists (a later change may already
+   * show in it; its own event follows).
+   *
+   * @generated from field: memsvc.v1.Memory memory = 9;
+   */
+  memory?: Memory | undefined;
+
+  /**
+   * summarized: the summary it was folded into.
+   *
+   * @generated from field: string related_id = 10;
+   */
+  relatedId: string;
+};
+
+/**
+ * Describes the message memsvc.v1.MemoryEvent.
+ * Use `create(MemoryEventSchema)` to create a new message.
+ */
+export const MemoryEventSchema: GenMessage<MemoryEvent> = /*@__PURE__*/
+  messageDesc(file_memsvc_v1_memory, 21);
+
+/**
  * @generated from message memsvc.v1.CheckHealthRequest
  */
 export type CheckHealthRequest = Message<"memsvc.v1.CheckHealthRequest"> & {
@@ -700,7 +971,7 @@ export type CheckHealthRequest = Message<"memsvc.v1.CheckHealthRequest"> & {
  * Use `create(CheckHealthRequestSchema)` to create a new message.
  */
 export const CheckHealthRequestSchema: GenMessage<CheckHealthRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 17);
+  messageDesc(file_memsvc_v1_memory, 22);
 
 /**
  * @generated from message memsvc.v1.CheckHealthResponse
@@ -727,7 +998,7 @@ export type CheckHealthResponse = Message<"memsvc.v1.CheckHealthResponse"> & {
  * Use `create(CheckHealthResponseSchema)` to create a new message.
  */
 export const CheckHealthResponseSchema: GenMessage<CheckHealthResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 18);
+  messageDesc(file_memsvc_v1_memory, 23);
 
 /**
  * @generated from message memsvc.v1.ListRecentFilesRequest
@@ -740,7 +1011,7 @@ export type ListRecentFilesRequest = Message<"memsvc.v1.ListRecentFilesRequest">
  * Use `create(ListRecentFilesRequestSchema)` to create a new message.
  */
 export const ListRecentFilesRequestSchema: GenMessage<ListRecentFilesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 19);
+  messageDesc(file_memsvc_v1_memory, 24);
 
 /**
  * @generated from message memsvc.v1.ListRecentFilesResponse
@@ -757,7 +1028,7 @@ export type ListRecentFilesResponse = Message<"memsvc.v1.ListRecentFilesResponse
  * Use `create(ListRecentFilesResponseSchema)` to create a new message.
  */
 export const ListRecentFilesResponseSchema: GenMessage<ListRecentFilesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 20);
+  messageDesc(file_memsvc_v1_memory, 25);
 
 /**
  * @generated from message memsvc.v1.GetRecentFileRequest
@@ -774,7 +1045,7 @@ export type GetRecentFileRequest = Message<"memsvc.v1.GetRecentFileRequest"> & {
  * Use `create(GetRecentFileRequestSchema)` to create a new message.
  */
 export const GetRecentFileRequestSchema: GenMessage<GetRecentFileRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 21);
+  messageDesc(file_memsvc_v1_memory, 26);
 
 /**
  * @generated from message memsvc.v1.GetRecentFileResponse
@@ -801,7 +1072,7 @@ export type GetRecentFileResponse = Message<"memsvc.v1.GetRecentFileResponse"> &
  * Use `create(GetRecentFileResponseSchema)` to create a new message.
  */
 export const GetRecentFileResponseSchema: GenMessage<GetRecentFileResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 22);
+  messageDesc(file_memsvc_v1_memory, 27);
 
 /**
  * One chat item as the memory browser edits it.
@@ -839,7 +1110,7 @@ export type ChatItem = Message<"memsvc.v1.ChatItem"> & {
  * Use `create(ChatItemSchema)` to create a new message.
  */
 export const ChatItemSchema: GenMessage<ChatItem> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 23);
+  messageDesc(file_memsvc_v1_memory, 28);
 
 /**
  * @generated from message memsvc.v1.SaveRecentFileRequest
@@ -871,7 +1142,7 @@ export type SaveRecentFileRequest = Message<"memsvc.v1.SaveRecentFileRequest"> &
  * Use `create(SaveRecentFileRequestSchema)` to create a new message.
  */
 export const SaveRecentFileRequestSchema: GenMessage<SaveRecentFileRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 24);
+  messageDesc(file_memsvc_v1_memory, 29);
 
 /**
  * @generated from message memsvc.v1.SaveRecentFileResponse
@@ -908,7 +1179,7 @@ export type SaveRecentFileResponse = Message<"memsvc.v1.SaveRecentFileResponse">
  * Use `create(SaveRecentFileResponseSchema)` to create a new message.
  */
 export const SaveRecentFileResponseSchema: GenMessage<SaveRecentFileResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 25);
+  messageDesc(file_memsvc_v1_memory, 30);
 
 /**
  * @generated from message memsvc.v1.AppendRecentMessagesRequest
@@ -930,7 +1201,7 @@ export type AppendRecentMessagesRequest = Message<"memsvc.v1.AppendRecentMessage
  * Use `create(AppendRecentMessagesRequestSchema)` to create a new message.
  */
 export const AppendRecentMessagesRequestSchema: GenMessage<AppendRecentMessagesRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 26);
+  messageDesc(file_memsvc_v1_memory, 31);
 
 /**
  * @generated from message memsvc.v1.AppendRecentMessagesResponse
@@ -959,7 +1230,7 @@ export type AppendRecentMessagesResponse = Message<"memsvc.v1.AppendRecentMessag
  * Use `create(AppendRecentMessagesResponseSchema)` to create a new message.
  */
 export const AppendRecentMessagesResponseSchema: GenMessage<AppendRecentMessagesResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 27);
+  messageDesc(file_memsvc_v1_memory, 32);
 
 /**
  * Which route a call came through decides the semantics: the compatibility alias answers an
@@ -995,7 +1266,7 @@ export type RenameCharacterRequest = Message<"memsvc.v1.RenameCharacterRequest">
  * Use `create(RenameCharacterRequestSchema)` to create a new message.
  */
 export const RenameCharacterRequestSchema: GenMessage<RenameCharacterRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 28);
+  messageDesc(file_memsvc_v1_memory, 33);
 
 /**
  * The canonical route answers success, memory_renamed, memory_server_reloaded; the alias's
@@ -1040,7 +1311,7 @@ export type RenameCharacterResponse = Message<"memsvc.v1.RenameCharacterResponse
  * Use `create(RenameCharacterResponseSchema)` to create a new message.
  */
 export const RenameCharacterResponseSchema: GenMessage<RenameCharacterResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 29);
+  messageDesc(file_memsvc_v1_memory, 34);
 
 /**
  * @generated from message memsvc.v1.ScanLegacyRequest
@@ -1053,7 +1324,7 @@ export type ScanLegacyRequest = Message<"memsvc.v1.ScanLegacyRequest"> & {
  * Use `create(ScanLegacyRequestSchema)` to create a new message.
  */
 export const ScanLegacyRequestSchema: GenMessage<ScanLegacyRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 30);
+  messageDesc(file_memsvc_v1_memory, 35);
 
 /**
  * @generated from message memsvc.v1.LegacyEntry
@@ -1098,7 +1369,7 @@ export type LegacyEntry = Message<"memsvc.v1.LegacyEntry"> & {
  * Use `create(LegacyEntrySchema)` to create a new message.
  */
 export const LegacyEntrySchema: GenMessage<LegacyEntry> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 31);
+  messageDesc(file_memsvc_v1_memory, 36);
 
 /**
  * @generated from message memsvc.v1.LegacyRoot
@@ -1130,7 +1401,7 @@ export type LegacyRoot = Message<"memsvc.v1.LegacyRoot"> & {
  * Use `create(LegacyRootSchema)` to create a new message.
  */
 export const LegacyRootSchema: GenMessage<LegacyRoot> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 32);
+  messageDesc(file_memsvc_v1_memory, 37);
 
 /**
  * @generated from message memsvc.v1.ScanLegacyResponse
@@ -1171,7 +1442,7 @@ export type ScanLegacyResponse = Message<"memsvc.v1.ScanLegacyResponse"> & {
  * Use `create(ScanLegacyResponseSchema)` to create a new message.
  */
 export const ScanLegacyResponseSchema: GenMessage<ScanLegacyResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 33);
+  messageDesc(file_memsvc_v1_memory, 38);
 
 /**
  * @generated from message memsvc.v1.PurgeLegacyRequest
@@ -1190,7 +1461,7 @@ export type PurgeLegacyRequest = Message<"memsvc.v1.PurgeLegacyRequest"> & {
  * Use `create(PurgeLegacyRequestSchema)` to create a new message.
  */
 export const PurgeLegacyRequestSchema: GenMessage<PurgeLegacyRequest> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 34);
+  messageDesc(file_memsvc_v1_memory, 39);
 
 /**
  * @generated from message memsvc.v1.PurgeError
@@ -1212,7 +1483,7 @@ export type PurgeError = Message<"memsvc.v1.PurgeError"> & {
  * Use `create(PurgeErrorSchema)` to create a new message.
  */
 export const PurgeErrorSchema: GenMessage<PurgeError> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 35);
+  messageDesc(file_memsvc_v1_memory, 40);
 
 /**
  * @generated from message memsvc.v1.PurgeLegacyResponse
@@ -1239,7 +1510,7 @@ export type PurgeLegacyResponse = Message<"memsvc.v1.PurgeLegacyResponse"> & {
  * Use `create(PurgeLegacyResponseSchema)` to create a new message.
  */
 export const PurgeLegacyResponseSchema: GenMessage<PurgeLegacyResponse> = /*@__PURE__*/
-  messageDesc(file_memsvc_v1_memory, 36);
+  messageDesc(file_memsvc_v1_memory, 41);
 
 /**
  * @generated from service memsvc.v1.MemoryService
@@ -1417,7 +1688,9 @@ export const MemoryService: GenService<{
     output: typeof UpdateMemoryResponseSchema;
   },
   /**
-   * Deletes one memory with its vector (the store's vector row, Qdrant point). Errors: NOT_FOUND.
+   * Deletes one memory with its vector (the store's vector row, Qdrant point) and forgets
+   * it: its history and superseded versions go too, leaving only a `deleted` history entry
+   * that names the id. Errors: NOT_FOUND.
    *
    * @generated from rpc memsvc.v1.MemoryService.DeleteMemory
    */
@@ -1425,6 +1698,47 @@ export const MemoryService: GenService<{
     methodKind: "unary";
     input: typeof DeleteMemoryRequestSchema;
     output: typeof DeleteMemoryResponseSchema;
+  },
+  /**
+   * Every change to one memory, oldest first: created, updated, superseded (a keyed create
+   * replaced its content; the old fact is kept with when it held, in `versions`), merged (a
+   * duplicate write touched it), summarized, deleted, expired; each with its time, the
+   * credential that made it and the fields it set. A deleted or expired memory's history is
+   * only that entry: forgetting keeps nothing of what it said. Paged by `pageToken`.
+   * Errors: NOT_FOUND (no such memory or history, or another tenant's), INVALID_ARGUMENT
+   * (limit outside 1..1000, a page token this server did not issue), FAILED_PRECONDITION
+   * (another backend than the built-in store is primary: it keeps no history).
+   *
+   * @generated from rpc memsvc.v1.MemoryService.GetMemoryHistory
+   */
+  getMemoryHistory: {
+    methodKind: "unary";
+    input: typeof GetMemoryHistoryRequestSchema;
+    output: typeof GetMemoryHistoryResponseSchema;
+  },
+  /**
+   * The change feed: created, updated, deleted and expired events of the memories of one
+   * apiKeyId, or of every tenant the caller's credential covers, as they commit, each with a
+   * resume token. Reconnecting with the last token received continues right after it:
+   * nothing is missed, nothing is seen twice (across server processes and replicas). Without
+   * a token it starts at the current position. The first message is a `bookmark` (no memory)
+   * with the position the stream starts after; more bookmarks carry the position while
+   * nothing changes, every few seconds, so a follower can save it. A slow
+   * reader holds up only its own stream: the server reads the next page of events only when
+   * the previous one was sent (gRPC flow control), so it never buffers a backlog in memory;
+   * the backlog stays in the store until read. With `stopWhenCaughtUp` the stream ends once
+   * it has delivered everything committed so far (a poll; REST clients without streaming).
+   * Over REST the stream arrives as a JSON array that grows as events arrive.
+   * Errors: INVALID_ARGUMENT (a resume token this store did not issue), PERMISSION_DENIED (an
+   * apiKeyId the credential does not cover), FAILED_PRECONDITION (another backend than the
+   * built-in store is primary).
+   *
+   * @generated from rpc memsvc.v1.MemoryService.WatchMemories
+   */
+  watchMemories: {
+    methodKind: "server_streaming";
+    input: typeof WatchMemoriesRequestSchema;
+    output: typeof MemoryEventSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_memsvc_v1_memory, 0);

@@ -1,0 +1,96 @@
+"""Duplicates merged on write: before a memory without a key is stored, the owner's memories
+most like it are asked whether one already says the same (memsvc.core.dedup decides); if one
+does, the draft touches it instead (`NewMemory.merge_into`: its history records the merge, and
+the response names it) and no row is added.
+
+Which drafts: a key decides by itself (a keyed create updates the owner's memory of that key),
+and a conversation turn (episodic, in a session) is an event, never a repeat of another, so
+only keyless memories that are not turns are compared, and only with memories of their owner
+and type. Off with the memory setting dedupOnWrite, and whenever the built-in store is not
+the primary backend (the candidates come from its indexes).
+
+Candidates: the draft's nearest memories in the owner's vectors (the draft was embedded for
+its own vector anyway, so the cosine costs no embedding) and its best keyword matches (for a
+store without embeddings, or a memory not embedded yet: decided by text alone). Concurrent
+writes of one fact in one group commit, or in two processes at once, are not compared with
+each other: both are stored (the next write of it merges).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import replace
+from typing import Any, Protocol
+
+import numpy as np
+
+from memsvc.core.dedup import is_duplicate
+from memsvc.core.settings.memory import Settings
+from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, utcnow
+
+#: Candidates asked per draft from each list.
+CANDIDATES = 5
+#: A conversation turn: episodic, in a session (memsvc.core.retrieval.conversation_signals).
+TURN_TYPE = "episodic"
+
+
+class Nearest(Protocol):
+    def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[Memory, float]]:
+        """The scope's memories nearest `vector`, with their cosine similarity."""
+        ...
+
+
+class KeywordSearch(Protocol):
+    def search_keyword(self, scope: SearchScope, text: str, limit: int) -> list[KeywordHit]: ...
+
+
+def _turn(memory: NewMemory | Memory) -> bool:
+    return memory.type == TURN_TYPE and bool(memory.session_id)
+
+
+def eligible(draft: NewMemory) -> bool:
+    """A draft that may merge: no key, not a conversation turn, not merging already."""
+    return draft.key is None and not _turn(draft) and draft.merge_into is None
+
+
+class Duplicates:
+    """Marks the drafts that repeat an existing memory (`mark`)."""
+
+    def __init__(
+        self, settings: Settings, nearest: Nearest, keywords: KeywordSearch, applies: Callable[[], bool]
+    ) -> None:
+        self._settings = settings
+        self._nearest = nearest
+        self._keywords = keywords
+        self._applies = applies
+
+    def mark(self, drafts: Sequence[NewMemory], vectors: Any = None) -> list[NewMemory]:
+        """`drafts` with `merge_into` set on each that repeats an existing memory (`vectors`:
+        the drafts' embeddings in order, or None when they have none)."""
+        if not any(eligible(d) for d in drafts) or not self._settings.get().dedup_on_write or not self._applies():
+            return list(drafts)
+        now = utcnow()
+        out = []
+        for i, draft in enumerate(drafts):
+            vector = None if vectors is None else vectors[i]
+            found = self._repeated(draft, vector, now) if eligible(draft) else None
+            out.append(replace(draft, merge_into=found.id) if found is not None else draft)
+        return out
+
+    def _repeated(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
+        """The first candidate of the owner and type that says what the draft says."""
+        scope = SearchScope(api_key_id=draft.api_key_id, now=now)
+        cosines: dict[str, float | None] = {}
+        memories: dict[str, Memory] = {}
+        if vector is not None:
+            for memory, cosine in self._nearest.nearest(scope, vector, CANDIDATES):
+                memories[memory.id], cosines[memory.id] = memory, cosine
+        for hit in self._keywords.search_keyword(scope, draft.content, CANDIDATES):
+            memories.setdefault(hit.memory.id, hit.memory)
+            cosines.setdefault(hit.memory.id, None)
+        for memory_id, memory in memories.items():
+            if memory.type != draft.type or _turn(memory):
+                continue
+            if is_duplicate(draft.content, memory.content, cosines[memory_id]):
+                return memory
+        return None
