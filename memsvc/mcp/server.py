@@ -1,4 +1,4 @@
-"""The MCP server memsvc serves, the same over stdio and streamable HTTP: the seven memory
+"""The MCP server memsvc serves, the same over stdio and streamable HTTP: the eight memory
 tools (in a fixed order), the caller's memories as resources and the `recall` prompt.
 
 Protocol revisions are the SDK's (mcp 2.3): 2026-07-28, the stateless revision (each
@@ -27,8 +27,10 @@ INSTRUCTIONS = (
     "questions that may depend on what the user said earlier; store durable facts, preferences, "
     "decisions and procedures with memory_add. Memory types: factual (facts and preferences), "
     "episodic (events and decisions), procedural (how-tos and habits), semantic (general "
-    "knowledge and summaries). The memories are also resources (memsvc://memories/{id}), and "
-    "the recall prompt puts the ones relevant to a request before it."
+    "knowledge and summaries). memory_history tells how a memory changed, who changed it and "
+    "what it said before; memory_search with asOf answers as things stood at an earlier time. "
+    "The memories are also resources (memsvc://memories/{id}), and the recall prompt puts the "
+    "ones relevant to a request before it."
 )
 
 

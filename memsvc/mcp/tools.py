@@ -134,20 +134,34 @@ class MemoryTools:
                 ),
             ),
         ] = None,
+        asOf: Annotated[
+            str | None,
+            Field(
+                json_schema_extra={"format": "date-time"},
+                description=(
+                    "Search the memories as they were at this time (RFC 3339, e.g. 2026-01-31T00:00:00Z; not in the "
+                    "future): a fact replaced later (same key) comes back as it was then, with validTo; memories "
+                    "stored after it are left out. Default: the current memories."
+                ),
+            ),
+        ] = None,
     ) -> str:
         """Search the tenant's memories for those relevant to `query`, best first, within a
         token budget. Ranking uses the retrieval strategy of the memory settings (keyword,
         semantic or hybrid); memories below the relevance floor are left out. `type` keeps only
-        memories of that type among the ranked results. Returns {memories: [{id, type, key,
-        content, score, tokens, tier, sessionId, occurredAt (when it happened, if known)}],
-        totalTokens, resolution, relevanceFloor}; relevanceFloor says which floor applied
-        (keywordOverlap, vectorSimilarity) and how many memories fell below it (belowFloor). An
-        empty list means nothing relevant is stored."""
+        memories of that type among the ranked results; `asOf` searches the memories as they
+        were at that time. Returns {memories: [{id, type, key, content, score, tokens, tier,
+        sessionId, occurredAt (when it happened, if known), validFrom, validTo (since and, for
+        a fact replaced later, until when it held)}], totalTokens, resolution, relevanceFloor};
+        relevanceFloor says which floor applied (keywordOverlap, vectorSimilarity) and how many
+        memories fell below it (belowFloor). An empty list means nothing relevant is stored."""
         request = engine_pb2.RetrieveRequest(api_key_id=await self._tenant(ctx, apiKeyId), query=query, scope="apiKey")
         if maxTokens is not None:
             request.max_tokens = maxTokens
         if minScore is not None:
             request.min_score = minScore
+        if asOf is not None:
+            request.as_of.CopyFrom(_timestamp(asOf, "asOf"))
         if limit is not None and type is None:  # with a type, the limit counts what the filter keeps
             request.limit = limit  # the server returns (and counts as accessed) only these
         response = await self._call(ctx, self._upstream.engine.Retrieve, request)
@@ -188,8 +202,10 @@ class MemoryTools:
         keep: Keep = None,
         occurredAt: OccurredAt = None,
     ) -> str:
-        """Store a memory for the tenant. Returns {success, id, created}; created is false
-        when a memory with the same key was updated in place."""
+        """Store a memory for the tenant. Returns {success, id, created, mergedInto}; created is
+        false when a memory with the same key was updated in place, or when the memory (without
+        a key) repeats one the tenant already has: then nothing new is stored and mergedInto
+        (also id) names that memory, whose history records the merge (memory_history)."""
         request = memory_pb2.CreateMemoryRequest(
             api_key_id=await self._tenant(ctx, apiKeyId), content=content, type=type, metadata=dict_to_struct(metadata)
         )
@@ -252,6 +268,28 @@ class MemoryTools:
         updatedAt, accessCount, occurredAt (when it happened, if known), ...}. A memory the token may not see is reported as not found."""
         return rest_json(await self._call(ctx, self._upstream.memory.GetMemory, memory_pb2.GetMemoryRequest(id=id)))
 
+    async def memory_history(
+        self,
+        ctx: Context,
+        id: MemoryId,
+        limit: Annotated[
+            int | None, Field(ge=1, le=1000, description="At most this many changes, oldest first (default 100).")
+        ] = None,
+    ) -> str:
+        """Every change to one memory, oldest first, and the facts it replaced. Returns {id,
+        apiKeyId, entries: [{event, at, author, changes, relatedId}], versions: [memory with
+        validFrom, validTo], nextPageToken}. event is created, updated, superseded (a memory_add
+        with the same key replaced the content), merged (a repeat was merged into it),
+        summarized, deleted or expired; author is the credential that made the change; changes
+        holds the fields it set, with their new values. versions are the replaced facts, oldest
+        first, each with the time span it held. A deleted memory's history is only its
+        deletion. nextPageToken is set when more changes follow (a larger limit returns them).
+        A memory the token may not see is reported as not found."""
+        request = memory_pb2.GetMemoryHistoryRequest(id=id)
+        if limit is not None:
+            request.limit = limit
+        return rest_json(await self._call(ctx, self._upstream.memory.GetMemoryHistory, request))
+
     async def memory_update(
         self,
         ctx: Context,
@@ -292,6 +330,7 @@ ANNOTATIONS = {
     "memory_search": ToolAnnotations(title="Search memories", read_only_hint=True),
     "memory_list": ToolAnnotations(title="List memories", read_only_hint=True),
     "memory_get": ToolAnnotations(title="Read a memory", read_only_hint=True),
+    "memory_history": ToolAnnotations(title="Read a memory's history", read_only_hint=True),
     "memory_add": ToolAnnotations(title="Add a memory", destructive_hint=False, idempotent_hint=False),
     "memory_update": ToolAnnotations(title="Update a memory", destructive_hint=True, idempotent_hint=True),
     "memory_delete": ToolAnnotations(title="Delete a memory", destructive_hint=True, idempotent_hint=True),
@@ -300,7 +339,7 @@ ANNOTATIONS = {
 
 
 def memory_tools(upstream: Upstream, credential: Credential) -> list[Tool]:
-    """The seven memory tools, in `ANNOTATIONS` order, each publishing a plain JSON schema
+    """The eight memory tools, in `ANNOTATIONS` order, each publishing a plain JSON schema
     that is also what its arguments are checked against (memsvc.mcp.arguments)."""
     tools = MemoryTools(upstream, credential)
     registered = []

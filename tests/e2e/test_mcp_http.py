@@ -28,6 +28,7 @@ from tests.support.mcp_session import (
     TOOL_ORDER,
     check_bad_arguments,
     check_current_revision,
+    check_history_as_of_and_merge,
     check_keep_and_limit,
     check_listing,
     check_recall_prompt,
@@ -138,10 +139,11 @@ def test_each_request_is_checked_with_its_own_token(stack):
             http_session(stack.url, "wrong-token") as bad,
             http_session(stack.url, None) as anonymous,
         ):
-            for session in (bad, anonymous, bad):
+            for n, session in enumerate((bad, anonymous, bad)):
                 text = await failure(session, "memory_add", apiKeyId="t", content="x", type="factual")
                 assert "not authorized: the memsvc server refused the bearer token" in text
-                await ok(good, "memory_add", apiKeyId="t", content="kept", type="factual")
+                # Distinct texts (a new number): a repeat would be merged into the first.
+                await ok(good, "memory_add", apiKeyId="t", content=f"kept {n}", type="factual")
 
     anyio.run(main)
     assert stack.server.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="t")).total == 3
@@ -155,6 +157,23 @@ def test_a_tenant_token_never_reaches_another_tenant(stack):
     ).token
     run(stack.url, token, lambda session: check_tenant_isolation(session, "tenant-A", "tenant-B", other_id))
     assert admin.memory.GetMemory(mpb.GetMemoryRequest(id=other_id)).content == "B's plan"
+
+
+def test_history_as_of_and_merge_with_two_agents_and_an_outsider(stack):
+    """memory_history with the authors of two credentials, memory_search asOf, memory_add's
+    mergedInto, and another tenant's memory_history refused as not found, each session with
+    its own Authorization header, through Envoy (the handshake-era ClientSession)."""
+    credentials = stack.server.app.credentials
+    writers = tuple(
+        credentials.create(name, ["read:memory", "write:memory"], ["tenant-life"], False).token
+        for name in ("agent-a", "agent-b")
+    )
+    outsider = credentials.create("agent-out", ["read:memory", "write:memory"], ["tenant-out"], False).token
+    anyio.run(
+        check_history_as_of_and_merge, lambda token: http_session(stack.url, token), "tenant-life", writers, outsider
+    )
+    listing = stack.server.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="tenant-life"))
+    assert listing.total == 2  # the fact (replaced in place) and the cat (the repeat merged)
 
 
 def test_a_page_on_another_origin_is_refused_when_rest_is_loopback_only(stack):

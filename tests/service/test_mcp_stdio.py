@@ -23,6 +23,7 @@ from tests.support.mcp_session import (
     TOOL_ORDER,
     check_bad_arguments,
     check_current_revision,
+    check_history_as_of_and_merge,
     check_keep_and_limit,
     check_listing,
     check_recall_prompt,
@@ -69,7 +70,7 @@ def run_current(server_port, token, scenario, tmp_path):
     anyio.run(main)
 
 
-def test_lists_the_seven_tools_with_their_schemas(authed, tmp_path):
+def test_lists_the_tools_with_their_schemas(authed, tmp_path):
     run(authed.port, TOKEN, check_listing, tmp_path)
 
 
@@ -181,6 +182,25 @@ def test_add_and_update_keep_and_search_limit(authed, tmp_path):
         ),
         tmp_path,
     )
+
+
+def test_history_as_of_and_merge_with_two_agents_and_an_outsider(authed, tmp_path):
+    """memory_history with the authors of two credentials, memory_search asOf, memory_add's
+    mergedInto, and another tenant's memory_history refused as not found, each session a
+    `memsvc mcp` launched with its own MEMSVC_TOKEN."""
+    credentials = authed.app.credentials
+    writers = tuple(
+        credentials.create(name, ["read:memory", "write:memory"], ["tenant-life"], False).token
+        for name in ("agent-a", "agent-b")
+    )
+    outsider = credentials.create("agent-out", ["read:memory", "write:memory"], ["tenant-out"], False).token
+
+    def connect(token):
+        return stdio_client(authed.port, token, tmp_path / "mcp-stderr.log")
+
+    anyio.run(check_history_as_of_and_merge, connect, "tenant-life", writers, outsider)
+    listing = authed.stubs(TOKEN).memory.ListMemories(mpb.ListMemoriesRequest(api_key_id="tenant-life"))
+    assert listing.total == 2  # the fact (replaced in place) and the cat (the repeat merged)
 
 
 def test_serves_the_current_revision_through_server_discover(authed, tmp_path):

@@ -14,11 +14,14 @@ from __future__ import annotations
 import json
 import sys
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import anyio
 import pytest
+from google.protobuf.timestamp_pb2 import Timestamp
 from mcp import Client, ClientSession, StdioServerParameters
 from mcp import stdio_client as stdio_transport
 from mcp.client.streamable_http import streamable_http_client
@@ -34,6 +37,7 @@ TOOL_ORDER = [
     "memory_search",
     "memory_list",
     "memory_get",
+    "memory_history",
     "memory_add",
     "memory_update",
     "memory_delete",
@@ -133,11 +137,17 @@ async def check_listing(session: Session) -> None:
         "maxTokens",
         "limit",
         "minScore",
+        "asOf",
     }
+    assert tools["memory_search"].input_schema["properties"]["asOf"]["format"] == "date-time"
+    history = tools["memory_history"].input_schema
+    assert set(history["properties"]) == {"id", "limit"} and history["required"] == ["id"]
+    assert (history["properties"]["limit"]["minimum"], history["properties"]["limit"]["maximum"]) == (1, 1000)
     assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
     assert tools["memory_add"].input_schema["properties"]["keep"]["type"] == "boolean"
     assert {"keep", "occurredAt"} <= set(tools["memory_update"].input_schema["properties"])
     assert tools["memory_search"].annotations.read_only_hint is True
+    assert tools["memory_history"].annotations.read_only_hint is True
     assert tools["memory_clear"].annotations.destructive_hint is True
 
 
@@ -234,6 +244,12 @@ async def check_bad_arguments(session: Session, tenant: str) -> None:
     assert "occurredAt: must be an RFC 3339 time" in await failure(
         session, "memory_update", id="no-such-memory", occurredAt="Friday"
     )
+    assert "asOf: must be an RFC 3339 time" in await failure(
+        session, "memory_search", apiKeyId=tenant, query="x", asOf="yesterday"
+    )
+    assert "limit: 1001 is greater than the maximum of 1000" in await failure(
+        session, "memory_history", id="no-such-memory", limit=1001
+    )
     assert "apiKeyId: is required" in await failure(session, "memory_add", content="x", type="factual")
     assert "not found" in await failure(session, "memory_get", id="no-such-memory")
     assert (await ok(session, "memory_list", apiKeyId=tenant))["total"] == 0
@@ -253,7 +269,12 @@ async def check_tenant_isolation(session: Session, own: str, other: str, other_i
     ]:
         text = await failure(session, name, apiKeyId=other, **arguments)
         assert text.startswith(f"Error executing tool {name}: permission denied"), text
-    for name, arguments in [("memory_get", {}), ("memory_update", {"content": "hijacked"}), ("memory_delete", {})]:
+    for name, arguments in [
+        ("memory_get", {}),
+        ("memory_history", {}),
+        ("memory_update", {"content": "hijacked"}),
+        ("memory_delete", {}),
+    ]:
         assert "not found" in await failure(session, name, id=other_id, **arguments), name
     for listed in (await ok(session, "memory_list", apiKeyId=own), await ok(session, "memory_list")):
         assert [m["id"] for m in listed["data"]] == [mine["id"]]
@@ -288,6 +309,81 @@ async def check_keep_and_limit(
     assert len(found["memories"]) == 1 and found["memories"][0]["id"] in herons
     after = access_counts()
     assert {i: after[i] - before[i] for i in herons} == {i: int(i == found["memories"][0]["id"]) for i in herons}
+
+
+def rfc3339(moment: datetime) -> str:
+    return moment.isoformat().replace("+00:00", "Z")
+
+
+def when(text: str) -> datetime:
+    """A time of the JSON (RFC 3339, 0 to 9 fractional digits), comparable."""
+    ts = Timestamp()
+    ts.FromJsonString(text)
+    return ts.ToDatetime(tzinfo=UTC)
+
+
+async def check_history_as_of_and_merge(
+    connect: Callable[[str], AbstractAsyncContextManager[Session]],
+    tenant: str,
+    writers: tuple[str, str],
+    outsider: str,
+) -> None:
+    """The fact lifecycle through the tools. `connect(token)` opens a session with that
+    token; `writers` are the tokens of the credentials "agent-a" and "agent-b" (both of
+    `tenant`), `outsider` a token of another tenant. agent-a stores where the user lives,
+    agent-b replaces it under the same key: memory_history names both changes and their
+    authors, with the replaced fact and when it held; memory_search asOf a time before the
+    change finds the old fact, without asOf the new one; a repeated memory_add is merged
+    (mergedInto); the outsider's memory_history of that id is the not-found of a missing id."""
+    async with connect(writers[0]) as a:
+        paris = await ok(a, "memory_add", content="User lives in Paris", type="factual", key="location:home")
+        cat = await ok(a, "memory_add", content="User has a cat named Miso", type="factual")
+        assert paris["mergedInto"] == "" and cat["mergedInto"] == "" and cat["created"] is True
+        in_paris = datetime.now(UTC)
+        await anyio.sleep(0.05)
+    async with connect(writers[1]) as b:
+        berlin = await ok(b, "memory_add", content="User lives in Berlin", type="factual", key="location:home")
+        assert (berlin["id"], berlin["created"], berlin["mergedInto"]) == (paris["id"], False, "")
+        repeat = await ok(b, "memory_add", content="User has a cat named Miso", type="factual")
+        assert (repeat["mergedInto"], repeat["id"], repeat["created"]) == (cat["id"], cat["id"], False), repeat
+
+        found = await ok(b, "memory_history", id=paris["id"])
+        assert (found["id"], found["apiKeyId"]) == (paris["id"], tenant)
+        assert [(e["event"], e["author"]) for e in found["entries"]] == [
+            ("created", "agent-a"),
+            ("superseded", "agent-b"),
+        ], found
+        first, second = found["entries"]
+        assert first["changes"]["content"] == "User lives in Paris"
+        assert second["changes"]["content"] == "User lives in Berlin"
+        assert when(first["at"]) <= when(second["at"]) and found["nextPageToken"] == ""
+        (version,) = found["versions"]
+        assert version["content"] == "User lives in Paris", version
+        assert when(version["validFrom"]) <= in_paris < when(version["validTo"]) <= when(second["at"]), version
+        page = await ok(b, "memory_history", id=paris["id"], limit=1)
+        assert [e["event"] for e in page["entries"]] == ["created"] and page["nextPageToken"]
+        merged = await ok(b, "memory_history", id=cat["id"])
+        assert [(e["event"], e["author"]) for e in merged["entries"]] == [("created", "agent-a"), ("merged", "agent-b")]
+
+        query = "where does the user live"
+        then = await ok(b, "memory_search", query=query, asOf=rfc3339(in_paris), minScore=0)
+        by_id = {m["id"]: m for m in then["memories"]}
+        assert by_id[paris["id"]]["content"] == "User lives in Paris", then
+        assert by_id[paris["id"]]["validTo"] == version["validTo"]
+        assert "User lives in Berlin" not in [m["content"] for m in then["memories"]]
+        now = await ok(b, "memory_search", query=query, minScore=0)
+        current = {m["id"]: m for m in now["memories"]}[paris["id"]]
+        assert current["content"] == "User lives in Berlin" and "validTo" not in current, current
+        assert current["validFrom"] == version["validTo"]
+        future = await failure(b, "memory_search", query=query, asOf="2999-01-01T00:00:00Z")
+        assert "invalid argument: asOf" in future, future
+    async with connect(outsider) as stranger:
+        hidden = await failure(stranger, "memory_history", id=paris["id"])
+        missing = await failure(stranger, "memory_history", id="no-such-memory")
+        assert "not found" in hidden and hidden.replace(paris["id"], "<id>") == missing.replace(
+            "no-such-memory", "<id>"
+        )
+        assert not any(word in hidden for word in ("Paris", "Berlin", tenant, "agent-a", "agent-b")), hidden
 
 
 async def check_current_revision(client: Client) -> None:
