@@ -25,6 +25,7 @@ Pure computation over memsvc.kernel.text's normalization; no I/O.
 
 from __future__ import annotations
 
+import functools
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -174,6 +175,7 @@ _RU_ENDINGS = sorted(_ENDINGS.split(), key=len, reverse=True)
 # --------------------------------------------------------------------------------- normalizing
 
 
+@functools.lru_cache(maxsize=8192)
 def canonical(text: str) -> str:
     """The text as compared for identity: memsvc.kernel.text.normalize (NFKC, case-folded,
     whitespace collapsed), ё as е, one apostrophe, thousands separators dropped, punctuation
@@ -294,6 +296,7 @@ class Profile:
         return frozenset(t.past for t in self.tokens if t.past)
 
 
+@functools.lru_cache(maxsize=8192)
 def profile(text: str) -> Profile:
     """The tokens, marker classes, relations and qualifier pairs of one text."""
     text = unicodedata.normalize("NFKC", text).replace("ё", "е").replace("Ё", "Е").replace("\u2019", "'")
@@ -621,5 +624,19 @@ def is_duplicate(new_text: str, existing_text: str, cosine: float | None, rule: 
     so the write may touch the existing row instead of adding one. Identical after
     normalization is always a duplicate; otherwise the text must not veto (`compare`) and
     the rule must accept the cosine (None: decided by the words alone, conservatively).
-    A wrong yes loses the new memory; a wrong no leaves a duplicate: when in doubt, no."""
+    A wrong yes loses the new memory; a wrong no leaves a duplicate: when in doubt, no.
+
+    The write path asks this for every candidate of every keyless write, so what `decide`
+    would refuse anyway is refused before the vetoes are worked out: a cosine below every
+    floor of the rule, or new words where the rule needs none (or has no cosine to weigh
+    them). `canonical` and `profile` are memoized: a draft meets several candidates, and a
+    candidate many drafts."""
+    if canonical(new_text) == canonical(existing_text):
+        return True
+    paraphrases = rule.max_novelty > 0.0
+    if cosine is not None and cosine < min(rule.subset_min_cosine, rule.min_cosine if paraphrases else 1.0):
+        return False
+    novelty = _novelty(profile(new_text).content, profile(existing_text).content)
+    if novelty > 0.0 and (cosine is None or not paraphrases or novelty > rule.max_novelty):
+        return False
     return rule.decide(compare(new_text, existing_text), cosine)
