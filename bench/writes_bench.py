@@ -4,6 +4,11 @@ RPC CreateMemories (one client, 500 memories a call), Extract with `wait` (facts
 before the answer), AppendRecentMessages. The single-client rate of each is the baseline
 beside the concurrent one; CreateMemory one at a time is the batch's baseline. The server
 runs with its default process count (MEMSVC_PROCESSES unset), recorded.
+
+What the fact lifecycle costs a write (`lifecycle_costs`): memories without a key (the ones
+duplicates are looked for) written, in one run and in turns, to three one-process servers:
+the commit before the lifecycle (`--before`, no history), today's with dedupOnWrite off (the
+history alone) and today's as it ships (history and the duplicate check).
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import argparse
 import asyncio
 import shutil
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -25,6 +31,7 @@ from bench.common import (  # noqa: E402
     Target,
     agg,
     aio_channel,
+    baseline_tree,
     enable_static,
     fmt,
     md_table,
@@ -135,6 +142,96 @@ def _warm_static(port: int, connections: int = 8, timeout_s: float = 120.0) -> N
         stubs.close()
 
 
+#: The commit before the fact lifecycle (history, versions, the feed, duplicates merged on write).
+BEFORE_LIFECYCLE = "a12a8b6"
+LIFECYCLE_LEGS = ("before", "history", "history + dedup")
+
+
+def _keyless(count: int, seed: int) -> list:
+    from memsvc.v1 import memory_pb2
+
+    return [
+        memory_pb2.CreateMemoryRequest(api_key_id=f"keyless-{i % 20}", content=f.content, type=f.type)
+        for i, f in enumerate(owner_facts("keyless", count, seed=seed))
+    ]
+
+
+def _lifecycle_servers(tmp: Path, before: str) -> dict[str, ServerProc]:
+    tree = baseline_tree(before, tmp / "tree")
+    return {
+        "before": ServerProc(tmp / "before" / "data", extra_env=QUIET_PORTS, processes=1, root=tree),
+        "history": ServerProc(tmp / "history" / "data", extra_env=QUIET_PORTS, processes=1),
+        "history + dedup": ServerProc(tmp / "dedup" / "data", extra_env=QUIET_PORTS, processes=1),
+    }
+
+
+def lifecycle_costs(before: str = BEFORE_LIFECYCLE, rounds: int = 3, single: int = 200, many: int = 800) -> dict:
+    """Keyless CreateMemory (1 and 8 clients) and CreateMemories (250 a call) on the three
+    legs, each round measuring every leg in turn, so drift of the machine hits them alike."""
+    from memsvc.v1 import memory_pb2
+
+    out: dict = {"before": before, "legs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        servers = _lifecycle_servers(Path(tmp), before)
+        try:
+            for label, server in servers.items():
+                server.start()
+                stubs = Stubs(server.port)
+                enable_static(stubs, **({"dedupOnWrite": False} if label == "history" else {}))
+                stubs.close()
+                _warm_static(server.port, connections=2)
+            rates: dict[str, dict[str, list[float]]] = {label: {"1": [], "8": [], "batch": []} for label in servers}
+            merged = dict.fromkeys(servers, 0)
+            for r in range(rounds):
+                reqs = _keyless(single + many + 1000, seed=100 + r)
+                batches = [
+                    memory_pb2.CreateMemoriesRequest(memories=reqs[i : i + 250])
+                    for i in range(single + many, len(reqs), 250)
+                ]
+                for label, server in servers.items():
+                    rates[label]["1"].append(
+                        _rate(server.port, ("memory", "CreateMemory"), reqs[:single], 1, 1)["per_s"]["median"]
+                    )
+                    rates[label]["8"].append(
+                        _rate(server.port, ("memory", "CreateMemory"), reqs[single : single + many], 8, 1)["per_s"][
+                            "median"
+                        ]
+                    )
+                    stubs = Stubs(server.port)
+                    t0 = time.perf_counter()
+                    answers = [stubs.memory.CreateMemories(b) for b in batches]
+                    rates[label]["batch"].append(sum(len(b.memories) for b in batches) / (time.perf_counter() - t0))
+                    merged[label] += sum(1 for a in answers for x in a.results if getattr(x, "merged_into", ""))
+                    stubs.close()
+        finally:
+            for server in servers.values():
+                server.stop()
+    for label in servers:
+        out["legs"][label] = {k: agg(v) for k, v in rates[label].items()} | {"merged_in_batches": merged[label]}
+    out["rounds_raw"] = rates
+    return out
+
+
+def lifecycle_table(out: dict) -> str:
+    raw = out["rounds_raw"]
+    rows = []
+    for key, what in (
+        ("1", "CreateMemory, 1 client"),
+        ("8", "CreateMemory, 8 clients"),
+        ("batch", "CreateMemories, 250 a call"),
+    ):
+        for label in LIFECYCLE_LEGS:
+            ratios = [b / a for a, b in zip(raw["before"][key], raw[label][key])]
+            rows.append([f"{what}, {label}", fmt(out["legs"][label][key], 0, " memories/s"), fmt(agg(ratios), 2, "×")])
+    table = md_table(["keyless write (1 server process)", "rate", "of before"], rows)
+    return table + (
+        f"\n\nbefore = commit {out['before']} (no history); history = today's with dedupOnWrite off; "
+        "history + dedup = today's default. Memories without a key, so every one is checked for a "
+        f"duplicate (none of these is one: {out['legs']['history + dedup']['merged_in_batches']} merged). "
+        f"Each round measures the three in turn; medians of {len(raw['before']['1'])} rounds (min–max)."
+    )
+
+
 def run(creates: int = 3000, rounds: int = 3, clients: int = 8, batches: int = 30, batch_size: int = 500) -> dict:
     from memsvc.v1 import engine_pb2, memory_pb2
 
@@ -194,6 +291,7 @@ def run(creates: int = 3000, rounds: int = 3, clients: int = 8, batches: int = 3
         )
         stubs.close()
     shutil.rmtree(folder, ignore_errors=True)
+    out["lifecycle"] = lifecycle_costs(rounds=rounds)
     return out
 
 
@@ -248,6 +346,8 @@ def report(out: dict) -> tuple[str, list[Target]]:
             f"{va['needs_reindex']} waiting."
         )
     table += f" Medians of {out['create_1_client']['per_s']['rounds']} rounds (min–max)."
+    if "lifecycle" in out:
+        table += "\n\n#### What history and the duplicate check cost a write\n\n" + lifecycle_table(out["lifecycle"])
     targets = [
         Target(
             "CreateMemory, 8 clients",
@@ -284,7 +384,14 @@ def main() -> int:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--batches", type=int, default=30, help="CreateMemories calls, over all rounds")
     parser.add_argument("--batch-size", type=int, default=500)
+    parser.add_argument(
+        "--lifecycle-only", action="store_true", help="measure only what history and dedup cost a write"
+    )
     args = parser.parse_args()
+    if args.lifecycle_only:
+        out = {"lifecycle": lifecycle_costs(rounds=args.rounds)}
+        print(lifecycle_table(out["lifecycle"]))
+        return 0
     out = run(args.creates, rounds=args.rounds, batches=args.batches, batch_size=args.batch_size)
     table, targets = report(out)
     out["targets"] = [t.as_dict() for t in targets]

@@ -284,6 +284,9 @@ def check_output(step: Step, stdout: str) -> None:
         assert not (isinstance(body, dict) and "code" in body and "message" in body), (code, body)
         if "/mcp" in code:
             assert "error" not in body and body["result"].get("isError") is not True, (code, body)
+    if "/api/memory/watch" in code:  # a stream through Envoy: one JSON array, started by a bookmark
+        events = _json(stdout)
+        assert isinstance(events, list) and events[0]["kind"] == "bookmark", events
     if code.startswith("curl") and "/stats" in code:
         assert "server.live" in stdout
     if code.endswith(" list") and "grpcurl" in code:
@@ -324,6 +327,13 @@ def check_output(step: Step, stdout: str) -> None:
         assert "I am vegetarian and I love Italian food" in stdout
     elif step.language == "python" and "OAuthClientProvider" in code:
         assert "blue road bike" in stdout
+    elif step.language == "python" and "asOf" in code:  # docs/lifecycle.md: the fact that changed
+        assert stdout.split("\n")[:4] == [
+            "['created', 'superseded', 'merged']",
+            "True",
+            "['I moved to Berlin']",
+            "['I live in Paris']",
+        ], stdout
     elif step.language == "python":
         assert "I prefer Python for scripting" in stdout
 

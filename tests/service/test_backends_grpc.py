@@ -26,7 +26,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from support.backend_fixtures import notion, obsidian  # noqa: F401 - fixtures
 from support.fake_notion import FakeNotion
 from support.fake_obsidian import FakeObsidian, frontmatter
-from support.rpc_errors import error, violated_fields
+from support.rpc_errors import error, error_info, violated_fields
 
 from memsvc.core.backend_manager import SEARCH_LIMIT
 from memsvc.v1 import engine_pb2 as epb
@@ -500,3 +500,29 @@ def test_a_primary_that_is_down_makes_memory_calls_unavailable_with_the_reason(s
     assert err.code() == C.UNAVAILABLE and "could not reach 127.0.0.1" in err.details()
     assert obsidian.api_key not in err.details()
     assert error(stubs.memory.ListMemories, mpb.ListMemoriesRequest(api_key_id=OWNER)).code() == C.UNAVAILABLE
+
+
+def test_facts_over_time_need_the_built_in_store_as_primary(stubs, obsidian, notion):
+    """History, the change feed and asOf read the built-in store's own tables: with a vault as
+    primary they answer FAILED_PRECONDITION (NO_HISTORY) instead of a silently empty past, and
+    a repeated create is stored (the duplicate check needs the built-in store's indexes)."""
+    use(stubs, obsidian, notion, "obsidian", [], enabled=True)
+    memory_id = create(stubs, "User drinks oolong tea")
+    assert (
+        stubs.memory.CreateMemory(
+            mpb.CreateMemoryRequest(api_key_id=OWNER, content="User drinks oolong tea")
+        ).merged_into
+        == ""
+    )
+    at = timestamp_pb2.Timestamp()
+    at.GetCurrentTime()
+    calls = (
+        lambda: stubs.memory.GetMemoryHistory(mpb.GetMemoryHistoryRequest(id=memory_id)),
+        lambda: list(stubs.memory.WatchMemories(mpb.WatchMemoriesRequest(api_key_id=OWNER, stop_when_caught_up=True))),
+        lambda: stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="tea", as_of=at)),
+    )
+    for call in calls:
+        with pytest.raises(grpc.RpcError) as err:
+            call()
+        assert err.value.code() == grpc.StatusCode.FAILED_PRECONDITION
+        assert error_info(err.value).reason == "NO_HISTORY"

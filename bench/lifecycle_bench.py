@@ -1,0 +1,167 @@
+"""What a Retrieve with `asOf` costs beside one of the current memories, on one server, in one
+run: an owner of N memories (facts with keys, a tenth of them superseded after the instant
+asked about), hybrid retrieval on the static model, the two kinds of query asked in turn.
+
+An asOf retrieval builds the owner's past as a working set of its own for the request
+(memsvc.working_set.past: one tokenization of the owner's memories) and searches the live
+vector index for k + the memories begun since, so its cost grows with the owner; the current
+one reads the owner's kept working set. The answers are checked too: as of the instant, every
+superseded fact answers with its old content.
+
+    .venv/bin/python bench/lifecycle_bench.py [--memories 1000,5000] [--calls 100] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from bench.common import QUIET_PORTS, ServerProc, Stubs, agg, enable_static, fmt, md_table, pct, write_results  # noqa: E402
+from bench.facts import owner_facts  # noqa: E402
+
+OWNER = "asof-owner"
+SUPERSEDED_SHARE = 10  # one fact in this many gets a new content after the instant
+
+
+def _seed(stubs: Stubs, count: int) -> tuple[datetime, list[tuple[str, str]]]:
+    """The owner's facts, then the instant, then a tenth of them superseded; returns the
+    instant and (old content, key) of the superseded ones."""
+    from memsvc.v1 import memory_pb2
+
+    facts = owner_facts(OWNER, count, seed=5)
+    for i in range(0, count, 500):
+        part = facts[i : i + 500]
+        stubs.memory.CreateMemories(
+            memory_pb2.CreateMemoriesRequest(
+                memories=[
+                    memory_pb2.CreateMemoryRequest(api_key_id=OWNER, key=f.key, content=f.content, type=f.type)
+                    for f in part
+                ]
+            )
+        )
+    time.sleep(0.01)
+    instant = datetime.now(UTC)
+    time.sleep(0.01)
+    changed = facts[::SUPERSEDED_SHARE]
+    stubs.memory.CreateMemories(
+        memory_pb2.CreateMemoriesRequest(
+            memories=[
+                memory_pb2.CreateMemoryRequest(
+                    api_key_id=OWNER, key=f.key, content=f"No longer: {f.content}", type=f.type
+                )
+                for f in changed
+            ]
+        )
+    )
+    return instant, [(f.content, f.key) for f in changed]
+
+
+def _timed(call, request) -> tuple[float, object]:
+    started = time.perf_counter()
+    answer = call(request, timeout=60)
+    return (time.perf_counter() - started) * 1000.0, answer
+
+
+def measure(memories: int, calls: int, rounds: int) -> dict:
+    from google.protobuf.timestamp_pb2 import Timestamp
+
+    from memsvc.v1 import engine_pb2
+
+    with tempfile.TemporaryDirectory() as tmp:
+        server = ServerProc(Path(tmp) / "data", extra_env=QUIET_PORTS, processes=1)
+        server.start()
+        try:
+            stubs = Stubs(server.port)
+            enable_static(stubs)
+            instant, changed = _seed(stubs, memories)
+            at = Timestamp()
+            at.FromDatetime(instant)
+            queries = [old for old, _ in changed[:calls]]
+            legs = {"current": lambda q: engine_pb2.RetrieveRequest(api_key_id=OWNER, query=q, strategy="hybrid")}
+            legs["asOf"] = lambda q: engine_pb2.RetrieveRequest(api_key_id=OWNER, query=q, strategy="hybrid", as_of=at)
+            for q in queries[:10]:  # warm: working set, vectors, caches
+                for make in legs.values():
+                    stubs.engine.Retrieve(make(q), timeout=60)
+            p50 = {label: [] for label in legs}
+            p95 = {label: [] for label in legs}
+            found_old = 0
+            for _ in range(rounds):
+                times = {label: [] for label in legs}
+                for q in queries:
+                    for label, make in legs.items():
+                        elapsed, answer = _timed(stubs.engine.Retrieve, make(q))
+                        times[label].append(elapsed)
+                        if label == "asOf":
+                            found_old += any(m.content == q for m in answer.memories[:5])
+                for label, values in times.items():
+                    p50[label].append(pct(values, 50))
+                    p95[label].append(pct(values, 95))
+            stubs.close()
+        finally:
+            server.stop()
+    return {
+        "memories": memories,
+        "superseded": len(changed),
+        "calls_per_round": len(queries),
+        "rounds": rounds,
+        "p50": {k: agg(v) for k, v in p50.items()},
+        "p95": {k: agg(v) for k, v in p95.items()},
+        "p50_raw": p50,
+        "old_fact_in_top5_as_of": found_old / (len(queries) * rounds),
+    }
+
+
+def report(results: list[dict]) -> str:
+    rows = []
+    for out in results:
+        ratios = [b / a for a, b in zip(out["p50_raw"]["current"], out["p50_raw"]["asOf"])]
+        rows.append(
+            [
+                f"{out['memories']:,}",
+                fmt(out["p50"]["current"], 2, " ms"),
+                fmt(out["p50"]["asOf"], 2, " ms"),
+                fmt(agg(ratios), 1, "×"),
+                fmt(out["p95"]["asOf"], 2, " ms"),
+                f"{out['old_fact_in_top5_as_of']:.2f}",
+            ]
+        )
+    table = md_table(
+        [
+            "owner's memories",
+            "Retrieve p50, current",
+            "Retrieve p50, asOf",
+            "asOf / current",
+            "asOf p95",
+            "old fact in top 5, asOf",
+        ],
+        rows,
+    )
+    first = results[0]
+    return table + (
+        f"\n\nHybrid on the static model, one server process; a tenth of the owner's facts superseded after the "
+        f"instant, each query the old content of one of them ({first['calls_per_round']} a round), current and asOf "
+        f"asked in turn; medians of {first['rounds']} rounds (min–max)."
+    )
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--memories", default="1000,5000")
+    parser.add_argument("--calls", type=int, default=100)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    results = [measure(int(n), args.calls, args.rounds) for n in args.memories.split(",")]
+    table = report(results)
+    write_results("lifecycle", {"results": results}, table, "Retrieve as of an instant")
+    print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
