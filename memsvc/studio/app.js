@@ -19,7 +19,10 @@ function selectTab(name, focus = false) {
     $(`#panel-${key}`).hidden = !selected;
     if (selected && focus) tab.focus();
   }
-  if (state.caller) TABS[name].shown?.(state.caller);
+  if (!state.caller) return;
+  // A tab that was left closes what it keeps open (the Memories tab's change feed).
+  for (const key of Object.keys(TABS)) if (key !== name) TABS[key].hidden?.();
+  TABS[name].shown?.(state.caller);
 }
 
 function setupTabs() {
