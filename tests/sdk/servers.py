@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections import Counter
+from collections.abc import Iterator
 from concurrent import futures
 from typing import Any
 
@@ -46,12 +47,13 @@ class LateServer:
 
 
 class FlakyRelay(grpc.GenericRpcHandler):
-    """A gRPC server relaying unary calls to `upstream` byte for byte (metadata included),
-    except that the next `fail_next(n)` attempts end with UNAVAILABLE before reaching it.
-    `attempts` counts every attempt per method, so a test can tell how often a client sent
-    a call; a retried call arrives once per attempt."""
+    """A gRPC server relaying unary calls and the server streams (`STREAMS`) to `upstream`
+    byte for byte (metadata included), except that the next `fail_next(n)` attempts end with
+    UNAVAILABLE before reaching it. `attempts` counts every attempt per method, so a test can
+    tell how often a client sent a call; a retried call arrives once per attempt."""
 
     MESSAGE = "relay: upstream is restarting"
+    STREAMS = frozenset({"/memsvc.v1.MemoryService/WatchMemories", "/memsvc.v1.EngineService/Reindex"})
 
     def __init__(self, upstream: str) -> None:
         self._upstream = grpc.insecure_channel(upstream)
@@ -75,22 +77,42 @@ class FlakyRelay(grpc.GenericRpcHandler):
         self._server.stop(None).wait(10)
         self._upstream.close()
 
+    def _attempt(self, method: str, context: grpc.ServicerContext) -> list[tuple[str, str]]:
+        """Counts the attempt and refuses it while failures are due; else the metadata to
+        pass on."""
+        with self._lock:
+            self.attempts[method] += 1
+            fail = self._failures > 0
+            self._failures -= 1 if fail else 0
+        if fail:
+            context.abort(grpc.StatusCode.UNAVAILABLE, self.MESSAGE)
+        return [(k, v) for k, v in context.invocation_metadata() if not k.startswith("grpc-")]
+
+    @staticmethod
+    def _pass_on(err: grpc.RpcError, context: grpc.ServicerContext) -> None:
+        context.set_trailing_metadata(err.trailing_metadata() or ())  # type: ignore[attr-defined]
+        context.abort(err.code(), err.details() or "")  # type: ignore[attr-defined]
+
     def service(self, handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
         method = handler_call_details.method
 
         def relay(request: bytes, context: grpc.ServicerContext) -> Any:
-            with self._lock:
-                self.attempts[method] += 1
-                fail = self._failures > 0
-                self._failures -= 1 if fail else 0
-            if fail:
-                context.abort(grpc.StatusCode.UNAVAILABLE, self.MESSAGE)
-            metadata = [(k, v) for k, v in context.invocation_metadata() if not k.startswith("grpc-")]
+            metadata = self._attempt(method, context)
             call = self._upstream.unary_unary(method)
             try:
                 return call(request, metadata=metadata, timeout=context.time_remaining())
             except grpc.RpcError as err:
-                context.set_trailing_metadata(err.trailing_metadata() or ())  # type: ignore[attr-defined]
-                context.abort(err.code(), err.details() or "")  # type: ignore[attr-defined]
+                self._pass_on(err, context)
 
+        def relay_stream(request: bytes, context: grpc.ServicerContext) -> Iterator[bytes]:
+            metadata = self._attempt(method, context)
+            call = self._upstream.unary_stream(method)(request, metadata=metadata, timeout=context.time_remaining())
+            context.add_callback(call.cancel)
+            try:
+                yield from call
+            except grpc.RpcError as err:
+                self._pass_on(err, context)
+
+        if method in self.STREAMS:
+            return grpc.unary_stream_rpc_method_handler(relay_stream)
         return grpc.unary_unary_rpc_method_handler(relay)

@@ -36,6 +36,14 @@ def test_the_readme_python_blocks_run_as_written(server: ServerHandle, offline: 
     assert "My sister Maria lives in Porto" in lines  # the update, read back
     assert "NOT_FOUND - memory 'no-such-id' not found" in lines
     assert "[('content', 'must not be empty')]" in lines
+    # History, as of, merged on write; the change feed and its resumption.
+    assert [line for line in lines if line.startswith(("created None", "superseded None"))] == [
+        "created None I live in Lisbon",
+        "superseded None I live in Amsterdam",
+    ]
+    assert "[('I live in Lisbon', True)]" in lines and "['I live in Lisbon']" in lines and "True" in lines
+    feed = lines.index("bookmark")
+    assert lines[feed + 1 : feed + 3] == ["created I started learning the cello", "updated updated I play the cello"]
     assert "['User prefers concise answers']" in lines  # the extracted fact
     assert "no reindex: NO_EMBEDDING_SOURCE" in lines
     assert lines[-7:] == [

@@ -13,8 +13,8 @@ subclasses of `MemsvcError` in `memsvc_client.errors`; results are the frozen da
 """
 
 from memsvc_client._connection import RetryPolicy
-from memsvc_client.aio import AsyncMemsvc, AsyncReindexStream
-from memsvc_client.client import Memsvc, ReindexStream, Stubs
+from memsvc_client.aio import AsyncHistoryIterator, AsyncMemsvc, AsyncReindexStream, AsyncWatchStream
+from memsvc_client.client import HistoryIterator, Memsvc, ReindexStream, Stubs, WatchStream
 from memsvc_client.errors import (
     Aborted,
     AlreadyExists,
@@ -38,8 +38,11 @@ from memsvc_client.types import (
     BatchResult,
     ExtractedFact,
     ExtractResult,
+    HistoryEntry,
     InjectResult,
     Memory,
+    MemoryEvent,
+    MemoryHistory,
     MemoryPage,
     MemorySettings,
     MemoryStats,
@@ -56,8 +59,10 @@ __all__ = [
     "Aborted",
     "AddResult",
     "AlreadyExists",
+    "AsyncHistoryIterator",
     "AsyncMemsvc",
     "AsyncReindexStream",
+    "AsyncWatchStream",
     "BatchItem",
     "BatchResult",
     "Cancelled",
@@ -67,10 +72,14 @@ __all__ = [
     "ExtractedFact",
     "FailedPrecondition",
     "FieldViolation",
+    "HistoryEntry",
+    "HistoryIterator",
     "InjectResult",
     "Internal",
     "InvalidArgument",
     "Memory",
+    "MemoryEvent",
+    "MemoryHistory",
     "MemoryPage",
     "MemorySettings",
     "MemoryStats",
@@ -89,4 +98,5 @@ __all__ = [
     "Stubs",
     "Unauthenticated",
     "Unavailable",
+    "WatchStream",
 ]

@@ -27,6 +27,8 @@ RETRIED: dict[str, tuple[str, ...]] = {
     "memsvc.v1.MemoryService": (
         "ListMemories",
         "GetMemory",
+        # A read: each page of a memory's history.
+        "GetMemoryHistory",
         # A round trip under a reserved owner that cleans up after itself.
         "CheckHealth",
         "ListRecentFiles",
@@ -69,6 +71,10 @@ NOT_RETRIED: dict[str, tuple[str, ...]] = {
         "AppendRecentMessages",
         "RenameCharacter",
         "PurgeLegacy",
+        # A server stream that may run for hours: gRPC would retry it only before its first
+        # message, and a broken feed is the caller's to resume from its last token (it alone
+        # knows which events it has handled), so the SDK never restarts it behind its back.
+        "WatchMemories",
     ),
     # Extract stores facts; Summarize rewrites memories; Reindex starts a job (a second
     # attempt would be refused as REINDEX_RUNNING by the job the first one started).

@@ -5,6 +5,7 @@ clients differ only in how they wait."""
 from __future__ import annotations
 
 import re
+from collections import deque
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from typing import Any
@@ -19,8 +20,11 @@ from memsvc_client.types import (
     BatchResult,
     ExtractedFact,
     ExtractResult,
+    HistoryEntry,
     InjectResult,
     Memory,
+    MemoryEvent,
+    MemoryHistory,
     MemoryPage,
     MemorySettings,
     MemoryStats,
@@ -34,6 +38,8 @@ from memsvc_client.types import (
 # The server's bounds (memory.proto): a page holds 1..200 memories.
 MAX_PAGE_SIZE = 200
 DEFAULT_PAGE_SIZE = 100
+# A page of a memory's history holds 1..1000 entries (the server's default: 100).
+MAX_HISTORY_PAGE = 1000
 
 
 # ---- well-known types ------------------------------------------------------------------------
@@ -91,6 +97,11 @@ def _time(message: Any, name: str) -> datetime | None:
 
 def _optional(message: Any, name: str) -> Any:
     return getattr(message, name) if message.HasField(name) else None
+
+
+def _text(value: str) -> str | None:
+    """A proto3 string whose empty value means "none"."""
+    return value or None
 
 
 # ---- requests --------------------------------------------------------------------------------
@@ -186,6 +197,7 @@ def retrieve_request(
     max_tokens: int | None,
     limit: int | None,
     min_score: float | None,
+    as_of: datetime | None,
 ) -> engine_pb2.RetrieveRequest:
     request = engine_pb2.RetrieveRequest(
         api_key_id=owner, session_id=session_id or "", query=query, strategy=strategy or "", scope=scope or ""
@@ -196,6 +208,8 @@ def retrieve_request(
         request.limit = limit
     if min_score is not None:
         request.min_score = min_score
+    if as_of is not None:
+        request.as_of.CopyFrom(to_timestamp(as_of, "as_of"))
     return request
 
 
@@ -211,6 +225,7 @@ def inject_request(
     cache_safe: bool,
     system_message_must_be_first: bool,
     no_memory: bool,
+    as_of: datetime | None,
 ) -> engine_pb2.InjectRequest:
     request = engine_pb2.InjectRequest(
         request=to_struct(body, "request"),
@@ -227,6 +242,8 @@ def inject_request(
         request.limit = limit
     if min_score is not None:
         request.min_score = min_score
+    if as_of is not None:
+        request.as_of.CopyFrom(to_timestamp(as_of, "as_of"))
     return request
 
 
@@ -253,6 +270,31 @@ def extract_request(
 
 def reindex_request(force: bool, limit: int | None, target: str | None, attach: bool) -> engine_pb2.ReindexRequest:
     return engine_pb2.ReindexRequest(force=force, limit=limit or 0, target=target or "", attach=attach)
+
+
+def history_page_size(limit: int | None) -> int | None:
+    """The entries asked for per GetMemoryHistory call: None (the server's 100) or 1..1000,
+    checked before any call."""
+    if limit is not None and (
+        not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= MAX_HISTORY_PAGE
+    ):
+        raise ValueError(f"limit (entries per page) must be 1..{MAX_HISTORY_PAGE}")
+    return limit
+
+
+def history_request(memory_id: str, limit: int | None, page_token: str) -> memory_pb2.GetMemoryHistoryRequest:
+    request = memory_pb2.GetMemoryHistoryRequest(id=memory_id, page_token=page_token)
+    if limit is not None:
+        request.limit = limit
+    return request
+
+
+def watch_request(owner: str, resume_token: str | None, stop_when_caught_up: bool) -> memory_pb2.WatchMemoriesRequest:
+    if resume_token is not None and not isinstance(resume_token, str):
+        raise TypeError(f"resume_token must be a str (an event's resume_token), not {type(resume_token).__name__}")
+    return memory_pb2.WatchMemoriesRequest(
+        api_key_id=owner, resume_token=resume_token or "", stop_when_caught_up=stop_when_caught_up
+    )
 
 
 _SNAKE = re.compile(r"_([a-z0-9])")
@@ -292,12 +334,14 @@ def memory(pb: memory_pb2.Memory) -> Memory:
         last_accessed_at=_time(pb, "last_accessed_at"),
         access_count=pb.access_count,
         keep=pb.keep,
+        valid_from=_time(pb, "valid_from"),
+        valid_to=_time(pb, "valid_to"),
         raw=pb,
     )
 
 
 def added(pb: memory_pb2.CreateMemoryResponse) -> AddResult:
-    return AddResult(id=pb.id, created=pb.created)
+    return AddResult(id=pb.id, created=pb.created, merged_into=_text(pb.merged_into))
 
 
 def batch(pb: memory_pb2.CreateMemoriesResponse) -> BatchResult:
@@ -307,7 +351,9 @@ def batch(pb: memory_pb2.CreateMemoriesResponse) -> BatchResult:
             error = from_status(status_code(result.error.code), result.error.message, result.error)
             items.append(BatchItem(id=None, created=False, error=error))
         else:
-            items.append(BatchItem(id=result.id, created=result.created, error=None))
+            items.append(
+                BatchItem(id=result.id, created=result.created, error=None, merged_into=_text(result.merged_into))
+            )
     return BatchResult(items=tuple(items), stored_count=pb.stored_count, failed_count=pb.failed_count, raw=pb)
 
 
@@ -351,6 +397,8 @@ def retrieved(pb: engine_pb2.RetrievedMemory) -> RetrievedMemory:
         vec_score=_optional(pb, "vec_score"),
         fts_score=_optional(pb, "fts_score"),
         occurred_at=_time(pb, "occurred_at"),
+        valid_from=_time(pb, "valid_from"),
+        valid_to=_time(pb, "valid_to"),
     )
 
 
@@ -417,5 +465,69 @@ def memory_settings(pb: settings_pb2.MemorySettings) -> MemorySettings:
         primary_backend=pb.primary_backend,
         fallback_backends=tuple(pb.fallback_backends),
         backend_configs=from_struct(pb.backend_configs),
+        dedup_on_write=pb.dedup_on_write,
+        raw=pb,
+    )
+
+
+def history_entry(pb: memory_pb2.MemoryHistoryEntry) -> HistoryEntry:
+    return HistoryEntry(
+        event=pb.event,
+        at=pb.at.ToDatetime(tzinfo=UTC),
+        author=_text(pb.author),
+        changes=from_struct(pb.changes),
+        related_id=_text(pb.related_id),
+        raw=pb,
+    )
+
+
+class HistoryPages:
+    """The state of reading a memory's history page by page (both clients' iterators): the
+    entries fetched and not yet handed out, those handed out, and the next page's token."""
+
+    def __init__(self) -> None:
+        self._token: str | None = ""  # the next page's token; None once the last page arrived
+        self._pending: deque[HistoryEntry] = deque()
+        self._seen: list[HistoryEntry] = []
+        self.id: str | None = None
+        self.api_key_id: str | None = None
+        self.versions: tuple[Memory, ...] | None = None
+
+    def next_token(self) -> str | None:
+        """The page to fetch before the next entry can be handed out, or None."""
+        return self._token if not self._pending else None
+
+    def take(self, pb: memory_pb2.GetMemoryHistoryResponse) -> None:
+        self._token = pb.next_page_token or None
+        self._pending.extend(history_entry(e) for e in pb.entries)
+        self.id, self.api_key_id = pb.id, pb.api_key_id
+        self.versions = tuple(memory(v) for v in pb.versions)
+
+    def pop(self) -> HistoryEntry | None:
+        """The next entry, or None at the end."""
+        if not self._pending:
+            return None
+        entry = self._pending.popleft()
+        self._seen.append(entry)
+        return entry
+
+    def history(self) -> MemoryHistory:
+        if self.id is None or self.api_key_id is None or self.versions is None:  # pragma: no cover
+            raise RuntimeError("no page of the history was read")
+        return MemoryHistory(id=self.id, api_key_id=self.api_key_id, entries=tuple(self._seen), versions=self.versions)
+
+
+def memory_event(pb: memory_pb2.MemoryEvent) -> MemoryEvent:
+    return MemoryEvent(
+        kind=pb.kind,
+        resume_token=pb.resume_token,
+        memory_id=_text(pb.memory_id),
+        api_key_id=_text(pb.api_key_id),
+        at=_time(pb, "at"),
+        author=_text(pb.author),
+        change=_text(pb.change),
+        changed_fields=tuple(pb.changed_fields),
+        memory=memory(pb.memory) if pb.HasField("memory") else None,
+        related_id=_text(pb.related_id),
         raw=pb,
     )

@@ -12,7 +12,8 @@ docstrings say more; they are built and read by the same code (`memsvc_client._w
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable, Iterable, Mapping, Sequence
+import asyncio
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from types import TracebackType
@@ -36,8 +37,11 @@ from memsvc_client.types import (
     AddResult,
     BatchResult,
     ExtractResult,
+    HistoryEntry,
     InjectResult,
     Memory,
+    MemoryEvent,
+    MemoryHistory,
     MemoryPage,
     MemorySettings,
     MemoryType,
@@ -49,7 +53,7 @@ from memsvc_client.types import (
     Strategy,
 )
 
-__all__ = ["AsyncMemsvc", "AsyncReindexStream", "AsyncStubs"]
+__all__ = ["AsyncHistoryIterator", "AsyncMemsvc", "AsyncReindexStream", "AsyncStubs", "AsyncWatchStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -149,6 +153,7 @@ class AsyncMemsvc:
         max_tokens: int | None = None,
         limit: int | None = None,
         min_score: float | None = None,
+        as_of: datetime | None = None,
         timeout: float | None = None,
     ) -> RetrieveResult:
         """As `Memsvc.retrieve`: ranked memories for `query` within a token budget."""
@@ -161,6 +166,7 @@ class AsyncMemsvc:
             max_tokens=max_tokens,
             limit=limit,
             min_score=min_score,
+            as_of=as_of,
         )
         return _wire.retrieve_result(await self._call(self.stubs.engine.Retrieve, request, timeout))
 
@@ -177,6 +183,7 @@ class AsyncMemsvc:
         cache_safe: bool = False,
         system_message_must_be_first: bool = False,
         no_memory: bool = False,
+        as_of: datetime | None = None,
         timeout: float | None = None,
     ) -> InjectResult:
         """As `Memsvc.inject`: the chat request body with relevant memories injected."""
@@ -191,6 +198,7 @@ class AsyncMemsvc:
             cache_safe=cache_safe,
             system_message_must_be_first=system_message_must_be_first,
             no_memory=no_memory,
+            as_of=as_of,
         )
         return _wire.inject_result(await self._call(self.stubs.engine.Inject, pb, timeout))
 
@@ -267,6 +275,96 @@ class AsyncReindexStream(AsyncIterator[ReindexProgress]):
         self._call.cancel()
 
     async def __aenter__(self) -> AsyncReindexStream:
+        return self
+
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.cancel()
+
+
+class AsyncHistoryIterator(AsyncIterator[HistoryEntry]):
+    """Every entry of one memory's history, oldest first, a page at a time as you iterate
+    (see `memsvc_client.HistoryIterator`); `await read()` gives the whole `MemoryHistory`."""
+
+    def __init__(self, fetch: Callable[[str], Awaitable[memory_pb2.GetMemoryHistoryResponse]]) -> None:
+        self._fetch = fetch
+        self._pages = _wire.HistoryPages()
+
+    @property
+    def id(self) -> str | None:
+        return self._pages.id
+
+    @property
+    def api_key_id(self) -> str | None:
+        return self._pages.api_key_id
+
+    @property
+    def versions(self) -> tuple[Memory, ...] | None:
+        return self._pages.versions
+
+    def __aiter__(self) -> AsyncHistoryIterator:
+        return self
+
+    async def __anext__(self) -> HistoryEntry:
+        while (token := self._pages.next_token()) is not None:
+            self._pages.take(await self._fetch(token))
+        entry = self._pages.pop()
+        if entry is None:
+            raise StopAsyncIteration
+        return entry
+
+    async def read(self) -> MemoryHistory:
+        """Read every page; the whole history (the entries already iterated included)."""
+        async for _ in self:
+            pass
+        return self._pages.history()
+
+
+class AsyncWatchStream(AsyncIterator[MemoryEvent]):
+    """The change feed of `memories.watch` (see `memsvc_client.WatchStream`):
+    `async for event in stream`; `resume_token` is the last event's token; `cancel()` (or
+    leaving `async with`) ends it. Never retried or resumed behind your back."""
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._closed = False
+        self.resume_token: str | None = None
+
+    def __aiter__(self) -> AsyncWatchStream:
+        return self
+
+    async def __anext__(self) -> MemoryEvent:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            message = await self._call.read()
+        except grpc.RpcError as err:
+            if self._closed and err.code() == grpc.StatusCode.CANCELLED:
+                raise StopAsyncIteration from None
+            raise from_rpc_error(err) from err
+        except asyncio.CancelledError:
+            # grpc.aio raises this from a call cancelled locally: ours, when closed.
+            if self._closed:
+                raise StopAsyncIteration from None
+            raise
+        if message is grpc.aio.EOF:
+            raise StopAsyncIteration
+        event = _wire.memory_event(message)
+        self.resume_token = event.resume_token
+        return event
+
+    def cancel(self) -> None:
+        """End the stream: the call is cancelled and iterating stops."""
+        self._closed = True
+        self._call.cancel()
+
+    close = cancel
+
+    async def aclose(self) -> None:
+        self.cancel()
+
+    async def __aenter__(self) -> AsyncWatchStream:
         return self
 
     async def __aexit__(
@@ -352,6 +450,37 @@ class AsyncMemories:
         """As `Memories.delete`. Raises NotFound."""
         request = memory_pb2.DeleteMemoryRequest(id=memory_id)
         await self._client._call(self._client.stubs.memory.DeleteMemory, request, timeout)
+
+    def history(
+        self, memory_id: str, *, limit: int | None = None, timeout: float | None = None
+    ) -> AsyncHistoryIterator:
+        """As `Memories.history`: `async for entry in client.memories.history(id)`, or
+        `await client.memories.history(id).read()` for the entries and the versions."""
+        size = _wire.history_page_size(limit)
+
+        async def fetch(token: str) -> memory_pb2.GetMemoryHistoryResponse:
+            request = _wire.history_request(memory_id, size, token)
+            page: memory_pb2.GetMemoryHistoryResponse = await self._client._call(
+                self._client.stubs.memory.GetMemoryHistory, request, timeout
+            )
+            return page
+
+        return AsyncHistoryIterator(fetch)
+
+    def watch(
+        self,
+        *,
+        api_key_id: str | None = None,
+        resume_token: str | None = None,
+        stop_when_caught_up: bool = False,
+        timeout: float | None = None,
+    ) -> AsyncWatchStream:
+        """As `Memories.watch`: `async with client.memories.watch(...) as events:
+        async for event in events: ...`; resume with the last handled event's token."""
+        request = _wire.watch_request(self._client._owner(api_key_id), resume_token, stop_when_caught_up)
+        deadline = self._client._conn.deadline(timeout) if timeout is not None else None
+        call = self._client.stubs.memory.WatchMemories(request, timeout=deadline, metadata=self._client._conn.metadata)
+        return AsyncWatchStream(call)
 
     async def clear(
         self,

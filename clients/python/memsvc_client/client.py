@@ -38,8 +38,11 @@ from memsvc_client.types import (
     AddResult,
     BatchResult,
     ExtractResult,
+    HistoryEntry,
     InjectResult,
     Memory,
+    MemoryEvent,
+    MemoryHistory,
     MemoryPage,
     MemorySettings,
     MemoryType,
@@ -51,7 +54,7 @@ from memsvc_client.types import (
     Strategy,
 )
 
-__all__ = ["Memsvc", "ReindexStream", "Stubs"]
+__all__ = ["HistoryIterator", "Memsvc", "ReindexStream", "Stubs", "WatchStream"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,6 +174,7 @@ class Memsvc:
         max_tokens: int | None = None,
         limit: int | None = None,
         min_score: float | None = None,
+        as_of: datetime | None = None,
         timeout: float | None = None,
     ) -> RetrieveResult:
         """The memories relevant to `query`, ranked, within a token budget (the hot path of
@@ -184,10 +188,15 @@ class Memsvc:
             max_tokens: the budget, 1..16000; default: the server's settings.
             limit: at most this many memories, 1..100.
             min_score: relevance floor 0..1 (0 turns it off); default: the server's floor.
+            as_of: answer with the memories as they were at this instant (a naive datetime is
+                UTC): a fact a keyed add superseded later comes back as it was, with
+                `valid_to` set; nothing stored after it. Not in the future; needs an apiKeyId.
 
         Raises:
-            InvalidArgument: no apiKeyId, an unknown strategy, a budget out of range.
+            InvalidArgument: no apiKeyId, an unknown strategy, a budget out of range, an
+                `as_of` in the future.
             PermissionDenied: a token confined to other tenants, or scope global without admin.
+            FailedPrecondition: `as_of` on a server whose primary backend keeps no history.
         """
         request = _wire.retrieve_request(
             query,
@@ -198,6 +207,7 @@ class Memsvc:
             max_tokens=max_tokens,
             limit=limit,
             min_score=min_score,
+            as_of=as_of,
         )
         return _wire.retrieve_result(self._call(self.stubs.engine.Retrieve, request, timeout))
 
@@ -214,6 +224,7 @@ class Memsvc:
         cache_safe: bool = False,
         system_message_must_be_first: bool = False,
         no_memory: bool = False,
+        as_of: datetime | None = None,
         timeout: float | None = None,
     ) -> InjectResult:
         """A chat request body with the owner's relevant memories injected, ready to send to
@@ -231,6 +242,7 @@ class Memsvc:
                 the last user turn instead of first.
             system_message_must_be_first: merge into the body's own first system message.
             no_memory: skip injection for this call (the body comes back as is).
+            as_of: inject the memories as they were at this instant (as `retrieve`'s).
 
         Returns:
             `InjectResult.request` is the body to send; `injected` False with `skipped_reason`
@@ -247,6 +259,7 @@ class Memsvc:
             cache_safe=cache_safe,
             system_message_must_be_first=system_message_must_be_first,
             no_memory=no_memory,
+            as_of=as_of,
         )
         return _wire.inject_result(self._call(self.stubs.engine.Inject, pb, timeout))
 
@@ -357,6 +370,96 @@ class ReindexStream(Iterator[ReindexProgress]):
         self.cancel()
 
 
+class HistoryIterator(Iterator[HistoryEntry]):
+    """Every entry of one memory's history, oldest first, fetched a page (GetMemoryHistory
+    call) at a time as you iterate; `read()` gives the whole `MemoryHistory` with the
+    superseded versions. `id`, `api_key_id` and `versions` are None until the first page
+    arrived. Iterating raises the typed error of a refused call (NotFound, ...)."""
+
+    def __init__(self, fetch: Callable[[str], memory_pb2.GetMemoryHistoryResponse]) -> None:
+        self._fetch = fetch
+        self._pages = _wire.HistoryPages()
+
+    @property
+    def id(self) -> str | None:
+        return self._pages.id
+
+    @property
+    def api_key_id(self) -> str | None:
+        return self._pages.api_key_id
+
+    @property
+    def versions(self) -> tuple[Memory, ...] | None:
+        return self._pages.versions
+
+    def __iter__(self) -> HistoryIterator:
+        return self
+
+    def __next__(self) -> HistoryEntry:
+        while (token := self._pages.next_token()) is not None:
+            self._pages.take(self._fetch(token))
+        entry = self._pages.pop()
+        if entry is None:
+            raise StopIteration
+        return entry
+
+    def read(self) -> MemoryHistory:
+        """Read every page; the whole history (the entries already iterated included)."""
+        for _ in self:
+            pass
+        return self._pages.history()
+
+
+class WatchStream(Iterator[MemoryEvent]):
+    """The change feed of `memories.watch`: `MemoryEvent`s in commit order, the first a
+    bookmark with the position it starts after. It ends only when you close it (or at the
+    end of a `stop_when_caught_up` poll, or when the connection breaks: the SDK never
+    reconnects it behind your back, since only you know which events you have processed).
+
+    `resume_token` is the token of the last event received (bookmarks included): after a
+    disconnect, `watch(resume_token=...)` with the token of the last event you processed
+    continues right after it, nothing missed and nothing twice. Iterating raises the typed
+    error of a refused or broken stream (PermissionDenied, InvalidArgument for a token this
+    server did not issue, Unavailable, ...).
+    """
+
+    def __init__(self, call: Any) -> None:
+        self._call = call
+        self._closed = False
+        self.resume_token: str | None = None
+
+    def __iter__(self) -> WatchStream:
+        return self
+
+    def __next__(self) -> MemoryEvent:
+        if self._closed:
+            raise StopIteration
+        try:
+            message = next(self._call)
+        except grpc.RpcError as err:
+            if self._closed and err.code() == grpc.StatusCode.CANCELLED:
+                raise StopIteration from None
+            raise from_rpc_error(err) from err
+        event = _wire.memory_event(message)
+        self.resume_token = event.resume_token
+        return event
+
+    def close(self) -> None:
+        """End the stream: the call is cancelled and iterating stops."""
+        self._closed = True
+        self._call.cancel()
+
+    cancel = close
+
+    def __enter__(self) -> WatchStream:
+        return self
+
+    def __exit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
+        self.close()
+
+
 class Memories:
     """`client.memories`: the stored memories of one owner (apiKeyId) at a time."""
 
@@ -462,6 +565,78 @@ class Memories:
         """Delete one memory and its vectors. Raises NotFound."""
         request = memory_pb2.DeleteMemoryRequest(id=memory_id)
         self._client._call(self._client.stubs.memory.DeleteMemory, request, timeout)
+
+    def history(self, memory_id: str, *, limit: int | None = None, timeout: float | None = None) -> HistoryIterator:
+        """Every change to one memory, oldest first, with the credential that made it:
+
+            for entry in memsvc.memories.history(memory_id):
+                print(entry.at, entry.event, entry.author, entry.changes)
+            versions = memsvc.memories.history(memory_id).read().versions
+
+        Iterating fetches a page at a time (`limit` entries per call, 1..1000; default the
+        server's 100; `timeout` is per page); `read()` returns the whole `MemoryHistory`:
+        `entries` and `versions`, the facts the memory's key superseded, each with
+        `valid_from` / `valid_to`. A deleted or expired memory's history is only that entry.
+
+        Raises (while iterating): NotFound (no such memory or history, or another tenant's),
+        FailedPrecondition (the server's primary backend keeps no history).
+        """
+        size = _wire.history_page_size(limit)
+
+        def fetch(token: str) -> memory_pb2.GetMemoryHistoryResponse:
+            request = _wire.history_request(memory_id, size, token)
+            page: memory_pb2.GetMemoryHistoryResponse = self._client._call(
+                self._client.stubs.memory.GetMemoryHistory, request, timeout
+            )
+            return page
+
+        return HistoryIterator(fetch)
+
+    def watch(
+        self,
+        *,
+        api_key_id: str | None = None,
+        resume_token: str | None = None,
+        stop_when_caught_up: bool = False,
+        timeout: float | None = None,
+    ) -> WatchStream:
+        """Follow the change feed: created, updated, deleted and expired events of the
+        memories of one apiKeyId as they commit, each with a `resume_token`.
+
+            with memsvc.memories.watch(resume_token=saved) as events:
+                for event in events:
+                    if event.kind != "bookmark":
+                        handle(event)
+                    saved = event.resume_token  # after handling it
+
+        The first event is a bookmark with the position the stream starts after; more
+        bookmarks carry the position while nothing changes. The stream is never retried or
+        resumed silently: when it breaks (Unavailable, ...), call `watch` again with the
+        `resume_token` of the last event you handled; the new stream continues right after it,
+        nothing missed and nothing twice. Closing the stream (`close()`, leaving the `with`)
+        cancels the call.
+
+        Args:
+            api_key_id: the tenant to follow; default the client's. "" (or a client without
+                one) follows every tenant the credential covers.
+            resume_token: continue after this event; None starts at the current position.
+            stop_when_caught_up: end the stream once everything committed so far was
+                delivered (a poll); its last event is a bookmark to resume from.
+            timeout: a deadline for the whole stream; default none, unlike every other call.
+
+        Raises (while iterating): PermissionDenied (an apiKeyId the credential does not
+        cover), InvalidArgument (a resume token this server did not issue),
+        FailedPrecondition (the primary backend keeps no change feed).
+        """
+        request = _wire.watch_request(self._client._owner(api_key_id), resume_token, stop_when_caught_up)
+        deadline = self._client._conn.deadline(timeout) if timeout is not None else None
+        try:
+            call = self._client.stubs.memory.WatchMemories(
+                request, timeout=deadline, metadata=self._client._conn.metadata
+            )
+        except grpc.RpcError as err:  # pragma: no cover - a stream's errors arrive while reading
+            raise from_rpc_error(err) from err
+        return WatchStream(call)
 
     def clear(
         self,

@@ -23,8 +23,11 @@ __all__ = [
     "BatchResult",
     "ExtractResult",
     "ExtractedFact",
+    "HistoryEntry",
     "InjectResult",
     "Memory",
+    "MemoryEvent",
+    "MemoryHistory",
     "MemoryPage",
     "MemorySettings",
     "MemoryStats",
@@ -57,6 +60,10 @@ class Memory:
 
     `created_at` is when memsvc stored it; `occurred_at` when the thing it records happened,
     as the writer said (None when not known). `keep` exempts it from the retention age limit.
+    `valid_from` is since when this version holds (when a keyed add replaced an earlier fact,
+    the time it took over; otherwise `occurred_at`, else `created_at`); `valid_to` is set only
+    on a version a later fact superseded (a superseded version in `MemoryHistory.versions`, a
+    hit of `retrieve(..., as_of=...)`), None on the current one.
     """
 
     id: str
@@ -73,6 +80,8 @@ class Memory:
     last_accessed_at: datetime | None
     access_count: int
     keep: bool
+    valid_from: datetime | None
+    valid_to: datetime | None
     raw: memory_pb2.Memory = field(repr=False, compare=False, hash=False)
 
 
@@ -98,20 +107,29 @@ class NewMemory:
 @dataclass(frozen=True, slots=True)
 class AddResult:
     """A stored memory's id; `created` is False when an existing (apiKeyId, key) memory was
-    updated in place (an upsert)."""
+    updated in place (an upsert), or when the memory was merged into an existing one.
+
+    `merged_into` is set when nothing new was stored because a memory of the owner (of the
+    same type) already says the same: that memory's id (also `id`), whose history records the
+    merge as a `merged` entry. Only memories without a key that are not conversation turns
+    (episodic with a session) are merged; the setting `dedup_on_write=False` turns it off.
+    """
 
     id: str
     created: bool
+    merged_into: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class BatchItem:
-    """One item of `add_many`, in request order: stored (`id`, `created`) or refused (`error`,
-    the exception `add` would have raised for it alone; nothing of it was stored)."""
+    """One item of `add_many`, in request order: stored (`id`, `created`, and `merged_into`
+    as `AddResult`'s) or refused (`error`, the exception `add` would have raised for it alone;
+    nothing of it was stored)."""
 
     id: str | None
     created: bool
     error: MemsvcError | None = field(compare=False, hash=False)
+    merged_into: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -163,7 +181,9 @@ class MemoryPage:
 @dataclass(frozen=True, slots=True)
 class RetrievedMemory:
     """One ranked memory. `tier` says what found it (keyword, vector, hybrid-<fusion>,
-    qdrant, recent, context); `vec_score` / `fts_score` are None when that list missed it."""
+    qdrant, recent, context); `vec_score` / `fts_score` are None when that list missed it.
+    `valid_from` / `valid_to` as in `Memory`: in a retrieval with `as_of`, a fact a later one
+    superseded comes back as it was then, with `valid_to` set."""
 
     id: str
     content: str
@@ -176,6 +196,8 @@ class RetrievedMemory:
     vec_score: float | None
     fts_score: float | None
     occurred_at: datetime | None
+    valid_from: datetime | None = None
+    valid_to: datetime | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,4 +322,80 @@ class MemorySettings:
     primary_backend: str
     fallback_backends: tuple[str, ...]
     backend_configs: Mapping[str, Any] = field(hash=False)
+    dedup_on_write: bool
     raw: settings_pb2.MemorySettings = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryEntry:
+    """One change to a memory, as `memories.history` lists them (oldest first).
+
+    `event` is created | updated | superseded (a keyed add replaced the content; the old fact
+    is in `MemoryHistory.versions`) | merged (a duplicate add touched it) | summarized |
+    deleted | expired. `author` is the id of the credential that made the change (`oauth:<sub>`
+    for an OAuth token, `memsvc` for the expiry sweep; None on a server without tokens).
+    `changes` holds the fields the change set, by their API names (`content`, `key`,
+    `keep`, ...), with their values after it; a merge names the duplicate's text
+    (`mergedContent`); deleted, expired and summarized set none. `related_id` is, for
+    `summarized`, the summary it was folded into.
+    """
+
+    event: str
+    at: datetime
+    author: str | None
+    changes: Mapping[str, Any] = field(hash=False)
+    related_id: str | None
+    raw: memory_pb2.MemoryHistoryEntry = field(repr=False, compare=False, hash=False)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryHistory:
+    """A memory's whole history (`memories.history(id).read()`): every entry oldest first,
+    and the facts its key superseded (`versions`, oldest first, each a `Memory` with
+    `valid_from` and `valid_to`). A deleted or expired memory's history is only that entry
+    and no versions: forgetting keeps nothing of what it said."""
+
+    id: str
+    api_key_id: str
+    entries: tuple[HistoryEntry, ...]
+    versions: tuple[Memory, ...]
+
+    def __iter__(self) -> Iterator[HistoryEntry]:
+        return iter(self.entries)
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEvent:
+    """One message of `memories.watch`, in commit order.
+
+    `kind` is created | updated | deleted | expired, or bookmark: no change, only the
+    position (the first message of every stream, one every few seconds while nothing changes,
+    and the last of a `stop_when_caught_up` stream). Pass an event's `resume_token`, bookmark
+    or not, as `watch(resume_token=...)` to continue right after it.
+
+    For a change: `memory_id`, `api_key_id` (its owner), `at`, `author` (as
+    `HistoryEntry.author`), `change` (the history event behind it: superseded and merged
+    arrive as kind updated, summarized as kind deleted), `changed_fields` (API names) and
+    `memory`, the memory as stored when the event was read (None once it is gone; a later
+    change may already show in it, its own event follows). A bookmark has only `kind` and
+    `resume_token`.
+    """
+
+    kind: str
+    resume_token: str
+    memory_id: str | None
+    api_key_id: str | None
+    at: datetime | None
+    author: str | None
+    change: str | None
+    changed_fields: tuple[str, ...]
+    memory: Memory | None
+    related_id: str | None
+    raw: memory_pb2.MemoryEvent = field(repr=False, compare=False, hash=False)
+
+    @property
+    def is_bookmark(self) -> bool:
+        return self.kind == "bookmark"

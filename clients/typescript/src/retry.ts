@@ -11,7 +11,7 @@ import { Code, ConnectError, type Interceptor } from "@connectrpc/connect";
  * same table as the Python SDK's `RETRIED`; every other RPC is sent once.
  */
 export const RETRIED: Readonly<Record<string, readonly string[]>> = {
-  "memsvc.v1.MemoryService": ["ListMemories", "GetMemory", "CheckHealth", "ListRecentFiles", "GetRecentFile", "ScanLegacy"],
+  "memsvc.v1.MemoryService": ["ListMemories", "GetMemory", "GetMemoryHistory", "CheckHealth", "ListRecentFiles", "GetRecentFile", "ScanLegacy"],
   "memsvc.v1.EngineService": ["Retrieve", "Inject", "RetrievePreview", "ListEmbeddingProviders", "GetEngineStatus"],
   "memsvc.v1.SettingsService": [
     "GetMemorySettings",
