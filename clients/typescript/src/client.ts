@@ -19,6 +19,8 @@ import {
   DeleteMemoryRequestSchema,
   GetMemoryRequestSchema,
   MemoryService,
+  type GetMemoryHistoryResponse,
+  type MemoryEvent as MemoryEventMessage,
 } from "./gen/memsvc/v1/memory_pb.js";
 import { GetMemorySettingsRequestSchema, SettingsService } from "./gen/memsvc/v1/settings_pb.js";
 import { retryInterceptor, type RetryPolicy } from "./retry.js";
@@ -29,10 +31,14 @@ import type {
   ExtractInput,
   ExtractResult,
   HealthResult,
+  HistoryEntry,
+  HistoryOptions,
   InjectOptions,
   InjectResult,
   ListOptions,
   Memory,
+  MemoryEvent,
+  MemoryHistory,
   MemoryPage,
   MemorySettings,
   MemoryType,
@@ -43,6 +49,7 @@ import type {
   RetrieveOptions,
   RetrieveResult,
   SettingsChanges,
+  WatchOptions,
 } from "./types.js";
 
 /** memsvc's default gRPC address (`memsvc serve`). */
@@ -270,6 +277,96 @@ export class ReindexStream implements AsyncIterable<ReindexProgress> {
   }
 }
 
+/**
+ * Every entry of one memory's history, oldest first, fetched a page (GetMemoryHistory call) at
+ * a time as you iterate; or `read()` for the whole `MemoryHistory` with the superseded
+ * versions. `id`, `apiKeyId` and `versions` are set once the first page arrived. Read it once.
+ */
+export class HistoryIterator implements AsyncIterable<HistoryEntry> {
+  id?: string;
+  apiKeyId?: string;
+  /** The facts the memory's key superseded, oldest first (with `validFrom` / `validTo`). */
+  versions?: Memory[];
+  private consumed = false;
+
+  constructor(private readonly fetch: (pageToken: string) => Promise<GetMemoryHistoryResponse>) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<HistoryEntry> {
+    if (this.consumed) throw new Error("a HistoryIterator can be read once");
+    this.consumed = true;
+    let pageToken = "";
+    do {
+      const page = await this.fetch(pageToken);
+      this.id = page.id;
+      this.apiKeyId = page.apiKeyId;
+      this.versions = page.versions.map(convert.toMemory);
+      for (const entry of page.entries) yield convert.toHistoryEntry(entry);
+      pageToken = page.nextPageToken;
+    } while (pageToken);
+  }
+
+  /** Reads every page: the entries and the versions. */
+  async read(): Promise<MemoryHistory> {
+    const entries: HistoryEntry[] = [];
+    for await (const entry of this) entries.push(entry);
+    return { id: this.id ?? "", apiKeyId: this.apiKeyId ?? "", entries, versions: this.versions ?? [] };
+  }
+}
+
+/**
+ * The change feed of `memories.watch`: events in commit order, the first a bookmark with the
+ * position the stream starts after. The call is made when reading begins. It ends when you
+ * stop it (`cancel()`, the `signal` you gave, or leaving the `for await`), quietly; at the
+ * end of a `stopWhenCaughtUp` poll; or with a thrown `MemsvcError` when refused or broken.
+ * It is never retried or resumed behind your back: resume with the `resumeToken` of the last
+ * event you handled (`resumeToken` here is the last one received, bookmarks included).
+ */
+export class WatchStream implements AsyncIterable<MemoryEvent> {
+  /** The token of the last event received. */
+  resumeToken?: string;
+  private consumed = false;
+
+  constructor(
+    private readonly start: () => AsyncIterable<MemoryEventMessage>,
+    private readonly controller: AbortController,
+    private readonly signal: AbortSignal,
+  ) {}
+
+  async *[Symbol.asyncIterator](): AsyncIterator<MemoryEvent> {
+    if (this.consumed) throw new Error("a WatchStream can be read once");
+    this.consumed = true;
+    // Read by hand: connect's response iterator has no return(), and releases the call (its
+    // deadline timer included) only when a read ends or fails. Leaving early (a `break` in
+    // the caller's loop) aborts the call and reads once more, which then fails at once.
+    const messages = this.start()[Symbol.asyncIterator]();
+    let ended = false;
+    try {
+      for (;;) {
+        const next = await messages.next();
+        if (next.done) {
+          ended = true;
+          return;
+        }
+        const event = convert.toMemoryEvent(next.value);
+        this.resumeToken = event.resumeToken;
+        yield event;
+      }
+    } catch (err) {
+      ended = true;
+      if (this.signal.aborted) return; // stopped on purpose: the iteration just ends
+      throw fromConnectError(err);
+    } finally {
+      this.controller.abort();
+      if (!ended) messages.next().catch(() => undefined);
+    }
+  }
+
+  /** Ends the stream (the call is cancelled; a `for await` over it finishes). */
+  cancel(): void {
+    this.controller.abort();
+  }
+}
+
 export interface UpdateOptions extends CallOptions {
   content?: string;
   type?: MemoryType;
@@ -351,6 +448,47 @@ export class Memories {
   async delete(id: string, options: CallOptions = {}): Promise<void> {
     const request = create(DeleteMemoryRequestSchema, { id });
     await this.client.call(() => this.client.services.memory.deleteMemory(request, callOptions(options)));
+  }
+
+  /**
+   * Every change to one memory, oldest first, with the credential that made it:
+   *
+   *     for await (const entry of memsvc.memories.history(id)) console.log(entry.event, entry.author);
+   *     const { entries, versions } = await memsvc.memories.history(id).read();
+   *
+   * Fetched a page at a time (`limit` entries per call, 1..1000). `versions` are the facts the
+   * memory's key superseded. Throws NOT_FOUND (no such memory, or another tenant's) while
+   * reading; FAILED_PRECONDITION when the primary backend keeps no history.
+   */
+  history(id: string, options: HistoryOptions = {}): HistoryIterator {
+    const limit = convert.historyLimit(options.limit);
+    return new HistoryIterator((pageToken) =>
+      this.client.call(() => this.client.services.memory.getMemoryHistory(convert.historyRequest(id, limit, pageToken), callOptions(options))),
+    );
+  }
+
+  /**
+   * Follows the change feed: created, updated, deleted and expired events of one apiKeyId's
+   * memories as they commit (the client's by default; `apiKeyId: ""` for every tenant the
+   * credential covers), each with a `resumeToken`:
+   *
+   *     const controller = new AbortController();
+   *     for await (const event of memsvc.memories.watch({ resumeToken: saved, signal: controller.signal })) {
+   *       if (event.kind !== "bookmark") handle(event);
+   *       saved = event.resumeToken;
+   *     }
+   *
+   * No deadline unless `timeoutMs` is given. Aborting the `signal` (or `cancel()`) ends the
+   * iteration quietly. Never retried: after a disconnect, watch again from the last token.
+   * Throws PERMISSION_DENIED (a tenant the credential does not cover), INVALID_ARGUMENT (a
+   * token this server did not issue) while reading.
+   */
+  watch(options: WatchOptions = {}): WatchStream {
+    const request = convert.watchRequest(this.client.owner(options.apiKeyId), options);
+    const controller = new AbortController();
+    const signal = options.signal ? AbortSignal.any([options.signal, controller.signal]) : controller.signal;
+    const start = () => this.client.services.memory.watchMemories(request, { timeoutMs: options.timeoutMs ?? 0, signal });
+    return new WatchStream(start, controller, signal);
   }
 
   /** Deletes every memory of one owner matching the filters (all without any); how many were deleted. */

@@ -14,10 +14,12 @@ import type {
   ExtractInput,
   ExtractResult,
   HealthResult,
+  HistoryEntry,
   InjectFormat,
   InjectOptions,
   InjectResult,
   Memory,
+  MemoryEvent,
   MemoryPage,
   MemorySettings,
   NewMemory,
@@ -28,12 +30,15 @@ import type {
   RetrieveResult,
   RetrievedMemory,
   SettingsChanges,
+  WatchOptions,
 } from "./types.js";
 
 /** Page size of `memories.list` unless given (the server's default too). */
 export const DEFAULT_PAGE_SIZE = 50;
 /** The server's bounds of a page. */
 export const MAX_PAGE_SIZE = 200;
+/** The server's bounds of a page of a memory's history. */
+export const MAX_HISTORY_PAGE = 1000;
 
 const FINISHED = new Set(["done", "failed", "cancelled"]);
 
@@ -69,6 +74,8 @@ export function toMemory(m: memory.Memory): Memory {
     lastAccessedAt: date(m.lastAccessedAt),
     accessCount: m.accessCount,
     keep: m.keep,
+    validFrom: date(m.validFrom),
+    validTo: date(m.validTo),
     raw: m,
   };
 }
@@ -97,7 +104,7 @@ export function createRequest(item: NewMemory, apiKeyId: string): memory.CreateM
 }
 
 export function toAdded(res: memory.CreateMemoryResponse): AddResult {
-  return { id: res.id, created: res.created };
+  return { id: res.id, created: res.created, mergedInto: nonEmpty(res.mergedInto) };
 }
 
 export function toBatch(res: memory.CreateMemoriesResponse): BatchResult {
@@ -105,7 +112,7 @@ export function toBatch(res: memory.CreateMemoriesResponse): BatchResult {
     items: res.results.map((r) =>
       r.error && r.error.code !== 0
         ? { ok: false, created: false, error: fromStatus(r.error) }
-        : { ok: true, id: r.id, created: r.created },
+        : { ok: true, id: r.id, created: r.created, mergedInto: nonEmpty(r.mergedInto) },
     ),
     storedCount: res.storedCount,
     failedCount: res.failedCount,
@@ -195,6 +202,55 @@ export function toHealth(res: memory.CheckHealthResponse): HealthResult {
   return { working: res.working, latencyMs: res.latencyMs, error: res.error };
 }
 
+export function historyLimit(limit: number | undefined): number | undefined {
+  if (limit !== undefined && (!Number.isInteger(limit) || limit < 1 || limit > MAX_HISTORY_PAGE)) {
+    throw new RangeError(`history limit (entries per page) must be an integer 1..${MAX_HISTORY_PAGE}`);
+  }
+  return limit;
+}
+
+export function historyRequest(id: string, limit: number | undefined, pageToken: string): memory.GetMemoryHistoryRequest {
+  return create(memory.GetMemoryHistoryRequestSchema, { id, limit, pageToken });
+}
+
+export function toHistoryEntry(e: memory.MemoryHistoryEntry): HistoryEntry {
+  return {
+    event: e.event,
+    at: date(e.at),
+    author: nonEmpty(e.author),
+    changes: e.changes ?? {},
+    relatedId: nonEmpty(e.relatedId),
+    raw: e,
+  };
+}
+
+export function watchRequest(apiKeyId: string, o: WatchOptions): memory.WatchMemoriesRequest {
+  if (o.resumeToken !== undefined && typeof o.resumeToken !== "string") {
+    throw new TypeError("resumeToken must be a string (an event's resumeToken)");
+  }
+  return create(memory.WatchMemoriesRequestSchema, {
+    apiKeyId,
+    resumeToken: o.resumeToken ?? "",
+    stopWhenCaughtUp: o.stopWhenCaughtUp ?? false,
+  });
+}
+
+export function toMemoryEvent(e: memory.MemoryEvent): MemoryEvent {
+  return {
+    kind: e.kind,
+    resumeToken: e.resumeToken,
+    memoryId: nonEmpty(e.memoryId),
+    apiKeyId: nonEmpty(e.apiKeyId),
+    at: date(e.at),
+    author: nonEmpty(e.author),
+    change: nonEmpty(e.change),
+    changedFields: [...e.changedFields],
+    memory: e.memory && toMemory(e.memory),
+    relatedId: nonEmpty(e.relatedId),
+    raw: e,
+  };
+}
+
 // ---- the engine ----------------------------------------------------------------------------
 
 export function retrieveRequest(query: string, apiKeyId: string, o: RetrieveOptions): engine.RetrieveRequest {
@@ -207,6 +263,7 @@ export function retrieveRequest(query: string, apiKeyId: string, o: RetrieveOpti
     maxTokens: o.maxTokens,
     limit: o.limit,
     minScore: o.minScore,
+    asOf: timestamp(o.asOf, "asOf"),
   });
 }
 
@@ -223,6 +280,8 @@ function toRetrieved(m: engine.RetrievedMemory): RetrievedMemory {
     vecScore: m.vecScore,
     ftsScore: m.ftsScore,
     occurredAt: date(m.occurredAt),
+    validFrom: date(m.validFrom),
+    validTo: date(m.validTo),
   };
 }
 
@@ -265,6 +324,7 @@ export function injectRequest(body: JsonObject, apiKeyId: string, o: InjectOptio
     options: { cacheSafe: o.cacheSafe ?? false, systemMessageMustBeFirst: o.systemMessageMustBeFirst ?? false },
     limit: o.limit,
     minScore: o.minScore,
+    asOf: timestamp(o.asOf, "asOf"),
   });
 }
 
@@ -353,6 +413,7 @@ export function toSettings(s: settings.MemorySettings): MemorySettings {
     primaryBackend: s.primaryBackend,
     fallbackBackends: [...s.fallbackBackends],
     backendConfigs: s.backendConfigs ?? {},
+    dedupOnWrite: s.dedupOnWrite,
     raw: s,
   };
 }

@@ -8,10 +8,12 @@
 export {
   DEFAULT_BASE_URL,
   DEFAULT_TIMEOUT_MS,
+  HistoryIterator,
   Memories,
   Memsvc,
   ReindexStream,
   Settings,
+  WatchStream,
   type ClearOptions,
   type IterateOptions,
   type MemsvcOptions,

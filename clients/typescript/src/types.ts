@@ -38,6 +38,9 @@ export interface OwnerOptions extends CallOptions {
 /**
  * One remembered fact, as stored. `createdAt` is when memsvc stored it; `occurredAt` when the
  * thing it records happened, as the writer said. `keep` exempts it from the retention limit.
+ * `validFrom` is since when this version holds (when a keyed add replaced an earlier fact,
+ * the time it took over; otherwise `occurredAt`, else `createdAt`); `validTo` is set only on
+ * a version a later fact superseded (`MemoryHistory.versions`, a retrieval with `asOf`).
  */
 export interface Memory {
   id: string;
@@ -54,6 +57,8 @@ export interface Memory {
   lastAccessedAt?: Date;
   accessCount: number;
   keep: boolean;
+  validFrom?: Date;
+  validTo?: Date;
   raw: memory.Memory;
 }
 
@@ -78,17 +83,27 @@ export interface NewMemory {
   apiKeyId?: string;
 }
 
-/** A stored memory's id; `created` is false when an existing keyed memory was updated in place. */
+/**
+ * A stored memory's id; `created` is false when an existing keyed memory was updated in place,
+ * or when the memory was merged into an existing one. `mergedInto` is set when nothing new was
+ * stored because a memory of the owner (of the same type) already says the same: that
+ * memory's id (also `id`), whose history records the merge. Only memories without a key that
+ * are not conversation turns (episodic with a session) merge; the setting `dedupOnWrite: false`
+ * turns it off.
+ */
 export interface AddResult {
   id: string;
   created: boolean;
+  mergedInto?: string;
 }
 
-/** One item of `addMany`, in request order: stored (`id`, `created`) or refused (`error`). */
+/** One item of `addMany`, in request order: stored (`id`, `created`, `mergedInto`) or refused (`error`). */
 export interface BatchItem {
   ok: boolean;
   id?: string;
   created: boolean;
+  /** As `AddResult.mergedInto`. */
+  mergedInto?: string;
   /** What `add` would have thrown for this item alone; nothing of it was stored. */
   error?: MemsvcError;
 }
@@ -128,7 +143,11 @@ export interface ListOptions extends OwnerOptions {
   query?: string;
 }
 
-/** One ranked memory; `tier` says what found it (keyword, vector, hybrid-<fusion>, recent, ...). */
+/**
+ * One ranked memory; `tier` says what found it (keyword, vector, hybrid-<fusion>, recent, ...).
+ * `validFrom` / `validTo` as in `Memory`: with `asOf`, a fact a later one superseded comes back
+ * as it was then, with `validTo` set.
+ */
 export interface RetrievedMemory {
   id: string;
   content: string;
@@ -141,6 +160,8 @@ export interface RetrievedMemory {
   vecScore?: number;
   ftsScore?: number;
   occurredAt?: Date;
+  validFrom?: Date;
+  validTo?: Date;
 }
 
 /** How a retrieval was answered: sources, strategy, fallbacks, floors. */
@@ -177,6 +198,11 @@ export interface RetrieveOptions extends OwnerOptions {
   limit?: number;
   /** Relevance floor 0..1 (0 turns it off); default: the server's floor. */
   minScore?: number;
+  /**
+   * Answer with the memories as they were at this instant: a fact a keyed add superseded
+   * later comes back as it was (with `validTo`), nothing stored after it. Not in the future.
+   */
+  asOf?: Date;
 }
 
 /** The provider formats Inject recognises (`InjectResult.format`). */
@@ -196,6 +222,8 @@ export interface InjectOptions extends OwnerOptions {
   systemMessageMustBeFirst?: boolean;
   /** Skip injection for this call (the body comes back as is). */
   noMemory?: boolean;
+  /** Inject the memories as they were at this instant (as `RetrieveOptions.asOf`). */
+  asOf?: Date;
 }
 
 /**
@@ -294,6 +322,8 @@ export interface MemorySettings {
   primaryBackend: string;
   fallbackBackends: string[];
   backendConfigs: JsonObject;
+  /** Merge a new keyless memory into an existing one that already says the same (`AddResult.mergedInto`). */
+  dedupOnWrite: boolean;
   raw: settings.MemorySettings;
 }
 
@@ -309,4 +339,72 @@ export interface HealthResult {
   working: boolean;
   latencyMs: number;
   error?: string;
+}
+
+/**
+ * One change to a memory, oldest first. `event`: created | updated | superseded (a keyed add
+ * replaced the content; the old fact is in `MemoryHistory.versions`) | merged (a duplicate add
+ * touched it) | summarized | deleted | expired. `author` is the id of the credential that made
+ * it (`oauth:<sub>` for an OAuth token, `memsvc` for the expiry sweep; undefined on a server
+ * without tokens). `changes` holds the fields it set, by their API names, with their values
+ * after it (a merge: `mergedContent`). `relatedId`: for summarized, the summary.
+ */
+export interface HistoryEntry {
+  event: string;
+  at?: Date;
+  author?: string;
+  changes: JsonObject;
+  relatedId?: string;
+  raw: memory.MemoryHistoryEntry;
+}
+
+/**
+ * A memory's whole history (`memories.history(id).read()`): every entry oldest first and the
+ * facts its key superseded (`versions`, oldest first, with `validFrom` / `validTo`). A deleted
+ * or expired memory's history is only that entry: forgetting keeps nothing of what it said.
+ */
+export interface MemoryHistory {
+  id: string;
+  apiKeyId: string;
+  entries: HistoryEntry[];
+  versions: Memory[];
+}
+
+export interface HistoryOptions extends CallOptions {
+  /** Entries per call (page), 1..1000; default the server's 100. `timeoutMs` applies to each page. */
+  limit?: number;
+}
+
+/**
+ * One message of `memories.watch`, in commit order. `kind`: created | updated | deleted |
+ * expired, or bookmark (no change, only the position: the first message of every stream, one
+ * every few seconds while nothing changes, and the last of a `stopWhenCaughtUp` poll). Pass
+ * any event's `resumeToken` as `watch({ resumeToken })` to continue right after it.
+ *
+ * For a change: `memoryId`, `apiKeyId` (its owner), `at`, `author` (as `HistoryEntry.author`),
+ * `change` (the history event: superseded and merged arrive as kind updated, summarized as
+ * deleted), `changedFields` (API names) and `memory`, as stored when the event was read
+ * (undefined once it is gone).
+ */
+export interface MemoryEvent {
+  kind: "created" | "updated" | "deleted" | "expired" | "bookmark" | (string & {});
+  resumeToken: string;
+  memoryId?: string;
+  apiKeyId?: string;
+  at?: Date;
+  author?: string;
+  change?: string;
+  changedFields: string[];
+  memory?: Memory;
+  relatedId?: string;
+  raw: memory.MemoryEvent;
+}
+
+export interface WatchOptions extends CallOptions {
+  /** The tenant to follow; default the client's apiKeyId. "" follows every tenant the credential covers. */
+  apiKeyId?: string;
+  /** The `resumeToken` of the last event handled: continue right after it. Default: from now. */
+  resumeToken?: string;
+  /** End once everything committed so far was delivered (a poll); the last event is a bookmark. */
+  stopWhenCaughtUp?: boolean;
 }

@@ -1,5 +1,6 @@
 // Every `ts` block of README.md, run as written (node ESM, importing the built package by
-// its name) against a real memsvc, in order: the quickstart, then the AI SDK example.
+// its name) against a real memsvc, in order: the quickstart, history / the change feed /
+// asOf, then the AI SDK example.
 import assert from "node:assert/strict";
 import { execFile } from "node:child_process";
 import { readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -19,6 +20,14 @@ function blocks(): string[] {
 /** What each block must print (its console.log comments say the same). */
 const EXPECTED = [
   ["I prefer dark mode in my editor"],
+  [
+    "created I live in Lisbon\nsuperseded I live in Amsterdam\n",
+    "[ [ 'I live in Lisbon', true ] ]",
+    "[ 'I live in Lisbon' ]",
+    "true",
+    "created I started learning the cello",
+    "updated updated I play the cello",
+  ],
   ["You like dark mode.", "role: 'user'", "Memory context: I prefer dark mode in my editor", "User always uses vim"],
 ];
 
@@ -32,11 +41,12 @@ after(async () => {
   await server?.stop();
 });
 
-test("the README has the quickstart and the AI SDK example", () => {
+test("the README has the quickstart, the lifecycle example and the AI SDK example", () => {
   const found = blocks();
   assert.equal(found.length, EXPECTED.length);
   assert.match(found[0], /^import \{ Memsvc \} from "@memsvc\/client";/);
-  assert.match(found[1], /from "@memsvc\/client\/ai";/);
+  assert.match(found[1], /memories\.watch\(/);
+  assert.match(found[2], /from "@memsvc\/client\/ai";/);
 });
 
 test("each README block runs as written and prints what it says", async () => {
