@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("memsvc.rpc")
 audit_log = logging.getLogger("memsvc.audit")
 
+#: How often a response stream's token is checked again while it runs (between messages; a
+#: quiet change feed sends a bookmark every MEMSVC_WATCH_HEARTBEAT_S).
+STREAM_RECHECK_S = 5.0
 EXEMPT_PREFIXES = (
     "/grpc.health.v1.Health/",
     "/grpc.reflection.v1alpha.ServerReflection/",
@@ -229,6 +232,22 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
             await abort(context, exc, method)
             raise  # pragma: no cover - abort raises
 
+    async def _still_valid(
+        self, method: str, header: str | None, credential: Credential | None, context: Context
+    ) -> None:
+        """A stream outlives the check of its start (a change feed is followed for hours): its
+        token is checked again as it goes on, and a credential revoked or an access token
+        expired since ends it, UNAUTHENTICATED and audited, as the next call would be."""
+        if credential is None or credential is ANONYMOUS:
+            return
+        _, again, refused = await self._verify(header)
+        if again is not None:
+            return
+        reason = f"invalid access token: {refused}" if refused else "the token was revoked while the stream ran"
+        exc = UnauthenticatedError(reason)
+        _audit(credential, method, "", status_for(exc).code, refused)
+        await abort(context, exc, method)
+
     def _refusing(
         self, handler: Handler, method: str, credential: Credential | None, refused: str | None = None
     ) -> Handler:
@@ -292,7 +311,11 @@ class AuthInterceptor(grpc.aio.ServerInterceptor):
         def stream(behavior: StreamBehavior) -> StreamBehavior:
             async def run_checked(request: Any, context: Context) -> AsyncIterator[Any]:
                 async with admitted(request, context):
+                    checked = time.monotonic()
                     async for item in behavior(request, context):
+                        if time.monotonic() - checked >= STREAM_RECHECK_S:
+                            await self._still_valid(method, header, credential, context)
+                            checked = time.monotonic()
                         yield item
 
             return run_checked

@@ -146,23 +146,30 @@ class ChangeFeed:
         owners = self.owners(api_key_id)
         listed = None if owners is None else sorted(owners)
         position = token or await run(self._store.feed_head)
+
+        async def read(after: str) -> tuple[int, FeedPage]:
+            # The head's generation before the read: a change committed after it wakes the wait.
+            seen = self._signal.generation
+            return seen, await run(self._store.feed, after, listed, self._page_size)
+
+        # Read before the first message: a token this store did not issue is refused as the
+        # call's status, never after a stream (which a REST client reads as 200) has begun.
+        seen, page = await read(position)
         yield Bookmark(position)  # where the stream starts: a client may save it at once
         quiet_since = time.monotonic()
         while True:
-            seen = self._signal.generation
-            page = await run(self._store.feed, position, listed, self._page_size)
             for event in page.events:
                 yield event
             position = page.token
             if page.events:
                 quiet_since = time.monotonic()
-                if len(page.events) >= self._page_size:
-                    continue
-            if stop_when_caught_up:
-                yield Bookmark(position)
-                return
-            if time.monotonic() - quiet_since >= self._heartbeat_s:
-                yield Bookmark(position)
-                quiet_since = time.monotonic()
-            left = self._heartbeat_s - (time.monotonic() - quiet_since)
-            await self._signal.wait(seen, max(left, 0.0), lambda: run(self._store.feed_head))
+            if len(page.events) < self._page_size:  # caught up: wait for the next change
+                if stop_when_caught_up:
+                    yield Bookmark(position)
+                    return
+                if time.monotonic() - quiet_since >= self._heartbeat_s:
+                    yield Bookmark(position)
+                    quiet_since = time.monotonic()
+                left = self._heartbeat_s - (time.monotonic() - quiet_since)
+                await self._signal.wait(seen, max(left, 0.0), lambda: run(self._store.feed_head))
+            seen, page = await read(position)

@@ -176,3 +176,12 @@ def test_concurrent_writes_through_two_postgres_replicas_reach_a_resumed_followe
         if e.kind != "bookmark"
     ]
     assert again == got
+
+
+def test_a_bad_token_through_envoy_is_an_error_answer_not_a_stream(rest):
+    """The token is checked before the stream's first message: a REST client gets the 400
+    error body, not a 200 array that stops."""
+    status, body = rest.call("GET", watch_path(resumeToken="not-a-position"))
+    assert status == 400 and body["code"] == 3 and "resumeToken" in body["message"], body
+    status, body = rest.call("GET", watch_path(stopWhenCaughtUp="true"))
+    assert status == 200 and [e["kind"] for e in body] == ["bookmark", "bookmark"], body

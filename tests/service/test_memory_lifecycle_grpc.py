@@ -432,3 +432,17 @@ def test_a_batch_names_the_memory_each_duplicate_merged_into(start):
     )
     assert [(r.success, r.merged_into) for r in answer.results] == [(True, existing), (True, "")]
     assert answer.results[0].id == existing
+
+
+def test_a_follower_whose_token_is_revoked_is_cut_off(start, monkeypatch):
+    """A stream is checked again while it runs: the revoked credential's follower is ended
+    UNAUTHENTICATED, as its next call would be, and sees nothing written after."""
+    monkeypatch.setattr("memsvc.api.interceptors.STREAM_RECHECK_S", 0.2)
+    handle = start(watch_poll_s=0.05, watch_heartbeat_s=0.1)
+    alice = stubs_for(handle, "alice-watch", ["alice"], write=False)
+    follower = Follower(alice, api_key_id="alice")
+    handle.app.credentials.revoke("alice-watch")
+    follower._thread.join(20)
+    assert not follower._thread.is_alive()
+    assert follower.error is not None and follower.error.code() == C.UNAUTHENTICATED
+    assert "revoked" in follower.error.details()

@@ -1720,7 +1720,10 @@ export const MemoryService: GenService<{
    * The change feed: created, updated, deleted and expired events of the memories of one
    * apiKeyId, or of every tenant the caller's credential covers, as they commit, each with a
    * resume token. Reconnecting with the last token received continues right after it:
-   * nothing is missed, nothing is seen twice (across server processes and replicas). Without
+   * nothing is missed, nothing is seen twice (across server processes and replicas); a
+   * deleted memory is forgotten with its history, so of a memory deleted before the follower
+   * read its earlier events, only the deletion is left to deliver. The credential is checked
+   * again as the stream runs: revoked or expired, the stream ends UNAUTHENTICATED. Without
    * a token it starts at the current position. The first message is a `bookmark` (no memory)
    * with the position the stream starts after; more bookmarks carry the position while
    * nothing changes, every few seconds, so a follower can save it. A slow
