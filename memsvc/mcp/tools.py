@@ -275,6 +275,9 @@ class MemoryTools:
         limit: Annotated[
             int | None, Field(ge=1, le=1000, description="At most this many changes, oldest first (default 100).")
         ] = None,
+        pageToken: Annotated[
+            str | None, Field(max_length=32, description="nextPageToken of an earlier call: the changes after it.")
+        ] = None,
     ) -> str:
         """Every change to one memory, oldest first, and the facts it replaced. Returns {id,
         apiKeyId, entries: [{event, at, author, changes, relatedId}], versions: [memory with
@@ -283,9 +286,9 @@ class MemoryTools:
         summarized, deleted or expired; author is the credential that made the change; changes
         holds the fields it set, with their new values. versions are the replaced facts, oldest
         first, each with the time span it held. A deleted memory's history is only its
-        deletion. nextPageToken is set when more changes follow (a larger limit returns them).
-        A memory the token may not see is reported as not found."""
-        request = memory_pb2.GetMemoryHistoryRequest(id=id)
+        deletion. nextPageToken is set when more changes follow: pass it as pageToken for
+        them. A memory the token may not see is reported as not found."""
+        request = memory_pb2.GetMemoryHistoryRequest(id=id, page_token=pageToken or "")
         if limit is not None:
             request.limit = limit
         return rest_json(await self._call(ctx, self._upstream.memory.GetMemoryHistory, request))

@@ -362,6 +362,8 @@ async def check_history_as_of_and_merge(
         assert when(version["validFrom"]) <= in_paris < when(version["validTo"]) <= when(second["at"]), version
         page = await ok(b, "memory_history", id=paris["id"], limit=1)
         assert [e["event"] for e in page["entries"]] == ["created"] and page["nextPageToken"]
+        rest = await ok(b, "memory_history", id=paris["id"], limit=1, pageToken=page["nextPageToken"])
+        assert [e["event"] for e in rest["entries"]] == ["superseded"] and rest["nextPageToken"] == "", rest
         merged = await ok(b, "memory_history", id=cat["id"])
         assert [(e["event"], e["author"]) for e in merged["entries"]] == [("created", "agent-a"), ("merged", "agent-b")]
 
