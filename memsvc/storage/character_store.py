@@ -10,7 +10,9 @@ from typing import Any
 
 import apsw
 
+from memsvc.kernel.changes import current_cause
 from memsvc.kernel.models import utcnow
+from memsvc.storage.change_cause import bound_on_this_thread
 from memsvc.storage.database import Database, iso
 
 
@@ -168,7 +170,8 @@ class CharacterStore:
         (called before each part, may raise) aborting it leaves the database untouched.
         `moves` are (old path, new path, new file signature)."""
         backup = RenameBackup()
-        with self.db.write() as conn:
+        # The memories' history records the move to the new owner, by whom it was asked.
+        with self.db.write() as conn, bound_on_this_thread(current_cause(), iso(utcnow())):
             step("memories")
             backup.memory_ids = [
                 r[0] for r in conn.execute("SELECT id FROM memories WHERE api_key_id = ?", (old_owner,)).fetchall()
@@ -211,7 +214,7 @@ class CharacterStore:
     ) -> None:
         """Give the rows back to `old` and restore the generation rows; every path in
         `restored` ((path, signature) put back on disk) is re-activated with a new generation."""
-        with self.db.write() as conn:
+        with self.db.write() as conn, bound_on_this_thread(current_cause(), iso(utcnow())):
             conn.executemany(
                 "UPDATE memories SET api_key_id = ? WHERE id = ?", [(old_owner, i) for i in backup.memory_ids]
             )

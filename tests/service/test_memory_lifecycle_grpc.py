@@ -446,3 +446,25 @@ def test_a_follower_whose_token_is_revoked_is_cut_off(start, monkeypatch):
     assert not follower._thread.is_alive()
     assert follower.error is not None and follower.error.code() == C.UNAUTHENTICATED
     assert "revoked" in follower.error.details()
+
+
+def test_a_character_rename_moves_the_history_and_names_who_asked(start, request):
+    if "postgres" in request.node.name:
+        pytest.skip("character memory is per node: a shared PostgreSQL store has none")
+    handle = start()
+    admin = handle.stubs(ADMIN)
+    admin.memory.AppendRecentMessages(
+        mpb.AppendRecentMessagesRequest(character="Mochi", messages=[mpb.ChatItem(role="user", text="hi")])
+    )
+    memory_id = admin.memory.CreateMemory(
+        mpb.CreateMemoryRequest(api_key_id="character:Mochi", content="Mochi likes tuna")
+    ).id
+    admin.memory.RenameCharacter(mpb.RenameCharacterRequest(old_name="Mochi", new_name="Kuro"))
+    found = history(admin, memory_id)
+    assert found.api_key_id == "character:Kuro"
+    moved = found.entries[-1]
+    assert (moved.event, moved.author, struct_dict(moved.changes)) == (
+        "updated",
+        "env:1",
+        {"apiKeyId": "character:Kuro"},
+    )
