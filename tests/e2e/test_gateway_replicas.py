@@ -107,9 +107,11 @@ class Layout:
             time.sleep(0.1)
 
     def create(self, api_key_id: str, count: int) -> None:
-        """`count` memories through REST, each answered 200, /healthz SERVING after each."""
+        """`count` memories through REST, each answered 200, /healthz SERVING after each; each
+        says something of its own (a repeat would be merged into the memory it repeats)."""
         for i in range(count):
-            status, body = self.rest.call("POST", "/api/memory", {"apiKeyId": api_key_id, "content": f"fact {i}"})
+            content = f"fact {i} of batch {uuid.uuid4().hex[:8]}"
+            status, body = self.rest.call("POST", "/api/memory", {"apiKeyId": api_key_id, "content": content})
             assert status == 200, (i, body)
             assert self.rest.call("GET", "/healthz") == (200, {"status": "SERVING"})
 

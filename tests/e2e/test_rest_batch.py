@@ -55,7 +55,7 @@ def test_a_batch_answers_each_item_and_a_bad_one_gets_its_own_error_in_the_200(e
     assert status == 200, body
     assert (body["storedCount"], body["failedCount"]) == (2, 1)
     first, refused, third = body["results"]
-    assert first == {"success": True, "id": first["id"], "created": True} and third["success"] is True
+    assert first == {"success": True, "id": first["id"], "created": True, "mergedInto": ""} and third["success"] is True
     single_status, single = rest.call("POST", "/api/memory", bad)
     assert single_status == 400
     assert refused["success"] is False and refused["id"] == "" and refused["created"] is False

@@ -44,6 +44,7 @@ SETTINGS_FIELDS = {
     "primaryBackend",
     "fallbackBackends",
     "backendConfigs",
+    "dedupOnWrite",
 }
 NULLABLE = {"embeddingProviderModel", "customBaseUrl", "customModelId", "rerankProviderModel"}
 ITEM_FIELDS = {"id", "type", "key", "content", "score", "tokens", "tier"}

@@ -150,7 +150,7 @@ def test_crud_round_trip(env: Env, owner: str) -> None:
     assert created["success"] is True and created["created"] is True, created
     memory_id = created["id"]
     assert str(uuid.UUID(memory_id)) == memory_id
-    assert set(created) == {"success", "id", "created"}
+    assert set(created) == {"success", "id", "created", "mergedInto"} and created["mergedInto"] == ""
 
     status, got = env.rest.call("GET", f"/api/memory/{memory_id}")
     assert status == 200, got

@@ -267,7 +267,9 @@ def test_allowed_hosts_and_origins_are_served_and_nothing_else(tmp_path):
         same = {**JSON, "origin": "https://memsvc.example.com"}
         assert stack.send("POST", "/api/memory", same, CREATE, host="memsvc.example.com")[0] == 200
         listed = {**JSON, "origin": "https://app.example.com"}
-        assert stack.send("POST", "/api/memory", listed, CREATE)[0] == 200
+        # Another text: the same one again would be merged into the first (one memory).
+        from_app = json.dumps({"apiKeyId": OWNER, "content": "written by the listed app"}).encode()
+        assert stack.send("POST", "/api/memory", listed, from_app)[0] == 200
         assert stack.send("GET", f"/api/memory?apiKeyId={OWNER}", host="other.example.com")[0] == 403
         assert stack.send("POST", "/api/memory", {**JSON, "origin": "https://evil.example"}, CREATE)[0] == 403
         assert stack.send("POST", "/api/memory", {**JSON, "origin": "http://app.example.com"}, CREATE)[0] == 403

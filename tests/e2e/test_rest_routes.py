@@ -34,6 +34,8 @@ CONTRACT_ROUTES: list[tuple[str, str, str]] = [
     ("GET", "/api/memory/{id}", "memsvc.v1.MemoryService.GetMemory"),
     ("PUT", "/api/memory/{id}", "memsvc.v1.MemoryService.UpdateMemory"),
     ("DELETE", "/api/memory/{id}", "memsvc.v1.MemoryService.DeleteMemory"),
+    ("GET", "/api/memory/{id}/history", "memsvc.v1.MemoryService.GetMemoryHistory"),
+    ("GET", "/api/memory/watch", "memsvc.v1.MemoryService.WatchMemories"),
     ("GET", "/api/memory/health", "memsvc.v1.MemoryService.CheckHealth"),
     ("GET", "/api/memory/recent_files", "memsvc.v1.MemoryService.ListRecentFiles"),
     ("GET", "/api/memory/recent_file", "memsvc.v1.MemoryService.GetRecentFile"),
@@ -174,6 +176,11 @@ def _expect_memory_not_found(status: int, body: Any) -> None:
     assert SAMPLE_ID in body["message"], body
 
 
+def _expect_caught_up_feed(status: int, body: Any) -> None:
+    assert status == 200, body
+    assert isinstance(body, list) and [e["kind"] for e in body] == ["bookmark", "bookmark"], body
+
+
 def _expect_update_empty(status: int, body: Any) -> None:
     assert status == 400, body
     assert isinstance(body, dict) and body.get("code") == 3, body
@@ -292,6 +299,8 @@ IMPLEMENTED: dict[str, Callable[[int, Any], None]] = {
     "memsvc.v1.MemoryService.CreateMemories": _expect_bad_request_naming("memories"),
     "memsvc.v1.MemoryService.ClearMemories": _expect_clear_without_owner,
     "memsvc.v1.MemoryService.GetMemory": _expect_memory_not_found,
+    "memsvc.v1.MemoryService.GetMemoryHistory": _expect_memory_not_found,
+    "memsvc.v1.MemoryService.WatchMemories": _expect_caught_up_feed,
     "memsvc.v1.MemoryService.UpdateMemory": _expect_update_empty,
     "memsvc.v1.MemoryService.DeleteMemory": _expect_memory_not_found,
     "memsvc.v1.MemoryService.CheckHealth": _expect_health,
@@ -302,8 +311,13 @@ def check_route_answer(route: Route, status: int, body: Any) -> None:
     IMPLEMENTED[route.rpc](status, body)
 
 
+#: Routes that stream until the client leaves: asked to end once caught up, so the answer ends.
+UNTIL_CAUGHT_UP = {"memsvc.v1.MemoryService.WatchMemories": "?stopWhenCaughtUp=true"}
+
+
 def call_route(rest: Rest, route: Route, **kwargs: Any) -> tuple[int, Any]:
-    return rest.call(route.method, route.path, body={} if route.has_body else None, **kwargs)
+    path = route.path + UNTIL_CAUGHT_UP.get(route.rpc, "")
+    return rest.call(route.method, path, body={} if route.has_body else None, **kwargs)
 
 
 # ---- fixtures -------------------------------------------------------------------------------
@@ -409,6 +423,12 @@ def test_fixed_paths_are_not_shadowed_by_get_memory(open_stack: Stack, path: str
     IMPLEMENTED[route.rpc](status, body)  # the RPC's own answer, not GetMemory's
 
 
+def test_watch_path_is_not_shadowed_by_get_memory(open_stack: Stack) -> None:
+    """GET /api/memory/watch is the change feed (a literal segment wins over {id})."""
+    status, body = open_stack.rest.call("GET", "/api/memory/watch?stopWhenCaughtUp=true")
+    _expect_caught_up_feed(status, body)
+
+
 def test_health_path_is_not_shadowed_by_get_memory(open_stack: Stack) -> None:
     status, body = open_stack.rest.call("GET", "/api/memory/health")
     assert status == 200, body
@@ -426,6 +446,7 @@ def test_shadow_list_covers_every_single_segment_get_route() -> None:
         "/api/memory/embedding-providers",
         "/api/memory/review_config",
         "/api/memory/powerful_memory_config",
+        "/api/memory/watch",
     }
     single = {r.template for r in ROUTES if r.method == "GET" and re.fullmatch(r"/api/memory/[^/{}]+", r.template)}
     assert single == tested

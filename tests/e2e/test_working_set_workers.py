@@ -95,7 +95,10 @@ def test_an_owners_working_set_never_answers_another_owner(workers):
 
 def test_engine_status_shows_the_answering_workers_working_sets(workers):
     _, ((memory_a, engine_a), _) = workers
-    memory_a.CreateMemory(pb.CreateMemoryRequest(api_key_id="owner-s", content="Gym on Mondays"), timeout=30)
+    # Keyed: a keyless create looks for a duplicate in the owner's working set, building it.
+    memory_a.CreateMemory(
+        pb.CreateMemoryRequest(api_key_id="owner-s", key="schedule:gym", content="Gym on Mondays"), timeout=30
+    )
     before = engine_a.GetEngineStatus(epb.GetEngineStatusRequest(), timeout=30).working_sets
     assert _found(engine_a, "owner-s", "gym") == ["Gym on Mondays"]
     after = engine_a.GetEngineStatus(epb.GetEngineStatusRequest(), timeout=30).working_sets

@@ -141,7 +141,7 @@ async def check_listing(session: Session) -> None:
     }
     assert tools["memory_search"].input_schema["properties"]["asOf"]["format"] == "date-time"
     history = tools["memory_history"].input_schema
-    assert set(history["properties"]) == {"id", "limit"} and history["required"] == ["id"]
+    assert set(history["properties"]) == {"id", "limit", "pageToken"} and history["required"] == ["id"]
     assert (history["properties"]["limit"]["minimum"], history["properties"]["limit"]["maximum"]) == (1, 1000)
     assert set(tools["memory_clear"].input_schema["properties"]) == {"apiKeyId", "type", "olderThan"}
     assert tools["memory_add"].input_schema["properties"]["keep"]["type"] == "boolean"
