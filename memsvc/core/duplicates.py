@@ -6,7 +6,8 @@ the response names it) and no row is added.
 Which drafts: a key decides by itself (a keyed create updates the owner's memory of that key),
 and a conversation turn (episodic, in a session) is an event, never a repeat of another, so
 only keyless memories that are not turns are compared, and only with memories of their owner
-and type. Off with the memory setting dedupOnWrite, and whenever the built-in store is not
+that already hold everything else the draft carries (`absorbs`: type, session, metadata, a
+life at least as long, when it happened). Off with the memory setting dedupOnWrite, and whenever the built-in store is not
 the primary backend (the candidates come from its indexes).
 
 Candidates: the draft's nearest memories in the owner's vectors (the draft was embedded for
@@ -32,6 +33,7 @@ from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, utc
 CANDIDATES = 5
 #: A conversation turn: episodic, in a session (memsvc.core.retrieval.conversation_signals).
 TURN_TYPE = "episodic"
+_ABSENT = object()
 
 
 class Nearest(Protocol):
@@ -51,6 +53,24 @@ def _turn(memory: NewMemory | Memory) -> bool:
 def eligible(draft: NewMemory) -> bool:
     """A draft that may merge: no key, not a conversation turn, not merging already."""
     return draft.key is None and not _turn(draft) and draft.merge_into is None
+
+
+def absorbs(memory: Memory, draft: NewMemory) -> bool:
+    """Whether `memory` already holds everything the draft carries besides its words: a merge
+    drops the draft, so nothing of it may be lost. Its session (a session-scoped retrieval
+    would no longer find it elsewhere), its metadata (a speaker, a source: the same sentence
+    said by another person is another memory), a longer life (a memory that expires sooner,
+    or is not kept while the draft is, would take the draft with it) and when it happened (the
+    same note on another day is another event)."""
+    if memory.type != draft.type or memory.session_id != draft.session_id or _turn(memory):
+        return False
+    if any(memory.metadata.get(name, _ABSENT) != value for name, value in draft.metadata.items()):
+        return False
+    if memory.expires_at is not None and (draft.expires_at is None or draft.expires_at > memory.expires_at):
+        return False
+    if draft.keep and not memory.keep:
+        return False
+    return draft.occurred_at is None or draft.occurred_at == memory.occurred_at
 
 
 class Duplicates:
@@ -89,8 +109,6 @@ class Duplicates:
             memories.setdefault(hit.memory.id, hit.memory)
             cosines.setdefault(hit.memory.id, None)
         for memory_id, memory in memories.items():
-            if memory.type != draft.type or _turn(memory):
-                continue
-            if is_duplicate(draft.content, memory.content, cosines[memory_id]):
+            if absorbs(memory, draft) and is_duplicate(draft.content, memory.content, cosines[memory_id]):
                 return memory
         return None

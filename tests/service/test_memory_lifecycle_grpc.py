@@ -468,3 +468,31 @@ def test_a_character_rename_moves_the_history_and_names_who_asked(start, request
         "env:1",
         {"apiKeyId": "character:Kuro"},
     )
+
+
+def test_a_repeat_that_carries_something_more_is_stored(start):
+    """A merge drops the draft, so it is made only into a memory that holds all the draft
+    carries: another speaker, another session, a longer life or another day is another memory."""
+    handle = start()
+    stubs = handle.stubs(ADMIN)
+    text = "I play tennis every weekend"
+    said = struct_pb2.Struct()
+    said.update({"speaker": "Kevin"})
+    first = add(stubs, text, metadata=said).id
+    other = struct_pb2.Struct()
+    other.update({"speaker": "Paola"})
+    soon = ts(datetime.now(UTC) + timedelta(hours=1))
+    for fields in (
+        {"metadata": other},
+        {"metadata": said, "session_id": "s2"},
+        {"metadata": said, "keep": True},
+        {"metadata": said, "occurred_at": ts(datetime(2026, 1, 5, tzinfo=UTC))},
+    ):
+        assert add(stubs, text, **fields).merged_into == "", fields
+    assert add(stubs, text).merged_into == first  # no metadata of its own: the first holds it all
+    assert add(stubs, text, metadata=said).merged_into == first
+    short_lived = add(stubs, "User parks on level 3", expires_at=soon).id
+    lasting = add(stubs, "User parks on level 3")  # would expire with the other
+    assert lasting.merged_into == ""
+    # A draft that expires as soon may go into either: each outlives it.
+    assert add(stubs, "User parks on level 3", expires_at=soon).merged_into in (short_lived, lasting.id)

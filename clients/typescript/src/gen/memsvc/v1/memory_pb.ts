@@ -390,8 +390,9 @@ export type CreateMemoryResponse = Message<"memsvc.v1.CreateMemoryResponse"> & {
   created: boolean;
 
   /**
-   * Set when nothing new was stored because an existing memory of the owner (of the same type)
-   * already says the same: that memory's id (also in `id`), whose history records the merge.
+   * Set when nothing new was stored because an existing memory of the owner already says the
+   * same and holds all the new one carries (type, session, metadata, a life as long, the same
+   * occurredAt): that memory's id (also in `id`), whose history records the merge.
    * Only for memories without a key (a key decides by itself) that are not conversation turns
    * (episodic with a session); the memory setting dedupOnWrite turns merging off.
    *
