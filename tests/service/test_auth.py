@@ -57,7 +57,7 @@ def _call(channel: grpc.Channel, path: str, streaming: bool, metadata=()) -> grp
 def test_every_rpc_requires_a_valid_token(secured, metadata):
     channel = secured.channel()
     codes = {path: _call(channel, path, streaming, metadata) for path, streaming in _all_methods()}
-    assert len(codes) == 35  # 15 memory + 8 engine + 12 settings RPCs
+    assert len(codes) == 37  # 17 memory + 8 engine + 12 settings RPCs
     assert set(codes.values()) == {grpc.StatusCode.UNAUTHENTICATED}, codes
 
 

@@ -190,10 +190,10 @@ def test_recent_without_query_is_newest_first(server, stubs):
 def test_budget_skips_a_memory_too_big_and_keeps_a_smaller_one(server, stubs, strategy):
     enable(stubs)
     create(stubs, "scopefix " * 100)
-    small = create(stubs, "scopefix")
+    small = create(stubs, "scopefix small")  # not a shorter repeat of the big one: merging it would not test the budget
     resp = retrieve(stubs, "scopefix", strategy=strategy, max_tokens=10)
     assert ids(resp) == [small]
-    assert resp.total_tokens == tokens("scopefix") <= 10
+    assert resp.total_tokens == tokens("scopefix small") <= 10
     shown = preview(stubs, "scopefix", strategy=strategy, api_key_id=OWNER, max_tokens=10)
     assert ids(shown) == [small] and shown.budget_max_tokens == 10
 
@@ -201,7 +201,7 @@ def test_budget_skips_a_memory_too_big_and_keeps_a_smaller_one(server, stubs, st
 def test_budget_from_settings(server, stubs):
     enable(stubs, maxTokens=10)
     create(stubs, "scopefix " * 100)
-    small = create(stubs, "scopefix")
+    small = create(stubs, "scopefix small")
     assert ids(retrieve(stubs, "scopefix")) == [small]
 
 

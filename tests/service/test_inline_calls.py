@@ -38,8 +38,10 @@ def static_server(boot, static_model):
     server, stubs = boot(static_model=str(static_model), access_flush_s=0.05)
     set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True, strategy="hybrid")
     warm(server)
-    for text in ("User lives in Paris", "User's cat is called Miso", "User works as a nurse"):
-        create(stubs, OWNER, text)
+    # Keyed: a keyless create looks for a duplicate, which builds the owner's working set;
+    # the owner must stay cold here until the first Retrieve.
+    for n, text in enumerate(("User lives in Paris", "User's cat is called Miso", "User works as a nurse")):
+        create(stubs, OWNER, text, key=f"fact:{n}")
     return server, stubs
 
 
@@ -79,7 +81,7 @@ def test_preview_and_inject_run_inline_on_a_warm_owner(static_server):
 
 def test_a_call_moved_to_a_worker_records_its_access_once(static_server):
     server, stubs = static_server
-    memory_id = create(stubs, OWNER, "User rides a red bicycle")
+    memory_id = create(stubs, OWNER, "User rides a red bicycle", key="fact:bicycle")  # keyed: the owner stays cold
     before = inline_calls(server)
     assert _retrieve(stubs, "bicycle", limit=1) == ["User rides a red bicycle"]  # cold: tried inline, then a worker
     assert set(added(before, inline_calls(server))) <= BUILD_STEPS

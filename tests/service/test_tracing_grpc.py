@@ -132,8 +132,10 @@ def test_a_cold_retrieve_that_moves_to_a_worker_leaves_one_span_per_step(boot, r
     server, stubs = boot(otlp_endpoint=receiver.url, static_model=str(static_model))
     set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True, strategy="hybrid")
     warm(server)
-    for text in ("User lives in Paris", "User's cat is called Miso", "User works as a nurse"):
-        create(stubs, OWNER, text)
+    # Keyed: a keyless create looks for a duplicate, which builds the owner's working set;
+    # the owner must stay cold here until the first Retrieve.
+    for n, text in enumerate(("User lives in Paris", "User's cat is called Miso", "User works as a nurse")):
+        create(stubs, OWNER, text, key=f"fact:{n}")
     before = inline_calls(server)
     stubs.engine.Retrieve(epb.RetrieveRequest(api_key_id=OWNER, query="where does the user live?"))
     assert "inline" not in added(before, inline_calls(server))  # its inline run was abandoned for a worker
