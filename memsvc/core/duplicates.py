@@ -19,6 +19,7 @@ each other: both are stored (the next write of it merges).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Protocol
@@ -29,6 +30,7 @@ from memsvc.core.dedup import is_duplicate
 from memsvc.core.settings.memory import Settings
 from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, utcnow
 
+log = logging.getLogger("memsvc.core.duplicates")
 #: Candidates asked per draft from each list.
 CANDIDATES = 5
 #: A conversation turn: episodic, in a session (memsvc.core.retrieval.conversation_signals).
@@ -93,9 +95,18 @@ class Duplicates:
         out = []
         for i, draft in enumerate(drafts):
             vector = None if vectors is None else vectors[i]
-            found = self._repeated(draft, vector, now) if eligible(draft) else None
+            found = self._checked(draft, vector, now) if eligible(draft) else None
             out.append(replace(draft, merge_into=found.id) if found is not None else draft)
         return out
+
+    def _checked(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
+        """`_repeated`, or None when the check itself fails: looking for a duplicate must never
+        fail the write it precedes (at worst the draft is stored as a memory of its own)."""
+        try:
+            return self._repeated(draft, vector, now)
+        except Exception as exc:  # noqa: BLE001 - an optional check; the write goes on without it
+            log.warning("memory.dedup.skipped", extra={"error_type": type(exc).__name__})
+            return None
 
     def _repeated(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
         """The first candidate of the owner and type that says what the draft says."""
