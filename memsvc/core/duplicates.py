@@ -11,8 +11,8 @@ life at least as long, when it happened). Off with the memory setting dedupOnWri
 the primary backend (the candidates come from its indexes).
 
 Candidates: the draft's nearest memories in the owner's vectors (the draft was embedded for
-its own vector anyway, so the cosine costs no embedding) and its best keyword matches (for a
-store without embeddings, or a memory not embedded yet: decided by text alone). Concurrent
+its own vector anyway, so the cosine costs no embedding), or, for a store without embeddings
+(or vectors that answer nothing), its best keyword matches, decided by the text alone. Concurrent
 writes of one fact in one group commit, or in two processes at once, are not compared with
 each other: both are stored (the next write of it merges).
 """
@@ -109,17 +109,21 @@ class Duplicates:
             return None
 
     def _repeated(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
-        """The first candidate of the owner and type that says what the draft says."""
-        scope = SearchScope(api_key_id=draft.api_key_id, now=now)
-        cosines: dict[str, float | None] = {}
-        memories: dict[str, Memory] = {}
-        if vector is not None:
-            for memory, cosine in self._nearest.nearest(scope, vector, CANDIDATES):
-                memories[memory.id], cosines[memory.id] = memory, cosine
-        for hit in self._keywords.search_keyword(scope, draft.content, CANDIDATES):
-            memories.setdefault(hit.memory.id, hit.memory)
-            cosines.setdefault(hit.memory.id, None)
-        for memory_id, memory in memories.items():
-            if absorbs(memory, draft) and is_duplicate(draft.content, memory.content, cosines[memory_id]):
+        """The first candidate that says what the draft says and holds all it carries."""
+        for memory, cosine in self._candidates(draft, vector, SearchScope(api_key_id=draft.api_key_id, now=now)):
+            if absorbs(memory, draft) and is_duplicate(draft.content, memory.content, cosine):
                 return memory
         return None
+
+    def _candidates(
+        self, draft: NewMemory, vector: np.ndarray | None, scope: SearchScope
+    ) -> list[tuple[Memory, float | None]]:
+        """The draft's nearest memories by vector, with their cosine; by keywords (no cosine:
+        the text alone decides) when it has no vector or the vectors answer nothing. A merge
+        needs a cosine of at least the rule's floor, so a repeat is among the nearest; the
+        keyword list would add only candidates the vectors already ranked below them, and
+        cost a search and their comparisons on every write (bench/writes_bench.py)."""
+        nearest = self._nearest.nearest(scope, vector, CANDIDATES) if vector is not None else []
+        if nearest:
+            return [(memory, cosine) for memory, cosine in nearest]
+        return [(hit.memory, None) for hit in self._keywords.search_keyword(scope, draft.content, CANDIDATES)]
