@@ -32,6 +32,7 @@ from bench import (  # noqa: E402
     extraction_bench,
     hot_path,
     knn_bench,
+    lifecycle_bench,
     multilingual_bench,
     profile_retrieve,
     quality_bench,
@@ -52,6 +53,7 @@ STEPS = [
     ("profile_retrieve", "Where a Retrieve's time goes", profile_retrieve),
     ("working_set", "Working sets beside FTS5", working_set_bench),
     ("writes", "Writes", writes_bench),
+    ("lifecycle", "Retrieve as of an instant", lifecycle_bench),
     ("replicas", "Scale-out: replicas on one PostgreSQL", replicas_bench),
     ("reindex", "Reindex throughput", reindex_bench),
     ("quality", "Retrieval quality", quality_bench),
@@ -67,6 +69,7 @@ QUICK = {
     "hot_path": {"calls": 20, "big_calls": 5, "rounds": 1, "per_client": 3, "sizes": (10_000,)},
     "profile_retrieve": {"calls": 30, "seconds": 4},
     "writes": {"creates": 400, "rounds": 1, "batches": 4},
+    "lifecycle": {"memories": (500,), "calls": 20, "rounds": 1},
     "working_set": {"total": 20_000, "calls": 30, "rounds": 1},
     "replicas": {"facts": 2_000, "calls": 20, "rounds": 1, "per_client": 3},
 }

@@ -227,7 +227,8 @@ def lifecycle_table(out: dict) -> str:
     return table + (
         f"\n\nbefore = commit {out['before']} (no history); history = today's with dedupOnWrite off; "
         "history + dedup = today's default. Memories without a key, so every one is checked for a "
-        f"duplicate (none of these is one: {out['legs']['history + dedup']['merged_in_batches']} merged). "
+        f"duplicate ({out['legs']['history + dedup']['merged_in_batches']} of the batches' memories repeated "
+        "an earlier one and were merged). "
         f"Each round measures the three in turn; medians of {len(raw['before']['1'])} rounds (min–max)."
     )
 
