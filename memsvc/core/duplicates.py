@@ -12,9 +12,12 @@ the primary backend (the candidates come from its indexes).
 
 Candidates: the draft's nearest memories in the owner's vectors (the draft was embedded for
 its own vector anyway, so the cosine costs no embedding), or, for a store without embeddings
-(or vectors that answer nothing), its best keyword matches, decided by the text alone. Concurrent
-writes of one fact in one group commit, or in two processes at once, are not compared with
-each other: both are stored (the next write of it merges).
+(or vectors that answer nothing), its best keyword matches, decided by the text alone. A
+draft that repeats none of them is compared, the same way, with the earlier drafts of its own
+write (a batch, or the concurrent creates one group commit stores together) that are stored as
+new memories: one fact said twice in one write is stored once (`NewMemory.repeats`). Writes of
+one fact in two processes at the same instant are not compared with each other: both are
+stored (the next write of it merges).
 """
 
 from __future__ import annotations
@@ -22,11 +25,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import replace
-from typing import Any, Protocol
+from functools import partial
+from typing import Any, Protocol, TypeVar
 
 import numpy as np
 
-from memsvc.core.dedup import is_duplicate
+from memsvc.core.dedup import is_duplicate, profile
 from memsvc.core.settings.memory import Settings
 from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, utcnow
 
@@ -36,6 +40,7 @@ CANDIDATES = 5
 #: A conversation turn: episodic, in a session (memsvc.core.retrieval.conversation_signals).
 TURN_TYPE = "episodic"
 _ABSENT = object()
+T = TypeVar("T")
 
 
 class Nearest(Protocol):
@@ -57,7 +62,7 @@ def eligible(draft: NewMemory) -> bool:
     return draft.key is None and not _turn(draft) and draft.merge_into is None
 
 
-def absorbs(memory: Memory, draft: NewMemory) -> bool:
+def absorbs(memory: Memory | NewMemory, draft: NewMemory) -> bool:
     """Whether `memory` already holds everything the draft carries besides its words: a merge
     drops the draft, so nothing of it may be lost. Its session (a session-scoped retrieval
     would no longer find it elsewhere), its metadata (a speaker, a source: the same sentence
@@ -75,6 +80,16 @@ def absorbs(memory: Memory, draft: NewMemory) -> bool:
     return draft.occurred_at is None or draft.occurred_at == memory.occurred_at
 
 
+def _safely(check: Callable[[], T]) -> T | None:
+    """The check's answer, or None when it fails: looking for a duplicate must never fail
+    the write it precedes (at worst the draft is stored as a memory of its own)."""
+    try:
+        return check()
+    except Exception as exc:  # noqa: BLE001 - an optional check; the write goes on without it
+        log.warning("memory.dedup.skipped", extra={"error_type": type(exc).__name__})
+        return None
+
+
 class Duplicates:
     """Marks the drafts that repeat an existing memory (`mark`)."""
 
@@ -87,26 +102,28 @@ class Duplicates:
         self._applies = applies
 
     def mark(self, drafts: Sequence[NewMemory], vectors: Any = None) -> list[NewMemory]:
-        """`drafts` with `merge_into` set on each that repeats an existing memory (`vectors`:
-        the drafts' embeddings in order, or None when they have none)."""
+        """`drafts` with `merge_into` set on each that repeats an existing memory, `repeats` on
+        each that repeats an earlier draft of `drafts` (`vectors`: the drafts' embeddings in
+        order, or None when they have none)."""
         if not any(eligible(d) for d in drafts) or not self._settings.get().dedup_on_write or not self._applies():
             return list(drafts)
         now = utcnow()
-        out = []
+        out: list[NewMemory] = []
+        within = _Within(drafts, vectors)
         for i, draft in enumerate(drafts):
+            if not eligible(draft):
+                out.append(draft)
+                continue
             vector = None if vectors is None else vectors[i]
-            found = self._checked(draft, vector, now) if eligible(draft) else None
-            out.append(replace(draft, merge_into=found.id) if found is not None else draft)
+            found = _safely(partial(self._repeated, draft, vector, now))
+            if found is not None:
+                out.append(replace(draft, merge_into=found.id))
+                continue
+            earlier = _safely(partial(within.repeated, i))
+            if earlier is None:
+                within.stored_new(i)
+            out.append(draft if earlier is None else replace(draft, repeats=earlier))
         return out
-
-    def _checked(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
-        """`_repeated`, or None when the check itself fails: looking for a duplicate must never
-        fail the write it precedes (at worst the draft is stored as a memory of its own)."""
-        try:
-            return self._repeated(draft, vector, now)
-        except Exception as exc:  # noqa: BLE001 - an optional check; the write goes on without it
-            log.warning("memory.dedup.skipped", extra={"error_type": type(exc).__name__})
-            return None
 
     def _repeated(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
         """The first candidate that says what the draft says and holds all it carries."""
@@ -127,3 +144,51 @@ class Duplicates:
         if nearest:
             return [(memory, cosine) for memory, cosine in nearest]
         return [(hit.memory, None) for hit in self._keywords.search_keyword(scope, draft.content, CANDIDATES)]
+
+
+class _Within:
+    """The drafts of one write (a batch, or the concurrent creates of one group commit) as
+    candidates for the later ones: a fact said twice in one write is stored once. Only
+    drafts stored as new memories are candidates (one merged into an existing memory was
+    judged against that memory, not against the later draft), and only of the same owner.
+    Ranked like the store's candidates: by the cosine of the drafts' vectors, or, without
+    vectors, by the content words they share."""
+
+    def __init__(self, drafts: Sequence[NewMemory], vectors: Any) -> None:
+        self._drafts = drafts
+        self._unit = _unit_rows(vectors) if vectors is not None else None
+        self._new: dict[str, list[int]] = {}  # owner -> indexes of drafts stored as new
+
+    def stored_new(self, i: int) -> None:
+        self._new.setdefault(self._drafts[i].api_key_id, []).append(i)
+
+    def repeated(self, i: int) -> int | None:
+        """The index of the best-ranked earlier new draft that draft `i` repeats, or None."""
+        draft = self._drafts[i]
+        for j, cosine in self._ranked(i, self._new.get(draft.api_key_id, [])):
+            earlier = self._drafts[j]
+            if absorbs(earlier, draft) and is_duplicate(draft.content, earlier.content, cosine):
+                return j
+        return None
+
+    def _ranked(self, i: int, candidates: list[int]) -> list[tuple[int, float | None]]:
+        """The best `CANDIDATES` of `candidates` for draft `i`, best first."""
+        if not candidates:
+            return []
+        if self._unit is not None:
+            cosines = self._unit[candidates] @ self._unit[i]
+            k = min(CANDIDATES, len(candidates))
+            top = np.argpartition(-cosines, k - 1)[:k]
+            return [(candidates[n], float(cosines[n])) for n in top[np.argsort(-cosines[top], kind="stable")]]
+        words = profile(self._drafts[i].content).content
+        shared = {j: len(words & profile(self._drafts[j].content).content) for j in candidates}
+        ranked = sorted((j for j in candidates if shared[j] or not words), key=lambda j: -shared[j])
+        return [(j, None) for j in ranked[:CANDIDATES]]
+
+
+def _unit_rows(vectors: Any) -> np.ndarray:
+    """The vectors scaled to length 1 (a zero vector stays zero: cosine 0 with everything)."""
+    matrix = np.asarray(vectors, dtype=np.float32)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
+    return unit

@@ -115,6 +115,10 @@ class NewMemory:
     #: Store nothing new: touch this existing memory of the owner instead (a duplicate found
     #: by memsvc.core.dedup). When it is gone by the time of the write, the draft is stored.
     merge_into: str | None = field(default=None, compare=False)
+    #: Store nothing new: touch the memory an earlier draft of the same write became (its
+    #: index among the write's drafts), which this one repeats. When that draft failed, this
+    #: one is stored.
+    repeats: int | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)

@@ -33,7 +33,9 @@ WHEN old.content IS NOT new.content OR old.type IS NOT new.type OR old.key IS NO
   OR old.session_id IS NOT new.session_id OR old.metadata IS NOT new.metadata
   OR old.expires_at IS NOT new.expires_at OR old.keep IS NOT new.keep
   OR old.occurred_at IS NOT new.occurred_at OR old.api_key_id IS NOT new.api_key_id
-  OR (old.updated_at IS NOT new.updated_at AND memsvc_change('reason') = 'merged')
+  -- A merge: its cause is bound around the merge statement alone, which moves updated_at
+  -- only when the memory is older than the transaction (not one created earlier in it).
+  OR memsvc_change('reason') = 'merged'
 BEGIN
     -- A memory moved to another owner (a character's rename) takes its past along.
     UPDATE memory_history SET api_key_id = new.api_key_id

@@ -81,6 +81,15 @@ _MERGE = "UPDATE memories SET updated_at = {now} WHERE id = ? AND api_key_id = ?
 _DUE = "SELECT id FROM memories WHERE expires_at IS NOT NULL AND expires_at <= ? ORDER BY expires_at LIMIT ?"
 
 
+def _resolved(draft: NewMemory, earlier: Sequence[UpsertResult | Exception]) -> NewMemory:
+    """A draft that repeats an earlier draft of the same write (`NewMemory.repeats`) merges
+    into the memory that draft became; when that draft failed, it is stored itself."""
+    if draft.repeats is None:
+        return draft
+    target = earlier[draft.repeats]
+    return replace(draft, merge_into=target.id if isinstance(target, UpsertResult) else None, repeats=None)
+
+
 class SqlMemoryBackend:
     """MemoryBackend over one database (`memsvc.storage.database.Database` or
     `memsvc.storage.postgres.database.PgDatabase`) through its dialect."""
@@ -169,7 +178,9 @@ class SqlMemoryBackend:
         with them."""
         now = self.dialect.clock()
         with self.db.write() as conn:
-            results = [self._create_in(conn, memory, now) for memory in memories]
+            results: list[UpsertResult] = []
+            for memory in memories:
+                results.append(self._create_in(conn, _resolved(memory, results), now))
             if in_transaction is not None:
                 in_transaction(conn, [None if r.merged else r.memory for r in results])
             return results
@@ -188,7 +199,7 @@ class SqlMemoryBackend:
             for memory in memories:
                 try:
                     with dialect.draft(self.db, conn):
-                        outcomes.append(self._create_in(conn, memory, now))
+                        outcomes.append(self._create_in(conn, _resolved(memory, outcomes), now))
                 except (self.db.driver_error, ValidationError, ConflictError) as exc:
                     if not dialect.in_transaction(conn):  # I/O error, disk full, lost: all is undone
                         raise

@@ -162,6 +162,32 @@ def test_a_merge_records_the_duplicate_text_and_keeps_the_memory(store):
     assert page.total == 1
 
 
+def test_a_draft_repeating_an_earlier_draft_of_its_write_merges_into_what_that_became(store):
+    """`repeats` names an earlier draft of the same transaction: its merges are recorded though
+    the memory's updatedAt is already the transaction's (twice here), a later statement of the
+    transaction (a reindex mark) is no merge, and a repeat of a draft that failed is stored."""
+    _, backend = store
+    drafts = [
+        NewMemory(api_key_id="alice", content="User likes jazz"),
+        NewMemory(api_key_id="alice", content="User likes \x00 blues"),  # refused: NUL
+        NewMemory(api_key_id="alice", content="User likes blues", repeats=1),
+        NewMemory(api_key_id="alice", content="The user likes jazz.", repeats=0),
+        NewMemory(api_key_id="alice", content="user likes jazz", repeats=0),
+    ]
+    outcomes = backend.create_each(drafts, lambda conn, stored: backend.mark_all_for_reindex())
+    first, refused, alone, again, third = outcomes
+    assert isinstance(refused, ValidationError)
+    assert (again.id, again.merged, third.id, third.merged) == (first.id, True, first.id, True)
+    assert alone.created and not alone.merged and alone.id != first.id
+    assert [(c.event, c.changes.get("mergedContent")) for c in backend.history(first.id, 0, 10)] == [
+        ("created", None),
+        ("merged", "The user likes jazz."),
+        ("merged", "user likes jazz"),
+    ]
+    assert [c.event for c in backend.history(alone.id, 0, 10)] == ["created"]
+    assert backend.list(MemoryFilter(api_key_id="alice"), 10, 0).total == 2
+
+
 def test_a_merge_never_touches_another_owners_memory_and_stores_the_draft_instead(store):
     _, backend = store
     bobs = backend.create(NewMemory(api_key_id="bob", content="User likes jazz"))

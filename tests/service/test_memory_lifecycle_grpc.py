@@ -10,6 +10,7 @@ import queue
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -432,6 +433,68 @@ def test_a_batch_names_the_memory_each_duplicate_merged_into(start):
     )
     assert [(r.success, r.merged_into) for r in answer.results] == [(True, existing), (True, "")]
     assert answer.results[0].id == existing
+
+
+def create_all(stubs: Any, *items: dict[str, Any]) -> list[mpb.CreateMemoryResult]:
+    request = mpb.CreateMemoriesRequest(memories=[mpb.CreateMemoryRequest(api_key_id="alice", **i) for i in items])
+    return list(stubs.memory.CreateMemories(request).results)
+
+
+@pytest.mark.parametrize("vectors", [True, False], ids=["vectors", "text-only"])
+def test_a_fact_said_twice_in_one_batch_is_stored_once(start, static_model, vectors):
+    handle = start(static_model=str(static_model))
+    stubs = handle.stubs(ADMIN)
+    if vectors:
+        set_memory(stubs, enabled=True, embeddingSource="static", staticEnabled=True)
+        warm(handle)
+    said = struct_pb2.Struct()
+    said.update({"speaker": "Kevin"})
+    results = create_all(
+        stubs,
+        {"content": "User's sister lives in Osaka"},
+        {"content": "User likes green tea"},
+        {"content": "The user's sister lives in Osaka."},
+        {"content": "User's sister lives in Osaka", "type": "semantic"},  # another type
+        {"content": "User's sister lives in Osaka", "metadata": said},  # carries a speaker
+        {"content": "User likes green tea", "key": "drink"},  # a key decides by itself
+    )
+    assert all(r.success for r in results)
+    first = results[0].id
+    assert (results[2].id, results[2].created, results[2].merged_into) == (first, False, first)
+    assert [r.merged_into for r in (results[1], results[3], results[4], results[5])] == ["", "", "", ""]
+    assert len({results[i].id for i in (0, 1, 3, 4, 5)}) == 5
+    assert listed(stubs).count("User's sister lives in Osaka") == 3
+    assert "The user's sister lives in Osaka." not in listed(stubs)
+    merge = history(stubs, first).entries[-1]
+    assert (merge.event, struct_dict(merge.changes)) == (
+        "merged",
+        {"mergedContent": "The user's sister lives in Osaka."},
+    )
+    # A later batch repeating it merges into the memory, not into a draft of its own.
+    again = create_all(stubs, {"content": "User likes green tea."}, {"content": "user likes green tea"})
+    assert [r.merged_into for r in again] == [results[1].id, results[1].id]
+    set_memory(stubs, dedupOnWrite=False)
+    apart = create_all(stubs, {"content": "User owns a red bike"}, {"content": "User owns a red bike"})
+    assert apart[0].id != apart[1].id and [r.merged_into for r in apart] == ["", ""]
+
+
+def test_concurrent_writes_of_one_fact_leave_one_memory(start):
+    """Concurrent creates are stored together (one group commit) or one after another; either
+    way the fact is one memory, and every writer is told which."""
+    handle = start()
+    stubs = handle.stubs(ADMIN)
+    go = threading.Barrier(8)
+
+    def write(_: int) -> str:
+        go.wait(10)
+        return add(stubs, "User is allergic to peanuts").id
+
+    with ThreadPoolExecutor(8) as pool:
+        ids = set(pool.map(write, range(8)))
+    assert len(ids) == 1
+    assert listed(stubs) == ["User is allergic to peanuts"]
+    merges = [e for e in history(stubs, ids.pop()).entries if e.event == "merged"]
+    assert len(merges) == 7
 
 
 def test_a_follower_whose_token_is_revoked_is_cut_off(start, monkeypatch):

@@ -392,7 +392,9 @@ export type CreateMemoryResponse = Message<"memsvc.v1.CreateMemoryResponse"> & {
   /**
    * Set when nothing new was stored because an existing memory of the owner already says the
    * same and holds all the new one carries (type, session, metadata, a life as long, the same
-   * occurredAt): that memory's id (also in `id`), whose history records the merge.
+   * occurredAt): that memory's id (also in `id`), whose history records the merge. In a
+   * batch, an item that repeats an earlier item of the same call names the memory that item
+   * became.
    * Only for memories without a key (a key decides by itself) that are not conversation turns
    * (episodic with a session); the memory setting dedupOnWrite turns merging off.
    *
