@@ -34,7 +34,7 @@ import grpc
 import pytest
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from google.protobuf.message import DecodeError
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memsvc.kernel.models import MEMORY_TYPES
@@ -639,13 +639,27 @@ def test_invalid_creates_change_nothing(server, stubs):
 
 
 #: Streams that follow until the caller leaves: each raw request also asks to end once caught
-#: up (a field appended to the bytes; the last value of a field wins), or it would end at the
-#: deadline. The expected codes are judged on the bytes sent.
-UNTIL_CAUGHT_UP = {"/memsvc.v1.MemoryService/WatchMemories": b"\x18\x01"}
+#: up, or it would end at the deadline. The expected codes are judged on the bytes sent.
+UNTIL_CAUGHT_UP = {"/memsvc.v1.MemoryService/WatchMemories": pb.WatchMemoriesRequest}
 
 
 def _sent(path: str, data: bytes) -> bytes:
-    return data + UNTIL_CAUGHT_UP.get(path, b"")
+    """`data`, with stop_when_caught_up set for a following stream: the field is appended
+    (the last value of a field wins), and where the bytes before it swallow it (a varint or
+    a length they leave open runs on into it, so the request still decodes without it), the
+    decoded request is sent again with the field set, its unknown fields kept."""
+    request_cls = UNTIL_CAUGHT_UP.get(path)
+    if request_cls is None:
+        return data
+    sent = data + b"\x18\x01"
+    try:
+        request = request_cls.FromString(sent)
+    except DecodeError:
+        return sent  # refused before any stream starts
+    if not request.stop_when_caught_up:
+        request.stop_when_caught_up = True
+        sent = request.SerializeToString()
+    return sent
 
 
 def _raw_call(channel: grpc.Channel, path: str, streaming: bool, data: bytes) -> tuple[C | None, str]:
@@ -724,8 +738,11 @@ def test_fuzz_raw_bytes_every_method(server, raw_channel):
     channel, unimplemented = raw_channel
     seen: Counter = Counter()  # how many inputs of each kind: decodable or not
 
+    watch = next(m for m in METHODS if m[0] in UNTIL_CAUGHT_UP)
+
     @fuzz_settings(800)
     @given(method=st.sampled_from(METHODS), data=RAW_BYTES)
+    @example(method=watch, data=b"\xc8")  # an open varint that swallowed the appended stop field
     def run(method, data):
         path, request_cls, streaming = method
         code, details = _raw_call(channel, path, streaming, data)
