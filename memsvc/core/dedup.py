@@ -278,20 +278,21 @@ class Profile:
     adjacent: frozenset[tuple[str, str]]
     heads: frozenset[tuple[str, str]]
 
-    @property
+    @functools.cached_property
     def content(self) -> frozenset[str]:
-        """The content keys, the owner's own token left out (it is implied)."""
+        """The content keys, the owner's own token left out (it is implied). Cached like the
+        sets below (a profile is memoized, and the write path asks each many times)."""
         return frozenset(t.key for t in self.tokens if not t.directional and t.key != SELF)
 
     @property
     def order(self) -> list[str]:
         return list(dict.fromkeys(t.key for t in self.tokens if not t.directional))
 
-    @property
+    @functools.cached_property
     def entities(self) -> frozenset[str]:
         return frozenset(t.key for t in self.tokens if t.entity)
 
-    @property
+    @functools.cached_property
     def pasts(self) -> frozenset[str]:
         return frozenset(t.past for t in self.tokens if t.past)
 

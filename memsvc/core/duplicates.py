@@ -33,6 +33,7 @@ import numpy as np
 from memsvc.core.dedup import is_duplicate, profile
 from memsvc.core.settings.memory import Settings
 from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, utcnow
+from memsvc.kernel.vector_index import normalized
 
 log = logging.getLogger("memsvc.core.duplicates")
 #: Candidates asked per draft from each list.
@@ -44,8 +45,8 @@ T = TypeVar("T")
 
 
 class Nearest(Protocol):
-    def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[Memory, float]]:
-        """The scope's memories nearest `vector`, with their cosine similarity."""
+    def nearest(self, scope: SearchScope, vectors: np.ndarray, k: int) -> list[list[tuple[Memory, float]]]:
+        """For each of `vectors`, the scope's memories nearest it, with their cosine similarity."""
         ...
 
 
@@ -80,6 +81,11 @@ def absorbs(memory: Memory | NewMemory, draft: NewMemory) -> bool:
     return draft.occurred_at is None or draft.occurred_at == memory.occurred_at
 
 
+def repeats(draft: NewMemory, existing: Memory | NewMemory, cosine: float | None) -> bool:
+    """Whether the draft says what `existing` says and `existing` holds all the draft carries."""
+    return absorbs(existing, draft) and is_duplicate(draft.content, existing.content, cosine)
+
+
 def _safely(check: Callable[[], T]) -> T | None:
     """The check's answer, or None when it fails: looking for a duplicate must never fail
     the write it precedes (at worst the draft is stored as a memory of its own)."""
@@ -108,14 +114,14 @@ class Duplicates:
         if not any(eligible(d) for d in drafts) or not self._settings.get().dedup_on_write or not self._applies():
             return list(drafts)
         now = utcnow()
+        nearest = _safely(partial(self._nearest_of, drafts, vectors, now)) or {}
         out: list[NewMemory] = []
         within = _Within(drafts, vectors)
         for i, draft in enumerate(drafts):
             if not eligible(draft):
                 out.append(draft)
                 continue
-            vector = None if vectors is None else vectors[i]
-            found = _safely(partial(self._repeated, draft, vector, now))
+            found = _safely(partial(self._repeated, draft, nearest.get(i, []), now))
             if found is not None:
                 out.append(replace(draft, merge_into=found.id))
                 continue
@@ -125,25 +131,34 @@ class Duplicates:
             out.append(draft if earlier is None else replace(draft, repeats=earlier))
         return out
 
-    def _repeated(self, draft: NewMemory, vector: np.ndarray | None, now: Any) -> Memory | None:
-        """The first candidate that says what the draft says and holds all it carries."""
-        for memory, cosine in self._candidates(draft, vector, SearchScope(api_key_id=draft.api_key_id, now=now)):
-            if absorbs(memory, draft) and is_duplicate(draft.content, memory.content, cosine):
-                return memory
-        return None
+    def _nearest_of(self, drafts: Sequence[NewMemory], vectors: Any, now: Any) -> dict[int, list[tuple[Memory, float]]]:
+        """The nearest memories of each eligible draft with a vector, by its index: one search
+        per owner for all of that owner's drafts."""
+        if vectors is None:
+            return {}
+        by_owner: dict[str, list[int]] = {}
+        for i, draft in enumerate(drafts):
+            if eligible(draft):
+                by_owner.setdefault(draft.api_key_id, []).append(i)
+        out: dict[int, list[tuple[Memory, float]]] = {}
+        for owner, indexes in by_owner.items():
+            scope = SearchScope(api_key_id=owner, now=now)
+            found = self._nearest.nearest(scope, np.asarray(vectors)[indexes], CANDIDATES)
+            out.update(zip(indexes, found))
+        return out
 
-    def _candidates(
-        self, draft: NewMemory, vector: np.ndarray | None, scope: SearchScope
-    ) -> list[tuple[Memory, float | None]]:
-        """The draft's nearest memories by vector, with their cosine; by keywords (no cosine:
-        the text alone decides) when it has no vector or the vectors answer nothing. A merge
-        needs a cosine of at least the rule's floor, so a repeat is among the nearest; the
-        keyword list would add only candidates the vectors already ranked below them, and
-        cost a search and their comparisons on every write (bench/writes_bench.py)."""
-        nearest = self._nearest.nearest(scope, vector, CANDIDATES) if vector is not None else []
-        if nearest:
-            return [(memory, cosine) for memory, cosine in nearest]
-        return [(hit.memory, None) for hit in self._keywords.search_keyword(scope, draft.content, CANDIDATES)]
+    def _repeated(self, draft: NewMemory, nearest: list[tuple[Memory, float]], now: Any) -> Memory | None:
+        """The first candidate that says what the draft says and holds all it carries: the
+        draft's nearest memories by vector, with their cosine, or by keywords (no cosine: the
+        text alone decides) when it has no vector or the vectors answer nothing. A merge needs
+        a cosine of at least the rule's floor, so a repeat is among the nearest; the keyword
+        list would add only candidates the vectors already ranked below them, and cost a
+        search and their comparisons on every write (bench/writes_bench.py)."""
+        candidates: list[tuple[Memory, float | None]] = list(nearest)
+        if not candidates:
+            scope = SearchScope(api_key_id=draft.api_key_id, now=now)
+            candidates = [(hit.memory, None) for hit in self._keywords.search_keyword(scope, draft.content, CANDIDATES)]
+        return next((memory for memory, cosine in candidates if repeats(draft, memory, cosine)), None)
 
 
 class _Within:
@@ -156,7 +171,7 @@ class _Within:
 
     def __init__(self, drafts: Sequence[NewMemory], vectors: Any) -> None:
         self._drafts = drafts
-        self._unit = _unit_rows(vectors) if vectors is not None else None
+        self._unit = normalized(vectors) if vectors is not None else None
         self._new: dict[str, list[int]] = {}  # owner -> indexes of drafts stored as new
 
     def stored_new(self, i: int) -> None:
@@ -165,11 +180,8 @@ class _Within:
     def repeated(self, i: int) -> int | None:
         """The index of the best-ranked earlier new draft that draft `i` repeats, or None."""
         draft = self._drafts[i]
-        for j, cosine in self._ranked(i, self._new.get(draft.api_key_id, [])):
-            earlier = self._drafts[j]
-            if absorbs(earlier, draft) and is_duplicate(draft.content, earlier.content, cosine):
-                return j
-        return None
+        ranked = self._ranked(i, self._new.get(draft.api_key_id, []))
+        return next((j for j, cosine in ranked if repeats(draft, self._drafts[j], cosine)), None)
 
     def _ranked(self, i: int, candidates: list[int]) -> list[tuple[int, float | None]]:
         """The best `CANDIDATES` of `candidates` for draft `i`, best first."""
@@ -184,11 +196,3 @@ class _Within:
         shared = {j: len(words & profile(self._drafts[j].content).content) for j in candidates}
         ranked = sorted((j for j in candidates if shared[j] or not words), key=lambda j: -shared[j])
         return [(j, None) for j in ranked[:CANDIDATES]]
-
-
-def _unit_rows(vectors: Any) -> np.ndarray:
-    """The vectors scaled to length 1 (a zero vector stays zero: cosine 0 with everything)."""
-    matrix = np.asarray(vectors, dtype=np.float32)
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    unit: np.ndarray = np.divide(matrix, norms, out=np.zeros_like(matrix), where=norms > 0)
-    return unit

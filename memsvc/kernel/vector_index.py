@@ -149,3 +149,15 @@ def as_vector(vector: Sequence[float] | np.ndarray) -> np.ndarray:
 def cosine_score(distance: float) -> float:
     """sqlite-vec's score: 1 / (1 + distance)."""
     return 1.0 / (1.0 + distance) if math.isfinite(distance) else 0.0
+
+
+def normalized(vectors: np.ndarray) -> np.ndarray:
+    """Rows as float32 of length 1 (a zero row stays zero): cosine becomes a dot product."""
+    matrix = np.array(vectors, dtype=np.float32)  # a copy: the caller's array stays as it was
+    if matrix.ndim == 1:
+        norm = float(np.linalg.norm(matrix))
+        return matrix / np.float32(norm) if norm > 0 else matrix
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    matrix /= norms
+    return matrix

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from memsvc.kernel.models import Memory, SearchScope
-from memsvc.kernel.vector_index import VectorHit, cosine_score
+from memsvc.kernel.vector_index import VectorHit, cosine_score, normalized
 
 #: Reads the memories of some ids that a scope may see from memory, without a statement (the
 #: owner's working set, memsvc.working_set): (conn, scope, memory ids) -> memories in no
@@ -86,38 +86,30 @@ def scope_values(item: Any) -> tuple[str, int, int]:
     return scope_columns(item.session_id, item.created_at, item.expires_at, bool(getattr(item, "keep", False)))
 
 
-def normalized(vectors: np.ndarray) -> np.ndarray:
-    """Rows as float32 of length 1 (a zero row stays zero): cosine becomes a dot product."""
-    matrix = np.array(vectors, dtype=np.float32)  # a copy: the caller's array stays as it was
-    if matrix.ndim == 1:
-        norm = float(np.linalg.norm(matrix))
-        return matrix / np.float32(norm) if norm > 0 else matrix
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    matrix /= norms
-    return matrix
-
-
 def block_hits(
     conn: Any,
     scope: SearchScope,
-    found: Sequence[tuple[int, float]],
+    founds: Sequence[Sequence[tuple[int, float]]],
     held: HeldMemories | None,
     read_rows: Callable[[list[int]], Iterable[Memory]],
-) -> list[VectorHit]:
-    """A block search's (memory_id, distance) list as hits with their memories, nearest
+) -> list[list[VectorHit]]:
+    """Block searches' (memory_id, distance) lists as hits with their memories, nearest
     first: from `held` (the working set the same Retrieve's keyword search keeps current)
-    when it answers, else by `read_rows` (one statement in the caller's snapshot). Memories
-    the scope may not see (expired, deleted, out of the session) are left out either way."""
-    if not found:
-        return []
-    ids = [memory_id for memory_id, _ in found]
+    when it answers, else by `read_rows` (one statement in the caller's snapshot, for all
+    the lists at once). Memories the scope may not see (expired, deleted, out of the
+    session) are left out either way."""
+    ids = list(dict.fromkeys(memory_id for found in founds for memory_id, _ in found))
+    if not ids:
+        return [[] for _ in founds]
     memories = held(conn, scope, ids) if held is not None else None
     live = {m.memory_id: m for m in (memories if memories is not None else read_rows(ids))}
     return [
-        VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
-        for mid, d in found
-        if mid in live
+        [
+            VectorHit(memory_id=mid, id=live[mid].id, distance=d, score=cosine_score(d), memory=live[mid])
+            for mid, d in found
+            if mid in live
+        ]
+        for found in founds
     ]
 
 
@@ -279,10 +271,10 @@ class OwnerBlock:
         self.slots = {int(mid): i for i, mid in enumerate(self.ids[:n])}
         self.used, self.dead = n, 0
 
-    def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[int, float]]:
-        """`search` for a retrieval scope and a query vector as given (normalized here)."""
+    def nearest(self, scope: SearchScope, vectors: np.ndarray, k: int) -> list[list[tuple[int, float]]]:
+        """`search` for a retrieval scope and query vectors as given (rows, normalized here)."""
         return self.search(
-            normalized(vector),
+            normalized(np.atleast_2d(vectors)),
             k,
             unix_us(scope.now),
             unix_us(scope.created_after) if scope.created_after is not None else None,
@@ -290,36 +282,41 @@ class OwnerBlock:
         )
 
     def search(
-        self, query: np.ndarray, k: int, now_us: int, created_after_us: int | None, session: str | None
-    ) -> list[tuple[int, float]]:
-        """The k nearest live vectors in scope as (memory_id, cosine distance), nearest first
-        (ties by memory_id). `query` must be L2-normalized."""
+        self, queries: np.ndarray, k: int, now_us: int, created_after_us: int | None, session: str | None
+    ) -> list[list[tuple[int, float]]]:
+        """For each query row, the k nearest live vectors in scope as (memory_id, cosine
+        distance), nearest first (ties by memory_id). The rows must be L2-normalized; several
+        share the scope's mask and one matrix product."""
         with self.lock:
             n = self.used
             if n == 0:
-                return []
-            sims = self.matrix[:n] @ query
+                return [[] for _ in queries]
+            sims = self.matrix[:n] @ queries.T
             mask = self.expires[:n] > now_us
             if created_after_us is not None:
                 mask &= self.created[:n] >= created_after_us
             if session is not None:
                 code = self.session_codes.get(session)
                 if code is None:
-                    return []
+                    return [[] for _ in queries]
                 mask &= self.session[:n] == code
             found = np.flatnonzero(mask)
             if found.size == 0:
-                return []
-            candidates = found if found.size < n else None
-            if candidates is not None:
-                sims = sims[candidates]
-            k = min(k, sims.size)
-            top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
-            chosen = top if candidates is None else candidates[top]
-            mids = self.ids[chosen].copy()
-        dist = 1.0 - sims[top].astype(np.float64)
-        order = np.lexsort((mids, dist))
-        return [(int(mids[i]), float(max(dist[i], 0.0))) for i in order]
+                return [[] for _ in queries]
+            if found.size < n:
+                sims = sims[found]
+            mids = self.ids[found].copy()
+        return [_top(sims[:, column], mids, k) for column in range(sims.shape[1])]
+
+
+def _top(sims: np.ndarray, mids: np.ndarray, k: int) -> list[tuple[int, float]]:
+    """The k highest similarities as (memory_id, cosine distance), nearest first, ties by id."""
+    k = min(k, sims.size)
+    top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
+    dist = 1.0 - sims[top].astype(np.float64)
+    chosen = mids[top]
+    order = np.lexsort((chosen, dist))
+    return [(int(chosen[i]), float(max(dist[i], 0.0))) for i in order]
 
 
 class OwnerBlocks:

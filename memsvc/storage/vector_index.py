@@ -228,32 +228,43 @@ class LocalVectorIndex:
         `default_k`, clamped to [1, 4096]). An owner's search is answered from its vectors in
         memory when the cache holds them, else by the store's nearest-neighbour statement
         with the scope inside the scan. No table yet → []."""
+        return self.search_many(scope, [as_vector(vector)], k)[0]
+
+    def search_many(
+        self, scope: SearchScope, vectors: Sequence[Sequence[float] | np.ndarray], k: int | None = None
+    ) -> list[list[VectorHit]]:
+        """`search` for several query vectors in one scope: an owner's cached vectors answer
+        them all in one snapshot and one matrix product (the duplicate check of a batch)."""
         self._require_available()
         k = self.default_k if k is None else max(1, min(MAX_K, int(k)))
-        vec = as_vector(vector)
+        queries = [as_vector(vector) for vector in vectors]
+        if not queries:
+            return []
         if self.sql.cache is not None and scope.api_key_id is not None:
-            hits = self._search_cached(scope, vec, k)
+            hits = self._search_cached(scope, queries, k)
             if hits is not None:
                 return hits
-        return self.sql.search(scope, vec, k)
+        return [self.sql.search(scope, query, k) for query in queries]
 
-    def _search_cached(self, scope: SearchScope, vec: np.ndarray, k: int) -> list[VectorHit] | None:
-        """The owner's k nearest from its block in memory, with their rows; None when the
-        store must answer (a snapshot the cache cannot serve, an owner over the budget)."""
+    def _search_cached(self, scope: SearchScope, queries: list[np.ndarray], k: int) -> list[list[VectorHit]] | None:
+        """The owner's k nearest of each query from its block in memory, with their rows;
+        None when the store must answer (a snapshot the cache cannot serve, an owner over the
+        budget)."""
         assert scope.api_key_id is not None
         with self.db.read() as conn:
             dim = self.sql.dimension(conn)
             if dim is None:
-                return []
-            if vec.shape[0] != dim:
-                raise DimensionMismatch(dim, int(vec.shape[0]), self.sql.table)
+                return [[] for _ in queries]
+            for query in queries:
+                if query.shape[0] != dim:
+                    raise DimensionMismatch(dim, int(query.shape[0]), self.sql.table)
             block = self.sql.owner_block(conn, scope.api_key_id, dim)
             if block is None:
                 return None
             return block_hits(
                 conn,
                 scope,
-                block.nearest(scope, vec, k),
+                block.nearest(scope, np.stack(queries), k),
                 self.held_memories,
                 lambda ids: self.sql.memories_in_scope(conn, ids, scope),
             )

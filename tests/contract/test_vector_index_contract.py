@@ -285,6 +285,22 @@ def test_search_returns_the_nearest_in_cosine_order_with_distance_and_score(h: H
     assert [hit.distance for hit in hits] == sorted(hit.distance for hit in hits)
 
 
+def test_several_queries_are_answered_each_as_alone(h: Harness) -> None:
+    """search_many (the duplicate check's one search for a batch of drafts): per query, the
+    same nearest memories in the same order as its own search, within the scope."""
+    vectors = _vectors(40, 30)
+    memories = _indexed(h, _drafts(30) + _drafts(10, session_id="s1"), vectors)
+    queries = list(_vectors(4, 31))
+    for scope in (_scope(), _scope(session_only=True, session_id="s1")):
+        together = h.index.search_many(scope, queries, 6)
+        assert [_hit_ids(hits) for hits in together] == [_hit_ids(h.index.search(scope, q, 6)) for q in queries]
+    in_session = [m for m, v in zip(memories, vectors) if m.session_id == "s1"]
+    assert _hit_ids(h.index.search_many(_scope(session_only=True, session_id="s1"), queries, 6)[0]) == _cosine_order(
+        in_session, vectors[30:], queries[0], 6
+    )
+    assert h.index.search_many(_scope("nobody"), queries, 3) == [[], [], [], []]
+
+
 def test_k_is_respected_and_defaults_to_the_index_default(h: Harness) -> None:
     _indexed(h, _drafts(20), _vectors(20, 8))
     query = _vectors(1, 9)[0]

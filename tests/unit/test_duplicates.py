@@ -17,8 +17,8 @@ from memsvc.storage.sqlite_backend import SqliteMemoryBackend
 class NoVectors:
     """A store without embeddings: no nearest neighbours (the keyword list still runs)."""
 
-    def nearest(self, scope, vector, k):
-        return []
+    def nearest(self, scope, vectors, k):
+        return [[] for _ in vectors]
 
 
 def _store(path: Path) -> tuple[SqliteMemoryBackend, Settings]:

@@ -59,6 +59,29 @@ def _same(
     return got
 
 
+def test_several_queries_in_one_search_answer_as_each_alone(db, backend):
+    """search_many (the duplicate check's one search for a batch) returns, per query, what
+    vec0 returns for it alone: from the owner's block in one matrix product, and from the
+    store's statement when the block cannot serve."""
+    rng = np.random.default_rng(5)
+    cached = LocalVectorIndex(db, cache_bytes=10_000_000)
+    plain = LocalVectorIndex(db)
+    cached.ensure(SIG, DIM)
+    a = _create(backend, 30, "a") + _create(backend, 10, "a", session_id="s1")
+    b = _create(backend, 20, "b")
+    cached.upsert(_rows(a + b, _unit(rng, len(a) + len(b))))
+    now = utcnow()
+    queries = _unit(rng, 6)
+    for scope in (SearchScope("a", now), SearchScope("a", now, session_only=True, session_id="s1")):
+        for index in (cached, plain):
+            together = index.search_many(scope, list(queries), 7)
+            alone = [plain.search(scope, q, 7) for q in queries]
+            assert [[h.id for h in hits] for hits in together] == [[h.id for h in hits] for hits in alone]
+            assert all(len(hits) == 7 for hits in together)
+    assert cached.search_many(SearchScope("nobody", now), list(queries), 3) == [[]] * 6
+    assert cached.search_many(SearchScope("a", now), [], 3) == []
+
+
 @pytest.mark.parametrize("quantization", ["none", "int8"])
 def test_cached_search_equals_vec0_and_follows_every_write(db, backend, quantization):
     rng = np.random.default_rng(3)

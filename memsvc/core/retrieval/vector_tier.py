@@ -266,16 +266,22 @@ class VectorTier:
         self.local.upsert([VectorRow.from_memory(m, v) for m, v in zip(pending, vectors)])
         self.local.see_own_writes()  # the search below runs in the request's snapshot: move it past them
 
-    def nearest(self, scope: SearchScope, vector: np.ndarray, k: int) -> list[tuple[Memory, float]]:
-        """The scope's memories nearest a vector already made (a draft's, on its way to the
-        store), each with its cosine similarity, from the store's own index; none when it
-        cannot answer (no vectors yet, another dimension): the caller then has no candidate."""
+    def nearest(self, scope: SearchScope, vectors: np.ndarray, k: int) -> list[list[tuple[Memory, float]]]:
+        """For each of several vectors already made (drafts', on their way to the store), the
+        scope's memories nearest it, each with its cosine similarity, from the store's own
+        index in one search; none when it cannot answer (no vectors yet, another dimension):
+        the caller then has no candidate."""
         try:
-            hits = self.local.search(scope, vector, k) if self.local.available else []
+            found = self.local.search_many(scope, list(vectors), k) if self.local.available else []
         except VectorError:
-            return []
-        found = {m.memory.id: m.memory for m in self._matches(hits, scope)}
-        return [(found[h.id], 1.0 - h.distance) for h in hits if h.id in found]
+            found = []
+        if not found:
+            return [[] for _ in vectors]
+        out = []
+        for hits in found:
+            matched = {m.memory.id: m.memory for m in self._matches(hits, scope)}
+            out.append([(matched[h.id], 1.0 - h.distance) for h in hits if h.id in matched])
+        return out
 
     def _matches(self, hits: Sequence[VectorHit], scope: SearchScope) -> list[VectorMatch]:
         """Hits as memories (those the index did not read already are loaded), re-checked
