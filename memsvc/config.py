@@ -367,7 +367,7 @@ class Config:
     working_set_mb: int = _opt(
         256,
         "MEMORY_WORKING_SET_MB",
-        "memory (MB) for per-owner working sets that rank keyword searches in memory (LRU over owners; an owner larger than this, or every owner with 0, is searched by the store's own index: FTS5, or PostgreSQL's full-text search)",
+        "memory (MB) for per-owner working sets that rank keyword searches in memory (LRU over owners; an owner larger than this, or every owner with 0, is searched by the store's own index: FTS5, or PostgreSQL's full-text search); a quarter of it may also hold the last four owners' pasts built for asOf retrievals",
         parse=int,
     )
     vec_quantization: str = _opt(

@@ -76,7 +76,7 @@ class _StateCollector(Collector):
             held = GaugeMetricFamily(
                 "memsvc_working_sets",
                 "Per-owner working sets in memory: owners, bytes, "
-                "budget_bytes, and counters of builds, updates, store_searches, evictions",
+                "budget_bytes, and counters of builds, updates, store_searches, evictions, past_builds, past_hits",
                 labels=["field"],
             )
             for name, value in self._sources.working_sets().items():

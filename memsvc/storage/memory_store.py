@@ -503,9 +503,12 @@ class SqlMemoryBackend:
         """The owner's memories as they were at `moment` (each one's version valid then),
         searchable as the live ones are (memsvc.working_set.past), from one snapshot."""
         with self.db.read() as conn:
-            memories = self.lifecycle.valid_at(conn, owner, moment)
-            newer = self.lifecycle.newer_than(conn, owner, moment)
-        return self.working_sets.past(owner, memories, newer)
+            return self.working_sets.past(
+                conn,
+                owner,
+                moment,
+                lambda: (self.lifecycle.valid_at(conn, owner, moment), self.lifecycle.newer_than(conn, owner, moment)),
+            )
 
     def feed_head(self) -> str:
         """The change feed's position after everything committed so far."""

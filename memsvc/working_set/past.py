@@ -4,11 +4,12 @@ Retrieve or Inject with `asOf` ranks.
 Why a working set of its own: the owner's live set (and the store's keyword index) holds the
 current versions; at an earlier instant some of them did not exist yet and some facts held
 another content (a key's superseded version). The memories valid then are a different
-corpus, with their own word statistics, so they get their own `OwnerSet`, built for the
-request from the store's read of them (`memsvc.storage.lifecycle.Lifecycle.valid_at`): the
-same tokens, BM25 and scope filters as the live search, over the past. Building costs one
-tokenization of the owner's memories, so an asOf retrieval costs about a cold search
-(bench/lifecycle_bench.py measures it beside a current one).
+corpus, with their own word statistics, so they get their own `OwnerSet`, built from the
+store's read of them (`memsvc.storage.lifecycle.Lifecycle.valid_at`): the same tokens, BM25
+and scope filters as the live search, over the past. Building costs one tokenization of the
+owner's memories, so an asOf retrieval costs about a cold search; the registry keeps the last
+few for the next question about the same instant, until the owner's memories change
+(`memsvc.working_set.registry.WorkingSets.past`; bench/lifecycle_bench.py measures both).
 """
 
 from __future__ import annotations

@@ -28,6 +28,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from memsvc.kernel.inline import hold, may_block
@@ -40,6 +41,8 @@ LOCK_STRIPES = 64
 # An owner too large for the budget is searched in the store; building its set again is
 # tried this long after the last try (a build reads every row of the owner).
 TOO_BIG_RETRY_S = 60.0
+#: The most owners' pasts (asOf retrievals' corpora) kept for the next question (`past`).
+PAST_VIEWS = 4
 
 
 class StorePort(Protocol):
@@ -70,6 +73,9 @@ class WorkingSetStats:
     updates: int = 0
     store_searches: int = 0
     evictions: int = 0
+    #: Owners' pasts built for an asOf retrieval, and asOf retrievals a kept one answered.
+    past_builds: int = 0
+    past_hits: int = 0
 
 
 class WorkingSets:
@@ -84,6 +90,8 @@ class WorkingSets:
         self._stripes = [threading.Lock() for _ in range(LOCK_STRIPES)]
         self._lock = threading.Lock()
         self._too_big: dict[str, float] = {}  # owner -> when it last did not fit (monotonic s)
+        #: (owner, instant, owner's change number) -> its past, least recently used first.
+        self._pasts: OrderedDict[tuple[str, datetime, int], PastView] = OrderedDict()
         self.stats = WorkingSetStats()
 
     def status(self) -> dict[str, int]:
@@ -97,17 +105,49 @@ class WorkingSets:
                 "updates": self.stats.updates,
                 "store_searches": self.stats.store_searches,
                 "evictions": self.stats.evictions,
+                "past_builds": self.stats.past_builds,
+                "past_hits": self.stats.past_hits,
             }
 
-    def past(self, owner: str, memories: Sequence[Memory], newer: int) -> PastView:
-        """A set of the owner's memories as they were at an instant (`memsvc.working_set.past`),
-        tokenized as the store's own index is; not kept: it serves one request."""
+    def past(
+        self, conn: Any, owner: str, moment: datetime, read: Callable[[], tuple[Sequence[Memory], int]]
+    ) -> PastView:
+        """A set of the owner's memories as they were at `moment` (`memsvc.working_set.past`),
+        tokenized as the store's own index is, from `read` (the versions valid then, and how
+        many current memories began since, in the snapshot of `conn`).
+
+        Building one costs about a cold build of the owner, so the last few are kept for the
+        questions that follow about the same instant (an agent asking several things as of
+        one date). Each is kept under the owner's change number in the snapshot it was read
+        in: any write to the owner's memories since (a deletion included: a past must never
+        bring back what was forgotten) moves that number, and the next request builds anew.
+        At most PAST_VIEWS are kept, within a quarter of the budget; none with no budget. A
+        kept view is only read (its lazy per-word arrays are the same whoever makes them), so
+        concurrent requests share it without a lock."""
+        version = self._port.owner_version(conn, owner)
+        key = (owner, moment, version)
+        with self._lock:
+            kept = self._pasts.get(key)
+            if kept is not None:
+                self._pasts.move_to_end(key)
+                self.stats.past_hits += 1
+                return kept
         may_block("building an owner's memories as they were")
-        return PastView.build(owner, memories, newer, self._port.tokenize_document, self._port.tokenize_query)
+        memories, newer = read()
+        view = PastView.build(owner, memories, newer, self._port.tokenize_document, self._port.tokenize_query)
+        with self._lock:
+            self.stats.past_builds += 1
+            self._pasts[key] = view
+            total = sum(v.owner_set.nbytes for v in self._pasts.values())
+            while self._pasts and (len(self._pasts) > PAST_VIEWS or total > self.budget_bytes // 4):
+                _, dropped = self._pasts.popitem(last=False)
+                total -= dropped.owner_set.nbytes
+        return view
 
     def clear(self) -> None:
         with self._lock:
             self._sets.clear()
+            self._pasts.clear()
             self._too_big.clear()
 
     def search_keyword(self, conn: Any, scope: SearchScope, text: str, limit: int) -> list[KeywordHit] | None:

@@ -198,6 +198,38 @@ def test_nothing_stored_after_the_instant_is_answered(start):
     assert list(retrieve(stubs, "piano", as_of=ts(before)).memories) == []
 
 
+def test_a_kept_past_answers_again_until_the_owner_changes_and_never_brings_back_a_deletion(start):
+    """The owner's past at an instant is kept for the next question about that instant, and
+    built anew once anything of the owner changed: a memory deleted since is forgotten in the
+    past too, and a fact added since is still not in it."""
+    handle = start()
+    stubs = handle.stubs(ADMIN)
+    set_memory(stubs, enabled=True)
+    memory_id, in_paris, _ = supersede(stubs)
+
+    def pasts() -> tuple[int, int]:
+        status = stubs.engine.GetEngineStatus(epb.GetEngineStatusRequest()).working_sets
+        return status.past_builds, status.past_hits
+
+    def contents(query: str) -> list[str]:
+        return [m.content for m in retrieve(stubs, query, as_of=ts(in_paris), min_score=0).memories]
+
+    assert "User lives in Paris" in contents("where does the user live")
+    assert "User has a cat named Miso" in contents("cat")
+    assert pasts() == (1, 1)
+    stubs.memory.CreateMemory(mpb.CreateMemoryRequest(api_key_id="alice", content="User adopted a cat named Pip"))
+    cats = contents("cat")
+    assert "User has a cat named Miso" in cats and "User adopted a cat named Pip" not in cats
+    assert pasts() == (2, 1)
+    stubs.memory.DeleteMemory(mpb.DeleteMemoryRequest(id=memory_id))
+    assert not {"User lives in Paris", "User lives in Berlin"} & set(contents("where does the user live"))
+    assert "User has a cat named Miso" in contents("cat")
+    assert pasts() == (3, 2)
+    # Another instant is another past.
+    retrieve(stubs, "cat", as_of=ts(datetime.now(UTC)))
+    assert pasts() == (4, 2)
+
+
 def test_inject_takes_as_of(start):
     handle = start()
     stubs = handle.stubs(ADMIN)

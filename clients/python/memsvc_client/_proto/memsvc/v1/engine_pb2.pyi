@@ -384,7 +384,7 @@ class EngineStatus(_message.Message):
     def __init__(self, keyword: _Optional[_Union[KeywordStatus, _Mapping]] = ..., embedding: _Optional[_Union[EmbeddingStatus, _Mapping]] = ..., vector_store: _Optional[_Union[VectorStoreStatus, _Mapping]] = ..., qdrant: _Optional[_Union[QdrantStatus, _Mapping]] = ..., rerank: _Optional[_Union[RerankStatus, _Mapping]] = ..., retrieval: _Optional[_Union[RetrievalStatus, _Mapping]] = ..., backends: _Optional[_Iterable[_Union[BackendStatus, _Mapping]]] = ..., reindex: _Optional[_Union[ReindexStatus, _Mapping]] = ..., working_sets: _Optional[_Union[WorkingSetStatus, _Mapping]] = ...) -> None: ...
 
 class WorkingSetStatus(_message.Message):
-    __slots__ = ("owners", "bytes", "budget_bytes", "builds", "updates", "store_searches", "evictions")
+    __slots__ = ("owners", "bytes", "budget_bytes", "builds", "updates", "store_searches", "evictions", "past_builds", "past_hits")
     OWNERS_FIELD_NUMBER: _ClassVar[int]
     BYTES_FIELD_NUMBER: _ClassVar[int]
     BUDGET_BYTES_FIELD_NUMBER: _ClassVar[int]
@@ -392,6 +392,8 @@ class WorkingSetStatus(_message.Message):
     UPDATES_FIELD_NUMBER: _ClassVar[int]
     STORE_SEARCHES_FIELD_NUMBER: _ClassVar[int]
     EVICTIONS_FIELD_NUMBER: _ClassVar[int]
+    PAST_BUILDS_FIELD_NUMBER: _ClassVar[int]
+    PAST_HITS_FIELD_NUMBER: _ClassVar[int]
     owners: int
     bytes: int
     budget_bytes: int
@@ -399,7 +401,9 @@ class WorkingSetStatus(_message.Message):
     updates: int
     store_searches: int
     evictions: int
-    def __init__(self, owners: _Optional[int] = ..., bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., builds: _Optional[int] = ..., updates: _Optional[int] = ..., store_searches: _Optional[int] = ..., evictions: _Optional[int] = ...) -> None: ...
+    past_builds: int
+    past_hits: int
+    def __init__(self, owners: _Optional[int] = ..., bytes: _Optional[int] = ..., budget_bytes: _Optional[int] = ..., builds: _Optional[int] = ..., updates: _Optional[int] = ..., store_searches: _Optional[int] = ..., evictions: _Optional[int] = ..., past_builds: _Optional[int] = ..., past_hits: _Optional[int] = ...) -> None: ...
 
 class ReindexStatus(_message.Message):
     __slots__ = ("running", "target", "progress", "holder")
