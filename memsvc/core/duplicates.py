@@ -171,7 +171,8 @@ class _Within:
 
     def __init__(self, drafts: Sequence[NewMemory], vectors: Any) -> None:
         self._drafts = drafts
-        self._unit = normalized(vectors) if vectors is not None else None
+        self._vectors = vectors
+        self._cosines: np.ndarray | None = None  # drafts x drafts, made on the first need
         self._new: dict[str, list[int]] = {}  # owner -> indexes of drafts stored as new
 
     def stored_new(self, i: int) -> None:
@@ -187,8 +188,11 @@ class _Within:
         """The best `CANDIDATES` of `candidates` for draft `i`, best first."""
         if not candidates:
             return []
-        if self._unit is not None:
-            cosines = self._unit[candidates] @ self._unit[i]
+        if self._vectors is not None:
+            if self._cosines is None:
+                unit = normalized(self._vectors)
+                self._cosines = unit @ unit.T
+            cosines = self._cosines[i, candidates]
             k = min(CANDIDATES, len(candidates))
             top = np.argpartition(-cosines, k - 1)[:k]
             return [(candidates[n], float(cosines[n])) for n in top[np.argsort(-cosines[top], kind="stable")]]
