@@ -228,7 +228,7 @@ class LocalVectorIndex:
         `default_k`, clamped to [1, 4096]). An owner's search is answered from its vectors in
         memory when the cache holds them, else by the store's nearest-neighbour statement
         with the scope inside the scan. No table yet → []."""
-        return self.search_many(scope, [as_vector(vector)], k)[0]
+        return self.search_many(scope, [vector], k)[0]
 
     def search_many(
         self, scope: SearchScope, vectors: Sequence[Sequence[float] | np.ndarray], k: int | None = None
