@@ -109,7 +109,7 @@ class Child:
             stdout=self._log,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            preexec_fn=die_with_parent,  # noqa: PLW1509 - one prctl call, no locks taken
+            preexec_fn=die_with_parent,  # noqa: PLW1509 - one prctl call found beforehand, no locks taken
         )
 
     def exited(self) -> int | None:

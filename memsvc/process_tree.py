@@ -11,6 +11,16 @@ import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1
+_SIGTERM = int(signal.SIGTERM)
+#: prctl(2), looked up once, in the parent: `die_with_parent` runs between fork and exec, where
+#: a lookup (dlopen takes the loader's lock and allocates) could meet a lock another thread of
+#: the parent held at the fork, and crash or hang the child. The argument types are fixed here
+#: for the same reason: the call in the child then converts two small ints and nothing else.
+#: None where there is no prctl (not Linux): the child then is not tied to its parent.
+_PRCTL = getattr(ctypes.CDLL(None, use_errno=True), "prctl", None)
+if _PRCTL is not None:
+    _PRCTL.argtypes = (ctypes.c_int, ctypes.c_ulong)
+    _PRCTL.restype = ctypes.c_int
 
 
 def _stat(pid: int) -> tuple[str, int] | None:
@@ -62,6 +72,8 @@ def descendants(root: int) -> set[int]:
 
 def die_with_parent() -> None:
     """A Popen preexec_fn: the child asks the kernel for SIGTERM when the process that
-    started it dies, however it dies (Linux). It runs between fork and exec, so the parent
-    must have no other threads (a lock held by one would be held forever in the child)."""
-    ctypes.CDLL(None).prctl(PR_SET_PDEATHSIG, int(signal.SIGTERM))
+    started it dies, however it dies (Linux). It runs between fork and exec, in a copy of a
+    parent that may have other threads (a server's, a test's), so it only calls the function
+    found beforehand (`_PRCTL`): no lookup, no import, no allocation."""
+    if _PRCTL is not None:
+        _PRCTL(PR_SET_PDEATHSIG, _SIGTERM)

@@ -226,7 +226,7 @@ class PostgresServer:
                 cwd=self.root,
                 env=_env(),
                 start_new_session=self.tied_to_parent,
-                preexec_fn=die_with_parent if self.tied_to_parent else None,  # noqa: PLW1509 - one prctl call
+                preexec_fn=die_with_parent if self.tied_to_parent else None,  # noqa: PLW1509 - one prctl call found beforehand
                 **self._run_as(),
             )
         self._wait_ready(timeout_s)
