@@ -15,7 +15,7 @@ from typing import Any
 import grpc
 import pytest
 from google.protobuf import struct_pb2
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from memsvc.v1 import engine_pb2 as epb
@@ -219,15 +219,18 @@ def test_budget_out_of_range_is_invalid_argument(server, stubs, budget):
     sizes=st.lists(st.integers(10, 2400), min_size=1, max_size=8),
     strategy=st.sampled_from(STRATEGIES),
 )
+@example(budget=3, sizes=[10, 11], strategy="recent")  # "budgetword" and "budgetword ": one fact twice
 def test_budget_property(server, stubs, budget, sizes, strategy):
     """Total ≤ budget; tokens = ceil(chars / 4); and greedy: every memory left out could not
     have fitted even in what remains (so nothing was left out after an oversized one)."""
     enable(stubs)
     owner = f"prop-{uuid.uuid4().hex}"
     contents = {}
-    for size in sizes:
+    for i, size in enumerate(sizes):
         content = ("budgetword " + "x" * size)[:size]
-        contents[create(stubs, content, api_key_id=owner)] = content
+        # Keyed: each its own memory, although two may say the same ("budgetword" and
+        # "budgetword "), which a keyless create would merge.
+        contents[create(stubs, content, api_key_id=owner, key=f"budget-{i}")] = content
     resp = retrieve(stubs, "budgetword", api_key_id=owner, strategy=strategy, max_tokens=budget)
     got = ids(resp)
     assert len(got) == len(set(got)) and set(got) <= set(contents)
