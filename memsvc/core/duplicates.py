@@ -33,7 +33,7 @@ import numpy as np
 from memsvc.core.dedup import is_duplicate, profile
 from memsvc.core.settings.memory import Settings
 from memsvc.kernel.models import KeywordHit, Memory, NewMemory, SearchScope, utcnow
-from memsvc.kernel.vector_index import normalized
+from memsvc.kernel.vector_index import best_first, normalized
 
 log = logging.getLogger("memsvc.core.duplicates")
 #: Candidates asked per draft from each list.
@@ -193,9 +193,8 @@ class _Within:
                 unit = normalized(self._vectors)
                 self._cosines = unit @ unit.T
             cosines = self._cosines[i, candidates]
-            k = min(CANDIDATES, len(candidates))
-            top = np.argpartition(-cosines, k - 1)[:k]
-            return [(candidates[n], float(cosines[n])) for n in top[np.argsort(-cosines[top], kind="stable")]]
+            best = best_first(cosines, np.asarray(candidates), CANDIDATES)
+            return [(candidates[n], float(cosines[n])) for n in best]
         words = profile(self._drafts[i].content).content
         shared = {j: len(words & profile(self._drafts[j].content).content) for j in candidates}
         ranked = sorted((j for j in candidates if shared[j] or not words), key=lambda j: -shared[j])

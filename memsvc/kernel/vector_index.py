@@ -161,3 +161,13 @@ def normalized(vectors: np.ndarray) -> np.ndarray:
     norms[norms == 0] = 1.0
     matrix /= norms
     return matrix
+
+
+def best_first(sims: np.ndarray, keys: np.ndarray, k: int) -> np.ndarray:
+    """Positions of the k highest similarities, the highest first (the least cosine distance,
+    1 - similarity), ties by the smaller key: one order for every top-k of the same data."""
+    k = min(k, sims.size)
+    top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
+    distance = 1.0 - sims[top].astype(np.float64)
+    ordered: np.ndarray = top[np.lexsort((keys[top], distance))]
+    return ordered

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from memsvc.kernel.models import Memory, SearchScope
-from memsvc.kernel.vector_index import VectorHit, cosine_score, normalized
+from memsvc.kernel.vector_index import VectorHit, best_first, cosine_score, normalized
 
 #: Reads the memories of some ids that a scope may see from memory, without a statement (the
 #: owner's working set, memsvc.working_set): (conn, scope, memory ids) -> memories in no
@@ -311,12 +311,7 @@ class OwnerBlock:
 
 def _top(sims: np.ndarray, mids: np.ndarray, k: int) -> list[tuple[int, float]]:
     """The k highest similarities as (memory_id, cosine distance), nearest first, ties by id."""
-    k = min(k, sims.size)
-    top = np.argpartition(-sims, k - 1)[:k] if k < sims.size else np.arange(sims.size)
-    dist = 1.0 - sims[top].astype(np.float64)
-    chosen = mids[top]
-    order = np.lexsort((chosen, dist))
-    return [(int(chosen[i]), float(max(dist[i], 0.0))) for i in order]
+    return [(int(mids[i]), max(1.0 - float(sims[i]), 0.0)) for i in best_first(sims, mids, k)]
 
 
 class OwnerBlocks:
